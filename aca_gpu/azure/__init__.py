@@ -1,0 +1,1 @@
+"""The only package that imports azure.*: clients, resources, data plane, error translation."""

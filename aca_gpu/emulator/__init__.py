@@ -1,0 +1,1 @@
+"""ARM + ACA data-plane emulator. Imports nothing from cli/, workflow/ or azure/."""

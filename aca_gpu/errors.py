@@ -1,0 +1,84 @@
+"""Error types that carry their exit code, so the CLI maps failures to the documented contract once.
+
+Exit codes (README, DESIGN.md §3): 0 ok · 1 unexpected failure · 2 bad input / preflight refused ·
+3 quota or capacity · 4 timed out waiting · 5 GPU check failed · 6 teardown incomplete.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_QUOTA = 3
+EXIT_TIMEOUT = 4
+EXIT_GPU_CHECK = 5
+EXIT_TEARDOWN = 6
+
+
+class AcaGpuError(Exception):
+    """Base error: a one-line message for the user and the exit code it maps to."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code  # ARM error code or another machine-readable reason, when there is one
+        self.hint = hint  # what the user can do next, shown under the message
+
+    def as_dict(self) -> dict[str, object]:
+        return {"message": self.message, "code": self.code, "exit_code": self.exit_code, "hint": self.hint}
+
+
+class BadInput(AcaGpuError):
+    """A flag, file or value the user gave cannot be used; nothing was created."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class PreflightRefused(AcaGpuError):
+    """The plan cannot work (region lacks the profile, provider unregistered, image too new...)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class AuthError(AcaGpuError):
+    """No usable credential or the credential was refused."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class QuotaError(AcaGpuError):
+    """Quota or regional capacity refused the request."""
+
+    exit_code = EXIT_QUOTA
+
+
+class WaitTimedOut(AcaGpuError):
+    """A wait passed its deadline; the message says what was awaited."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+class GpuCheckFailed(AcaGpuError):
+    """The GPU check itself failed: incompatible driver/CUDA, NVML errors, tester fail."""
+
+    exit_code = EXIT_GPU_CHECK
+
+
+class TeardownIncomplete(AcaGpuError):
+    """Something this run made is still there after teardown."""
+
+    exit_code = EXIT_TEARDOWN
+
+
+class CloudError(AcaGpuError):
+    """An Azure call failed in a way no more specific type covers."""
+
+    exit_code = EXIT_FAILURE
+
+
+class NotFound(AcaGpuError):
+    """The named run or resource does not exist."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -1,0 +1,1 @@
+"""Pure GPU knowledge: nvidia-smi parsing, CUDA compatibility, tester results, profile catalog."""

@@ -1,0 +1,143 @@
+"""Run ids, resource names and tags: validated before any Azure call so bad input creates nothing."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from aca_gpu.errors import BadInput
+
+TAG_MANAGED = "acagpu:managed"
+TAG_RUN_ID = "acagpu:run-id"
+TAG_CREATED_AT = "acagpu:created-at"
+TAG_EXPIRES_AT = "acagpu:expires-at"
+TAG_OWNER = "acagpu:owner"
+TAG_KEEP = "acagpu:keep"
+TAG_GPU = "acagpu:gpu"
+
+ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
+ACA_NAME_MAX = 32
+RG_NAME_RE = re.compile(r"^[-\w._()]+$")
+RG_NAME_MAX = 90
+LOCATION_RE = re.compile(r"^[a-z][a-z0-9]{2,30}$")
+TTL_RE = re.compile(r"^(\d+)([smhd])$")
+_TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def new_run_id() -> str:
+    """Six hex characters, starting with a letter so every derived name is valid."""
+    while True:
+        rid = secrets.token_hex(3)
+        if rid[0].isalpha():
+            return rid
+
+
+def validate_run_id(run_id: str) -> str:
+    if not re.fullmatch(r"[a-z0-9]{1,12}", run_id):
+        raise BadInput(f"invalid run id {run_id!r}: use 1-12 lowercase letters or digits")
+    return run_id
+
+
+def validate_location(location: str) -> str:
+    """Accept 'eastus' or 'East US'; return the ARM short form."""
+    short = location.replace(" ", "").lower()
+    if not LOCATION_RE.fullmatch(short):
+        raise BadInput(f"invalid location {location!r}: expected an Azure region name such as 'eastus'")
+    return short
+
+
+def validate_aca_name(name: str, what: str = "name") -> str:
+    if len(name) > ACA_NAME_MAX:
+        raise BadInput(f"{what} {name!r} is too long: {len(name)} > {ACA_NAME_MAX} characters")
+    if not ACA_NAME_RE.fullmatch(name) or "--" in name:
+        raise BadInput(
+            f"invalid {what} {name!r}: lowercase letters, digits and single hyphens, starting with a letter"
+        )
+    return name
+
+
+def validate_rg_name(name: str) -> str:
+    if len(name) > RG_NAME_MAX or not RG_NAME_RE.fullmatch(name) or name.endswith("."):
+        raise BadInput(f"invalid resource group name {name!r}")
+    return name
+
+
+def parse_ttl(text: str) -> timedelta:
+    """'90m', '2h', '1d', '30s' -> timedelta; zero or garbage is bad input."""
+    m = TTL_RE.fullmatch(text.strip().lower())
+    if not m or int(m.group(1)) == 0:
+        raise BadInput(f"invalid TTL {text!r}: use a positive number with s, m, h or d (e.g. 2h)")
+    return timedelta(seconds=int(m.group(1)) * _TTL_UNITS[m.group(2)])
+
+
+def iso_utc(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso_utc(text: str) -> datetime | None:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """Every name a run uses, derived from its id (DESIGN.md §3)."""
+
+    run_id: str
+
+    @property
+    def resource_group(self) -> str:
+        return f"rg-acagpu-{self.run_id}"
+
+    @property
+    def environment(self) -> str:
+        return f"cae-acagpu-{self.run_id}"
+
+    @property
+    def explorer(self) -> str:
+        return f"cuda-explorer-{self.run_id}"
+
+    @property
+    def tester(self) -> str:
+        return f"gpu-tester-{self.run_id}"
+
+    def validate(self) -> RunNames:
+        validate_run_id(self.run_id)
+        validate_rg_name(self.resource_group)
+        for what, name in (("environment", self.environment), ("app", self.explorer), ("job", self.tester)):
+            validate_aca_name(name, what)
+        return self
+
+
+def run_tags(
+    run_id: str,
+    *,
+    owner: str,
+    ttl: timedelta,
+    now: datetime | None = None,
+    keep: bool = False,
+    gpu: str | None = None,
+) -> dict[str, str]:
+    """The tags that make a resource acagpu's: the reaper and `down` trust nothing else."""
+    created = now or datetime.now(UTC)
+    tags = {
+        TAG_MANAGED: "true",
+        TAG_RUN_ID: run_id,
+        TAG_CREATED_AT: iso_utc(created),
+        TAG_EXPIRES_AT: iso_utc(created + ttl),
+        TAG_OWNER: owner,
+    }
+    if keep:
+        tags[TAG_KEEP] = "true"
+    if gpu:
+        tags[TAG_GPU] = gpu
+    return tags
+
+
+def is_managed(tags: dict[str, str] | None) -> bool:
+    return bool(tags) and (tags or {}).get(TAG_MANAGED) == "true"

@@ -1,0 +1,1 @@
+"""Image references and the OCI distribution client."""

@@ -1,0 +1,79 @@
+"""DESIGN.md §2: imports point down only, and only aca_gpu/azure imports azure.*."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[2] / "aca_gpu"
+
+# layer -> aca_gpu subpackages/modules it must never import
+FORBIDDEN: dict[str, set[str]] = {
+    "gpu": {"cli", "workflow", "azure", "registry", "emulator"},
+    "registry": {"cli", "workflow", "azure", "emulator"},
+    "azure": {"cli", "workflow", "emulator"},
+    "workflow": {"cli", "emulator"},
+    "emulator": {"cli", "workflow", "azure", "registry"},
+    # the pure base modules
+    "errors": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
+    "naming": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
+    "output": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
+    "config": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
+    "models": {"cli", "workflow", "azure", "registry", "emulator"},
+    "cost": {"cli", "workflow", "azure", "registry", "emulator"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _layer(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+SOURCES = sorted(PKG.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_point_down(path: Path) -> None:
+    layer = _layer(path)
+    bad = []
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[0] == "azure" and layer != "azure":
+            bad.append(name)
+        if parts[0] == "aca_gpu" and len(parts) > 1 and parts[1] in FORBIDDEN.get(layer, set()):
+            bad.append(name)
+    assert not bad, f"{path.relative_to(PKG)} ({layer}) must not import {sorted(bad)}"
+
+
+def test_checker_catches_a_violation(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import azure.identity\nfrom aca_gpu.cli import main\n", encoding="utf-8")
+    assert _imports(sample) == {"azure.identity", "aca_gpu.cli"}
+
+
+def test_help_does_not_import_azure_sdk() -> None:
+    code = (
+        "import sys\n"
+        "from aca_gpu.cli import cli\n"
+        "try:\n    cli.main(args=['--help'], prog_name='acagpu')\nexcept SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m == 'azure' or m.startswith('azure.'))\n"
+        "print('AZURE:' + ','.join(loaded))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("AZURE:"))
+    assert line == "AZURE:", f"`acagpu --help` imported {line[6:]}"
