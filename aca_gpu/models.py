@@ -1,0 +1,235 @@
+"""Plain records that cross layers, and `Cloud`: the contract aca_gpu/azure implements for workflows.
+
+Workflows see only these types; `aca_gpu.azure.cloud.AzureCloud` turns SDK models into them, so the
+same workflow runs against Azure, the emulator, or an autospec'd double in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Record:
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ResourceGroupInfo(Record):
+    name: str
+    location: str
+    tags: Mapping[str, str]
+    provisioning_state: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileOffer(Record):
+    """A workload profile type a region offers (available_workload_profiles)."""
+
+    name: str  # the workload profile TYPE, e.g. Consumption-GPU-NC8as-T4
+    category: str | None
+    cores: int | None
+    memory_gib: int | None
+    gpus: int | None
+    display_name: str | None = None
+
+
+@dataclass(frozen=True)
+class UsageInfo(Record):
+    name: str
+    current: float
+    limit: float
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerDef(Record):
+    name: str
+    image: str
+    cpu: float
+    memory: str  # e.g. "56Gi"
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnvSpec(Record):
+    resource_group: str
+    name: str
+    location: str
+    tags: Mapping[str, str]
+    gpu_profile_name: str  # the label apps reference, e.g. "gpu"
+    gpu_profile_type: str  # e.g. Consumption-GPU-NC8as-T4 or NC24-A100
+    dedicated_counts: tuple[int, int] | None = None  # (min, max) for dedicated profiles only
+
+
+@dataclass(frozen=True)
+class EnvInfo(Record):
+    id: str
+    name: str
+    resource_group: str
+    location: str
+    provisioning_state: str | None
+    event_stream_endpoint: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AppSpec(Record):
+    resource_group: str
+    name: str
+    location: str
+    environment_id: str
+    workload_profile_name: str
+    container: ContainerDef
+    tags: Mapping[str, str]
+    min_replicas: int = 1
+    max_replicas: int = 1
+
+
+@dataclass(frozen=True)
+class AppInfo(Record):
+    id: str
+    name: str
+    resource_group: str
+    provisioning_state: str | None
+    running_status: str | None
+    latest_revision: str | None
+    event_stream_endpoint: str | None = None
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobSpec(Record):
+    resource_group: str
+    name: str
+    location: str
+    environment_id: str
+    workload_profile_name: str
+    container: ContainerDef
+    tags: Mapping[str, str]
+    replica_timeout_s: int = 1800
+    retry_limit: int = 0
+
+
+@dataclass(frozen=True)
+class JobInfo(Record):
+    id: str
+    name: str
+    resource_group: str
+    provisioning_state: str | None
+    event_stream_endpoint: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplicaContainerInfo(Record):
+    name: str
+    running_state: str | None
+    ready: bool | None = None
+    restart_count: int | None = None
+    details: str | None = None
+    exec_endpoint: str | None = None
+    log_stream_endpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplicaInfo(Record):
+    name: str
+    running_state: str | None
+    containers: tuple[ReplicaContainerInfo, ...] = ()
+    details: str | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionInfo(Record):
+    name: str
+    status: str | None  # Running, Processing, Succeeded, Failed, Stopped, Degraded, Unknown
+    start_time: str | None = None
+    end_time: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return (self.status or "") in {"Succeeded", "Failed", "Stopped", "Degraded"}
+
+
+@dataclass(frozen=True)
+class ExecResult(Record):
+    command: tuple[str, ...]
+    output: str  # stdout (and stderr where the session merges them), marker lines removed
+    stderr: str
+    exit_code: int | None  # None when the session ended before the exit marker arrived
+
+
+class Cloud(Protocol):
+    """What workflows need from Azure. Every method translates errors to aca_gpu.errors types.
+
+    Long operations block until done (LRO polling inside) unless a `wait=False` says otherwise.
+    """
+
+    subscription_id: str
+
+    # subscription-level
+    def provider_registered(self, namespace: str) -> bool: ...
+    def register_provider(self, namespace: str, *, timeout: float) -> None: ...
+    def available_profiles(self, location: str) -> list[ProfileOffer]: ...
+    def usages(self, location: str) -> list[UsageInfo]: ...
+
+    # resource groups
+    def create_resource_group(
+        self, name: str, location: str, tags: Mapping[str, str]
+    ) -> ResourceGroupInfo: ...
+    def get_resource_group(self, name: str) -> ResourceGroupInfo | None: ...
+    def list_resource_groups(
+        self, tag_name: str | None = None, tag_value: str | None = None
+    ) -> list[ResourceGroupInfo]: ...
+    def delete_resource_group(self, name: str, *, wait: bool = True) -> None: ...
+
+    # environment, app, job
+    def create_environment(self, spec: EnvSpec) -> EnvInfo: ...
+    def get_environment(self, resource_group: str, name: str) -> EnvInfo | None: ...
+    def create_app(self, spec: AppSpec) -> AppInfo: ...
+    def get_app(self, resource_group: str, name: str) -> AppInfo | None: ...
+    def scale_app(self, resource_group: str, name: str, min_replicas: int, max_replicas: int) -> AppInfo: ...
+    def list_app_replicas(self, resource_group: str, app: str) -> list[ReplicaInfo]: ...
+    def create_job(self, spec: JobSpec) -> JobInfo: ...
+    def get_job(self, resource_group: str, name: str) -> JobInfo | None: ...
+    def start_job(self, resource_group: str, job: str) -> str: ...  # returns the execution name
+    def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
+    def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
+    def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
+
+    # data plane
+    def exec(
+        self, resource_group: str, app: str, argv: Sequence[str], *, timeout: float = 120.0
+    ) -> ExecResult: ...
+    def app_logs(
+        self,
+        resource_group: str,
+        app: str,
+        *,
+        follow: bool = False,
+        tail: int = 20,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]: ...
+    def job_logs(
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        follow: bool = True,
+        tail: int = 300,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]: ...
+    def system_events(
+        self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
+    ) -> list[dict[str, Any]]: ...
