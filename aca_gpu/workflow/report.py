@@ -1,0 +1,145 @@
+"""Compatibility matrix: per-(image, GPU) validation results merged into one table.
+
+`acagpu validate` writes one JSON document per job; in GitHub Actions each matrix job uploads its
+own, and `acagpu report merge` folds them into one Markdown matrix for the job summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aca_gpu.errors import BadInput
+
+PAIR_KEYS = ("image", "gpu", "status")
+
+
+@dataclass(frozen=True)
+class Matrix:
+    pairs: tuple[Mapping[str, Any], ...]
+
+    @property
+    def images(self) -> list[str]:
+        return sorted({str(p["image"]) for p in self.pairs}, key=_newest_first)
+
+    @property
+    def gpus(self) -> list[str]:
+        return sorted({str(p["gpu"]) for p in self.pairs})
+
+    @property
+    def failed(self) -> list[Mapping[str, Any]]:
+        return [p for p in self.pairs if p.get("status") != "pass"]
+
+    def cell(self, image: str, gpu: str) -> Mapping[str, Any] | None:
+        found = [p for p in self.pairs if p["image"] == image and p["gpu"] == gpu]
+        return found[-1] if found else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "kind": "matrix",
+            "images": self.images,
+            "gpus": self.gpus,
+            "passed": len(self.pairs) - len(self.failed),
+            "failed": len(self.failed),
+            "results": list(self.pairs),
+        }
+
+
+def _newest_first(image: str) -> tuple[int, ...]:
+    tag = image.rsplit(":", 1)[-1]
+    numbers = []
+    for part in tag.split("-")[0].split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(-n for n in numbers) or (0,)
+
+
+def pairs_from_document(doc: Any, source: str = "<input>") -> list[Mapping[str, Any]]:
+    """Accept a validate document, a matrix document, a list of pairs, or one pair."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("results"), list):
+        items: Sequence[Any] = doc["results"]
+    elif isinstance(doc, list):
+        items = doc
+    elif isinstance(doc, Mapping):
+        items = [doc]
+    else:
+        raise BadInput(f"{source}: not a validation result")
+    pairs = []
+    for item in items:
+        if not isinstance(item, Mapping) or any(k not in item for k in PAIR_KEYS):
+            raise BadInput(f"{source}: a result lacks one of {', '.join(PAIR_KEYS)}")
+        pairs.append(item)
+    return pairs
+
+
+def merge_files(paths: Iterable[Path]) -> Matrix:
+    pairs: list[Mapping[str, Any]] = []
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise BadInput(f"no such file: {path}") from exc
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        pairs.extend(pairs_from_document(doc, str(path)))
+    if not pairs:
+        raise BadInput("no validation results to merge")
+    return Matrix(tuple(pairs))
+
+
+def _fmt_tflops(value: Any) -> str:
+    return f"{float(value):.0f}" if isinstance(value, int | float) else "–"
+
+
+def render_markdown(matrix: Matrix) -> str:
+    """Tag × GPU table: verdict, driver/CUDA, bf16 TFLOP/s, then one line per failure with its reason."""
+    gpus = matrix.gpus
+    lines = [
+        "## acagpu CUDA image validation",
+        "",
+        f"{len(matrix.pairs) - len(matrix.failed)} passed, {len(matrix.failed)} failed",
+        "",
+        "| image | " + " | ".join(gpus) + " |",
+        "|---|" + "---|" * len(gpus),
+    ]
+    for image in matrix.images:
+        cells = []
+        for gpu in gpus:
+            pair = matrix.cell(image, gpu)
+            if pair is None:
+                cells.append("·")
+                continue
+            glyph = "✅ pass" if pair.get("status") == "pass" else "❌ fail"
+            driver = pair.get("driver_version") or "?"
+            cuda = pair.get("cuda_version") or "?"
+            cells.append(
+                f"{glyph}<br>driver {driver} / CUDA {cuda}<br>bf16 {_fmt_tflops(pair.get('bf16_tflops'))}"
+            )
+        lines.append(f"| `{image}` | " + " | ".join(cells) + " |")
+    digests = [(p["image"], p["gpu"], p.get("image_digest")) for p in matrix.pairs if p.get("image_digest")]
+    if matrix.failed:
+        lines += ["", "### Failures", ""]
+        lines += [f"- `{p['image']}` on {p['gpu']}: {p.get('reason') or 'failed'}" for p in matrix.failed]
+    if digests:
+        lines += ["", "<details><summary>image digests tested</summary>", ""]
+        lines += [f"- `{image}` ({gpu}): `{digest}`" for image, gpu, digest in digests]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def render_text(matrix: Matrix) -> str:
+    width = max((len(i) for i in matrix.images), default=5)
+    rows = [f"{'image':<{width}}  " + "  ".join(f"{g:<12}" for g in matrix.gpus)]
+    for image in matrix.images:
+        cells = []
+        for gpu in matrix.gpus:
+            pair = matrix.cell(image, gpu)
+            cells.append(f"{(pair or {}).get('status', '·'):<12}")
+        rows.append(f"{image:<{width}}  " + "  ".join(cells))
+    rows += [f"  {p['image']} on {p['gpu']}: {p.get('reason') or 'failed'}" for p in matrix.failed]
+    return "\n".join(rows)

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+from aca_gpu.errors import BadInput
+from aca_gpu.workflow import report
+
+
+def _pair(image: str, gpu: str, status: str = "pass", **extra: object) -> dict[str, object]:
+    return {"image": image, "gpu": gpu, "status": status, **extra}
+
+
+def _write(path: Path, doc: object) -> Path:
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_merge_builds_matrix_newest_first(tmp_path: Path) -> None:
+    a = _write(
+        tmp_path / "a.json",
+        {
+            "results": [
+                _pair(
+                    "nvidia/cuda:12.1.1-runtime-ubuntu22.04", "t4", bf16_tflops=None, driver_version="550.1"
+                )
+            ]
+        },
+    )
+    b = _write(
+        tmp_path / "b.json", [_pair("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "a100", bf16_tflops=250.4)]
+    )
+    c = _write(
+        tmp_path / "c.json",
+        _pair("nvidia/cuda:13.0.0-runtime-ubuntu24.04", "t4", "fail", reason="container refused to start"),
+    )
+    matrix = report.merge_files([a, b, c])
+    assert matrix.images == [
+        "nvidia/cuda:13.0.0-runtime-ubuntu24.04",
+        "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+    ]
+    assert matrix.gpus == ["a100", "t4"]
+    md = report.render_markdown(matrix)
+    assert "| `nvidia/cuda:12.4.1-runtime-ubuntu22.04` | ✅ pass" in md
+    assert "bf16 250" in md
+    assert "container refused to start" in md
+    assert matrix.as_dict()["failed"] == 1
+
+
+@pytest.mark.parametrize("doc", [{"results": [{"image": "x"}]}, "text", 3])
+def test_merge_rejects_non_results(tmp_path: Path, doc: object) -> None:
+    with pytest.raises(BadInput):
+        report.merge_files([_write(tmp_path / "x.json", doc)])
+
+
+def test_cli_merge_json_summary_and_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    ok = _write(tmp_path / "ok.json", _pair("nvidia/cuda:12.1.1-base-ubuntu22.04", "t4"))
+    bad = _write(
+        tmp_path / "bad.json", _pair("nvidia/cuda:13.0.0-base-ubuntu24.04", "t4", "fail", reason="nvml")
+    )
+    result = CliRunner().invoke(cli, ["report", "merge", str(ok), "-o", "json", "--github"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["passed"] == 1
+    assert "acagpu CUDA image validation" in summary.read_text(encoding="utf-8")
+    result = CliRunner().invoke(cli, ["report", "merge", str(ok), str(bad)])
+    assert result.exit_code == 5
+    assert "nvml" in result.stdout
+
+
+def test_cli_merge_missing_file_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["report", "merge", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2
+    assert "no such file" in result.stderr
