@@ -1,0 +1,189 @@
+"""The janitor: find expired acagpu resource groups and (only with --yes) delete them.
+
+Dry-run by default, because a scheduled job that deletes on its first run surprises people.
+Only groups tagged `acagpu:managed=true` are even considered; `acagpu:keep=true` and `--exclude`
+patterns are always skipped. Deletions run in parallel with a bound, and each is verified gone.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError, TeardownIncomplete
+from aca_gpu.models import Cloud, ResourceGroupInfo
+from aca_gpu.naming import (
+    TAG_CREATED_AT,
+    TAG_EXPIRES_AT,
+    TAG_GPU,
+    TAG_KEEP,
+    TAG_MANAGED,
+    TAG_RUN_ID,
+    is_managed,
+    parse_iso_utc,
+)
+from aca_gpu.output import NullProgress, Progress
+
+THROTTLE_CODES = frozenset(
+    {"TooManyRequests", "SubscriptionRequestsThrottled", "ResourceGroupRequestsThrottled"}
+)
+THROTTLE_ATTEMPTS = 3
+
+SpendFn = Callable[[str | None, float], float | None]
+
+
+@dataclass(frozen=True)
+class ReapItem:
+    subscription: str
+    resource_group: str
+    run_id: str | None
+    action: str  # delete | skip
+    reason: str
+    age_s: float | None
+    spend_usd: float | None
+    status: str = "pending"  # would-delete | deleted | skipped | failed
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "subscription": self.subscription,
+            "resource_group": self.resource_group,
+            "run_id": self.run_id,
+            "status": self.status,
+            "reason": self.reason,
+            "age_seconds": None if self.age_s is None else round(self.age_s),
+            "spend_usd_estimate": self.spend_usd,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ReapReport:
+    dry_run: bool
+    items: tuple[ReapItem, ...] = field(default_factory=tuple)
+
+    def by_status(self, status: str) -> list[ReapItem]:
+        return [i for i in self.items if i.status == status]
+
+    def as_dict(self) -> dict[str, Any]:
+        counts = {s: len(self.by_status(s)) for s in ("would-delete", "deleted", "skipped", "failed")}
+        spend = [i.spend_usd for i in self.items if i.action == "delete" and i.spend_usd is not None]
+        return {
+            "schema": 1,
+            "kind": "reap",
+            "dry_run": self.dry_run,
+            "counts": counts,
+            "spend_usd_estimate": round(sum(spend), 2) if spend else None,
+            "items": [i.as_dict() for i in self.items],
+        }
+
+
+def decide(
+    group: ResourceGroupInfo,
+    subscription: str,
+    *,
+    now: datetime,
+    older_than: timedelta | None,
+    excludes: Sequence[str] = (),
+    spend: SpendFn | None = None,
+) -> ReapItem:
+    """Why this group would be deleted or skipped; pure, so every rule is tested on its own."""
+    tags = dict(group.tags or {})
+    created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
+    age = (now - created).total_seconds() if created else None
+    cost = spend(tags.get(TAG_GPU), age) if spend and age is not None else None
+
+    def item(action: str, reason: str) -> ReapItem:
+        status = "skipped" if action == "skip" else "pending"
+        return ReapItem(subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status)
+
+    if not is_managed(tags):
+        return item("skip", f"not tagged {TAG_MANAGED}=true")
+    if tags.get(TAG_KEEP, "").lower() == "true":
+        return item("skip", f"tagged {TAG_KEEP}=true")
+    for pattern in excludes:
+        if fnmatch.fnmatchcase(group.name, pattern):
+            return item("skip", f"excluded by pattern {pattern!r}")
+    expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if expires is not None and expires <= now:
+        return item("delete", f"expired at {tags[TAG_EXPIRES_AT]}")
+    if older_than is not None and created is not None and now - created >= older_than:
+        return item("delete", f"created {tags[TAG_CREATED_AT]}, older than {_human(older_than)}")
+    if expires is not None:
+        return item("skip", f"not expired (expires {tags[TAG_EXPIRES_AT]})")
+    return item("skip", "no expiry tag (use --older-than to include it)")
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def reap(
+    clouds: Mapping[str, Cloud],
+    *,
+    delete: bool,
+    older_than: timedelta | None = None,
+    excludes: Sequence[str] = (),
+    concurrency: int = 4,
+    now: datetime | None = None,
+    spend: SpendFn | None = None,
+    progress: Progress | None = None,
+    throttle_backoff: float = 5.0,
+) -> ReapReport:
+    """Plan across every subscription, then delete the expired groups when `delete` is set."""
+    progress = progress or NullProgress()
+    now = now or datetime.now(UTC)
+    items: list[ReapItem] = []
+    with progress.step("find acagpu resource groups") as step:
+        for subscription, cloud in clouds.items():
+            for group in cloud.list_resource_groups(TAG_MANAGED, "true"):
+                items.append(
+                    decide(
+                        group, subscription, now=now, older_than=older_than, excludes=excludes, spend=spend
+                    )
+                )
+        doomed = [i for i in items if i.action == "delete"]
+        step.update(f"{len(items)} found, {len(doomed)} expired")
+    if not delete:
+        items = [replace(i, status="would-delete") if i.action == "delete" else i for i in items]
+        return ReapReport(dry_run=True, items=tuple(items))
+
+    def remove(item: ReapItem) -> ReapItem:
+        cloud = clouds[item.subscription]
+        for attempt in range(1, THROTTLE_ATTEMPTS + 1):
+            try:
+                cloud.delete_resource_group(item.resource_group, wait=True)
+                break
+            except AcaGpuError as exc:
+                # azure-core already retried 429/5xx; a throttle that outlasted it gets a slower second chance
+                if exc.code in THROTTLE_CODES and attempt < THROTTLE_ATTEMPTS:
+                    time.sleep(throttle_backoff * attempt)
+                    continue
+                return replace(item, status="failed", error=exc.message)
+        if cloud.get_resource_group(item.resource_group) is not None:
+            return replace(item, status="failed", error="still present after deletion")
+        return replace(item, status="deleted")
+
+    with progress.step(f"delete {len(doomed)} resource group(s)") as step:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            done = {id(i): r for i, r in zip(doomed, pool.map(remove, doomed), strict=True)}
+        failed = sum(1 for r in done.values() if r.status == "failed")
+        step.update(f"{len(doomed) - failed} deleted, {failed} failed")
+    final = tuple(done.get(id(i), i) for i in items)
+    return ReapReport(dry_run=False, items=final)
+
+
+def raise_for_failures(report: ReapReport) -> None:
+    failed = report.by_status("failed")
+    if failed:
+        names = ", ".join(f"{i.resource_group} ({i.error})" for i in failed)
+        raise TeardownIncomplete(f"could not delete {len(failed)} resource group(s): {names}")

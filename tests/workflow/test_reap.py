@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from unittest.mock import create_autospec
+
+import pytest
+
+from aca_gpu.errors import CloudError, TeardownIncomplete
+from aca_gpu.models import Cloud, ResourceGroupInfo
+from aca_gpu.naming import iso_utc, run_tags
+from aca_gpu.workflow import reap as reap_flow
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def _rg(name: str, tags: dict[str, str]) -> ResourceGroupInfo:
+    return ResourceGroupInfo(name=name, location="eastus", tags=tags)
+
+
+def _run(run_id: str, *, age: timedelta, ttl: timedelta, keep: bool = False) -> ResourceGroupInfo:
+    tags = run_tags(run_id, owner="me", ttl=ttl, now=NOW - age, keep=keep, gpu="t4")
+    return _rg(f"rg-acagpu-{run_id}", tags)
+
+
+@pytest.mark.parametrize(
+    ("group", "older_than", "excludes", "action", "reason_part"),
+    [
+        (_run("a1", age=timedelta(hours=3), ttl=timedelta(hours=2)), None, (), "delete", "expired"),
+        (_run("a2", age=timedelta(hours=1), ttl=timedelta(hours=2)), None, (), "skip", "not expired"),
+        (_run("a3", age=timedelta(hours=3), ttl=timedelta(hours=2), keep=True), None, (), "skip", "keep"),
+        (
+            _run("a4", age=timedelta(hours=3), ttl=timedelta(hours=2)),
+            None,
+            ("rg-acagpu-a*",),
+            "skip",
+            "excluded",
+        ),
+        (_rg("rg-other", {"env": "prod"}), None, (), "skip", "not tagged"),
+        (_rg("rg-fake", {"acagpu:managed": "false"}), None, (), "skip", "not tagged"),
+        (
+            _rg(
+                "rg-acagpu-old",
+                {"acagpu:managed": "true", "acagpu:created-at": iso_utc(NOW - timedelta(days=2))},
+            ),
+            timedelta(days=1),
+            (),
+            "delete",
+            "older than 1d",
+        ),
+        (
+            _rg(
+                "rg-acagpu-old",
+                {"acagpu:managed": "true", "acagpu:created-at": iso_utc(NOW - timedelta(days=2))},
+            ),
+            None,
+            (),
+            "skip",
+            "no expiry",
+        ),
+        (  # exactly at the expiry instant counts as expired
+            _run("a5", age=timedelta(hours=2), ttl=timedelta(hours=2)),
+            None,
+            (),
+            "delete",
+            "expired",
+        ),
+    ],
+)
+def test_decide_rules(
+    group: ResourceGroupInfo,
+    older_than: timedelta | None,
+    excludes: tuple[str, ...],
+    action: str,
+    reason_part: str,
+) -> None:
+    item = reap_flow.decide(group, "sub", now=NOW, older_than=older_than, excludes=excludes)
+    assert item.action == action
+    assert reason_part in item.reason
+
+
+def _cloud(groups: list[ResourceGroupInfo]) -> Cloud:
+    cloud = create_autospec(Cloud, instance=True)
+    cloud.list_resource_groups.return_value = groups
+    cloud.get_resource_group.return_value = None
+    return cloud  # type: ignore[no-any-return]
+
+
+def test_dry_run_deletes_nothing() -> None:
+    cloud = _cloud([_run("x1", age=timedelta(hours=5), ttl=timedelta(hours=1))])
+    report = reap_flow.reap({"sub": cloud}, delete=False, now=NOW)
+    assert report.dry_run
+    assert [i.status for i in report.items] == ["would-delete"]
+    cloud.delete_resource_group.assert_not_called()  # type: ignore[attr-defined]
+    cloud.list_resource_groups.assert_called_once_with("acagpu:managed", "true")  # type: ignore[attr-defined]
+
+
+def test_delete_only_expired_and_verify() -> None:
+    expired = _run("x1", age=timedelta(hours=5), ttl=timedelta(hours=1))
+    fresh = _run("x2", age=timedelta(minutes=5), ttl=timedelta(hours=1))
+    stranger = _rg("rg-stranger", {"acagpu:managed": "nope"})
+    cloud = _cloud([expired, fresh, stranger])
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, spend=lambda gpu, s: round(s / 3600, 2))
+    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-x1", wait=True)  # type: ignore[attr-defined]
+    statuses = {i.resource_group: i.status for i in report.items}
+    assert statuses == {"rg-acagpu-x1": "deleted", "rg-acagpu-x2": "skipped", "rg-stranger": "skipped"}
+    assert report.as_dict()["spend_usd_estimate"] == 5.0
+    reap_flow.raise_for_failures(report)  # nothing failed: no exception
+
+
+def test_throttling_is_retried_then_failure_is_reported() -> None:
+    cloud = _cloud([_run("t1", age=timedelta(hours=5), ttl=timedelta(hours=1))])
+    throttle = CloudError("throttled", code="TooManyRequests")
+    cloud.delete_resource_group.side_effect = [throttle, None]  # type: ignore[attr-defined]
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, throttle_backoff=0)
+    assert report.items[0].status == "deleted"
+    assert cloud.delete_resource_group.call_count == 2  # type: ignore[attr-defined]
+
+    cloud = _cloud([_run("t2", age=timedelta(hours=5), ttl=timedelta(hours=1))])
+    cloud.delete_resource_group.side_effect = CloudError("boom", code="InternalServerError")  # type: ignore[attr-defined]
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, throttle_backoff=0)
+    assert report.items[0].status == "failed"
+    with pytest.raises(TeardownIncomplete):
+        reap_flow.raise_for_failures(report)
+
+
+def test_still_present_after_delete_is_a_failure() -> None:
+    group = _run("s1", age=timedelta(hours=5), ttl=timedelta(hours=1))
+    cloud = _cloud([group])
+    cloud.get_resource_group.return_value = group  # type: ignore[attr-defined]
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW)
+    assert report.items[0].status == "failed"
+    assert "still present" in (report.items[0].error or "")
+
+
+def test_several_subscriptions() -> None:
+    a = _cloud([_run("m1", age=timedelta(hours=5), ttl=timedelta(hours=1))])
+    b = _cloud([_run("m2", age=timedelta(hours=5), ttl=timedelta(hours=1))])
+    report = reap_flow.reap({"sub-a": a, "sub-b": b}, delete=True, now=NOW, concurrency=2)
+    assert sorted((i.subscription, i.status) for i in report.items) == [
+        ("sub-a", "deleted"),
+        ("sub-b", "deleted"),
+    ]
