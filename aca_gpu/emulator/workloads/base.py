@@ -68,7 +68,10 @@ class Workload(Protocol):
     driver_version: str  # host driver the emulated fleet reports
 
     def start(self, spec: ContainerSpec, *, time_scale: float) -> Container:
-        """Start the container's main process; raises StartFailure."""
+        """Start the container's main process; raises StartFailure.
+
+        `time_scale` multiplies realistic durations (1.0 = real time, 0.01 = 100x faster, 0 = instant).
+        """
         ...
 
     def gpu_name(self, profile_type: str) -> str | None:
