@@ -1,0 +1,413 @@
+"""Managed environments, container apps, jobs, replicas and ACA data-plane tokens.
+
+Request bodies are REST-shaped dicts wrapped in SDK models, so what is sent is visible in one place
+and tests compare it field by field. Endpoints the SDK lacks (job tokens, execution replicas, and
+job start, whose answer may be 200 `{id,name}` or 202 + Location) go through `send_request`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.resources import as_json, props
+from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
+from aca_gpu.errors import CloudError, NotFound, WaitTimedOut
+from aca_gpu.models import (
+    AppInfo,
+    AppSpec,
+    ContainerDef,
+    EnvInfo,
+    EnvSpec,
+    ExecutionInfo,
+    JobInfo,
+    JobSpec,
+    ReplicaContainerInfo,
+    ReplicaInfo,
+)
+
+API_VERSION = "2026-07-01"  # azure-mgmt-appcontainers 5.1.0's default (aca-api.md §1.1)
+PREVIEW_API_VERSION = "2023-11-02-preview"  # job token / execution replicas (aca-api.md §1.9)
+CONSUMPTION = "Consumption"
+JOB_START_TIMEOUT_S = 300.0
+
+
+def is_consumption_type(profile_type: str) -> bool:
+    """Consumption and Consumption-GPU-* profiles take no min/max counts (aca-api.md §1.3)."""
+    return profile_type.lower().startswith(CONSUMPTION.lower())
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def app_path(clients: Clients, rg: str) -> str:
+    return f"/subscriptions/{_q(clients.subscription_id)}/resourceGroups/{_q(rg)}/providers/Microsoft.App"
+
+
+def _api_version(clients: Clients) -> str:
+    config = getattr(clients.apps, "_config", None)
+    value = getattr(config, "api_version", None)
+    return value if isinstance(value, str) and value else API_VERSION
+
+
+# ---- request bodies -------------------------------------------------------------------------
+
+
+def environment_body(spec: EnvSpec) -> dict[str, Any]:
+    gpu: dict[str, Any] = {"name": spec.gpu_profile_name, "workloadProfileType": spec.gpu_profile_type}
+    if not is_consumption_type(spec.gpu_profile_type):
+        low, high = spec.dedicated_counts or (1, 1)
+        gpu["minimumCount"] = low
+        gpu["maximumCount"] = high
+    return {
+        "location": spec.location,
+        "tags": dict(spec.tags),
+        "properties": {
+            "workloadProfiles": [{"name": CONSUMPTION, "workloadProfileType": CONSUMPTION}, gpu],
+        },
+    }
+
+
+def container_body(container: ContainerDef) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": container.name,
+        "image": container.image,
+        "resources": {"cpu": container.cpu, "memory": container.memory},
+    }
+    if container.command:
+        body["command"] = list(container.command)
+    if container.args:
+        body["args"] = list(container.args)
+    if container.env:
+        body["env"] = [{"name": k, "value": v} for k, v in container.env.items()]
+    return body
+
+
+def app_body(spec: AppSpec) -> dict[str, Any]:
+    return {
+        "location": spec.location,
+        "tags": dict(spec.tags),
+        "properties": {
+            "environmentId": spec.environment_id,
+            "workloadProfileName": spec.workload_profile_name,
+            "configuration": {"activeRevisionsMode": "Single"},
+            "template": {
+                "containers": [container_body(spec.container)],
+                "scale": {"minReplicas": spec.min_replicas, "maxReplicas": spec.max_replicas},
+            },
+        },
+    }
+
+
+def job_body(spec: JobSpec) -> dict[str, Any]:
+    return {
+        "location": spec.location,
+        "tags": dict(spec.tags),
+        "properties": {
+            "environmentId": spec.environment_id,
+            "workloadProfileName": spec.workload_profile_name,
+            "configuration": {
+                "triggerType": "Manual",
+                "replicaTimeout": spec.replica_timeout_s,
+                "replicaRetryLimit": spec.retry_limit,
+                "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
+            },
+            "template": {"containers": [container_body(spec.container)]},
+        },
+    }
+
+
+# ---- response records ------------------------------------------------------------------------
+
+
+def _nonempty(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+def env_info(obj: Any, rg: str) -> EnvInfo:
+    doc = as_json(obj)
+    p = props(doc)
+    return EnvInfo(
+        id=str(doc.get("id", "")),
+        name=str(doc.get("name", "")),
+        resource_group=rg,
+        location=str(doc.get("location", "")),
+        provisioning_state=p.get("provisioningState"),
+        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
+        tags=dict(doc.get("tags") or {}),
+    )
+
+
+def app_info(obj: Any, rg: str) -> AppInfo:
+    doc = as_json(obj)
+    p = props(doc)
+    scale = (p.get("template") or {}).get("scale") or {}
+    return AppInfo(
+        id=str(doc.get("id", "")),
+        name=str(doc.get("name", "")),
+        resource_group=rg,
+        provisioning_state=p.get("provisioningState"),
+        running_status=p.get("runningStatus"),
+        latest_revision=_nonempty(p.get("latestRevisionName")),
+        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
+        min_replicas=scale.get("minReplicas"),
+        max_replicas=scale.get("maxReplicas"),
+        tags=dict(doc.get("tags") or {}),
+    )
+
+
+def job_info(obj: Any, rg: str) -> JobInfo:
+    doc = as_json(obj)
+    p = props(doc)
+    return JobInfo(
+        id=str(doc.get("id", "")),
+        name=str(doc.get("name", "")),
+        resource_group=rg,
+        provisioning_state=p.get("provisioningState"),
+        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
+        tags=dict(doc.get("tags") or {}),
+    )
+
+
+def replica_info(obj: Any) -> ReplicaInfo:
+    doc = as_json(obj)
+    p = props(doc)
+    containers = tuple(
+        ReplicaContainerInfo(
+            name=str(c.get("name", "")),
+            running_state=c.get("runningState"),
+            ready=c.get("ready"),
+            restart_count=c.get("restartCount"),
+            details=_nonempty(c.get("runningStateDetails")),
+            exec_endpoint=_nonempty(c.get("execEndpoint")),
+            log_stream_endpoint=_nonempty(c.get("logStreamEndpoint")),
+        )
+        for c in (p.get("containers") or [])
+        if isinstance(c, Mapping)
+    )
+    return ReplicaInfo(
+        name=str(doc.get("name", "")),
+        running_state=p.get("runningState"),
+        containers=containers,
+        details=_nonempty(p.get("runningStateDetails")),
+    )
+
+
+def execution_info(obj: Any) -> ExecutionInfo:
+    doc = as_json(obj)
+    p = props(doc)
+    return ExecutionInfo(
+        name=str(doc.get("name", "")),
+        status=p.get("status"),
+        start_time=_nonempty(p.get("startTime")),
+        end_time=_nonempty(p.get("endTime")),
+    )
+
+
+# ---- calls -----------------------------------------------------------------------------------
+
+
+def create_environment(clients: Clients, spec: EnvSpec) -> EnvInfo:
+    from azure.mgmt.appcontainers.models import ManagedEnvironment
+
+    body = ManagedEnvironment(environment_body(spec))
+    with translate_errors("create environment", spec.name):
+        poller = clients.apps.managed_environments.begin_create_or_update(
+            spec.resource_group, spec.name, body
+        )
+        return env_info(poller.result(), spec.resource_group)
+
+
+def get_environment(clients: Clients, rg: str, name: str) -> EnvInfo | None:
+    found = or_none("read environment", name, lambda: clients.apps.managed_environments.get(rg, name))
+    return None if found is None else env_info(found, rg)
+
+
+def create_app(clients: Clients, spec: AppSpec) -> AppInfo:
+    from azure.mgmt.appcontainers.models import ContainerApp
+
+    body = ContainerApp(app_body(spec))
+    with translate_errors("create container app", spec.name):
+        poller = clients.apps.container_apps.begin_create_or_update(spec.resource_group, spec.name, body)
+        return app_info(poller.result(), spec.resource_group)
+
+
+def get_app(clients: Clients, rg: str, name: str) -> AppInfo | None:
+    found = or_none("read container app", name, lambda: clients.apps.container_apps.get(rg, name))
+    return None if found is None else app_info(found, rg)
+
+
+def scale_app(clients: Clients, rg: str, name: str, min_replicas: int, max_replicas: int) -> AppInfo:
+    """GET, change template.scale, PUT: a full PUT keeps the template the service already has."""
+    from azure.mgmt.appcontainers.models import ContainerApp
+
+    with translate_errors("scale container app", name):
+        doc = as_json(clients.apps.container_apps.get(rg, name))
+        template = doc.setdefault("properties", {}).setdefault("template", {})
+        template.setdefault("scale", {}).update({"minReplicas": min_replicas, "maxReplicas": max_replicas})
+        poller = clients.apps.container_apps.begin_create_or_update(rg, name, ContainerApp(doc))
+        return app_info(poller.result(), rg)
+
+
+def list_revision_replicas(clients: Clients, rg: str, app: str, revision: str) -> list[ReplicaInfo]:
+    found = or_none(
+        "list replicas of",
+        f"{app}/{revision}",
+        lambda: clients.apps.container_apps_revision_replicas.list_replicas(rg, app, revision),
+    )
+    if found is None:
+        return []
+    values = getattr(found, "value", None)
+    items = values if isinstance(values, list) else as_json(found).get("value") or []
+    return [replica_info(r) for r in items]
+
+
+def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
+    from azure.mgmt.appcontainers.models import Job
+
+    body = Job(job_body(spec))
+    with translate_errors("create job", spec.name):
+        poller = clients.apps.jobs.begin_create_or_update(spec.resource_group, spec.name, body)
+        return job_info(poller.result(), spec.resource_group)
+
+
+def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:
+    found = or_none("read job", name, lambda: clients.apps.jobs.get(rg, name))
+    return None if found is None else job_info(found, rg)
+
+
+def get_execution(clients: Clients, rg: str, job: str, execution: str) -> ExecutionInfo:
+    with translate_errors("read job execution", f"{job}/{execution}"):
+        return execution_info(clients.apps.job_execution(rg, job, execution))
+
+
+def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
+    """Newest first (by start time), so [0] is the latest execution."""
+    with translate_errors("list executions of", job):
+        items = [execution_info(e) for e in clients.apps.jobs_executions.list(rg, job)]
+    return sorted(items, key=lambda e: e.start_time or "", reverse=True)
+
+
+# ---- raw REST through the authenticated pipeline ---------------------------------------------
+
+
+def send(
+    clients: Clients, method: str, url: str, action: str, target: str
+) -> tuple[int, Any, Mapping[str, str]]:
+    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors."""
+    from azure.core.rest import HttpRequest
+
+    with translate_errors(action, target):
+        response = clients.apps.send_request(HttpRequest(method, url))
+        text = response.text() if callable(getattr(response, "text", None)) else str(response.text)
+    status = int(response.status_code)
+    if status >= 400:
+        code, message = arm_error_fields(text)
+        raise make_error(action, target, code, status, message)
+    body: Any = None
+    if text and text.strip():
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = text
+    return status, body, response.headers
+
+
+def _token_of(obj: Any, what: str) -> str:
+    doc = as_json(obj)
+    token = props(doc).get("token") or doc.get("token")
+    if not token:
+        raise CloudError(f"no data-plane token in the answer for {what}", code="NoToken")
+    return str(token)
+
+
+def app_token(clients: Clients, rg: str, app: str) -> str:
+    with translate_errors("get access token for app", app):
+        return _token_of(clients.apps.container_apps.get_auth_token(rg, app), app)
+
+
+def environment_token(clients: Clients, rg: str, env: str) -> str:
+    with translate_errors("get access token for environment", env):
+        return _token_of(clients.apps.managed_environments.get_auth_token(rg, env), env)
+
+
+def job_token(clients: Clients, rg: str, job: str) -> str:
+    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/getAuthToken?api-version={PREVIEW_API_VERSION}"
+    _, body, _ = send(clients, "POST", url, "get access token for job", job)
+    return _token_of(body, job)
+
+
+def list_execution_replicas(clients: Clients, rg: str, job: str, execution: str) -> list[ReplicaInfo]:
+    """Replicas of one execution (preview endpoint); empty once the execution's pod is cleaned up."""
+    url = (
+        f"{app_path(clients, rg)}/jobs/{_q(job)}/executions/{_q(execution)}/replicas"
+        f"?api-version={PREVIEW_API_VERSION}"
+    )
+    try:
+        _, body, _ = send(clients, "GET", url, "list replicas of execution", f"{job}/{execution}")
+    except NotFound:
+        return []
+    except CloudError as exc:
+        if "no replicas found" in exc.message.lower():
+            return []
+        raise
+    items = body.get("value") if isinstance(body, dict) else None
+    return [replica_info(r) for r in items or []]
+
+
+def _execution_name(body: Any) -> str | None:
+    if isinstance(body, dict):
+        name = body.get("name")
+        if name:
+            return str(name)
+        ident = body.get("id")
+        if ident:
+            return str(ident).rstrip("/").rsplit("/", 1)[-1]
+    return None
+
+
+def start_job(
+    clients: Clients,
+    rg: str,
+    job: str,
+    *,
+    timeout: float = JOB_START_TIMEOUT_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Start a manual job; the execution name comes from the 200 body or from the 202's Location poll."""
+    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={_api_version(clients)}"
+    status, body, headers = send(clients, "POST", url, "start job", job)
+    name = _execution_name(body)
+    if name:
+        return name
+    location = headers.get("Location") or headers.get("location") or headers.get("Azure-AsyncOperation")
+    deadline = clock() + timeout
+    interval = max(0.05, clients.settings.polling_interval)
+    while status == 202 and location:
+        if clock() >= deadline:
+            raise WaitTimedOut(f"job {job} start not confirmed after {timeout:.0f}s", code="JobStartTimeout")
+        sleep(_retry_after(headers, interval))
+        status, body, headers = send(clients, "GET", location, "start job", job)
+        name = _execution_name(body) or _execution_name((body or {}).get("properties") if body else None)
+        if name:
+            return name
+        location = headers.get("Location") or headers.get("location") or location
+    # the answer carried no name: the newest execution is the one just started
+    executions = list_executions(clients, rg, job)
+    if executions:
+        return executions[0].name
+    raise CloudError(f"job {job} started but no execution name came back", code="NoExecutionName")
+
+
+def _retry_after(headers: Mapping[str, str], default: float) -> float:
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return max(default, float(value)) if value else default
+    except ValueError:
+        return default

@@ -1,0 +1,193 @@
+"""SDK clients built once per command: credential, subscription, endpoint override, retries, timeouts.
+
+Endpoint override contract (the emulator and out-of-suite checks rely on it; keep it exactly):
+`ACAGPU_ARM_ENDPOINT` replaces https://management.azure.com, `ACAGPU_CA_BUNDLE` is the PEM file to trust,
+`ACAGPU_TOKEN` is a static bearer token (no Azure identity is used when set), `ACAGPU_SUBSCRIPTION`.
+These arrive through `aca_gpu.config.Settings`; this module only applies them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from aca_gpu.config import Settings
+from aca_gpu.errors import AuthError
+
+if TYPE_CHECKING:
+    from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
+    from azure.mgmt.appcontainers import ContainerAppsAPIClient
+    from azure.mgmt.resource.resources import ResourceManagementClient
+
+ARM_SCOPE = "https://management.azure.com/.default"
+STATIC_TOKEN_LIFETIME_S = 3600
+
+# HTTP-level retries live here and nowhere else (DESIGN.md §3): azure-core's RetryPolicy honours
+# Retry-After on 429/503 and backs off exponentially on the rest.
+RETRY_OPTIONS: dict[str, Any] = {
+    "retry_total": 6,
+    "retry_connect": 3,
+    "retry_read": 3,
+    "retry_status": 6,
+    "retry_backoff_factor": 0.8,
+    "retry_backoff_max": 60,
+    "retry_on_status_codes": [408, 429, 500, 502, 503, 504],
+}
+TIMEOUT_OPTIONS: dict[str, Any] = {"connection_timeout": 20, "read_timeout": 120}
+AZ_TIMEOUT_S = 30
+
+
+class StaticTokenCredential:
+    """A TokenCredential over a fixed bearer token (ACAGPU_TOKEN): emulator mode and CI smoke checks.
+
+    The token never appears in repr/str, so it cannot leak through logs or tracebacks.
+    """
+
+    def __init__(self, token: str, lifetime_s: int = STATIC_TOKEN_LIFETIME_S) -> None:
+        self._token = token
+        self._lifetime_s = lifetime_s
+
+    def __repr__(self) -> str:
+        return "StaticTokenCredential(token=<hidden>)"
+
+    __str__ = __repr__
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self._token, int(time.time()) + self._lifetime_s)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self._token, int(time.time()) + self._lifetime_s)
+
+    def close(self) -> None:
+        return None
+
+
+def az_cli_subscription(az: str | None = None) -> str | None:
+    """The az CLI's default subscription id, or None when az is missing or not logged in."""
+    exe = az or shutil.which("az")
+    if not exe:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, "account", "show", "--query", "id", "-o", "tsv"],
+            capture_output=True,
+            text=True,
+            timeout=AZ_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    value = proc.stdout.strip()
+    return value if proc.returncode == 0 and value else None
+
+
+def resolve_subscription(
+    settings: Settings, flag: str | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """flag > ACAGPU_SUBSCRIPTION > (config file) > AZURE_SUBSCRIPTION_ID > `az account show`."""
+    env = os.environ if env is None else env
+    for candidate in (
+        flag,
+        env.get("ACAGPU_SUBSCRIPTION"),
+        settings.subscription,
+        env.get("AZURE_SUBSCRIPTION_ID"),
+    ):
+        if candidate and candidate.strip():
+            return candidate.strip()
+    found = az_cli_subscription()
+    if found:
+        return found
+    raise AuthError(
+        "no Azure subscription: pass --subscription, set ACAGPU_SUBSCRIPTION or AZURE_SUBSCRIPTION_ID, "
+        "or run `az login`",
+        code="NoSubscription",
+        hint="az login && az account set --subscription <id>",
+    )
+
+
+def make_credential(settings: Settings) -> TokenCredential:
+    """A static token when ACAGPU_TOKEN is set, else DefaultAzureCredential (az login, OIDC, MSI)."""
+    if settings.token:
+        return StaticTokenCredential(settings.token)
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential(exclude_interactive_browser_credential=True)
+
+
+class Clients:
+    """Lazily built SDK clients sharing one credential and one set of pipeline options.
+
+    Tests hand in autospec'd `apps` / `resources`; real runs build them on first use so
+    commands that never reach Azure never import the SDK.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        subscription_id: str,
+        *,
+        credential: TokenCredential | None = None,
+        apps: ContainerAppsAPIClient | None = None,
+        resources: ResourceManagementClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.subscription_id = subscription_id
+        self._credential = credential
+        if apps is not None:
+            self.__dict__["apps"] = apps
+        if resources is not None:
+            self.__dict__["resources"] = resources
+
+    def __repr__(self) -> str:
+        return (
+            f"Clients(subscription_id={self.subscription_id!r}, arm_endpoint={self.settings.arm_endpoint!r})"
+        )
+
+    @property
+    def credential(self) -> TokenCredential:
+        if self._credential is None:
+            self._credential = make_credential(self.settings)
+        return self._credential
+
+    @property
+    def verify(self) -> str | bool:
+        """What data-plane HTTPS/WSS calls trust: the CA bundle when one is set."""
+        return self.settings.ca_bundle or True
+
+    def pipeline_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            **RETRY_OPTIONS,
+            **TIMEOUT_OPTIONS,
+            "polling_interval": self.settings.polling_interval,
+            "credential_scopes": [ARM_SCOPE],
+        }
+        if self.settings.arm_endpoint:
+            options["base_url"] = self.settings.arm_endpoint.rstrip("/")
+        if self.settings.ca_bundle:
+            options["connection_verify"] = self.settings.ca_bundle
+        return options
+
+    @cached_property
+    def apps(self) -> ContainerAppsAPIClient:
+        from azure.mgmt.appcontainers import ContainerAppsAPIClient
+
+        return ContainerAppsAPIClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def resources(self) -> ResourceManagementClient:
+        from azure.mgmt.resource.resources import ResourceManagementClient
+
+        return ResourceManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+
+def make_clients(settings: Settings, subscription: str | None = None) -> Clients:
+    return Clients(settings, resolve_subscription(settings, subscription))

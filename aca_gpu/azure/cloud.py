@@ -1,0 +1,351 @@
+"""`AzureCloud`: the `aca_gpu.models.Cloud` contract over the Azure SDK and the ACA data plane.
+
+Workflows depend only on `Cloud`; this class is the one place that knows which SDK call, preview
+endpoint or websocket each step needs. Waits that span several calls (a replica reaching Running,
+stream reconnects) live here with deadlines; single HTTP calls retry inside azure-core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from aca_gpu.azure import apps, dataplane, logstream, resources
+from aca_gpu.azure.clients import Clients, make_clients
+from aca_gpu.config import Settings
+from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
+from aca_gpu.models import (
+    AppInfo,
+    AppSpec,
+    EnvInfo,
+    EnvSpec,
+    ExecResult,
+    ExecutionInfo,
+    JobInfo,
+    JobSpec,
+    ProfileOffer,
+    ReplicaContainerInfo,
+    ReplicaInfo,
+    ResourceGroupInfo,
+    UsageInfo,
+)
+
+TOKEN_REUSE_S = 45 * 60  # ACA data-plane tokens live 1 h (aca-api.md §1.7)
+RUNNING = "running"
+
+
+class _TokenCache:
+    def __init__(self, fetch: Callable[[], str], clock: Callable[[], float]) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self._value: str | None = None
+        self._at = 0.0
+
+    def __call__(self) -> str:
+        if self._value is None or self._clock() - self._at > TOKEN_REUSE_S:
+            self._value = self._fetch()
+            self._at = self._clock()
+        return self._value
+
+    def __repr__(self) -> str:
+        return "_TokenCache(<hidden>)"
+
+
+class AzureCloud:
+    """Cloud over Azure (or the emulator, through the endpoint override in Settings)."""
+
+    def __init__(
+        self,
+        clients: Clients,
+        *,
+        rg_delete_timeout: float = resources.RG_DELETE_TIMEOUT_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.clients = clients
+        self.subscription_id = clients.subscription_id
+        self.rg_delete_timeout = rg_delete_timeout
+        self._sleep = sleep
+        self._clock = clock
+
+    @classmethod
+    def from_settings(cls, settings: Settings, subscription: str | None = None) -> AzureCloud:
+        return cls(make_clients(settings, subscription))
+
+    def __repr__(self) -> str:
+        return f"AzureCloud(subscription_id={self.subscription_id!r})"
+
+    @property
+    def _poll(self) -> float:
+        return max(0.05, self.clients.settings.polling_interval)
+
+    # ---- subscription-level ------------------------------------------------------------------
+
+    def provider_registered(self, namespace: str) -> bool:
+        return resources.provider_registered(self.clients, namespace)
+
+    def register_provider(self, namespace: str, *, timeout: float) -> None:
+        resources.register_provider(
+            self.clients, namespace, timeout=timeout, sleep=self._sleep, clock=self._clock
+        )
+
+    def available_profiles(self, location: str) -> list[ProfileOffer]:
+        return resources.available_profiles(self.clients, location)
+
+    def usages(self, location: str) -> list[UsageInfo]:
+        return resources.usages(self.clients, location)
+
+    # ---- resource groups ---------------------------------------------------------------------
+
+    def create_resource_group(self, name: str, location: str, tags: Mapping[str, str]) -> ResourceGroupInfo:
+        return resources.create_resource_group(self.clients, name, location, tags)
+
+    def get_resource_group(self, name: str) -> ResourceGroupInfo | None:
+        return resources.get_resource_group(self.clients, name)
+
+    def list_resource_groups(
+        self, tag_name: str | None = None, tag_value: str | None = None
+    ) -> list[ResourceGroupInfo]:
+        return resources.list_resource_groups(self.clients, tag_name, tag_value)
+
+    def delete_resource_group(self, name: str, *, wait: bool = True) -> None:
+        resources.delete_resource_group(
+            self.clients,
+            name,
+            wait=wait,
+            timeout=self.rg_delete_timeout,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
+
+    # ---- environment, app, job ---------------------------------------------------------------
+
+    def create_environment(self, spec: EnvSpec) -> EnvInfo:
+        return apps.create_environment(self.clients, spec)
+
+    def get_environment(self, resource_group: str, name: str) -> EnvInfo | None:
+        return apps.get_environment(self.clients, resource_group, name)
+
+    def create_app(self, spec: AppSpec) -> AppInfo:
+        return apps.create_app(self.clients, spec)
+
+    def get_app(self, resource_group: str, name: str) -> AppInfo | None:
+        return apps.get_app(self.clients, resource_group, name)
+
+    def scale_app(self, resource_group: str, name: str, min_replicas: int, max_replicas: int) -> AppInfo:
+        return apps.scale_app(self.clients, resource_group, name, min_replicas, max_replicas)
+
+    def list_app_replicas(self, resource_group: str, app: str) -> list[ReplicaInfo]:
+        """Replicas of the app's latest revision (empty while no revision exists yet)."""
+        info = apps.get_app(self.clients, resource_group, app)
+        if info is None:
+            raise NotFound(f"container app {app} not found in {resource_group}", code="ResourceNotFound")
+        if not info.latest_revision:
+            return []
+        return apps.list_revision_replicas(self.clients, resource_group, app, info.latest_revision)
+
+    def create_job(self, spec: JobSpec) -> JobInfo:
+        return apps.create_job(self.clients, spec)
+
+    def get_job(self, resource_group: str, name: str) -> JobInfo | None:
+        return apps.get_job(self.clients, resource_group, name)
+
+    def start_job(self, resource_group: str, job: str) -> str:
+        return apps.start_job(self.clients, resource_group, job, sleep=self._sleep, clock=self._clock)
+
+    def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
+        return apps.get_execution(self.clients, resource_group, job, execution)
+
+    def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]:
+        return apps.list_executions(self.clients, resource_group, job)
+
+    def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
+        return apps.list_execution_replicas(self.clients, resource_group, job, execution)
+
+    # ---- data plane --------------------------------------------------------------------------
+
+    def running_container(
+        self, resource_group: str, app: str, *, timeout: float, need: str = "exec"
+    ) -> tuple[ReplicaInfo, ReplicaContainerInfo]:
+        """The latest revision's first replica's first container, once it is Running with an endpoint."""
+        deadline = self._clock() + timeout
+        last = "no replica yet"
+        while True:
+            for replica in self.list_app_replicas(resource_group, app):
+                for container in replica.containers:
+                    endpoint = container.exec_endpoint if need == "exec" else container.log_stream_endpoint
+                    if (container.running_state or "").lower() == RUNNING and endpoint:
+                        return replica, container
+                    last = f"replica {replica.name} container {container.name} is {container.running_state}"
+                    if container.details:
+                        last += f" ({container.details})"
+                if not replica.containers:
+                    last = f"replica {replica.name} is {replica.running_state}"
+                break  # the first replica is the one the CLI picks too
+            if self._clock() >= deadline:
+                raise WaitTimedOut(
+                    f"timed out after {timeout:.0f}s waiting for a running replica of {app}: {last}",
+                    code="ReplicaNotRunning",
+                )
+            self._sleep(min(self._poll, max(0.0, deadline - self._clock())))
+
+    def exec(
+        self, resource_group: str, app: str, argv: Sequence[str], *, timeout: float = 120.0
+    ) -> ExecResult:
+        """Run argv through `sh` in the app's replica; `timeout` covers the replica wait and the command."""
+        if not argv:
+            raise BadInput("exec needs a command")
+        deadline = self._clock() + timeout
+        _, container = self.running_container(resource_group, app, timeout=timeout)
+        token = apps.app_token(self.clients, resource_group, app)
+        nonce = dataplane.new_nonce()
+        transcript = dataplane.run_exec(
+            str(container.exec_endpoint),
+            token,
+            command="sh",
+            stdin=dataplane.shell_script(argv, nonce),
+            nonce=nonce,
+            verify=self.clients.verify,
+            timeout=max(1.0, deadline - self._clock()),
+        )
+        self._raise_exec_errors(app, transcript)
+        output, code = dataplane.clean_transcript(transcript.stdout, nonce)
+        return ExecResult(tuple(argv), output, dataplane.clean_stderr(transcript.stderr), code)
+
+    def exec_raw(self, resource_group: str, app: str, command: str, *, timeout: float = 120.0) -> ExecResult:
+        """Run ONE executable with no arguments directly as the exec `command` (no exit code comes back)."""
+        deadline = self._clock() + timeout
+        _, container = self.running_container(resource_group, app, timeout=timeout)
+        token = apps.app_token(self.clients, resource_group, app)
+        transcript = dataplane.run_exec(
+            str(container.exec_endpoint),
+            token,
+            command=command,
+            verify=self.clients.verify,
+            timeout=max(1.0, deadline - self._clock()),
+        )
+        self._raise_exec_errors(app, transcript)
+        stdout = transcript.stdout.replace("\r\n", "\n")
+        return ExecResult((command,), stdout, dataplane.clean_stderr(transcript.stderr), None)
+
+    @staticmethod
+    def _raise_exec_errors(app: str, transcript: dataplane.Transcript) -> None:
+        if transcript.errors:
+            message = dataplane.error_message(transcript.errors)
+            code = "ClusterExecFailure" if "ClusterExecFailure" in message else "ExecError"
+            raise CloudError(f"exec in {app} failed: {message}", code=code)
+
+    def app_logs(
+        self,
+        resource_group: str,
+        app: str,
+        *,
+        follow: bool = False,
+        tail: int = 20,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]:
+        deadline = self._clock() + timeout
+        _, container = self.running_container(resource_group, app, timeout=timeout, need="logs")
+        token = _TokenCache(lambda: apps.app_token(self.clients, resource_group, app), self._clock)
+        yield from logstream.follow_lines(
+            str(container.log_stream_endpoint),
+            token,
+            follow=follow,
+            tail=tail,
+            what=f"the awaited log line from app {app}",
+            verify=self.clients.verify,
+            stop_when=stop_when,
+            timeout=max(1.0, deadline - self._clock()),
+            sleep=self._sleep,
+        )
+
+    def job_logs(
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        follow: bool = True,
+        tail: int = 300,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]:
+        """Console lines of one execution; ends when the execution's replica is gone (it finished)."""
+        deadline = self._clock() + timeout
+        what = f"the awaited log line from job {job} execution {execution}"
+        container = self._execution_container(resource_group, job, execution, deadline, what)
+        if container is None:
+            return
+        token = _TokenCache(lambda: apps.job_token(self.clients, resource_group, job), self._clock)
+
+        def finished() -> bool:
+            if self.get_execution(resource_group, job, execution).finished:
+                return True
+            return not self.list_execution_replicas(resource_group, job, execution)
+
+        yield from logstream.follow_lines(
+            str(container.log_stream_endpoint),
+            token,
+            follow=follow,
+            tail=tail,
+            what=what,
+            verify=self.clients.verify,
+            stop_when=stop_when,
+            finished=finished,
+            timeout=max(1.0, deadline - self._clock()),
+            sleep=self._sleep,
+        )
+
+    def _execution_container(
+        self, rg: str, job: str, execution: str, deadline: float, what: str
+    ) -> ReplicaContainerInfo | None:
+        """Wait for the execution's replica container to run; None if the execution ended first."""
+        last = "no replica yet"
+        while True:
+            for replica in self.list_execution_replicas(rg, job, execution):
+                for container in replica.containers:
+                    state = (container.running_state or "").lower()
+                    if container.log_stream_endpoint and state in {RUNNING, "terminated"}:
+                        return container
+                    last = f"replica {replica.name} container {container.name} is {container.running_state}"
+            if self.get_execution(rg, job, execution).finished:
+                return None
+            if self._clock() >= deadline:
+                raise WaitTimedOut(f"timed out waiting for {what}: {last}", code="ReplicaNotRunning")
+            self._sleep(min(self._poll, max(0.0, deadline - self._clock())))
+
+    def system_events(
+        self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
+    ) -> list[dict[str, Any]]:
+        """A snapshot of the app's (or environment's) system events: AssigningReplica, pull errors..."""
+        if app:
+            info = self.get_app(resource_group, app)
+            if info is None:
+                raise NotFound(f"container app {app} not found in {resource_group}", code="ResourceNotFound")
+            url, token = info.event_stream_endpoint, apps.app_token(self.clients, resource_group, app)
+        elif environment:
+            env = self.get_environment(resource_group, environment)
+            if env is None:
+                raise NotFound(
+                    f"environment {environment} not found in {resource_group}", code="ResourceNotFound"
+                )
+            url = env.event_stream_endpoint or _env_eventstream_fallback(
+                self.subscription_id, resource_group, environment, env.location
+            )
+            token = apps.environment_token(self.clients, resource_group, environment)
+        else:
+            raise BadInput("system events need an app or an environment")
+        if not url:
+            return []
+        return logstream.read_events(url, token, tail=tail, verify=self.clients.verify)
+
+
+def _env_eventstream_fallback(sub: str, rg: str, env: str, location: str) -> str:
+    """aca-api.md §3.6: the URL the CLI builds when the environment reports no eventStreamEndpoint."""
+    region = location.replace(" ", "").lower()
+    return (
+        f"https://{region}.azurecontainerapps.dev/subscriptions/{sub}/resourceGroups/{rg}"
+        f"/managedEnvironments/{env}/eventstream"
+    )

@@ -1,0 +1,312 @@
+"""Exec into a replica over the ACA data-plane websocket (aca-api.md §3.2-3.4).
+
+Wire format, all binary frames. Server → client: byte 0 is the proxy status (0 forward, 1 info,
+2 error); on forward frames byte 1 is the channel (1 stdout, 2 stderr) and the payload starts at
+byte 2. Client → server: `00 00` + stdin bytes, `00 04` + `{"Width": w, "Height": h}` to resize.
+
+The service runs `command` as ONE executable and reports no exit code, so commands with arguments
+go through `sh` on stdin, followed by an echo of a unique marker that carries `$?`. The codec and
+transcript parsing below are pure so they are tested on byte sequences; `run_exec` is the I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote_plus
+
+from aca_gpu.errors import CloudError
+
+STATUS_FORWARD = 0
+STATUS_INFO = 1
+STATUS_ERROR = 2
+CHANNEL_STDIN = 0
+CHANNEL_STDOUT = 1
+CHANNEL_STDERR = 2
+CHANNEL_RESIZE = 4
+MARKER_PREFIX = "__ACAGPU_EXIT_"
+# wide enough that a TTY never wraps the echoed command line (wrapping would hide the echo)
+TERMINAL_SIZE = (500, 50)
+CONNECTED_WAIT_S = 10.0
+RECV_SLICE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One decoded server frame. `kind` is stdout, stderr, info, error, or other (unknown channel)."""
+
+    kind: str
+    text: str
+    status: int
+    channel: int | None = None
+
+
+def encode_stdin(data: str | bytes) -> bytes:
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    return bytes([STATUS_FORWARD, CHANNEL_STDIN]) + payload
+
+
+def encode_resize(width: int, height: int) -> bytes:
+    body = json.dumps({"Width": width, "Height": height}, separators=(",", ":"))
+    return bytes([STATUS_FORWARD, CHANNEL_RESIZE]) + body.encode("utf-8")
+
+
+def _text(payload: bytes) -> str:
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return payload.decode("latin-1")
+
+
+def decode_frame(data: bytes | str) -> Frame:
+    if isinstance(data, str):  # a text frame: not part of the protocol, keep it visible as info
+        return Frame("info", data, STATUS_INFO)
+    if not data:
+        return Frame("other", "", -1)
+    status = data[0]
+    if status == STATUS_FORWARD:
+        if len(data) < 2:
+            return Frame("other", "", status)
+        channel = data[1]
+        kind = {CHANNEL_STDOUT: "stdout", CHANNEL_STDERR: "stderr"}.get(channel, "other")
+        return Frame(kind, _text(data[2:]), status, channel)
+    if status == STATUS_INFO:
+        return Frame("info", _text(data[1:]), status)
+    if status == STATUS_ERROR:
+        return Frame("error", _text(data[1:]), status)
+    return Frame("other", _text(data[1:]), status)
+
+
+def new_nonce() -> str:
+    return secrets.token_hex(6)
+
+
+def marker_echo(nonce: str) -> str:
+    return f'echo "{MARKER_PREFIX}{nonce}__$?"'
+
+
+def command_line(argv: Sequence[str], nonce: str) -> str:
+    """The line written to the shell: the quoted command, then the marker echo carrying `$?`."""
+    return f"{shlex.join(argv)}; {marker_echo(nonce)}"
+
+
+def shell_script(argv: Sequence[str], nonce: str) -> str:
+    return f"{command_line(argv, nonce)}\nexit\n"
+
+
+def marker_regex(nonce: str) -> re.Pattern[str]:
+    # digits only: the echoed command line shows `$?` where the real result shows the number
+    return re.compile(re.escape(f"{MARKER_PREFIX}{nonce}__") + r"(\d+)")
+
+
+def find_exit_code(stdout: str, nonce: str) -> int | None:
+    match = marker_regex(nonce).search(stdout)
+    return int(match.group(1)) if match else None
+
+
+def clean_transcript(stdout: str, nonce: str) -> tuple[str, int | None]:
+    """(command output, exit code) from a shell session's stdout.
+
+    Handles a TTY-like session (input echoed, CRLF, prompts) and a plain one: drops everything up to
+    and including the echoed command line, and the marker line and anything after it.
+    """
+    text = stdout.replace("\r\n", "\n").replace("\r", "")
+    match = marker_regex(nonce).search(text)
+    code = int(match.group(1)) if match else None
+    body = text[: match.start()] if match else text
+    echoed = f"{MARKER_PREFIX}{nonce}__$?"
+    if echoed in body:
+        cut = body.rfind(echoed)
+        newline = body.find("\n", cut)
+        body = "" if newline < 0 else body[newline + 1 :]
+        # a TTY echoes the queued `exit` line as soon as it is typed, often before the output
+        first, sep, rest = body.partition("\n")
+        if sep and first.strip() in {"exit", "# exit", "$ exit"}:
+            body = rest
+    return body, code
+
+
+def clean_stderr(stderr: str) -> str:
+    return stderr.replace("\r\n", "\n").replace("\r", "")
+
+
+@dataclass
+class Transcript:
+    """What one exec session produced, before interpretation."""
+
+    stdout: str = ""
+    stderr: str = ""
+    infos: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    closed: bool = False  # the server closed the socket (or it dropped)
+    sent: bool = False  # stdin was delivered
+
+
+def exec_url(endpoint: str, command: str) -> str:
+    sep = "&" if "?" in endpoint else "?"
+    return f"{endpoint}{sep}command={quote_plus(command)}"
+
+
+def error_message(errors: Sequence[str]) -> str:
+    """A one-line message from proxy ERROR frames (`{"Error": {"Code": "ClusterExecFailure", ...}}`)."""
+    parts = []
+    for raw in errors:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            parts.append(raw.strip())
+            continue
+        err = body.get("Error") or body.get("error") or body if isinstance(body, dict) else body
+        if isinstance(err, dict):
+            code = err.get("Code") or err.get("code")
+            msg = err.get("Message") or err.get("message") or ""
+            parts.append(f"{code}: {msg}" if code else str(msg))
+        else:
+            parts.append(str(err))
+    return " ".join(" ".join(parts).split())[:500]
+
+
+Connect = Callable[..., Any]
+
+
+def _default_connect(url: str, **kwargs: Any) -> Any:
+    import websocket
+
+    return websocket.create_connection(url, **kwargs)
+
+
+def run_exec(
+    endpoint: str,
+    token: str,
+    *,
+    command: str = "sh",
+    stdin: str | None = None,
+    nonce: str | None = None,
+    verify: str | bool = True,
+    timeout: float = 120.0,
+    connect: Connect = _default_connect,
+    clock: Callable[[], float] = time.monotonic,
+) -> Transcript:
+    """Open the exec socket, deliver stdin once, collect frames until the marker, close, or deadline.
+
+    A socket that drops before stdin was sent is reconnected once; after that what was received is
+    reported as is (the caller turns a missing marker into exit_code=None).
+    """
+    deadline = clock() + timeout
+    transcript = Transcript()
+    for attempt in (1, 2):
+        try:
+            _session(endpoint, token, command, stdin, nonce, verify, deadline, connect, clock, transcript)
+            return transcript
+        except _Dropped as dropped:
+            if transcript.sent or attempt == 2 or clock() >= deadline:
+                transcript.closed = True
+                if not transcript.sent and not transcript.stdout:
+                    raise CloudError(
+                        f"exec connection to {endpoint} failed: {dropped}", code="ExecDropped"
+                    ) from dropped
+                return transcript
+    return transcript
+
+
+class _Dropped(Exception):
+    pass
+
+
+def _sslopt(verify: str | bool) -> dict[str, Any]:
+    import ssl
+
+    if isinstance(verify, str):
+        return {"ca_certs": verify, "cert_reqs": ssl.CERT_REQUIRED}
+    return {"cert_reqs": ssl.CERT_REQUIRED if verify else ssl.CERT_NONE}
+
+
+def _session(
+    endpoint: str,
+    token: str,
+    command: str,
+    stdin: str | None,
+    nonce: str | None,
+    verify: str | bool,
+    deadline: float,
+    connect: Connect,
+    clock: Callable[[], float],
+    out: Transcript,
+) -> None:
+    import websocket
+
+    url = exec_url(endpoint, command)
+    try:
+        ws = connect(
+            url,
+            header=[f"Authorization: Bearer {token}"],
+            sslopt=_sslopt(verify),
+            timeout=max(1.0, min(30.0, deadline - clock())),
+            enable_multithread=True,
+        )
+    except websocket.WebSocketBadStatusException as exc:
+        raise CloudError(f"exec refused by {endpoint.split('?')[0]}: {exc}", code="ExecRejected") from exc
+    except (OSError, websocket.WebSocketException) as exc:
+        raise _Dropped(str(exc)) from exc
+    pattern = marker_regex(nonce) if nonce else None
+    connected_by = clock() + CONNECTED_WAIT_S
+    try:
+        ws.send_binary(encode_resize(*TERMINAL_SIZE))
+        while True:
+            now = clock()
+            if now >= deadline:
+                return
+            if stdin is not None and not out.sent and (now >= connected_by or _looks_connected(out)):
+                ws.send_binary(encode_stdin(stdin))
+                out.sent = True
+            ws.settimeout(max(0.05, min(RECV_SLICE_S, deadline - now)))
+            try:
+                opcode, data = ws.recv_data()
+            except websocket.WebSocketTimeoutException:
+                continue
+            except websocket.WebSocketConnectionClosedException:
+                out.closed = True
+                if stdin is not None and not out.sent:
+                    raise _Dropped("closed before the command was sent") from None
+                return
+            except (OSError, websocket.WebSocketException) as exc:
+                if stdin is not None and not out.sent:
+                    raise _Dropped(str(exc)) from exc
+                out.closed = True
+                return
+            if opcode == websocket.ABNF.OPCODE_CLOSE or (not data and opcode != websocket.ABNF.OPCODE_TEXT):
+                out.closed = True
+                if stdin is not None and not out.sent and not out.errors:
+                    raise _Dropped("closed before the command was sent")
+                return
+            frame = decode_frame(data if opcode == websocket.ABNF.OPCODE_BINARY else _text(data))
+            _collect(out, frame)
+            if frame.kind == "error":
+                return
+            if pattern is not None and pattern.search(out.stdout):
+                return
+    finally:
+        with contextlib.suppress(Exception):
+            ws.close()
+
+
+def _looks_connected(out: Transcript) -> bool:
+    return any("connected" in info.lower() for info in out.infos) or bool(out.stdout)
+
+
+def _collect(out: Transcript, frame: Frame) -> None:
+    if frame.kind == "stdout":
+        out.stdout += frame.text
+    elif frame.kind == "stderr":
+        out.stderr += frame.text
+    elif frame.kind == "info":
+        out.infos.append(frame.text)
+    elif frame.kind == "error":
+        out.errors.append(frame.text)

@@ -1,0 +1,221 @@
+"""azure-core exceptions and ARM error codes → aca_gpu.errors types, keeping the code and message.
+
+One table, consulted everywhere, so an ARM code maps to the same exit code (DESIGN.md §3) whichever
+call raised it. Section numbers refer to the project's ACA API reference notes (aca-api.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from aca_gpu.errors import (
+    AcaGpuError,
+    AuthError,
+    BadInput,
+    CloudError,
+    NotFound,
+    PreflightRefused,
+    QuotaError,
+    WaitTimedOut,
+)
+
+T = TypeVar("T")
+
+# ARM error code → error type. Codes are compared case-insensitively.
+CODE_TABLE: dict[str, type[AcaGpuError]] = {
+    # §1.8 / ARM: provider not registered for the subscription; `acagpu up` registers Microsoft.App first
+    "MissingSubscriptionRegistration": PreflightRefused,
+    # ARM auth failures (RBAC deny, expired or foreign token)
+    "AuthorizationFailed": AuthError,
+    "InvalidAuthenticationToken": AuthError,
+    "InvalidAuthenticationTokenTenant": AuthError,
+    "AuthenticationFailed": AuthError,
+    "ExpiredAuthenticationToken": AuthError,
+    "LinkedAuthorizationFailed": AuthError,
+    # recordings: GET before create → 404 ResourceNotFound; ARM: ResourceGroupNotFound
+    "ResourceNotFound": NotFound,
+    "ResourceGroupNotFound": NotFound,
+    "NotFound": NotFound,
+    # §5.3: quota and capacity (exact GPU-quota code UNCONFIRMED, so the text rules below back these up)
+    "QuotaExceeded": QuotaError,
+    "ManagedEnvironmentQuotaExceeded": QuotaError,
+    "SubscriptionQuotaExceeded": QuotaError,
+    "MaxNumberOfRegionalEnvironmentsInSubExceeded": QuotaError,
+    "SkuNotAvailable": QuotaError,
+    "AllocationFailed": QuotaError,
+    "ZonalAllocationFailed": QuotaError,
+    "OverconstrainedAllocationRequest": QuotaError,
+    # §1.4 / §5.3: CPU/memory combination the profile does not allow
+    "ContainerAppInvalidResourceTotal": BadInput,
+    # §1.3: min/max counts on a Consumption GPU profile; unknown profile type in the region
+    "WorkloadProfileMinimumCountNotSupported": BadInput,
+    "WorkloadProfilePropertyNotSupported": BadInput,
+    "WorkloadProfileTypeNotSupported": BadInput,
+    "InvalidWorkloadProfileType": BadInput,
+    # ARM request validation
+    "InvalidParameter": BadInput,
+    "InvalidRequestContent": BadInput,
+    "InvalidResourceName": BadInput,
+    "LocationNotAvailableForResourceType": PreflightRefused,
+    "NoRegisteredProviderFound": PreflightRefused,
+}
+
+# Message patterns for codes that vary or are too generic to map alone (e.g. OperationNotAllowed).
+TEXT_RULES: tuple[tuple[re.Pattern[str], type[AcaGpuError]], ...] = (
+    # §5.3 "Maximum Allowed Cores exceeded for the Managed Environment ..."
+    (re.compile(r"maximum allowed cores exceeded", re.I), QuotaError),
+    (re.compile(r"\bquota\b", re.I), QuotaError),
+    (re.compile(r"insufficient capacity|not enough capacity|capacity is not available", re.I), QuotaError),
+    # §1.3 "Workload Profile property 'MinimumCount' is not supported for Consumption_GPU_NC8as_T4"
+    (re.compile(r"property '\w+' is not supported", re.I), BadInput),
+    # §1.4 "The total requested CPU and memory resources for this application ... is invalid"
+    (re.compile(r"total requested cpu and memory", re.I), BadInput),
+    (re.compile(r"is not registered to use namespace", re.I), PreflightRefused),
+)
+
+STATUS_TABLE: dict[int, type[AcaGpuError]] = {401: AuthError, 403: AuthError, 404: NotFound}
+
+HINTS: dict[type[AcaGpuError], str] = {
+    AuthError: "run `az login` (or check the service principal's role on the subscription)",
+    QuotaError: "request GPU quota for Azure Container Apps in this region, or try another --location",
+    PreflightRefused: "az provider register --namespace Microsoft.App",
+}
+
+
+def classify(code: str | None, status: int | None, message: str) -> type[AcaGpuError]:
+    """The error type for an ARM failure: code first, then message text, then HTTP status."""
+    if code:
+        for known, kind in CODE_TABLE.items():
+            if known.lower() == code.lower():
+                return kind
+    for pattern, kind in TEXT_RULES:
+        if pattern.search(message):
+            return kind
+    if status is not None and status in STATUS_TABLE:
+        return STATUS_TABLE[status]
+    return CloudError
+
+
+def make_error(action: str, target: str, code: str | None, status: int | None, message: str) -> AcaGpuError:
+    kind = classify(code, status, message)
+    summary = _one_line(message) or (f"HTTP {status}" if status else "unknown error")
+    text = f"{action} {target}: {summary}" if target else f"{action}: {summary}"
+    if code and code not in summary:
+        text += f" ({code})"
+    return kind(text, code=code or (str(status) if status else None), hint=HINTS.get(kind))
+
+
+def arm_error_fields(body: Any) -> tuple[str | None, str]:
+    """(code, message) from an ARM error envelope, a proxy `{"Error": {...}}` body, or raw text."""
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None, body.strip()
+    if isinstance(body, dict):
+        err = body.get("error") or body.get("Error") or body
+        if isinstance(err, dict):
+            code = err.get("code") or err.get("Code")
+            message = err.get("message") or err.get("Message") or ""
+            return (str(code) if code else None), str(message)
+    return None, str(body)
+
+
+def translate_exception(exc: BaseException, action: str, target: str = "") -> AcaGpuError | None:
+    """The aca_gpu error for an azure-core exception, or None when `exc` is not one we know."""
+    from azure.core.exceptions import (
+        ClientAuthenticationError,
+        HttpResponseError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
+
+    if isinstance(exc, AcaGpuError):
+        return exc
+    if isinstance(exc, ClientAuthenticationError):
+        # azure-identity's "DefaultAzureCredential failed to retrieve a token" lands here too
+        code, message = _http_fields(exc)
+        return AuthError(
+            f"{action} {target}: authentication failed: {_one_line(message)}".replace("  ", " "),
+            code=code or "ClientAuthenticationError",
+            hint=HINTS[AuthError],
+        )
+    if isinstance(exc, HttpResponseError):
+        code, message = _http_fields(exc)
+        return make_error(action, target, code, exc.status_code, message)
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        endpoint = _endpoint_of(exc)
+        return CloudError(
+            f"{action} {target}: cannot reach {endpoint}: {_one_line(str(exc))}".replace("  ", " "),
+            code=type(exc).__name__,
+        )
+    if isinstance(exc, TimeoutError):
+        return WaitTimedOut(f"{action} {target}: timed out", code="Timeout")
+    return None
+
+
+@contextmanager
+def translate_errors(action: str, target: str = "") -> Iterator[None]:
+    """Re-raise azure-core exceptions raised inside as aca_gpu.errors types (cause kept)."""
+    try:
+        yield
+    except AcaGpuError:
+        raise
+    except Exception as exc:
+        translated = translate_exception(exc, action, target)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+def or_none(action: str, target: str, call: Callable[[], T]) -> T | None:
+    """`call()`, or None when ARM says the resource does not exist (404 / *NotFound)."""
+    try:
+        with translate_errors(action, target):
+            return call()
+    except NotFound:
+        return None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+    if isinstance(exc, ResourceNotFoundError):
+        return True
+    return isinstance(exc, HttpResponseError) and exc.status_code == 404
+
+
+def _http_fields(exc: Any) -> tuple[str | None, str]:
+    error = getattr(exc, "error", None)
+    code = getattr(error, "code", None) if error is not None else None
+    message = getattr(error, "message", None) if error is not None else None
+    if not code:
+        response = getattr(exc, "response", None)
+        if response is not None:
+            try:
+                body_code, body_message = arm_error_fields(response.text())
+            except Exception:
+                body_code, body_message = None, ""
+            code = body_code
+            message = message or body_message
+    return (str(code) if code else None), str(message or getattr(exc, "message", None) or exc)
+
+
+def _endpoint_of(exc: Any) -> str:
+    for holder in (getattr(exc, "response", None), exc):
+        request = getattr(holder, "request", None) if holder is not None else None
+        url = getattr(request, "url", None)
+        if url:
+            return str(url).split("?")[0]
+    return "the Azure Resource Manager endpoint"
+
+
+def _one_line(text: str) -> str:
+    first = " ".join(str(text).split())
+    return first[:400]
