@@ -1,0 +1,33 @@
+"""`acagpu down`: delete a run's resource group (only if tagged acagpu:managed=true) and verify it is gone."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.config import Settings
+from aca_gpu.output import Output
+from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.down import down as run_down
+from aca_gpu.workflow.down import render_down
+
+
+@click.command()
+@run_options
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--no-wait", is_flag=True, help="Return once the deletion is accepted; do not verify.")
+@output_options
+def down(output: Output, ref: RunRef, settings: Settings, yes: bool, no_wait: bool) -> None:
+    """Delete a run and wait until its resource group is really gone."""
+    cloud = open_cloud(settings)
+    if not (yes or output.is_json) and sys.stdin.isatty() and output.stderr.isatty():
+        run = find_run(cloud, ref)
+        click.confirm(f"Delete resource group {run.resource_group} (run {run.run_id})?", abort=True, err=True)
+        ref = RunRef(resource_group=run.resource_group)
+    result = run_down(cloud, ref, output, waiter_for(settings), wait=not no_wait)
+    output.emit(result.doc, render_down(result.doc))
+    if result.exit_code:
+        raise SystemExit(result.exit_code)

@@ -1,0 +1,70 @@
+"""Shared pieces of the run commands: the run selector options, settings, and the embedded emulator."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from aca_gpu.config import Settings, load_settings
+from aca_gpu.workflow.context import RunRef, Waiter
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EMULATOR_TIME_SCALE = 0.02  # a whole `up` against the emulator takes well under a minute
+EMULATOR_POLL_S = 0.05
+
+
+def run_options(func: F) -> F:
+    """--run-id, -g/--resource-group, --subscription; the command receives `ref: RunRef` and `settings`."""
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any, run_id: str | None, resource_group: str | None, subscription: str | None, **kw: Any
+    ) -> Any:
+        ref = RunRef(run_id=run_id, resource_group=resource_group).validate()
+        return func(*args, ref=ref, settings=command_settings(subscription), **kw)
+
+    wrapped: Any = click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")(
+        wrapper
+    )
+    wrapped = click.option("-g", "--resource-group", help="The run's resource group (instead of --run-id).")(
+        wrapped
+    )
+    wrapped = click.option("--run-id", help="Which run (default: the only one there is).")(wrapped)
+    return wrapped  # type: ignore[no-any-return]
+
+
+def command_settings(subscription: str | None = None) -> Settings:
+    return load_settings().with_overrides(subscription=subscription)
+
+
+def waiter_for(settings: Settings) -> Waiter:
+    return Waiter(interval=settings.polling_interval)
+
+
+@contextmanager
+def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[Settings]:
+    """Run the embedded emulator in a thread and point the settings at it; stop it afterwards."""
+    try:
+        from aca_gpu.emulator.server import EmulatorServer  # type: ignore[import-untyped,unused-ignore]
+    except ImportError as exc:  # the emulator extra is not installed
+        raise click.UsageError(
+            f"--emulator needs the emulator extra: pip install 'acagpu[emulator]' ({exc})"
+        ) from exc
+    server = EmulatorServer(time_scale=time_scale or EMULATOR_TIME_SCALE, workload="simulated")
+    server.start()
+    try:
+        env = server.client_env()
+        yield settings.with_overrides(
+            arm_endpoint=env.get("ACAGPU_ARM_ENDPOINT"),
+            ca_bundle=env.get("ACAGPU_CA_BUNDLE"),
+            token=env.get("ACAGPU_TOKEN"),
+            subscription=env.get("ACAGPU_SUBSCRIPTION"),
+            polling_interval=EMULATOR_POLL_S,
+        )
+    finally:
+        server.stop()

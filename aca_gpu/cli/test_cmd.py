@@ -1,0 +1,31 @@
+"""`acagpu test`: run the gpu-tester on an existing run and report; exit 5 when the GPU check fails."""
+
+from __future__ import annotations
+
+import click
+
+from aca_gpu import naming
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.config import Settings
+from aca_gpu.output import Output
+from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.test import run_test
+
+
+@click.command(name="test")
+@run_options
+@click.option("--timeout", default="30m", show_default=True, help="Deadline for the tester's result line.")
+@click.option("--start-timeout", default="15m", show_default=True, help="Deadline for its replica to start.")
+@output_options
+def test_cmd(output: Output, ref: RunRef, settings: Settings, timeout: str, start_timeout: str) -> None:
+    """Start the tester job of a kept run, follow it, and report its result."""
+    deadline = naming.parse_ttl(timeout).total_seconds()
+    start = naming.parse_ttl(start_timeout).total_seconds()
+    cloud = open_cloud(settings)
+    run = find_run(cloud, ref)
+    doc, code = run_test(cloud, run, output, waiter_for(settings), start_timeout=start, timeout=deadline)
+    result = doc["result"]
+    output.emit(doc, f"run {run.run_id}: tester {result.get('status', '?')} (execution {doc['execution']})")
+    if code:
+        raise SystemExit(code)

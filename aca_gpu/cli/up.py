@@ -1,0 +1,91 @@
+"""`acagpu up`: provision, probe, benchmark, report, tear down (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.output import Output
+from aca_gpu.workflow.context import open_cloud, resolve_owner
+from aca_gpu.workflow.plan import UpRequest, make_plan
+from aca_gpu.workflow.render import render_plan, render_up
+from aca_gpu.workflow.up import up as run_up
+
+
+@click.command()
+@click.option("-l", "--location", help="Azure region, e.g. eastus (default: settings, else eastus).")
+@click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
+@click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
+@click.option(
+    "--tester-image", help="gpu-tester image (default: a stock PyTorch image + the injected tester)."
+)
+@click.option("--run-id", help="Run id (1-12 lowercase letters/digits); the same id resumes a run.")
+@click.option("--ttl", help="Expiry written to the tags for the reaper, e.g. 90m, 2h (default 2h).")
+@click.option(
+    "--max-minutes", type=click.IntRange(1, 1440), help="Deadline for the run's containers (default 30)."
+)
+@click.option("--start-timeout", help="How long a replica may take to start, e.g. 15m (default).")
+@click.option(
+    "--keep", is_flag=True, help="Keep the run (explorer scaled to zero); `acagpu down` removes it."
+)
+@click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan (names, profile, images, tags, cost); create nothing."
+)
+@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
+@click.option(
+    "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
+)
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def up(
+    output: Output,
+    location: str | None,
+    gpu: str | None,
+    image: str | None,
+    tester_image: str | None,
+    run_id: str | None,
+    ttl: str | None,
+    max_minutes: int | None,
+    start_timeout: str | None,
+    keep: bool,
+    yes: bool,
+    dry_run: bool,
+    emulator: bool,
+    time_scale: float | None,
+    subscription: str | None,
+) -> None:
+    """Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."""
+    settings = command_settings(subscription)
+    request = UpRequest(
+        location=location,
+        gpu=gpu,
+        image=image,
+        tester_image=tester_image,
+        run_id=run_id,
+        ttl=ttl,
+        max_minutes=max_minutes,
+        start_timeout=start_timeout,
+        keep=keep,
+    )
+    plan = make_plan(settings, request, owner=resolve_owner(settings))
+    if dry_run:
+        output.emit(
+            {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
+        )
+        return
+    if not (yes or emulator or output.is_json) and sys.stdin.isatty() and output.stderr.isatty():
+        click.echo(render_plan(plan.as_dict()), err=True)
+        click.confirm("Create these billable resources?", abort=True, err=True)
+    scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
+    with scope as active:
+        result = run_up(open_cloud(active), plan, output, waiter_for(active))
+    output.emit(result.doc, render_up(result.doc))
+    if result.error is not None:
+        output.error(result.error.message, result.error.hint)
+    if result.exit_code:
+        raise SystemExit(result.exit_code)

@@ -1,0 +1,123 @@
+"""The GPU knowledge workflows use (profiles, nvidia-smi, CUDA compat, tester result, cost), in one place.
+
+Workflows speak plain dicts and a few verdict flags; this module is the only one that knows the
+shapes of aca_gpu.gpu.* and aca_gpu.cost, so the orchestration reads as orchestration.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from aca_gpu.errors import BadInput
+from aca_gpu.gpu import cuda_compat, tester_result
+from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.models import ContainerDef
+
+Profile = Any
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+RESULT_MARKER = "ACAGPU_RESULT"
+SMI_QUERY = ("nvidia-smi", "--query-gpu=name,driver_version,memory.total,uuid", "--format=csv")
+
+
+def resolve_profile(alias: str) -> Profile:
+    return _module("aca_gpu.gpu.profiles").resolve_profile(alias)
+
+
+def profile_dict(profile: Profile, alias: str) -> dict[str, Any]:
+    return {
+        "alias": alias,
+        "type": profile.type,
+        "gpu": profile.gpu,
+        "cpu": profile.cpu,
+        "memory": profile.memory,
+        "serverless": profile.serverless,
+    }
+
+
+def memory_text(profile: Profile) -> str:
+    mem = profile.memory
+    return mem if isinstance(mem, str) else f"{mem}Gi"
+
+
+def explorer_container(image: str, profile: Profile, max_minutes: int) -> ContainerDef:
+    """The CUDA explorer idles for at most the run's deadline, so a forgotten run stops by itself."""
+    return ContainerDef(
+        name="cuda-explorer",
+        image=image,
+        cpu=float(profile.cpu),
+        memory=memory_text(profile),
+        command=("/bin/sh", "-c", f"sleep {max_minutes * 60}"),
+    )
+
+
+def default_tester_image() -> str:
+    return str(_module("aca_gpu.workflow.tester_spec").DEFAULT_TESTER_IMAGE)
+
+
+def tester_container(image: str, profile: Profile) -> ContainerDef:
+    """The zero-build tester: the tester script injected into a stock PyTorch image."""
+    spec = _module("aca_gpu.workflow.tester_spec").tester_container(image)
+    return ContainerDef(
+        name="gpu-tester",
+        image=image,
+        cpu=float(profile.cpu),
+        memory=memory_text(profile),
+        command=tuple(spec.command),
+        args=tuple(spec.args),
+        env=dict(spec.env),
+    )
+
+
+def parse_smi(text: str) -> Any:
+    return _module("aca_gpu.gpu.nvidia_smi").parse(text)
+
+
+def smi_dict(parsed: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = parsed.as_dict()
+    return doc
+
+
+def compat(image: str, driver_version: str | None) -> dict[str, Any] | None:
+    """Verdict of an image's CUDA requirement against the driver nvidia-smi reported."""
+    if not driver_version:
+        return None
+    try:
+        result = cuda_compat.verdict(parse_image_ref(image), driver_version)
+    except BadInput as exc:
+        return {"image": image, "verdict": "unknown", "reason": exc.message}
+    doc: dict[str, Any] = result.as_dict()
+    doc["ok"] = result.ok
+    return doc
+
+
+def compat_failed(doc: dict[str, Any] | None) -> bool:
+    """Only a definite "incompatible" (or a runtime that would refuse the image) fails the check."""
+    return doc is not None and doc.get("ok") is False
+
+
+def parse_tester(text: str) -> dict[str, Any]:
+    """The tester's result; output without a result line is a failed test, with the reason."""
+    try:
+        return tester_result.parse_tester_output(text).as_dict()
+    except tester_result.TesterOutputMissing as exc:
+        return {"status": "fail", "reason": exc.message}
+
+
+def tester_failed(doc: dict[str, Any]) -> bool:
+    return doc.get("status") != "pass"
+
+
+def cost_estimate(profile: Profile, gpu_seconds: float, location: str, *, label: str) -> dict[str, Any]:
+    usd = _module("aca_gpu.cost").estimate(profile, gpu_seconds, location=location)
+    value = getattr(usd, "usd", usd)
+    return {
+        "gpu_seconds": round(gpu_seconds, 1),
+        "usd_estimate": round(float(value), 4) if value is not None else None,
+        "basis": label,
+    }

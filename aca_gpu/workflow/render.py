@@ -1,0 +1,117 @@
+"""Human renderings of the workflow documents (the JSON documents are the source; these only read them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "?"
+    value = float(value)
+    if value < 120:
+        return f"{value:.0f}s"
+    if value < 7200:
+        return f"{value / 60:.0f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def _compat_line(compat: dict[str, Any] | None) -> str:
+    if not compat:
+        return "not checked (no driver version)"
+    return f"{compat.get('verdict')} — {compat.get('reason', '')}"
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    usd = cost.get("usd_estimate")
+    money = f"≈ ${usd:.4f}" if isinstance(usd, int | float) else "price unknown"
+    return f"{cost.get('gpu_seconds', 0):.0f} GPU-seconds, {money} (estimate: {cost.get('basis', '')})"
+
+
+def render_plan(doc: dict[str, Any]) -> str:
+    res, prof = doc["resources"], doc["profile"]
+    lines = [
+        f"plan for run {doc['run_id']} (dry run: nothing is created)",
+        f"  location       {doc['location']}",
+        f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
+        f"  resource group {res['resource_group']}",
+        f"  environment    {res['environment']}",
+        f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}",
+        f"  tester job     {res['tester_job']}  image {doc['tester']['image']}",
+        f"  ttl            {_fmt_seconds(doc['ttl_seconds'])}   max minutes {doc['max_minutes']}",
+        "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),
+        f"  cost           {_cost_line(doc['cost'])}",
+    ]
+    return "\n".join(lines)
+
+
+def render_up(doc: dict[str, Any]) -> str:
+    exp, tester, res = doc["explorer"], doc["tester"], doc["resources"]
+    gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in exp.get("gpus") or [])
+    result = tester.get("result") or {}
+    lines = [
+        "",
+        f"run {doc['run_id']}: {doc['status']}  ({doc['location']}, {doc['profile']['type']})",
+        f"  GPU            {gpus or '?'}",
+        f"  driver / CUDA  {exp.get('driver_version') or '?'} / {exp.get('cuda_version') or '?'}",
+    ]
+    if exp.get("error"):
+        lines.append(f"  nvidia-smi     error: {exp['error']}")
+    lines += [
+        f"  explorer image {exp['image']}: {_compat_line(exp.get('compat'))}",
+        f"  tester image   {tester['image']}: {_compat_line(tester.get('compat'))}",
+        f"  tester result  {result.get('status', 'none')}" + _tester_detail(result),
+        "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()),
+        f"  cost           {_cost_line(doc['cost'])}",
+        f"  teardown       {doc['teardown'].get('status')}"
+        + (" (verified gone)" if doc["teardown"].get("verified") else ""),
+    ]
+    if doc["teardown"].get("status") in ("kept", "left", "incomplete", "failed"):
+        lines.append(
+            f"  remove with    acagpu down --run-id {doc['run_id']}   (group {res['resource_group']})"
+        )
+    if doc.get("error"):
+        lines.append(f"  error          {doc['error']['message']}")
+    return "\n".join(lines)
+
+
+def _tester_detail(result: dict[str, Any]) -> str:
+    for key in ("summary", "reason", "message"):
+        if result.get(key):
+            return f" — {result[key]}"
+    return ""
+
+
+def render_status(doc: dict[str, Any]) -> str:
+    runs = doc["runs"]
+    if not runs:
+        return "no acagpu runs found"
+    header = (
+        f"{'RUN':<8} {'GROUP':<22} {'LOCATION':<12} {'GPU':<10} {'AGE':>6} {'EXPIRES':>8} {'PHASE':<12} SPEND"
+    )
+    lines = [header]
+    for run in runs:
+        usd = run["cost"].get("usd_estimate")
+        spend = f"≈${usd:.2f}" if isinstance(usd, int | float) else "?"
+        expires = run.get("expires_in_seconds")
+        exp_txt = "expired" if expires is not None and expires <= 0 else _fmt_seconds(expires)
+        lines.append(
+            f"{run['run_id']:<8} {run['resource_group']:<22} {run['location']:<12} "
+            f"{run.get('gpu') or '?':<10} "
+            f"{_fmt_seconds(run.get('age_seconds')):>6} {exp_txt:>8} {run['phase']:<12} {spend}"
+        )
+    lines.append("spend: list-price estimate from replica lifetimes so far")
+    return "\n".join(lines)
+
+
+def render_smi(doc: dict[str, Any]) -> str:
+    lines = [doc.get("raw", "").rstrip()]
+    lines.append(
+        f"run {doc['run_id']}: driver {doc.get('driver_version') or '?'}, "
+        f"CUDA {doc.get('cuda_version') or '?'}"
+    )
+    if doc.get("error"):
+        lines.append(f"nvidia-smi error: {doc['error']}")
+    if doc.get("compat"):
+        lines.append(f"compat: {_compat_line(doc['compat'])}")
+    return "\n".join(lines)

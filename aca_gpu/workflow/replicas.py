@@ -1,0 +1,95 @@
+"""Waiting for replicas and executions, and saying why they did not start.
+
+ACA reports a stuck GPU replica only through its running-state details and the system event
+stream (AssigningReplica, ContainerCreateFailure ...), so a timeout quotes those reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.models import Cloud, ExecutionInfo, ReplicaInfo
+from aca_gpu.workflow.context import Waiter
+
+RUNNING = "Running"
+
+
+def _is_running(replica: ReplicaInfo) -> bool:
+    if replica.running_state != RUNNING:
+        return False
+    return all(c.running_state in (None, RUNNING) for c in replica.containers)
+
+
+def replica_details(replicas: Iterable[ReplicaInfo]) -> list[str]:
+    found: list[str] = []
+    for replica in replicas:
+        for text in (replica.running_state, replica.details, *(c.details for c in replica.containers)):
+            if text and text not in found and text != RUNNING:
+                found.append(text)
+    return found
+
+
+def event_reasons(events: Iterable[dict[str, Any]], limit: int = 3) -> list[str]:
+    """The last distinct 'Reason: message' pairs of a system event list (field case varies)."""
+    reasons: list[str] = []
+    for event in events:
+        lowered = {str(k).lower(): v for k, v in event.items()}
+        reason = str(lowered.get("reason") or lowered.get("type") or "").strip()
+        message = str(lowered.get("msg") or lowered.get("message") or "").strip()
+        text = f"{reason}: {message}" if reason and message else reason or message
+        if text and text not in reasons:
+            reasons.append(text)
+    return reasons[-limit:]
+
+
+def _safe_events(cloud: Cloud, resource_group: str, **where: str) -> list[str]:
+    try:
+        return event_reasons(cloud.system_events(resource_group, tail=30, **where))
+    except AcaGpuError:
+        return []
+
+
+def wait_app_replica(
+    cloud: Cloud, resource_group: str, app: str, waiter: Waiter, *, timeout: float
+) -> ReplicaInfo:
+    """Block until one replica of `app` runs; WaitTimedOut quotes replica details and system events."""
+    last: list[ReplicaInfo] = []
+
+    def probe() -> ReplicaInfo | None:
+        last[:] = cloud.list_app_replicas(resource_group, app)
+        return next((r for r in last if _is_running(r)), None)
+
+    def describe() -> str:
+        why = replica_details(last) + _safe_events(cloud, resource_group, app=app)
+        return "; ".join(why) if why else "no replica was scheduled"
+
+    return waiter.until(f"a running replica of {app}", probe, timeout=timeout, describe=describe)
+
+
+def wait_execution_started(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    execution: str,
+    environment: str,
+    waiter: Waiter,
+    *,
+    timeout: float,
+) -> ExecutionInfo:
+    """Block until the execution's replica runs (or the execution already ended)."""
+    last: list[ReplicaInfo] = []
+
+    def probe() -> ExecutionInfo | None:
+        info = cloud.get_execution(resource_group, job, execution)
+        if info.finished:
+            return info
+        last[:] = cloud.list_execution_replicas(resource_group, job, execution)
+        return info if any(_is_running(r) for r in last) else None
+
+    def describe() -> str:
+        why = replica_details(last) + _safe_events(cloud, resource_group, environment=environment)
+        return "; ".join(why) if why else "no replica was scheduled"
+
+    return waiter.until(f"execution {execution} of {job} to start", probe, timeout=timeout, describe=describe)

@@ -1,0 +1,87 @@
+"""`acagpu status`: the runs that exist, read from tags and live state (age, expiry, phase, spend so far).
+
+Spend is an estimate: tester executions count from their start/end times, the explorer from the
+run's creation while it has a running replica (an upper bound, labelled as such).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.models import Cloud, ExecutionInfo
+from aca_gpu.workflow import checks
+from aca_gpu.workflow.context import Run, age_seconds, list_runs
+
+
+def _execution_seconds(info: ExecutionInfo, now: datetime) -> float:
+    start = naming.parse_iso_utc(info.start_time or "")
+    if start is None:
+        return 0.0
+    end = naming.parse_iso_utc(info.end_time or "") or now
+    return max(0.0, (end - start).total_seconds())
+
+
+def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
+    tags, names, rg = run.tags, run.names, run.resource_group
+    age = age_seconds(tags, now)
+    expires = naming.parse_iso_utc(tags.get(naming.TAG_EXPIRES_AT, ""))
+    phase, gpu_seconds = "empty", 0.0
+    state = (run.group.provisioning_state or "").lower()
+    if state == "deleting":
+        phase = "deleting"
+    else:
+        try:
+            app = cloud.get_app(rg, names.explorer)
+            executions = cloud.list_executions(rg, names.tester) if cloud.get_job(rg, names.tester) else []
+            if app is not None:
+                if not app.max_replicas:
+                    phase = "scaled-to-zero"
+                else:
+                    running = [
+                        r for r in cloud.list_app_replicas(rg, names.explorer) if r.running_state == "Running"
+                    ]
+                    phase = "running" if running else "starting"
+                    gpu_seconds += (age or 0.0) if running else 0.0
+            if any(not e.finished for e in executions):
+                phase = "testing"
+            gpu_seconds += sum(_execution_seconds(e, now) for e in executions)
+        except AcaGpuError as exc:
+            phase = f"unknown ({exc.code or 'error'})"
+    profile = _profile(tags.get(naming.TAG_GPU))
+    cost = (
+        checks.cost_estimate(profile, gpu_seconds, run.group.location, label="replica lifetimes so far")
+        if profile is not None
+        else {"gpu_seconds": round(gpu_seconds, 1), "usd_estimate": None, "basis": "unknown GPU"}
+    )
+    return {
+        "run_id": run.run_id,
+        "resource_group": rg,
+        "location": run.group.location,
+        "gpu": tags.get(naming.TAG_GPU),
+        "owner": tags.get(naming.TAG_OWNER),
+        "keep": tags.get(naming.TAG_KEEP) == "true",
+        "created_at": tags.get(naming.TAG_CREATED_AT),
+        "expires_at": tags.get(naming.TAG_EXPIRES_AT),
+        "age_seconds": None if age is None else round(age),
+        "expires_in_seconds": None if expires is None else round((expires - now).total_seconds()),
+        "phase": phase,
+        "cost": cost,
+    }
+
+
+def _profile(alias: str | None) -> checks.Profile | None:
+    if not alias:
+        return None
+    try:
+        return checks.resolve_profile(alias)
+    except AcaGpuError:
+        return None
+
+
+def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
+    now = now or datetime.now(UTC)
+    runs = sorted(list_runs(cloud), key=lambda r: r.tags.get(naming.TAG_CREATED_AT, ""))
+    return {"command": "status", "runs": [describe_run(cloud, run, now) for run in runs]}
