@@ -1,0 +1,106 @@
+"""The gpu-tester on a real GPU: a quick run passes and parses, and its checks catch a wrong product.
+
+Skips cleanly where torch has no CUDA device (CI); run on a GPU host with
+`python -m pytest -q tests/gpu`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+from aca_gpu.gpu.tester_result import parse_tester_output  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "templates" / "gpu-tester" / "gpu_tester.py"
+PEAKS = ROOT / "tests" / "fixtures" / "tester" / "gpus.json"
+
+
+def _tester() -> Any:
+    spec = importlib.util.spec_from_file_location("gpu_tester_under_test", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _WrongMatmul:
+    """torch, except that mm corrupts its output the way a broken GPU or library would."""
+
+    def __init__(self, corrupt: str) -> None:
+        self._corrupt = corrupt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    def mm(self, a: Any, b: Any, out: Any) -> Any:
+        torch.mm(a, b, out=out)
+        if self._corrupt == "scale":
+            out.mul_(1.05)
+        else:
+            out[0, 0] = float("nan")
+        return out
+
+
+def test_quick_run_passes_and_parses() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--peaks", str(PEAKS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = parse_tester_output(proc.stdout)
+    assert result.passed and result.correct is True
+    assert result.gpu_count == torch.cuda.device_count()
+    assert result.gpu_name == torch.cuda.get_device_name(0)
+    assert {"fp32", "tf32", "fp16"} <= set(result.rates)
+    # tensor cores beat plain fp32 on every GPU that has them; a mix-up of dtypes would not
+    assert result.rates["fp16"].tflops > result.rates["fp32"].tflops > 0
+    assert result.bandwidth_gbps["d2d"] > 50
+    assert result.cpu_gflops and result.speedup and result.speedup > 1
+    known = result.gpu_name in json.loads(PEAKS.read_text())["gpus"]
+    assert (result.rates["fp16"].pct_of_peak is not None) == known
+    assert "Elapsed Time: " in proc.stdout
+
+
+@pytest.mark.parametrize("corrupt", ["scale", "nan"])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_correctness_check_catches_a_wrong_product(dtype: str, corrupt: str) -> None:
+    tester = _tester()
+    dev = torch.device("cuda", 0)
+    good = tester.matmul_dtype(torch, dev, dtype, 1024, 50 << 20, 2, 2.0)
+    bad = tester.matmul_dtype(_WrongMatmul(corrupt), dev, dtype, 1024, 50 << 20, 2, 2.0)
+    assert good["ok"] is True and good["rel_err"] < good["bound"]
+    assert bad["ok"] is False
+
+
+def test_timing_counts_every_iteration() -> None:
+    """A step that costs twice as much must time about twice as long (no lost or doubled iterations)."""
+    tester = _tester()
+    a = torch.randn(2048, 2048, device="cuda")
+    b = torch.randn(2048, 2048, device="cuda")
+
+    def once(i: int) -> None:
+        torch.mm(a, b)
+
+    def twice(i: int) -> None:
+        torch.mm(a, b)
+        torch.mm(a, b)
+
+    one = tester.time_gpu(torch, once, target_ms=20, repeats=5, warm_ms=30)
+    two = tester.time_gpu(torch, twice, target_ms=20, repeats=5, warm_ms=30)
+    assert 1.7 < two / one < 2.3
