@@ -10,11 +10,11 @@ import importlib
 from typing import Any
 
 from aca_gpu.errors import BadInput
-from aca_gpu.gpu import cuda_compat, tester_result
+from aca_gpu.gpu import cuda_compat, profiles, tester_result
 from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.models import ContainerDef
 
-Profile = Any
+Profile = profiles.GpuProfile
 
 
 def _module(name: str) -> Any:
@@ -26,7 +26,7 @@ SMI_QUERY = ("nvidia-smi", "--query-gpu=name,driver_version,memory.total,uuid", 
 
 
 def resolve_profile(alias: str) -> Profile:
-    return _module("aca_gpu.gpu.profiles").resolve_profile(alias)
+    return profiles.resolve_profile(alias)
 
 
 def profile_dict(profile: Profile, alias: str) -> dict[str, Any]:
@@ -34,15 +34,15 @@ def profile_dict(profile: Profile, alias: str) -> dict[str, Any]:
         "alias": alias,
         "type": profile.type,
         "gpu": profile.gpu,
-        "cpu": profile.cpu,
-        "memory": profile.memory,
+        "gpu_count": profile.gpu_count,
+        "cpu": profile.container_cpu,
+        "memory": memory_text(profile),
         "serverless": profile.serverless,
     }
 
 
 def memory_text(profile: Profile) -> str:
-    mem = profile.memory
-    return mem if isinstance(mem, str) else f"{mem}Gi"
+    return f"{profile.container_memory_gib}Gi"
 
 
 def explorer_container(image: str, profile: Profile, max_minutes: int) -> ContainerDef:
@@ -50,7 +50,7 @@ def explorer_container(image: str, profile: Profile, max_minutes: int) -> Contai
     return ContainerDef(
         name="cuda-explorer",
         image=image,
-        cpu=float(profile.cpu),
+        cpu=float(profile.container_cpu),
         memory=memory_text(profile),
         command=("/bin/sh", "-c", f"sleep {max_minutes * 60}"),
     )
@@ -66,7 +66,7 @@ def tester_container(image: str, profile: Profile) -> ContainerDef:
     return ContainerDef(
         name="gpu-tester",
         image=image,
-        cpu=float(profile.cpu),
+        cpu=float(profile.container_cpu),
         memory=memory_text(profile),
         command=tuple(spec.command),
         args=tuple(spec.args),

@@ -20,7 +20,7 @@ DELETE_ATTEMPTS = 3
 
 
 def teardown_group(
-    cloud: Cloud, name: str, waiter: Waiter, *, wait: bool = True, timeout: float = DELETE_TIMEOUT_S
+    cloud: Cloud, name: str, waiter: Waiter, *, wait: bool = True, timeout: float | None = None
 ) -> dict[str, Any]:
     """Delete one managed resource group; returns {status, verified}. Untagged groups are refused."""
     group = cloud.get_resource_group(name)
@@ -39,6 +39,7 @@ def teardown_group(
                 raise
     if not wait:
         return {"status": "deleting", "verified": False}
+    timeout = DELETE_TIMEOUT_S if timeout is None else timeout
     try:
         waiter.until(
             f"resource group {name} to be deleted",
