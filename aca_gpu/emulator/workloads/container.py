@@ -1,0 +1,162 @@
+"""A container as the emulator runs it: a sandbox directory, an environment, real exec processes.
+
+The main process is one of three things: idle (an explorer that never exits), a script of console
+lines played over scaled time (simulated runs), or a real process whose stdout+stderr become the
+console. Exec always spawns a real process in its own process group, so `stop()` can kill it and
+everything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from aca_gpu.emulator.workloads.base import ExecNotFound
+
+KILLED_EXIT_CODE = 137  # what a container runtime reports for a SIGKILLed main process
+
+
+def exec_not_found(command: str) -> ExecNotFound:
+    """The runtime's error when the exec `command` is not one executable in the container's PATH."""
+    return ExecNotFound(
+        "OCI runtime exec failed: exec failed: unable to start container process: "
+        f'exec: "{command}": executable file not found in $PATH: unknown'
+    )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+class SandboxContainer:
+    """Implements the `Container` protocol; the workload decides what the main process does."""
+
+    def __init__(self, *, name: str, env: Mapping[str, str], cwd: Path, hidden: Sequence[str] = ()) -> None:
+        self.name = name
+        self.env = dict(env)
+        self.cwd = cwd
+        self._hidden = set(hidden)  # executables this container must not see (nvidia-smi without a GPU)
+        self._lock = threading.Lock()
+        self._lines: list[str] = []
+        self._exit_code: int | None = None
+        self._stopped = threading.Event()
+        self._main: subprocess.Popen[bytes] | None = None
+        self._execs: list[subprocess.Popen[bytes]] = []
+        self._threads: list[threading.Thread] = []
+
+    # --- the Container protocol -------------------------------------------------------------------
+
+    def exec(self, command: str) -> subprocess.Popen[bytes]:
+        if not command or any(ch.isspace() for ch in command) or command in self._hidden:
+            raise exec_not_found(command)
+        exe = shutil.which(command, path=self.env.get("PATH", ""))
+        if exe is None or Path(exe).name in self._hidden:
+            raise exec_not_found(command)
+        with self._lock:
+            if self._stopped.is_set():
+                raise exec_not_found(command)
+            proc = subprocess.Popen(
+                [exe],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+            self._execs = [p for p in self._execs if p.poll() is None] + [proc]
+        return proc
+
+    def logs(self, start: int = 0) -> list[str]:
+        with self._lock:
+            return self._lines[start:]
+
+    @property
+    def exit_code(self) -> int | None:
+        with self._lock:
+            return self._exit_code
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            procs = ([self._main] if self._main else []) + list(self._execs)
+        for proc in procs:
+            _kill_group(proc)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+        with self._lock:
+            if self._exit_code is None:
+                self._exit_code = KILLED_EXIT_CODE
+
+    # --- main process strategies ------------------------------------------------------------------
+
+    def emit(self, line: str) -> None:
+        with self._lock:
+            self._lines.append(line)
+
+    def _finish(self, code: int) -> None:
+        with self._lock:
+            if self._exit_code is None:
+                self._exit_code = code
+
+    def idle(self) -> None:
+        """An explorer (`sleep infinity`): nothing runs, nothing is printed, it never exits."""
+
+    def play(self, script: Sequence[tuple[float, str]], exit_code: int) -> None:
+        """Print each line after its delay (seconds, already scaled), then exit with `exit_code`."""
+
+        def run() -> None:
+            for delay, line in script:
+                if self._stopped.wait(delay):
+                    return
+                self.emit(line)
+            if not self._stopped.is_set():
+                self._finish(exit_code)
+
+        self._start_thread(run, "play")
+
+    def run_process(self, argv: Sequence[str]) -> None:
+        """Run a real main process; its stdout and stderr lines are the console."""
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._main = proc
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for raw in iter(proc.stdout.readline, b""):
+                self.emit(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            proc.stdout.close()
+            code = proc.wait()
+            self._finish(128 - code if code < 0 else code)
+
+        self._start_thread(pump, "pump")
+
+    def fail_to_run(self, message: str, code: int = 127) -> None:
+        """The main process could not be executed (e.g. the image has no such binary)."""
+        self.emit(message)
+        self._finish(code)
+
+    def _start_thread(self, target: Callable[[], None], what: str) -> None:
+        thread = threading.Thread(target=target, name=f"container-{self.name}-{what}", daemon=True)
+        self._threads.append(thread)
+        thread.start()

@@ -1,0 +1,93 @@
+"""The host workload: containers run on this machine for real, so a GPU box gives real numbers.
+
+Exec runs real processes with the host's PATH (the real `nvidia-smi` when the driver is installed,
+otherwise "executable file not found", like a container without the driver). A job's main process is
+its real command and args with the template's env, so the zero-build tester (`python -c <bootstrap>`
+with the script in an env var) runs unchanged; an explorer app idles.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from aca_gpu.emulator.workloads.base import ContainerSpec
+from aca_gpu.emulator.workloads.container import SandboxContainer
+from aca_gpu.emulator.workloads.simulated import is_gpu_tester
+from aca_gpu.resources import template_path
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_counter = itertools.count()
+_PYTHONS = {"python", "python3"}
+
+
+def _query_smi(field: str) -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, f"--query-gpu={field}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if out.returncode != 0:
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+class HostWorkload:
+    """Implements the `Workload` protocol on this machine's own GPU (if any) and tools."""
+
+    kind = "host"
+
+    def __init__(self, *, workdir: Path) -> None:
+        self.workdir = workdir
+        versions = _query_smi("driver_version")
+        self.driver_version = versions[0] if versions else "n/a"
+        names = _query_smi("name")
+        self._gpu = names[0] if names else None
+
+    def gpu_name(self, profile_type: str) -> str | None:
+        return self._gpu if "gpu" in profile_type.lower() or "a100" in profile_type.lower() else None
+
+    def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
+        root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
+        root.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.update(spec.env)
+        env["PATH"] = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+        env["HOSTNAME"] = spec.replica
+        container = SandboxContainer(name=spec.name, env=env, cwd=root)
+        if spec.kind != "job":
+            container.idle()
+            return container
+        argv = list(spec.command + spec.args)
+        if not spec.command and is_gpu_tester(spec):
+            argv = [sys.executable, str(template_path("gpu-tester", "gpu_tester.py")), *spec.args]
+        if not argv:
+            container.fail_to_run(
+                "no command to run: the image's default entrypoint is not known on the host"
+            )
+            return container
+        if argv[0] in _PYTHONS:
+            argv[0] = sys.executable
+        exe = shutil.which(argv[0], path=env["PATH"]) if os.sep not in argv[0] else argv[0]
+        if exe is None or not os.access(exe, os.X_OK):
+            container.fail_to_run(
+                f'exec: "{argv[0]}": executable file not found in $PATH'
+                if os.sep not in argv[0]
+                else f'exec: "{argv[0]}": stat {argv[0]}: no such file or directory'
+            )
+            return container
+        container.run_process([exe, *argv[1:]])
+        return container

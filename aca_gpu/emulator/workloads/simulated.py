@@ -1,0 +1,111 @@
+"""The simulated fleet: GPU replicas without a GPU.
+
+Each container gets a sandbox directory whose `bin/` (first in PATH) holds an `nvidia-smi` shim that
+renders the replica's GPUs in the driver's real layout, so exec runs real processes (`sh` reading
+stdin, real `$?`) and nvidia-smi inside them answers like the real thing. Main processes are played,
+not run: an explorer idles, the gpu-tester prints a datasheet-based run, any other job prints a line
+and exits 0. An image whose CUDA requirement is newer than the driver does not start at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import aca_gpu
+from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
+from aca_gpu.emulator.workloads.container import SandboxContainer
+from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
+from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
+from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
+from aca_gpu.emulator.workloads.tester_sim import simulate
+
+BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_counter = itertools.count()
+
+
+def is_gpu_tester(spec: ContainerSpec) -> bool:
+    """The tester job: its zero-build env var, or a command line that names the tester script."""
+    return "ACAGPU_TESTER_SRC" in spec.env or any("gpu_tester" in part for part in spec.command + spec.args)
+
+
+def _shim(smi_config: Path) -> str:
+    package_root = Path(aca_gpu.__file__).resolve().parent.parent
+    return (
+        f"#!{sys.executable}\n"
+        '"""nvidia-smi of an emulated replica: renders its GPUs in the host driver\'s real layout."""\n'
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(package_root)!r})\n"
+        "from aca_gpu.emulator.workloads.smi_render import main\n"
+        f"os.environ.setdefault({CONFIG_ENV!r}, {str(smi_config)!r})\n"
+        "sys.exit(main())\n"
+    )
+
+
+class SimulatedWorkload:
+    """Implements the `Workload` protocol with emulated GPUs on the host's own userland."""
+
+    kind = "simulated"
+
+    def __init__(self, *, driver_version: str | None = None, workdir: Path) -> None:
+        self.driver_version = driver_version or DEFAULT_DRIVER
+        self.workdir = workdir
+
+    def gpu_name(self, profile_type: str) -> str | None:
+        gpus = gpus_for(profile_type, "probe")
+        return gpus[0].name if gpus else None
+
+    def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
+        gpus = gpus_for(spec.profile_type, spec.replica)
+        if gpus:
+            message = start_failure(spec.image, spec.env, driver=self.driver_version, brand=gpus[0].brand)
+            if message is not None:
+                raise StartFailure("ContainerCreateFailure", message)
+        root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
+        home, bin_dir = root / "home", root / "bin"
+        home.mkdir(parents=True, exist_ok=True)
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(spec.env)
+        env.update(HOME=str(home), HOSTNAME=spec.replica)
+        env["PATH"] = f"{bin_dir}:{spec.env.get('PATH', BASE_PATH)}"
+        hidden: tuple[str, ...] = ()
+        if gpus:
+            smi_config = root / "nvidia-smi.json"
+            smi_config.write_text(SmiHost(self.driver_version, gpus).to_json(), encoding="utf-8")
+            shim = bin_dir / "nvidia-smi"
+            shim.write_text(_shim(smi_config), encoding="utf-8")
+            shim.chmod(0o755)
+            env.update(NVIDIA_VISIBLE_DEVICES=",".join(g.uuid for g in gpus))
+        else:
+            hidden = ("nvidia-smi",)  # no GPU, no driver utilities mounted into the container
+        container = SandboxContainer(name=spec.name, env=env, cwd=home, hidden=hidden)
+        scale = max(0.0, time_scale)
+        if spec.kind == "job" and gpus and is_gpu_tester(spec):
+            profile = profile_for(spec.profile_type)
+            script, _ = simulate(
+                gpus,
+                driver=self.driver_version,
+                driver_cuda=max_cuda_for_driver(self.driver_version),
+                vcpu=profile.vcpu if profile else 8,
+                host=spec.replica,
+            )
+            container.play([(delay * scale, line) for delay, line in script], 0)
+        elif spec.kind == "job":
+            argv = list(spec.command + spec.args)
+            seconds = OTHER_JOB_SECONDS
+            if (
+                len(argv) == 2
+                and argv[0] in ("sleep", "/bin/sleep")
+                and argv[1].replace(".", "", 1).isdigit()
+            ):
+                seconds = float(argv[1])
+            shown = shlex.join(argv) if argv else spec.image
+            container.play([(seconds * scale, f"{shown}: completed (simulated run)")], 0)
+        else:
+            container.idle()
+        return container
