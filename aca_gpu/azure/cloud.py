@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aca_gpu.azure import apps, dataplane, logstream, resources
 from aca_gpu.azure.clients import Clients, make_clients
@@ -18,6 +18,7 @@ from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
     AppSpec,
+    Cloud,
     EnvInfo,
     EnvSpec,
     ExecResult,
@@ -349,3 +350,10 @@ def _env_eventstream_fallback(sub: str, rg: str, env: str, location: str) -> str
         f"https://{region}.azurecontainerapps.dev/subscriptions/{sub}/resourceGroups/{rg}"
         f"/managedEnvironments/{env}/eventstream"
     )
+
+
+if TYPE_CHECKING:
+
+    def _conforms(cloud: AzureCloud) -> Cloud:
+        """mypy proves AzureCloud structurally satisfies the Cloud protocol."""
+        return cloud

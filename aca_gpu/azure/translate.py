@@ -132,6 +132,7 @@ def translate_exception(exc: BaseException, action: str, target: str = "") -> Ac
     from azure.core.exceptions import (
         ClientAuthenticationError,
         HttpResponseError,
+        ResourceNotFoundError,
         ServiceRequestError,
         ServiceResponseError,
     )
@@ -148,7 +149,8 @@ def translate_exception(exc: BaseException, action: str, target: str = "") -> Ac
         )
     if isinstance(exc, HttpResponseError):
         code, message = _http_fields(exc)
-        return make_error(action, target, code, exc.status_code, message)
+        status = exc.status_code or (404 if isinstance(exc, ResourceNotFoundError) else None)
+        return make_error(action, target, code, status, message)
     if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         endpoint = _endpoint_of(exc)
         return CloudError(

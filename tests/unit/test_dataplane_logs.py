@@ -1,0 +1,173 @@
+"""Log-line parsing and the follow loop: reconnect without duplicates, stop rules, deadline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import requests
+
+from aca_gpu.azure import logstream as ls
+from aca_gpu.errors import CloudError, WaitTimedOut
+
+# Source: Azure CLI recording test_containerapp_eventstream.yaml (app eventstream, output=json),
+# raw body lines verbatim, including the service's \u002B escape.
+EVENTSTREAM_LINES = [
+    '{"TimeStamp":"2023-06-27T03:58:28Z","Type":"Normal","ContainerAppName":null,"RevisionName":null,'
+    '"ReplicaName":null,"Msg":"Connecting to the events collector...","Reason":"StartingGettingEvents",'
+    '"EventSource":"ContainerAppController","Count":1}',
+    '{"TimeStamp":"2023-06-27 03:58:10 \\u002B0000 UTC","Type":"Normal","ContainerAppName":"capp000002",'
+    '"RevisionName":"capp000002--5xyzbqa","ReplicaName":"","Msg":"Updating revision : capp000002--5xyzbqa",'
+    '"Reason":"RevisionUpdate","EventSource":"ContainerAppController","Count":4}',
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"TimeStamp":"2024-01-01T00:00:00Z","Log":"hello world"}', "hello world"),
+        ('{"timestamp":"x","log":"lower"}', "lower"),
+        ('{"Msg":"from msg"}', "from msg"),
+        ('{"message":"from message"}', "from message"),
+        ('{"TimeStamp":"t","Log":"2024-01-01T00:00:00.1Z stdout F inner"}', "inner"),
+        ('2024-05-01T10:00:00.123456789Z stdout F ACAGPU_RESULT {"ok": true}', 'ACAGPU_RESULT {"ok": true}'),
+        ("2024-05-01T10:00:00Z stderr P partial", "partial"),
+        ("2024-05-01T10:00:00Z stdout F", ""),
+        ("plain text line\r\n", "plain text line"),
+        ("{not json", "{not json"),
+        ('{"other":"field"}', '{"other":"field"}'),
+    ],
+)
+def test_parse_log_line(line: str, message: str) -> None:
+    assert ls.parse_log_line(line) == message
+
+
+def test_parse_event_lines_from_recording() -> None:
+    events = [ls.parse_event_line(line) for line in EVENTSTREAM_LINES]
+    assert [e["Reason"] for e in events if e] == ["StartingGettingEvents", "RevisionUpdate"]
+    assert events[1] is not None and events[1]["TimeStamp"] == "2023-06-27 03:58:10 +0000 UTC"
+    assert ls.parse_event_line("   ") is None
+    assert ls.parse_event_line("Reconciler error") == {"Msg": "Reconciler error"}
+
+
+class FakeResponse:
+    def __init__(self, status: int, lines: list[str], drop: bool = False, text: str = "") -> None:
+        self.status_code = status
+        self._lines = lines
+        self._drop = drop
+        self.text = text
+        self.closed = False
+
+    def iter_lines(self, decode_unicode: bool = False) -> Any:
+        yield from self._lines
+        if self._drop:
+            raise requests.ConnectionError("connection reset")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Getter:
+    def __init__(self, *responses: FakeResponse) -> None:
+        self.responses = list(responses)
+        self.params: list[dict[str, Any]] = []
+        self.tokens: list[str] = []
+
+    def __call__(self, url: str, token: str, params: dict[str, Any], verify: Any, read_timeout: float) -> Any:
+        self.params.append(dict(params))
+        self.tokens.append(token)
+        return self.responses.pop(0)
+
+
+def test_follow_reconnects_and_skips_replayed_lines() -> None:
+    get = Getter(
+        FakeResponse(200, ["t1 stdout F one", "t2 stdout F two"], drop=True),
+        FakeResponse(200, ["t1 stdout F one", "t2 stdout F two", "t3 stdout F three", "t4 stdout F DONE"]),
+    )
+    lines = list(
+        ls.follow_lines(
+            "https://h/logstream",
+            lambda: "tok",
+            follow=True,
+            tail=10,
+            what="DONE",
+            get=get,
+            stop_when=lambda m: m == "DONE",
+            sleep=lambda s: None,
+        )
+    )
+    assert lines == ["one", "two", "three", "DONE"]
+    assert get.params[0] == {"follow": "true", "tailLines": 10, "output": "text"}
+    assert get.params[1]["tailLines"] == ls.MAX_TAIL  # replay enough to cover the gap
+
+
+def test_follow_stops_when_replica_is_gone() -> None:
+    get = Getter(
+        FakeResponse(200, ["a"], drop=True),
+        FakeResponse(404, [], text="No replicas found for execution"),
+    )
+    out = list(
+        ls.follow_lines("u", lambda: "t", follow=True, tail=5, what="x", get=get, sleep=lambda s: None)
+    )
+    assert out == ["a"]
+
+
+def test_follow_stops_when_finished_after_stream_end() -> None:
+    get = Getter(FakeResponse(200, ["a", "b"]))
+    out = list(
+        ls.follow_lines(
+            "u",
+            lambda: "t",
+            follow=True,
+            tail=5,
+            what="x",
+            get=get,
+            finished=lambda: True,
+            sleep=lambda s: None,
+        )
+    )
+    assert out == ["a", "b"]
+
+
+def test_no_follow_reads_once_and_clamps_tail() -> None:
+    get = Getter(FakeResponse(200, ["x"]))
+    out = list(ls.follow_lines("u", lambda: "t", follow=False, tail=9999, what="x", get=get))
+    assert out == ["x"] and get.params[0]["tailLines"] == 300 and get.params[0]["follow"] == "false"
+
+
+def test_deadline_raises_when_something_was_awaited() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 40.0
+        return now[0]
+
+    get = Getter(*[FakeResponse(200, ["noise"], drop=True) for _ in range(10)])
+    with pytest.raises(WaitTimedOut, match="ACAGPU_RESULT"):
+        list(
+            ls.follow_lines(
+                "u",
+                lambda: "t",
+                follow=True,
+                tail=5,
+                what="ACAGPU_RESULT",
+                get=get,
+                stop_when=lambda m: m.startswith("ACAGPU_RESULT"),
+                timeout=100,
+                clock=clock,
+                sleep=lambda s: None,
+            )
+        )
+
+
+def test_bad_status_is_a_cloud_error() -> None:
+    get = Getter(FakeResponse(401, [], text="Unauthorized"))
+    with pytest.raises(CloudError, match="401"):
+        list(ls.follow_lines("https://h/logstream", lambda: "t", follow=False, tail=5, what="x", get=get))
+
+
+def test_read_events_snapshot() -> None:
+    get = Getter(FakeResponse(200, EVENTSTREAM_LINES))
+    events = ls.read_events("https://h/eventstream", "tok", tail=20, get=get)
+    assert [e["Reason"] for e in events] == ["StartingGettingEvents", "RevisionUpdate"]
+    assert get.params[0] == {"follow": "false", "tailLines": 20, "output": "json"}

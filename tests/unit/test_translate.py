@@ -1,0 +1,173 @@
+"""ARM codes and azure-core exceptions map to the documented exit codes, keeping code and message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+)
+from azure.core.pipeline.transport import HttpRequest as TransportRequest
+from azure.core.rest import HttpRequest
+from azure.core.rest._http_response_impl import HttpResponseImpl
+
+from aca_gpu.azure.translate import arm_error_fields, classify, or_none, translate_errors
+from aca_gpu.errors import (
+    AcaGpuError,
+    AuthError,
+    BadInput,
+    CloudError,
+    NotFound,
+    PreflightRefused,
+    QuotaError,
+    WaitTimedOut,
+)
+
+
+def arm_error(status: int, code: str, message: str) -> HttpResponseError:
+    """An HttpResponseError as the SDK raises it: ARM envelope body, `.error` parsed from it."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    request = HttpRequest("PUT", "https://management.azure.com/subscriptions/s/resourceGroups/rg")
+    response = HttpResponseImpl(
+        request=request,
+        internal_response=None,
+        status_code=status,
+        headers={"content-type": "application/json"},
+        reason="x",
+        content_type="application/json",
+        block_size=4096,
+        stream_download_generator=lambda *a, **k: iter(()),
+    )
+    response._content = body  # a complete response without a transport
+    from azure.mgmt.core.exceptions import ARMErrorFormat
+
+    return HttpResponseError(response=response, error_format=ARMErrorFormat)
+
+
+CASES = [
+    # (status, code, message, expected type, exit code)
+    (
+        409,
+        "MissingSubscriptionRegistration",
+        "The subscription is not registered to use namespace 'Microsoft.App'.",
+        PreflightRefused,
+        2,
+    ),
+    (403, "AuthorizationFailed", "The client does not have authorization to perform action", AuthError, 2),
+    (401, "InvalidAuthenticationToken", "The access token is invalid.", AuthError, 2),
+    (
+        404,
+        "ResourceNotFound",
+        "The Resource 'Microsoft.App/managedEnvironments/x' was not found.",
+        NotFound,
+        2,
+    ),
+    (404, "ResourceGroupNotFound", "Resource group 'rg' could not be found.", NotFound, 2),
+    (400, "QuotaExceeded", "Operation results in exceeding quota limits of Core.", QuotaError, 3),
+    (400, "ManagedEnvironmentQuotaExceeded", "GPU quota exceeded", QuotaError, 3),
+    (400, "SubscriptionQuotaExceeded", "subscription quota", QuotaError, 3),
+    (409, "SkuNotAvailable", "The requested size is not available", QuotaError, 3),
+    (409, "AllocationFailed", "Allocation failed", QuotaError, 3),
+    # §5.3 text without a specific code
+    (
+        400,
+        "ContainerAppOperationError",
+        "Maximum Allowed Cores exceeded for the Managed Environment. Please check "
+        "https://learn.microsoft.com/en-us/azure/container-apps/quotas for resource limits",
+        QuotaError,
+        3,
+    ),
+    (
+        409,
+        "OperationNotAllowed",
+        "Operation could not be completed as it results in exceeding approved quota",
+        QuotaError,
+        3,
+    ),
+    (
+        400,
+        "ContainerAppInvalidResourceTotal",
+        "The total requested CPU and memory resources for this application (CPU: 8, memory: 12) is invalid.",
+        BadInput,
+        2,
+    ),
+    (
+        400,
+        "WorkloadProfileInvalid",
+        "Workload Profile property 'MinimumCount' is not supported for Consumption_GPU_NC8as_T4",
+        BadInput,
+        2,
+    ),
+    (500, "InternalServerError", "Something went wrong", CloudError, 1),
+]
+
+
+@pytest.mark.parametrize(("status", "code", "message", "kind", "exit_code"), CASES, ids=[c[1] for c in CASES])
+def test_arm_code_table(
+    status: int, code: str, message: str, kind: type[AcaGpuError], exit_code: int
+) -> None:
+    with pytest.raises(AcaGpuError) as caught, translate_errors("create environment", "cae-acagpu-abc123"):
+        raise arm_error(status, code, message)
+    err = caught.value
+    assert type(err) is kind
+    assert err.exit_code == exit_code
+    assert err.code == code
+    assert "cae-acagpu-abc123" in err.message and message.split()[0] in err.message
+    assert isinstance(err.__cause__, HttpResponseError)
+
+
+def test_status_only_fallback() -> None:
+    assert classify(None, 403, "forbidden") is AuthError
+    assert classify(None, 404, "gone") is NotFound
+    assert classify("unknownCode", 418, "teapot") is CloudError
+    assert classify("quotaexceeded", 400, "") is QuotaError  # case-insensitive codes
+
+
+def test_client_authentication_error() -> None:
+    with pytest.raises(AuthError) as caught, translate_errors("list resource groups"):
+        raise ClientAuthenticationError("DefaultAzureCredential failed to retrieve a token")
+    assert caught.value.exit_code == 2 and "az login" in (caught.value.hint or "")
+
+
+def test_connection_error_names_the_endpoint() -> None:
+    exc = ServiceRequestError("Connection refused")
+    exc.request = TransportRequest("GET", "https://127.0.0.1:9/subscriptions/s?api-version=1")  # type: ignore[attr-defined]
+    with pytest.raises(CloudError) as caught, translate_errors("read resource group", "rg"):
+        raise exc
+    assert "https://127.0.0.1:9/subscriptions/s" in caught.value.message
+    assert caught.value.exit_code == 1
+
+
+def test_lro_timeout_is_wait_timed_out() -> None:
+    with pytest.raises(WaitTimedOut), translate_errors("create environment", "e"):
+        raise TimeoutError()
+
+
+def test_unknown_exceptions_pass_through() -> None:
+    with pytest.raises(KeyError), translate_errors("x"):
+        raise KeyError("k")
+
+
+def test_or_none_on_not_found_only() -> None:
+    def missing() -> None:
+        raise ResourceNotFoundError("nope")
+
+    def broken() -> None:
+        raise arm_error(500, "InternalServerError", "boom")
+
+    assert or_none("read", "x", missing) is None
+    with pytest.raises(CloudError):
+        or_none("read", "x", broken)
+
+
+def test_arm_error_fields_shapes() -> None:
+    assert arm_error_fields('{"error":{"code":"A","message":"m"}}') == ("A", "m")
+    assert arm_error_fields(b'{"Error":{"Code":"ClusterExecFailure","Message":"x"}}') == (
+        "ClusterExecFailure",
+        "x",
+    )
+    assert arm_error_fields("plain") == (None, "plain")
