@@ -267,3 +267,96 @@ def test_contract_keys() -> None:
 def test_bad_cuda_version_is_bad_input() -> None:
     with pytest.raises(BadInput):
         verdict("twelve", "550.54.15")
+
+
+# --- `acagpu compat` contract ------------------------------------------------------------------
+
+CONTRACT_KEYS = {
+    "image",
+    "cuda_version",
+    "driver_version",
+    "verdict",
+    "min_driver",
+    "require_check",
+    "reason",
+}
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    result = CliRunner().invoke(cli, ["compat", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("image", "driver", "code", "expected"),
+    [
+        ("nvidia/cuda:12.1.1-runtime-ubuntu22.04", "530.30.02", 0, ("ok", "pass", "530.30.02")),
+        ("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "535.104.05", 5, ("minor-compat", "fail", "550.54.15")),
+        ("nvidia/cuda:13.0.0-base-ubuntu24.04", "550.54.15", 5, ("incompatible", "fail", "580.65.06")),
+        ("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "550.54.14", 0, ("ok", "n/a", "550.54.14")),
+        ("ubuntu:22.04", "550.54.15", 0, ("unknown", "n/a", None)),
+    ],
+)
+def test_cli_json_contract(image: str, driver: str, code: int, expected: tuple[str, str, str | None]) -> None:
+    import json
+
+    rc, out, err = _run("--image", image, "--driver", driver, "-o", "json")
+    assert rc == code
+    doc = json.loads(out)
+    assert set(doc) == CONTRACT_KEYS
+    assert (doc["verdict"], doc["require_check"], doc["min_driver"]) == expected
+    assert doc["image"] == image and doc["driver_version"] == driver
+    if doc["verdict"] == "unknown":
+        assert err.startswith("warning:") and len(err.strip().splitlines()) == 1
+    else:
+        assert err == ""
+
+
+def test_cli_explicit_require_can_refuse_an_ok_image() -> None:
+    import json
+
+    rc, out, _ = _run(
+        "--image",
+        "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+        "--driver",
+        "530.30.02",
+        "--require",
+        "cuda>=12.8",
+        "-o",
+        "json",
+    )
+    doc = json.loads(out)
+    assert rc == 5 and (doc["verdict"], doc["require_check"]) == ("ok", "fail")
+    assert "unsatisfied condition: cuda>=12.8" in doc["reason"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--image", "Not A Ref", "--driver", "535.104.05"),
+        ("--image", "nvidia/cuda:12.1.1-runtime-ubuntu22.04", "--driver", "latest"),
+        (
+            "--image",
+            "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+            "--driver",
+            "535.104.05",
+            "--require",
+            "gpu>=1",
+        ),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    rc, out, err = _run(*args, "-o", "json")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_cli_human_summary() -> None:
+    rc, out, _ = _run("--image", "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "--driver", "535.104.05")
+    assert rc == 5
+    assert out.startswith("! minor-compat: nvidia/cuda:12.4.1-runtime-ubuntu22.04 on driver 535.104.05")
+    assert "minimum driver:     550.54.15" in out and "CUDA 12.2" in out

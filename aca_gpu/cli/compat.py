@@ -1,0 +1,59 @@
+"""`acagpu compat`: will this image's CUDA run on that driver? Offline, from NVIDIA's tables."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.errors import EXIT_GPU_CHECK
+from aca_gpu.gpu.cuda_compat import CompatVerdict, verdict
+from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.output import Output
+
+_GLYPH = {"ok": "✓", "minor-compat": "!", "incompatible": "✗", "unknown": "?"}
+
+
+def render_verdict(result: CompatVerdict) -> str:
+    lines = [
+        f"{_GLYPH[result.verdict]} {result.verdict}: {result.image} on driver {result.driver_version}",
+        f"  CUDA in image:      {result.cuda_version or 'unknown'}",
+        f"  minimum driver:     {result.min_driver or 'unknown'}",
+        f"  driver runs up to:  CUDA {result.max_cuda or 'older than 10.0'}",
+        f"  runtime check:      {result.require_check}" + (f"  ({result.require})" if result.require else ""),
+        f"  {result.reason}",
+    ]
+    return "\n".join(lines)
+
+
+def exit_code_for(result: CompatVerdict) -> int:
+    """0 for ok and unknown; 5 when the toolkit verdict or the runtime's requirement check says no."""
+    return 0 if result.ok else EXIT_GPU_CHECK
+
+
+@click.command()
+@click.option("--image", required=True, help="Image reference, e.g. nvidia/cuda:12.1.1-runtime-ubuntu22.04.")
+@click.option("--driver", required=True, help="Host NVIDIA driver version, e.g. 535.104.05.")
+@click.option(
+    "--require",
+    "require",
+    help='The image\'s NVIDIA_REQUIRE_CUDA, e.g. "cuda>=12.4 brand=tesla,driver>=535,driver<536".',
+)
+@output_options
+def compat(output: Output, image: str, driver: str, require: str | None) -> None:
+    """Judge an image's CUDA version against a host driver using NVIDIA's published tables.
+
+    Verdicts: ok (driver supports it natively), minor-compat (same major, above the family floor:
+    most code runs, PTX JIT and newest features fail), incompatible, unknown (tag hides the CUDA
+    version). Also reports whether the NVIDIA container runtime's NVIDIA_REQUIRE_CUDA check would
+    refuse to start the container. Exit codes: 0 ok or unknown, 5 minor-compat/incompatible or
+    refused, 2 bad input.
+    """
+    result = replace(verdict(parse_image_ref(image), driver, require), image=image.strip())
+    if result.verdict == "unknown":
+        output.warn(f"cannot tell the CUDA version of {result.image}: {result.reason.split(';')[0]}")
+    output.emit(result.as_dict(), render_verdict(result))
+    code = exit_code_for(result)
+    if code:
+        raise SystemExit(code)
