@@ -1,0 +1,139 @@
+"""`acagpu smi`: what nvidia-smi says about the GPU, parsed.
+
+`--from-file PATH` (or `-` for stdin) reads a saved output offline: any form nvidia-smi prints
+(table, `--query-gpu` CSV, `-q`, `-q -x`, `-L`, or its failure messages). The rendering helpers
+here are shared with the live path, which prints the same summary for a run's CUDA explorer.
+
+Exit codes: 0 GPUs found · 5 nvidia-smi reported a failure state (NVML mismatch, no devices,
+driver not loaded) · 2 input that is not nvidia-smi output, or a file that cannot be read.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_OK, BadInput
+from aca_gpu.gpu import nvidia_smi
+from aca_gpu.gpu.nvidia_smi import NvidiaSmi
+from aca_gpu.output import Output
+
+_HINTS = {
+    nvidia_smi.NVML_MISMATCH: "the NVML library nvidia-smi loaded differs from the loaded kernel driver "
+    "(a driver update without a reboot, or driver libraries baked into the image)",
+    nvidia_smi.NO_DEVICES: "no GPU is visible: check the workload profile and the container's GPU request",
+    nvidia_smi.DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded, or not exposed to the container",
+}
+
+
+def smi_exit_code(smi: NvidiaSmi) -> int:
+    """0 when GPUs were found, 5 for a failure state nvidia-smi reported, 2 for unreadable input."""
+    if smi.ok:
+        return EXIT_OK
+    if smi.error in nvidia_smi.FAILURE_STATES:
+        return EXIT_GPU_CHECK
+    return EXIT_BAD_INPUT
+
+
+def smi_document(smi: NvidiaSmi, **extra: Any) -> dict[str, Any]:
+    """The JSON document: the parse result plus whatever the caller adds (source, run id...)."""
+    return {**smi.as_dict(), **extra}
+
+
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return "N/A"
+    return f"{value:g}{unit}"
+
+
+def _gpu_line(gpu: nvidia_smi.Gpu) -> str:
+    parts = [f"GPU {gpu.index}", gpu.name or "(unnamed)"]
+    if gpu.memory_total_mib is not None or gpu.memory_used_mib is not None:
+        parts.append(f"{_num(gpu.memory_used_mib, '')} / {_num(gpu.memory_total_mib, ' MiB')}")
+    if gpu.gpu_util_pct is not None:
+        parts.append(f"{gpu.gpu_util_pct}% util")
+    if gpu.temperature_c is not None:
+        parts.append(f"{gpu.temperature_c}C")
+    if gpu.power_draw_w is not None or gpu.power_limit_w is not None:
+        parts.append(f"{_num(gpu.power_draw_w, 'W')} / {_num(gpu.power_limit_w, 'W')}")
+    if gpu.mig_mode not in (None, "N/A"):
+        parts.append(f"MIG {gpu.mig_mode}")
+    if gpu.bus_id:
+        parts.append(gpu.bus_id)
+    return "  ".join(parts)
+
+
+def render_smi_human(smi: NvidiaSmi, stream: TextIO) -> None:
+    """A short summary: driver, CUDA, one line per GPU (same for offline and live)."""
+    if not smi.ok:
+        kind = smi.error or "unrecognized"
+        detail = f": {smi.error_message}" if smi.error_message else ""
+        print(f"nvidia-smi {kind}{detail}", file=stream)
+        if smi.nvml_library_version:
+            print(f"NVML library version: {smi.nvml_library_version}", file=stream)
+        hint = _HINTS.get(kind)
+        if hint:
+            print(f"hint: {hint}", file=stream)
+        for warning in smi.warnings:
+            print(f"warning: {warning}", file=stream)
+        return
+    driver = smi.driver_version or "not reported"
+    # a table banner printing `CUDA Version: N/A` means libcuda could not be loaded
+    cuda = smi.cuda_version or ("N/A" if smi.format == nvidia_smi.TABLE else "not reported")
+    print(f"driver {driver}  CUDA {cuda} (highest the driver supports)  [{smi.format}]", file=stream)
+    for gpu in smi.gpus:
+        print(_gpu_line(gpu), file=stream)
+    if smi.mig_devices:
+        print(f"MIG devices: {len(smi.mig_devices)}", file=stream)
+    if smi.processes is not None:
+        print(f"processes: {len(smi.processes)}", file=stream)
+    for warning in smi.warnings:
+        print(f"warning: {warning}", file=stream)
+
+
+def _read(path: str) -> str:
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    return data.decode("utf-8", errors="replace")
+
+
+def smi_from_file(path: str, fields: str | None, output: Output) -> int:
+    """The offline branch: parse a saved output, render it, return the exit code."""
+    smi = nvidia_smi.parse(_read(path), fields=nvidia_smi.split_fields(fields))
+    output.emit(smi_document(smi), lambda stream: render_smi_human(smi, stream))
+    return smi_exit_code(smi)
+
+
+@click.command()
+@click.option(
+    "--from-file",
+    "from_file",
+    metavar="PATH",
+    help="Parse a saved nvidia-smi output (table, --query-gpu CSV, -q, -q -x, -L); '-' reads stdin.",
+)
+@click.option(
+    "--fields",
+    metavar="F1,F2,...",
+    help="The --query-gpu field list of a headerless CSV (e.g. index,name,memory.total).",
+)
+@output_options
+def smi(from_file: str | None, fields: str | None, output: Output) -> None:
+    """Show what nvidia-smi says: driver, highest supported CUDA, GPUs.
+
+    Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
+    not loaded), 2 unreadable input.
+    """
+    if from_file is None:
+        raise BadInput("nothing to read", hint="pass --from-file PATH (or - for stdin)")
+    code = smi_from_file(from_file, fields, output)
+    if code:
+        raise SystemExit(code)

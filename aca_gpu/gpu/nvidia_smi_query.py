@@ -1,0 +1,323 @@
+"""`nvidia-smi -q` (indented `Key : Value` text) and `nvidia-smi -q -x` (XML, `nvidia_smi_log`).
+
+-q: keys are read by their section path (`FB Memory Usage/Total`), from the indentation, so the key
+column width (42 up to R5xx, 55 in R610) and added or removed keys don't matter. Renamed keys are
+read under every name they have had: `Power Readings` -> `GPU Power Readings`, `Power Draw` ->
+`Instantaneous Power Draw`, `Utilization/Gpu` -> `GPU`, and R610's `KMD Version` /
+`CUDA UMD Version` win over the deprecated `Driver Version` / `CUDA Version` values.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+
+from aca_gpu.gpu.nvidia_smi_model import (
+    NO_DEVICES,
+    QUERY,
+    UNRECOGNIZED,
+    XML,
+    Gpu,
+    MigDevice,
+    NvidiaSmi,
+    Process,
+    float_of,
+    int_of,
+    split_pci_device_id,
+    unrecognized,
+    value,
+)
+
+_POWER_DRAW = (
+    "GPU Power Readings/Power Draw",
+    "GPU Power Readings/Instantaneous Power Draw",
+    "GPU Power Readings/Average Power Draw",
+    "Power Readings/Power Draw",
+    "Power Readings/Instantaneous Power Draw",
+)
+_POWER_LIMIT = (
+    "GPU Power Readings/Current Power Limit",
+    "GPU Power Readings/GPU Ceiling Power Limit/Current Power Limit",
+    "Power Readings/Current Power Limit",
+    "Power Readings/Power Limit",
+)
+
+
+def clean_version(raw: str | None) -> str | None:
+    """`610.88 [Deprecated; ...]` -> `610.88`; `Not Found` / `N/A` -> None."""
+    got = value(raw)
+    return value(got.split(" [", 1)[0]) if got is not None else None
+
+
+def _split_kv(text: str) -> tuple[str, str | None]:
+    at = text.find(" : ")
+    if at >= 0:
+        return text[:at].strip(), text[at + 3 :].strip()
+    if text.endswith(":"):
+        return text[:-1].strip(), ""
+    return text, None
+
+
+class _GpuBlock:
+    def __init__(self, bus_id: str) -> None:
+        self.bus_id = bus_id
+        self.values: dict[str, str] = {}
+        self.processes: list[dict[str, str | None]] | None = None
+        self._pending: dict[str, str | None] = {}
+
+    def process_value(self, key: str, val: str) -> None:
+        """Processes repeat the same keys per process; `Process ID` starts each one."""
+        if self.processes is None:
+            self.processes = []
+        if key in ("GPU instance ID", "Compute instance ID"):
+            self._pending[key] = val
+        elif key == "Process ID":
+            self.processes.append({**self._pending, key: val})
+            self._pending = {}
+        elif self.processes:
+            self.processes[-1].setdefault(key, val)
+
+
+def _first(values: Mapping[str, str], keys: Sequence[str]) -> str | None:
+    return next((values[k] for k in keys if k in values), None)
+
+
+def _gpu_from_block(index: int, block: _GpuBlock) -> Gpu:
+    v = block.values
+    device_id, vendor_id = split_pci_device_id(v.get("PCI/Device Id"))
+    return Gpu(
+        index=index,
+        name=value(v.get("Product Name")),
+        uuid=value(v.get("GPU UUID")),
+        bus_id=value(block.bus_id) or value(v.get("PCI/Bus Id")),
+        memory_total_mib=int_of(v.get("FB Memory Usage/Total"), "MiB"),
+        memory_used_mib=int_of(v.get("FB Memory Usage/Used"), "MiB"),
+        memory_free_mib=int_of(v.get("FB Memory Usage/Free"), "MiB"),
+        memory_reserved_mib=int_of(v.get("FB Memory Usage/Reserved"), "MiB"),
+        gpu_util_pct=int_of(_first(v, ("Utilization/Gpu", "Utilization/GPU")), "%"),
+        temperature_c=int_of(v.get("Temperature/GPU Current Temp"), "C"),
+        power_draw_w=float_of(_first(v, _POWER_DRAW), "W"),
+        power_limit_w=float_of(_first(v, _POWER_LIMIT), "W"),
+        fan_speed_pct=int_of(v.get("Fan Speed"), "%"),
+        perf_state=value(v.get("Performance State")),
+        compute_mode=value(v.get("Compute Mode")),
+        persistence_mode=value(v.get("Persistence Mode")),
+        driver_model=v.get("Driver Model/Current"),
+        mig_mode=v.get("MIG Mode/Current"),
+        brand=value(v.get("Product Brand")),
+        architecture=value(v.get("Product Architecture")),
+        pci_device_id=device_id,
+        pci_vendor_id=vendor_id,
+    )
+
+
+def _process(gpu: int, raw: Mapping[str, str | None]) -> Process | None:
+    pid = int_of(raw.get("Process ID"))
+    if pid is None:
+        return None
+    return Process(
+        gpu=gpu,
+        pid=pid,
+        type=value(raw.get("Type")),
+        name=raw.get("Name") or "",
+        used_memory_mib=int_of(raw.get("Used GPU Memory"), "MiB"),
+        gi=raw.get("GPU instance ID"),
+        ci=raw.get("Compute instance ID"),
+    )
+
+
+def parse_query(lines: Sequence[str]) -> NvidiaSmi:
+    """`nvidia-smi -q` text; `lines` start anywhere before the `NVSMI LOG` title."""
+    start = next((i for i, line in enumerate(lines) if "NVSMI LOG" in line), None)
+    if start is None:
+        return unrecognized("no NVSMI LOG title found", fmt=QUERY)
+    top: dict[str, str] = {}
+    blocks: list[_GpuBlock] = []
+    stack: list[tuple[int, str]] = []
+    for line in lines[start + 1 :]:
+        text = line.strip()
+        if not text:
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, val = _split_kv(text)
+        if indent == 0:
+            stack.clear()
+            if val is None and key.startswith("GPU "):
+                blocks.append(_GpuBlock(key[4:].strip()))
+            elif val is not None:
+                top.setdefault(key, val)
+            continue
+        if not blocks:
+            continue
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if val is None:
+            stack.append((indent, key))
+            continue
+        path = "/".join([name for _, name in stack] + [key])
+        blocks[-1].values.setdefault(path, val)
+        if stack and stack[0][1] == "Processes":
+            blocks[-1].process_value(key, val)
+        elif not stack and key == "Processes":  # `Processes : None`
+            blocks[-1].processes = blocks[-1].processes or []
+
+    gpus = tuple(_gpu_from_block(i, block) for i, block in enumerate(blocks))
+    processes: list[Process] | None = None
+    for i, block in enumerate(blocks):
+        if block.processes is not None:
+            processes = processes or []
+            processes.extend(p for p in (_process(i, raw) for raw in block.processes) if p is not None)
+    kmd = value(top.get("KMD Version"))
+    umd = value(top.get("CUDA UMD Version"))
+    attached = int_of(top.get("Attached GPUs"))
+    no_gpus = not gpus
+    return NvidiaSmi(
+        format=QUERY,
+        error=NO_DEVICES if no_gpus and attached == 0 else (UNRECOGNIZED if no_gpus else None),
+        error_message="-q output lists no GPU" if no_gpus else None,
+        driver_version=kmd or clean_version(top.get("Driver Version")),
+        cuda_version=umd or clean_version(top.get("CUDA Version")),
+        driver_version_raw=top.get("Driver Version"),
+        cuda_version_raw=top.get("CUDA Version"),
+        kmd_version=kmd,
+        cuda_umd_version=umd,
+        attached_gpus=attached,
+        gpus=gpus,
+        processes=tuple(processes) if processes is not None else None,
+    )
+
+
+# -- nvidia-smi -q -x ---------------------------------------------------------------------------
+
+
+def _text(node: ET.Element | None, *paths: str) -> str | None:
+    """The text at the first of `paths` that exists under `node`."""
+    if node is None:
+        return None
+    for path in paths:
+        found = node.find(path)
+        if found is not None and found.text is not None:
+            return found.text.strip()
+    return None
+
+
+def _xml_gpu(index: int, node: ET.Element) -> Gpu:
+    device_id, vendor_id = split_pci_device_id(_text(node, "pci/pci_device_id"))
+    power = ("gpu_power_readings", "power_readings")
+    return Gpu(
+        index=index,
+        name=value(_text(node, "product_name")),
+        uuid=value(_text(node, "uuid")),
+        bus_id=value(node.get("id")) or value(_text(node, "pci/pci_bus_id")),
+        memory_total_mib=int_of(_text(node, "fb_memory_usage/total"), "MiB"),
+        memory_used_mib=int_of(_text(node, "fb_memory_usage/used"), "MiB"),
+        memory_free_mib=int_of(_text(node, "fb_memory_usage/free"), "MiB"),
+        memory_reserved_mib=int_of(_text(node, "fb_memory_usage/reserved"), "MiB"),
+        gpu_util_pct=int_of(_text(node, "utilization/gpu_util"), "%"),
+        temperature_c=int_of(_text(node, "temperature/gpu_temp"), "C"),
+        power_draw_w=float_of(
+            _text(node, *(f"{p}/{k}" for p in power for k in ("power_draw", "instant_power_draw"))), "W"
+        ),
+        power_limit_w=float_of(
+            _text(node, *(f"{p}/{k}" for p in power for k in ("current_power_limit", "power_limit"))), "W"
+        ),
+        fan_speed_pct=int_of(_text(node, "fan_speed"), "%"),
+        perf_state=value(_text(node, "performance_state")),
+        compute_mode=value(_text(node, "compute_mode")),
+        persistence_mode=value(_text(node, "persistence_mode")),
+        driver_model=_text(node, "driver_model/current_dm"),
+        mig_mode=_text(node, "mig_mode/current_mig"),
+        brand=value(_text(node, "product_brand")),
+        architecture=value(_text(node, "product_architecture")),
+        pci_device_id=device_id,
+        pci_vendor_id=vendor_id,
+    )
+
+
+def _xml_processes(index: int, node: ET.Element) -> list[Process] | None:
+    procs = node.find("processes")
+    if procs is None:
+        return None
+    out: list[Process] = []
+    for info in procs.findall("process_info"):
+        pid = int_of(_text(info, "pid"))
+        if pid is None:
+            continue
+        out.append(
+            Process(
+                gpu=index,
+                pid=pid,
+                type=value(_text(info, "type")),
+                name=_text(info, "process_name") or "",
+                used_memory_mib=int_of(_text(info, "used_memory"), "MiB"),
+                gi=_text(info, "gpu_instance_id"),
+                ci=_text(info, "compute_instance_id"),
+            )
+        )
+    return out
+
+
+def _xml_mig_devices(index: int, node: ET.Element) -> list[MigDevice] | None:
+    devices = node.find("mig_devices")
+    if devices is None:
+        return None
+    out: list[MigDevice] = []
+    for dev in devices.findall("mig_device"):
+        mig_dev = int_of(_text(dev, "index"))
+        if mig_dev is None:
+            continue
+        out.append(
+            MigDevice(
+                gpu=index,
+                mig_dev=mig_dev,
+                gi=int_of(_text(dev, "gpu_instance_id")),
+                ci=int_of(_text(dev, "compute_instance_id")),
+                memory_used_mib=int_of(_text(dev, "fb_memory_usage/used"), "MiB"),
+                memory_total_mib=int_of(_text(dev, "fb_memory_usage/total"), "MiB"),
+                sm=int_of(_text(dev, "device_attributes/shared/multiprocessor_count")),
+                uuid=value(_text(dev, "uuid")),
+            )
+        )
+    return out
+
+
+def parse_xml(text: str) -> NvidiaSmi:
+    """`nvidia-smi -q -x`. Entity declarations are refused: real output never has them."""
+    if "<!ENTITY" in text:
+        return unrecognized("XML with entity declarations is not nvidia-smi output", fmt=XML)
+    try:
+        root = ET.fromstring(text.strip())
+    except ET.ParseError as exc:
+        return unrecognized(f"malformed nvidia-smi XML: {exc}", fmt=XML)
+    if root.tag != "nvidia_smi_log":
+        return unrecognized(f"XML root is <{root.tag}>, not <nvidia_smi_log>", fmt=XML)
+    nodes = root.findall("gpu")
+    gpus = tuple(_xml_gpu(i, node) for i, node in enumerate(nodes))
+    processes: list[Process] | None = None
+    mig_devices: list[MigDevice] | None = None
+    for i, node in enumerate(nodes):
+        procs = _xml_processes(i, node)
+        if procs is not None:
+            processes = (processes or []) + procs
+        migs = _xml_mig_devices(i, node)
+        if migs is not None:
+            mig_devices = (mig_devices or []) + migs
+    kmd = value(_text(root, "kmd_version"))
+    umd = value(_text(root, "cuda_umd_version"))
+    attached = int_of(_text(root, "attached_gpus"))
+    no_gpus = not gpus
+    return NvidiaSmi(
+        format=XML,
+        error=NO_DEVICES if no_gpus and attached == 0 else (UNRECOGNIZED if no_gpus else None),
+        error_message="-q -x output lists no GPU" if no_gpus else None,
+        driver_version=kmd or clean_version(_text(root, "driver_version")),
+        cuda_version=umd or clean_version(_text(root, "cuda_version")),
+        driver_version_raw=_text(root, "driver_version"),
+        cuda_version_raw=_text(root, "cuda_version"),
+        kmd_version=kmd,
+        cuda_umd_version=umd,
+        attached_gpus=attached,
+        gpus=gpus,
+        processes=tuple(processes) if processes is not None else None,
+        mig_devices=tuple(mig_devices) if mig_devices is not None else None,
+    )
