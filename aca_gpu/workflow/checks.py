@@ -57,12 +57,12 @@ def explorer_container(image: str, profile: Profile, max_minutes: int) -> Contai
 
 
 def default_tester_image() -> str:
-    return str(_module("aca_gpu.workflow.tester_spec").DEFAULT_TESTER_IMAGE)
+    return str(_module("aca_gpu.tester").DEFAULT_TESTER_IMAGE)
 
 
 def tester_container(image: str, profile: Profile) -> ContainerDef:
     """The zero-build tester: the tester script injected into a stock PyTorch image."""
-    spec = _module("aca_gpu.workflow.tester_spec").tester_container(image)
+    spec = _module("aca_gpu.tester").zero_build_container(image)
     return ContainerDef(
         name="gpu-tester",
         image=image,
@@ -92,13 +92,12 @@ def compat(image: str, driver_version: str | None) -> dict[str, Any] | None:
     except BadInput as exc:
         return {"image": image, "verdict": "unknown", "reason": exc.message}
     doc: dict[str, Any] = result.as_dict()
-    doc["ok"] = result.ok
     return doc
 
 
 def compat_failed(doc: dict[str, Any] | None) -> bool:
-    """Only a definite "incompatible" (or a runtime that would refuse the image) fails the check."""
-    return doc is not None and doc.get("ok") is False
+    """Fails on "incompatible" or a runtime that would refuse the image; minor-compat runs (reported only)."""
+    return doc is not None and (doc.get("verdict") == "incompatible" or doc.get("require_check") == "fail")
 
 
 def parse_tester(text: str) -> dict[str, Any]:
@@ -113,11 +112,11 @@ def tester_failed(doc: dict[str, Any]) -> bool:
     return doc.get("status") != "pass"
 
 
-def cost_estimate(profile: Profile, gpu_seconds: float, location: str, *, label: str) -> dict[str, Any]:
-    usd = _module("aca_gpu.cost").estimate(profile, gpu_seconds, location=location)
-    value = getattr(usd, "usd", usd)
+def cost_estimate(profile: Profile, replica_seconds: float, location: str, *, label: str) -> dict[str, Any]:
+    """List-price estimate for `replica_seconds` of GPU replicas (each replica holds one profile's GPUs)."""
+    est = _module("aca_gpu.cost").estimate(profile, replica_seconds, location=location)
     return {
-        "gpu_seconds": round(gpu_seconds, 1),
-        "usd_estimate": round(float(value), 4) if value is not None else None,
-        "basis": label,
+        "gpu_seconds": round(float(est.gpu_seconds), 1),
+        "usd_estimate": round(float(est.usd), 4),
+        "basis": f"{label}; {est.basis}",
     }

@@ -1,0 +1,244 @@
+"""A small stateful ARM + ACA double behind an autospec of `AzureCloud`.
+
+The autospec checks every call against the real adapter's signatures (a renamed parameter fails
+here too); the state behind it makes get-before-create, resume and "gone after delete" real.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from unittest.mock import MagicMock, create_autospec
+
+from aca_gpu.azure.cloud import AzureCloud
+from aca_gpu.models import (
+    AppInfo,
+    AppSpec,
+    Cloud,
+    EnvInfo,
+    EnvSpec,
+    ExecResult,
+    ExecutionInfo,
+    JobInfo,
+    JobSpec,
+    ProfileOffer,
+    ReplicaContainerInfo,
+    ReplicaInfo,
+    ResourceGroupInfo,
+    UsageInfo,
+)
+
+SMI_T4 = """Wed Apr 17 22:01:19 2024
++---------------------------------------------------------------------------------------+
+| NVIDIA-SMI 535.54.03              Driver Version: 535.54.03    CUDA Version: 12.2     |
+|-----------------------------------------+----------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |
+|                                         |                      |               MIG M. |
+|=========================================+======================+======================|
+|   0  Tesla T4                       On  | 00000001:00:00.0 Off |                    0 |
+| N/A   28C    P0              26W /  70W |      4MiB / 15360MiB |      0%      Default |
+|                                         |                      |                  N/A |
++-----------------------------------------+----------------------+----------------------+
+
++---------------------------------------------------------------------------------------+
+| Processes:                                                                            |
+|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |
+|        ID   ID                                                             Usage      |
+|=======================================================================================|
+|  No running processes found                                                           |
++---------------------------------------------------------------------------------------+
+"""
+SMI_CSV = "name, driver_version, memory.total [MiB], uuid\nTesla T4, 535.54.03, 15360 MiB, GPU-1234\n"
+PASS_DOC = {"status": "pass", "gpu": {"name": "Tesla T4", "count": 1}, "tflops": {"fp16": 40.0}}
+
+METHODS = sorted(n for n, v in vars(Cloud).items() if callable(v) and not n.startswith("_"))
+
+
+@dataclass
+class FakeCloud:
+    """State plus knobs for the scenarios the workflow tests need."""
+
+    registered: bool = True
+    offers: tuple[str, ...] = ("Consumption", "Consumption-GPU-NC8as-T4", "Consumption-GPU-NC24-A100")
+    groups: dict[str, ResourceGroupInfo] = field(default_factory=dict)
+    envs: dict[tuple[str, str], EnvInfo] = field(default_factory=dict)
+    apps: dict[tuple[str, str], AppInfo] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], JobInfo] = field(default_factory=dict)
+    executions: dict[tuple[str, str], list[ExecutionInfo]] = field(default_factory=dict)
+    replica_running: bool = True  # False: replicas stay in AssigningReplica
+    tester_doc: dict[str, Any] = field(default_factory=lambda: dict(PASS_DOC))
+    smi_text: str = SMI_T4
+    exec_exit: int = 0
+    delete_sticks: bool = False  # the group never goes away
+    barrier: threading.Barrier | None = None  # proves explorer and tester start concurrently
+    on_job_logs: Callable[[], None] | None = None
+    on_delete: Callable[[], None] | None = None
+
+    # subscription
+    def provider_registered(self, namespace: str) -> bool:
+        return self.registered
+
+    def register_provider(self, namespace: str, *, timeout: float) -> None:
+        self.registered = True
+
+    def available_profiles(self, location: str) -> list[ProfileOffer]:
+        return [ProfileOffer(name=o, category="GPU", cores=8, memory_gib=56, gpus=1) for o in self.offers]
+
+    def usages(self, location: str) -> list[UsageInfo]:
+        return []
+
+    # groups
+    def create_resource_group(self, name: str, location: str, tags: Mapping[str, str]) -> ResourceGroupInfo:
+        self.groups[name] = ResourceGroupInfo(name, location, dict(tags), "Succeeded")
+        return self.groups[name]
+
+    def get_resource_group(self, name: str) -> ResourceGroupInfo | None:
+        return self.groups.get(name)
+
+    def list_resource_groups(
+        self, tag_name: str | None = None, tag_value: str | None = None
+    ) -> list[ResourceGroupInfo]:
+        return [
+            g
+            for g in self.groups.values()
+            if tag_name is None
+            or (g.tags.get(tag_name) == tag_value if tag_value is not None else tag_name in g.tags)
+        ]
+
+    def delete_resource_group(self, name: str, *, wait: bool = True) -> None:
+        if self.on_delete:
+            self.on_delete()
+        if self.delete_sticks:
+            return
+        self.groups.pop(name, None)
+        for table in (self.envs, self.apps, self.jobs, self.executions):
+            for key in [k for k in table if k[0] == name]:
+                del table[key]
+
+    # env, app, job
+    def create_environment(self, spec: EnvSpec) -> EnvInfo:
+        env = EnvInfo(f"/envs/{spec.name}", spec.name, spec.resource_group, spec.location, "Succeeded")
+        self.envs[(spec.resource_group, spec.name)] = env
+        return env
+
+    def get_environment(self, resource_group: str, name: str) -> EnvInfo | None:
+        return self.envs.get((resource_group, name))
+
+    def create_app(self, spec: AppSpec) -> AppInfo:
+        if self.barrier:
+            self.barrier.wait()
+        app = AppInfo(
+            f"/apps/{spec.name}", spec.name, spec.resource_group, "Succeeded", "Running", "rev1", None, 1, 1
+        )
+        self.apps[(spec.resource_group, spec.name)] = app
+        return app
+
+    def get_app(self, resource_group: str, name: str) -> AppInfo | None:
+        return self.apps.get((resource_group, name))
+
+    def scale_app(self, resource_group: str, name: str, min_replicas: int, max_replicas: int) -> AppInfo:
+        app = replace(self.apps[(resource_group, name)], min_replicas=min_replicas, max_replicas=max_replicas)
+        self.apps[(resource_group, name)] = app
+        return app
+
+    def _replica(self) -> ReplicaInfo:
+        if self.replica_running:
+            return ReplicaInfo("r1", "Running", (ReplicaContainerInfo("c", "Running"),))
+        return ReplicaInfo(
+            "r1", "NotRunning", (ReplicaContainerInfo("c", "Waiting"),), details="AssigningReplica"
+        )
+
+    def list_app_replicas(self, resource_group: str, app: str) -> list[ReplicaInfo]:
+        return [self._replica()] if (resource_group, app) in self.apps else []
+
+    def create_job(self, spec: JobSpec) -> JobInfo:
+        if self.barrier:
+            self.barrier.wait()
+        job = JobInfo(f"/jobs/{spec.name}", spec.name, spec.resource_group, "Succeeded")
+        self.jobs[(spec.resource_group, spec.name)] = job
+        return job
+
+    def get_job(self, resource_group: str, name: str) -> JobInfo | None:
+        return self.jobs.get((resource_group, name))
+
+    def start_job(self, resource_group: str, job: str) -> str:
+        runs = self.executions.setdefault((resource_group, job), [])
+        name = f"{job}-exec{len(runs) + 1}"
+        runs.append(ExecutionInfo(name, "Running", "2026-11-22T12:00:00Z"))
+        return name
+
+    def _set_status(self, resource_group: str, job: str, execution: str, status: str) -> None:
+        runs = self.executions[(resource_group, job)]
+        for i, info in enumerate(runs):
+            if info.name == execution:
+                runs[i] = replace(info, status=status, end_time="2026-11-22T12:01:00Z")
+
+    def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
+        return next(e for e in self.executions[(resource_group, job)] if e.name == execution)
+
+    def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]:
+        return list(self.executions.get((resource_group, job), []))
+
+    def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
+        return [self._replica()]
+
+    # data plane
+    def exec(
+        self, resource_group: str, app: str, argv: Sequence[str], *, timeout: float = 120.0
+    ) -> ExecResult:
+        if list(argv) == ["nvidia-smi"]:
+            return ExecResult(tuple(argv), self.smi_text, "", 0)
+        if argv and argv[0] == "nvidia-smi":
+            return ExecResult(tuple(argv), SMI_CSV, "", 0)
+        return ExecResult(tuple(argv), "hello\n", "", self.exec_exit)
+
+    def app_logs(
+        self,
+        resource_group: str,
+        app: str,
+        *,
+        follow: bool = False,
+        tail: int = 20,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]:
+        yield from ["explorer line 1", "explorer line 2"][-tail:] if tail else []
+
+    def job_logs(
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        follow: bool = True,
+        tail: int = 300,
+        stop_when: Callable[[str], bool] | None = None,
+        timeout: float = 600.0,
+    ) -> Iterator[str]:
+        if self.on_job_logs:
+            self.on_job_logs()
+        yield "CUDA is available. Running on GPU."
+        yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
+        self._set_status(resource_group, job, execution, "Succeeded")
+
+    def system_events(
+        self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
+    ) -> list[dict[str, Any]]:
+        return [{"Reason": "AssigningReplica", "Msg": "Replica is being assigned to a GPU node"}]
+
+
+def autospec_cloud(fake: FakeCloud) -> MagicMock:
+    """An autospec of the real adapter whose methods run the fake's logic."""
+    mock = create_autospec(AzureCloud, instance=True)
+    mock.subscription_id = "00000000-0000-0000-0000-000000000000"
+    for name in METHODS:
+        getattr(mock, name).side_effect = getattr(fake, name)
+    return mock
+
+
+def call_names(mock: MagicMock) -> list[str]:
+    return [c[0] for c in mock.mock_calls if c[0] in METHODS]

@@ -1,0 +1,219 @@
+"""`up` orchestration over an autospec'd adapter: order, parallel branch, resume, cleanup, exit codes."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from aca_gpu import naming
+from aca_gpu.config import Settings
+from aca_gpu.errors import BadInput, PreflightRefused
+from aca_gpu.output import NullProgress
+from aca_gpu.workflow import down as down_flow
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.plan import UpRequest, make_plan
+from aca_gpu.workflow.up import EXIT_INTERRUPTED, up
+from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names
+
+UP_KEYS = {
+    "schema",
+    "command",
+    "run_id",
+    "status",
+    "location",
+    "profile",
+    "resources",
+    "resumed",
+    "explorer",
+    "tester",
+    "phases",
+    "cost",
+    "teardown",
+    "error",
+}
+
+
+def _plan(**kw: Any) -> Any:
+    request = UpRequest(run_id=kw.pop("run_id", "abc123"), start_timeout=kw.pop("start_timeout", "2s"), **kw)
+    return make_plan(Settings(), request, owner="tester@host")
+
+
+def _up(fake: FakeCloud, **kw: Any) -> tuple[Any, Any, NullProgress]:
+    cloud = autospec_cloud(fake)
+    progress = NullProgress()
+    result = up(cloud, _plan(**kw), progress, Waiter(interval=0.01))
+    return result, cloud, progress
+
+
+def test_happy_path_order_report_and_verified_teardown() -> None:
+    fake = FakeCloud(registered=False)
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == 0, result.doc["error"]
+    names = call_names(cloud)
+    assert names[:5] == [
+        "provider_registered",
+        "register_provider",
+        "available_profiles",
+        "get_resource_group",
+        "create_resource_group",
+    ]
+    assert names.index("create_environment") < names.index("create_app")
+    assert names.index("create_environment") < names.index("create_job")
+    assert names.index("create_app") < names.index("exec") < names.index("delete_resource_group")
+    assert names.index("start_job") < names.index("job_logs") < names.index("delete_resource_group")
+    doc = result.doc
+    assert set(doc) == UP_KEYS
+    assert doc["status"] == "ok"
+    assert doc["explorer"]["driver_version"] == "535.54.03"
+    assert doc["explorer"]["compat"]["verdict"] == "ok"
+    assert doc["tester"]["result"]["status"] == "pass"
+    assert doc["tester"]["compat"]["verdict"] == "minor-compat"  # torch's CUDA 12.4 on R535: runs, reported
+    assert doc["teardown"] == {"status": "deleted", "verified": True}
+    assert {
+        "preflight",
+        "resource group",
+        "environment",
+        "explorer start",
+        "tester start",
+        "teardown",
+    } <= set(doc["phases"])
+    assert doc["cost"]["gpu_seconds"] >= 0 and "usd_estimate" in doc["cost"]
+    assert not fake.groups
+
+
+def test_explorer_and_tester_start_concurrently() -> None:
+    # each create blocks until the other arrives: run one after the other, the barrier breaks
+    fake = FakeCloud(barrier=threading.Barrier(2, timeout=5))
+    result, _, _ = _up(fake)
+    assert result.exit_code == 0, result.doc["error"]
+
+
+def test_same_run_id_resumes_without_creating_again() -> None:
+    fake = FakeCloud()
+    first, _, _ = _up(fake, keep=True)
+    assert first.exit_code == 0 and first.doc["teardown"]["status"] == "kept"
+    assert fake.apps[("rg-acagpu-abc123", "cuda-explorer-abc123")].max_replicas == 0  # stopped billing
+    again, cloud, _ = _up(fake)
+    names = call_names(cloud)
+    for create in ("create_resource_group", "create_environment", "create_app", "create_job"):
+        assert create not in names
+    cloud.scale_app.assert_any_call("rg-acagpu-abc123", "cuda-explorer-abc123", 1, 1)
+    assert set(again.doc["resumed"]) == {"resource_group", "environment", "explorer", "tester"}
+    assert again.exit_code == 0 and not fake.groups
+
+
+def test_replica_never_running_times_out_with_reasons_and_tears_down() -> None:
+    fake = FakeCloud(replica_running=False)
+    result, cloud, _ = _up(fake, start_timeout="1s")
+    assert result.exit_code == 4
+    assert "AssigningReplica" in result.doc["error"]["message"]
+    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-abc123", wait=True)
+    assert result.doc["teardown"]["verified"] is True and not fake.groups
+
+
+def test_keyboard_interrupt_tears_down() -> None:
+    fake = FakeCloud()
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    fake.on_job_logs = interrupt
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.doc["status"] == "interrupted"
+    cloud.delete_resource_group.assert_called_once()
+    assert not fake.groups
+
+
+def test_second_interrupt_leaves_the_run_and_says_how_to_remove_it() -> None:
+    fake = FakeCloud()
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    fake.on_job_logs = interrupt
+    fake.on_delete = interrupt
+    result, _, progress = _up(fake)
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.doc["teardown"]["status"] == "left"
+    assert any("acagpu down --run-id abc123" in n for n in progress.notes)
+    assert "rg-acagpu-abc123" in fake.groups
+
+
+def test_untagged_group_with_our_name_is_refused_and_never_deleted() -> None:
+    fake = FakeCloud()
+    fake.create_resource_group("rg-acagpu-abc123", "eastus", {"team": "prod"})
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == PreflightRefused.exit_code
+    cloud.delete_resource_group.assert_not_called()
+    assert "rg-acagpu-abc123" in fake.groups
+
+
+def test_teardown_refuses_untagged_group() -> None:
+    fake = FakeCloud()
+    fake.create_resource_group("rg-mine", "eastus", {})
+    cloud = autospec_cloud(fake)
+    with pytest.raises(PreflightRefused):
+        down_flow.teardown_group(cloud, "rg-mine", Waiter(interval=0.01))
+    cloud.delete_resource_group.assert_not_called()
+
+
+def test_tester_fail_is_exit_5_after_teardown() -> None:
+    fake = FakeCloud(tester_doc={"status": "fail", "reason": "no-cuda"})
+    result, _, _ = _up(fake)
+    assert result.exit_code == 5
+    assert result.doc["status"] == "gpu_check_failed"
+    assert result.doc["teardown"]["verified"] is True
+
+
+def test_image_newer_than_driver_is_exit_5() -> None:
+    result, _, _ = _up(FakeCloud(), image="nvidia/cuda:12.8.0-runtime-ubuntu22.04")
+    assert result.exit_code == 5
+    compat = result.doc["explorer"]["compat"]
+    assert compat["require_check"] == "fail"  # the container runtime would refuse to start it
+
+
+def test_region_without_the_profile_is_refused_before_anything_is_made() -> None:
+    fake = FakeCloud(offers=("Consumption",))
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == 2
+    cloud.create_resource_group.assert_not_called()
+    assert result.doc["teardown"]["status"] == "nothing-created"
+
+
+def test_group_that_does_not_go_away_is_exit_6(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(down_flow, "DELETE_TIMEOUT_S", 0.05)
+    result, _, _ = _up(FakeCloud(delete_sticks=True))
+    assert result.exit_code == 6
+    assert result.doc["teardown"] == {
+        "status": "incomplete",
+        "verified": False,
+        "message": result.doc["teardown"]["message"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("gpu", "h100x", "unknown GPU"),
+        ("location", "East US!", "invalid location"),
+        ("ttl", "0h", "invalid TTL"),
+        ("ttl", "forever", "invalid TTL"),
+        ("run_id", "Way-Too-Long-Id-1", "invalid run id"),
+        ("image", "bad image", "--image"),
+    ],
+)
+def test_bad_values_are_bad_input(field: str, value: str, fragment: str) -> None:
+    with pytest.raises(BadInput, match=fragment):
+        _plan(**{field: value})
+
+
+def test_plan_tags_and_names() -> None:
+    plan = _plan(ttl="90m", keep=True)
+    assert plan.names.resource_group == "rg-acagpu-abc123"
+    assert plan.tags[naming.TAG_MANAGED] == "true"
+    assert plan.tags[naming.TAG_RUN_ID] == "abc123"
+    assert plan.tags[naming.TAG_KEEP] == "true"
+    assert plan.ttl.total_seconds() == 5400
