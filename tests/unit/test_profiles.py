@@ -174,3 +174,58 @@ def test_lookup_normalises_carefully(name: str, expected: str) -> None:
 )
 def test_lookup_never_guesses(name: str) -> None:
     assert lookup_gpu(name) is None
+
+
+# --- `acagpu profiles --offline` ---------------------------------------------------------------
+
+PROFILE_KEYS = {
+    "type",
+    "aliases",
+    "gpu",
+    "gpu_count",
+    "vcpu",
+    "memory_gib",
+    "serverless",
+    "regions",
+    "price_per_hour_usd",
+}
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    result = CliRunner().invoke(cli, ["profiles", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_offline_json_lists_the_catalog() -> None:
+    rc, out, _ = _cli("--offline", "-o", "json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert set(doc) == {"profiles"}
+    assert [p["type"] for p in doc["profiles"]] == [p.type for p in profile_catalog()]
+    for entry in doc["profiles"]:
+        assert set(entry) == PROFILE_KEYS
+        assert entry["price_per_hour_usd"] > 0
+        assert lookup_gpu(entry["gpu"]) is not None
+
+
+def test_offline_location_filters_by_the_docs_region_list() -> None:
+    rc, out, _ = _cli("--offline", "-l", "westeurope", "-o", "json")
+    assert rc == 0
+    assert [p["type"] for p in json.loads(out)["profiles"]] == ["Consumption-GPU-NC8as-T4"]
+
+
+def test_offline_table_for_people() -> None:
+    rc, out, _ = _cli("--offline")
+    assert rc == 0
+    assert out.splitlines()[0].startswith("TYPE")
+    assert "Consumption-GPU-NC24-A100" in out and "estimate" in out
+
+
+def test_live_listing_without_azure_is_a_one_line_bad_input() -> None:
+    rc, out, err = _cli("-o", "json")
+    assert rc == 2 and out == ""
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1

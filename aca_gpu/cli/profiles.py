@@ -1,0 +1,73 @@
+"""`acagpu profiles`: the GPU workload profiles acagpu can deploy to, with aliases and hourly estimates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cost import catalog_prices, load_prices
+from aca_gpu.errors import BadInput
+from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
+from aca_gpu.output import Output
+
+
+def catalog_document(location: str | None = None) -> dict[str, Any]:
+    """The bundled catalog as the `{"profiles": [...]}` JSON document, optionally one region's share."""
+    prices = catalog_prices(load_prices())
+    wanted: list[GpuProfile] = [p for p in profile_catalog() if location is None or p.offered_in(location)]
+    return {
+        "profiles": [
+            {
+                "type": p.type,
+                "aliases": list(p.aliases),
+                "gpu": p.gpu,
+                "gpu_count": p.gpu_count,
+                "vcpu": p.vcpu,
+                "memory_gib": p.memory_gib,
+                "serverless": p.serverless,
+                "regions": list(p.regions),
+                "price_per_hour_usd": prices.get(p.type),
+            }
+            for p in wanted
+        ]
+    }
+
+
+def render_catalog(doc: dict[str, Any]) -> str:
+    """A table for people; prices are list-price estimates and regions the docs' list."""
+    header = f"{'TYPE':<27} {'ALIASES':<31} {'GPU':<26} {'N':>1} {'vCPU':>4} {'GiB':>4} {'KIND':<10} "
+    header += f"{'$/h est.':>8}"
+    lines = [header]
+    for p in doc["profiles"]:
+        kind = "serverless" if p["serverless"] else "dedicated"
+        price = f"{p['price_per_hour_usd']:.2f}" if p["price_per_hour_usd"] is not None else "?"
+        lines.append(
+            f"{p['type']:<27} {', '.join(p['aliases'][:2]):<31} {p['gpu']:<26} {p['gpu_count']:>1} "
+            f"{p['vcpu']:>4} {p['memory_gib']:>4} {kind:<10} {price:>8}"
+        )
+        lines.append(f"{'':<27} regions: {', '.join(p['regions'])}")
+    if not doc["profiles"]:
+        lines.append("(no GPU profile in the bundled catalog lists that region)")
+    lines.append("")
+    lines.append(
+        "$/h: list-price estimate per replica (serverless) or per node + plan management (dedicated). "
+        "Regions: the docs' list; `acagpu profiles -l REGION` asks Azure."
+    )
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--offline", is_flag=True, help="Show the bundled catalog instead of asking Azure.")
+@click.option("-l", "--location", help="Region, e.g. eastus (with --offline: filter the catalog by it).")
+@output_options
+def profiles(output: Output, offline: bool, location: str | None) -> None:
+    """List the ACA GPU workload profiles: type, aliases, GPU, size, regions and an hourly estimate."""
+    if offline:
+        doc = catalog_document(location)
+        output.emit(doc, render_catalog(doc))
+        return
+    raise BadInput(
+        "live listing of a region's GPU profiles needs Azure; use --offline for the bundled catalog"
+    )
