@@ -36,6 +36,7 @@ MARKER_PREFIX = "__ACAGPU_EXIT_"
 TERMINAL_SIZE = (500, 50)
 CONNECTED_WAIT_S = 10.0
 RECV_SLICE_S = 1.0
+DRAIN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -259,14 +260,15 @@ def _session(
     connected_by = clock() + CONNECTED_WAIT_S
     try:
         ws.send_binary(encode_resize(*TERMINAL_SIZE))
+        drain_until: float | None = None
         while True:
             now = clock()
-            if now >= deadline:
+            if now >= deadline or (drain_until is not None and now >= drain_until):
                 return
             if stdin is not None and not out.sent and (now >= connected_by or _looks_connected(out)):
                 ws.send_binary(encode_stdin(stdin))
                 out.sent = True
-            ws.settimeout(max(0.05, min(RECV_SLICE_S, deadline - now)))
+            ws.settimeout(max(0.05, min(RECV_SLICE_S, (drain_until or deadline) - now)))
             try:
                 opcode, data = ws.recv_data()
             except websocket.WebSocketTimeoutException:
@@ -290,8 +292,9 @@ def _session(
             _collect(out, frame)
             if frame.kind == "error":
                 return
-            if pattern is not None and pattern.search(out.stdout):
-                return
+            if pattern is not None and drain_until is None and pattern.search(out.stdout):
+                # stderr and the close can trail the marker: collect them for a moment, then stop
+                drain_until = min(deadline, clock() + DRAIN_S)
     finally:
         with contextlib.suppress(Exception):
             ws.close()

@@ -62,13 +62,13 @@ def _answer_after_stdin(sock: ScriptedSocket) -> tuple[int, bytes]:
     return BIN, f"\x00\x01__ACAGPU_EXIT_{NONCE}__3\r\n".encode()
 
 
-def test_sends_resize_then_stdin_after_connected_and_stops_at_marker() -> None:
+def test_sends_resize_then_stdin_after_connected_and_drains_after_marker() -> None:
     sock = ScriptedSocket(
         [
             b"\x01Connecting to the container 'c'...",
             b"\x01Successfully connected to container: 'c'.",
             _answer_after_stdin,
-            b"\x00\x01never read",
+            b"\x00\x02late stderr",
         ]
     )
     connect, calls = connector(sock)
@@ -76,7 +76,7 @@ def test_sends_resize_then_stdin_after_connected_and_stops_at_marker() -> None:
     assert dp.find_exit_code(out.stdout, NONCE) == 3
     assert sock.sent[0][:2] == b"\x00\x04"
     assert sock.sent[1] == b"\x00\x00" + SCRIPT.encode()
-    assert sock.script == [b"\x00\x01never read"]  # stopped reading at the marker
+    assert out.stderr == "late stderr"  # frames trailing the marker are still collected
     assert sock.closed
     assert calls[0]["url"] == "wss://h/exec?command=sh"
     assert calls[0]["header"] == ["Authorization: Bearer tok"]
