@@ -128,6 +128,8 @@ class CompatVerdict:
 
     @property
     def ok(self) -> bool:
+        """True for `ok` and `unknown` when the runtime would start the container; `minor-compat` is not
+        ok (features a newer driver provides fail), matching `acagpu compat`'s exit code 5."""
         return self.verdict in ("ok", "unknown") and self.require_check != "fail"
 
     def as_dict(self) -> dict[str, str | None]:
