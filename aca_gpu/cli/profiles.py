@@ -7,10 +7,13 @@ from typing import Any
 import click
 
 from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import command_settings
 from aca_gpu.cost import catalog_prices, load_prices
-from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
+from aca_gpu.naming import validate_location
 from aca_gpu.output import Output
+from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.offers import offered_profiles, render_offers
 
 
 def catalog_document(location: str | None = None) -> dict[str, Any]:
@@ -61,13 +64,15 @@ def render_catalog(doc: dict[str, Any]) -> str:
 @click.command()
 @click.option("--offline", is_flag=True, help="Show the bundled catalog instead of asking Azure.")
 @click.option("-l", "--location", help="Region, e.g. eastus (with --offline: filter the catalog by it).")
+@click.option("--subscription", help="Subscription id for the live listing (default: ACAGPU_SUBSCRIPTION).")
 @output_options
-def profiles(output: Output, offline: bool, location: str | None) -> None:
+def profiles(output: Output, offline: bool, location: str | None, subscription: str | None) -> None:
     """List the ACA GPU workload profiles: type, aliases, GPU, size, regions and an hourly estimate."""
     if offline:
         doc = catalog_document(location)
         output.emit(doc, render_catalog(doc))
         return
-    raise BadInput(
-        "live listing of a region's GPU profiles needs Azure; use --offline for the bundled catalog"
-    )
+    settings = command_settings(subscription)
+    region = validate_location(location or settings.location)
+    doc = offered_profiles(open_cloud(settings), region)
+    output.emit(doc, render_offers(doc))

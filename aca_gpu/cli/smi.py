@@ -1,5 +1,6 @@
 """`acagpu smi`: what nvidia-smi says about the GPU, parsed.
 
+Without `--from-file` it execs nvidia-smi in a run's CUDA explorer (live).
 `--from-file PATH` (or `-` for stdin) reads a saved output offline: any form nvidia-smi prints
 (table, `--query-gpu` CSV, `-q`, `-q -x`, `-L`, or its failure messages). The rendering helpers
 here are shared with the live path, which prints the same summary for a run's CUDA explorer.
@@ -16,10 +17,14 @@ from typing import Any, TextIO
 import click
 
 from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_OK, BadInput
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.output import Output
+from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.probe import explorer_smi
 
 _HINTS = {
     nvidia_smi.NVML_MISMATCH: "the NVML library nvidia-smi loaded differs from the loaded kernel driver "
@@ -113,6 +118,21 @@ def smi_from_file(path: str, fields: str | None, output: Output) -> int:
     return smi_exit_code(smi)
 
 
+def smi_live(ref: RunRef, settings: Settings, output: Output) -> int:
+    """The live branch: nvidia-smi in the run's CUDA explorer, same summary plus the raw table."""
+    cloud = open_cloud(settings)
+    run = find_run(cloud, ref)
+    parsed, session = explorer_smi(cloud, run, waiter_for(settings))
+    doc = smi_document(parsed, source="live", run_id=run.run_id, app=run.names.explorer, raw=session.output)
+
+    def human(stream: TextIO) -> None:
+        print(session.output.rstrip(), file=stream)
+        render_smi_human(parsed, stream)
+
+    output.emit(doc, human)
+    return smi_exit_code(parsed)
+
+
 @click.command()
 @click.option(
     "--from-file",
@@ -125,15 +145,16 @@ def smi_from_file(path: str, fields: str | None, output: Output) -> int:
     metavar="F1,F2,...",
     help="The --query-gpu field list of a headerless CSV (e.g. index,name,memory.total).",
 )
+@run_options
 @output_options
-def smi(from_file: str | None, fields: str | None, output: Output) -> None:
+def smi(from_file: str | None, fields: str | None, output: Output, ref: RunRef, settings: Settings) -> None:
     """Show what nvidia-smi says: driver, highest supported CUDA, GPUs.
+
+    Without --from-file it runs nvidia-smi in the run's CUDA explorer (--run-id, or the only run).
 
     Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
     not loaded), 2 unreadable input.
     """
-    if from_file is None:
-        raise BadInput("nothing to read", hint="pass --from-file PATH (or - for stdin)")
-    code = smi_from_file(from_file, fields, output)
+    code = smi_live(ref, settings, output) if from_file is None else smi_from_file(from_file, fields, output)
     if code:
         raise SystemExit(code)

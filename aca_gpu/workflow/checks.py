@@ -10,7 +10,8 @@ import importlib
 from typing import Any
 
 from aca_gpu.errors import BadInput
-from aca_gpu.gpu import cuda_compat, profiles, tester_result
+from aca_gpu import cost
+from aca_gpu.gpu import cuda_compat, nvidia_smi, profiles, tester_result
 from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.models import ContainerDef
 
@@ -75,7 +76,7 @@ def tester_container(image: str, profile: Profile) -> ContainerDef:
 
 
 def parse_smi(text: str) -> Any:
-    return _module("aca_gpu.gpu.nvidia_smi").parse(text)
+    return nvidia_smi.parse(text)
 
 
 def smi_dict(parsed: Any) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def parse_tester(text: str) -> dict[str, Any]:
     """The tester's result; output without a result line is a failed test, with the reason."""
     try:
         return tester_result.parse_tester_output(text).as_dict()
-    except tester_result.TesterOutputMissing as exc:
+    except tester_result.NoTesterResult as exc:
         return {"status": "fail", "reason": exc.message}
 
 
@@ -114,7 +115,7 @@ def tester_failed(doc: dict[str, Any]) -> bool:
 
 def cost_estimate(profile: Profile, replica_seconds: float, location: str, *, label: str) -> dict[str, Any]:
     """List-price estimate for `replica_seconds` of GPU replicas (each replica holds one profile's GPUs)."""
-    est = _module("aca_gpu.cost").estimate(profile, replica_seconds, location=location)
+    est = cost.estimate(profile, replica_seconds, location=location)
     return {
         "gpu_seconds": round(float(est.gpu_seconds), 1),
         "usd_estimate": round(float(est.usd), 4),

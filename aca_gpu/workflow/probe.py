@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aca_gpu.errors import CloudError, GpuCheckFailed
+from aca_gpu.errors import CloudError
+from aca_gpu.gpu import nvidia_smi
+from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.models import Cloud, ExecResult
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
@@ -65,14 +67,10 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> di
     }
 
 
-def smi(cloud: Cloud, run: Run, waiter: Waiter, *, image: str | None = None) -> tuple[dict[str, Any], int]:
-    """`acagpu smi` live: the explorer's nvidia-smi, parsed and raw; exit 5 when it reports an error."""
-    probe = probe_smi(cloud, run.resource_group, run.names.explorer, waiter)
-    doc: dict[str, Any] = {"command": "smi", "run_id": run.run_id, "app": run.names.explorer, **probe}
-    if image:
-        doc["compat"] = checks.compat(image, probe["driver_version"])
-    failed = bool(probe["error"]) or (image is not None and checks.compat_failed(doc["compat"]))
-    return doc, GpuCheckFailed.exit_code if failed else 0
+def explorer_smi(cloud: Cloud, run: Run, waiter: Waiter) -> tuple[NvidiaSmi, ExecResult]:
+    """`acagpu smi` live: nvidia-smi in the run's explorer, parsed, with the raw session result."""
+    table = run_exec(cloud, run.resource_group, run.names.explorer, ["nvidia-smi"], waiter)
+    return nvidia_smi.parse(table.output), table
 
 
 def exec_command(

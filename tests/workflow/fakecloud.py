@@ -86,7 +86,13 @@ class FakeCloud:
         self.registered = True
 
     def available_profiles(self, location: str) -> list[ProfileOffer]:
-        return [ProfileOffer(name=o, category="GPU", cores=8, memory_gib=56, gpus=1) for o in self.offers]
+        def offer(name: str) -> ProfileOffer:
+            gpu = "GPU" in name or "A100" in name
+            return ProfileOffer(
+                name, "GPU" if gpu else "Consumption", 8 if gpu else 4, 56 if gpu else 8, 1 if gpu else None
+            )
+
+        return [offer(o) for o in self.offers]
 
     def usages(self, location: str) -> list[UsageInfo]:
         return []

@@ -111,3 +111,27 @@ def test_status_logs_and_test_on_a_kept_run(fake: FakeCloud) -> None:
     fake.tester_doc = {"status": "fail", "reason": "no-cuda"}
     code, out, _ = _run("test", "--run-id", "s1", "-o", "json")
     assert code == 5 and json.loads(out)["status"] == "gpu_check_failed"
+
+
+def test_smi_live_parses_the_explorers_nvidia_smi(fake: FakeCloud) -> None:
+    _run("up", "--run-id", "m1", "--keep", "--yes")
+    code, out, _ = _run("smi", "--run-id", "m1", "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["run_id"], doc["source"], doc["driver_version"]) == ("m1", "live", "535.54.03")
+    assert "NVIDIA-SMI 535.54.03" in doc["raw"]
+    fake.smi_text = "Failed to initialize NVML: Driver/library version mismatch\n"
+    code, out, _ = _run("smi", "--run-id", "m1", "-o", "json")
+    assert code == 5 and json.loads(out)["error"]
+
+
+def test_profiles_live_joins_the_regions_offer_with_the_catalog(fake: FakeCloud) -> None:
+    code, out, _ = _run("profiles", "-l", "westus3", "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["location"] == "westus3"
+    rows = {r["type"]: r for r in doc["profiles"]}
+    assert "Consumption" not in rows
+    assert rows["Consumption-GPU-NC8as-T4"]["catalog"]["gpu"] == "Tesla T4"
+    code, _, _ = _run("profiles", "-l", "not a region!")
+    assert code == 2
