@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from aca_gpu.errors import BadInput
 from aca_gpu import cost
+from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat, nvidia_smi, profiles, tester_result
 from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.models import ContainerDef
