@@ -1,0 +1,55 @@
+"""What every handler needs: state, clock, faults, runtime, token minter and the server's addresses."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from aca_gpu.emulator.auth import TokenMinter
+from aca_gpu.emulator.faults import Faults
+from aca_gpu.emulator.runtime import Runtime
+from aca_gpu.emulator.state import State
+from aca_gpu.emulator.timing import Clock
+
+
+@dataclass
+class Ctx:
+    state: State
+    clock: Clock
+    faults: Faults
+    runtime: Runtime
+    minter: TokenMinter
+    subscription: str
+    endpoint: str = ""  # https://127.0.0.1:<port>, set once listening
+    registered_default: bool = False
+
+    @property
+    def ws_endpoint(self) -> str:
+        return "wss://" + self.endpoint.removeprefix("https://")
+
+
+Params = dict[str, str]
+Handler = Callable[[Ctx, web.Request, Params], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: str  # "/subscriptions/{sub}/resourcegroups/{rg}" (matched case-insensitively)
+    handler: Handler
+    plane: str = "arm"  # arm | data
+    namespace: str | None = None  # provider that must be registered ("Microsoft.App")
+    regex: re.Pattern[str] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rx = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.pattern)
+        object.__setattr__(self, "regex", re.compile(rx + "/?", re.IGNORECASE))
+
+    def match(self, method: str, path: str) -> Params | None:
+        if method != self.method:
+            return None
+        m = self.regex.fullmatch(path)
+        return m.groupdict() if m else None

@@ -1,0 +1,132 @@
+"""Log stream and system event stream: line-per-record HTTP responses, optionally followed.
+
+Console lines: `output=text` gives CRI-style `<RFC3339Nano> stdout F <line>`; `output=json` gives
+`{"TimeStamp", "Log"}` objects (the reference marks the JSON field names UNCONFIRMED).
+Event lines: the recorded shape, with the two synthetic lines first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from aca_gpu.emulator.arm import iso_z
+from aca_gpu.emulator.context import Ctx, Params
+from aca_gpu.emulator.dataplane.resolve import event_scope, replica_target
+from aca_gpu.emulator.state import Event, LogLine
+
+POLL_S = 0.05
+MAX_TAIL = 300
+
+
+def _query(req: web.Request) -> tuple[bool, int, str]:
+    follow = req.query.get("follow", "false").lower() == "true"
+    raw_tail = req.query.get("tailLines", "20")
+    try:
+        tail = int(raw_tail)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"tailLines must be an integer between 0 and {MAX_TAIL}") from None
+    if not 0 <= tail <= MAX_TAIL:
+        raise web.HTTPBadRequest(text=f"tailLines must be an integer between 0 and {MAX_TAIL}")
+    output = req.query.get("output", "text").lower()
+    if output not in ("text", "json"):
+        raise web.HTTPBadRequest(text="output must be 'text' or 'json'")
+    return follow, tail, output
+
+
+def format_log(line: LogLine, output: str) -> bytes:
+    stamp = line.at.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+    if output == "json":
+        return (json.dumps({"TimeStamp": stamp, "Log": line.text}) + "\n").encode()
+    return f"{stamp} stdout F {line.text}\n".encode()
+
+
+async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    follow, tail, output = _query(req)
+    target = replica_target(ctx, req, p)
+    rep = target.replica
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain; charset=utf-8"})
+    await resp.prepare(req)
+    lines = rep.logs.get(target.container, [])
+    drop = ctx.faults.fire("log_drop", path=rep.name)
+    budget = int(drop.param("after", "1")) if drop else None
+    sent = 0
+    index = max(0, len(lines) - tail)
+    while True:
+        lines = rep.logs.get(target.container, [])
+        while index < len(lines):
+            if budget is not None and sent >= budget:
+                _abort(req)
+                return resp
+            await resp.write(format_log(lines[index], output))
+            index += 1
+            sent += 1
+        if not follow or rep.gone or rep.phase == "Terminated":
+            break
+        await asyncio.sleep(POLL_S)
+    await resp.write_eof()
+    return resp
+
+
+def _abort(req: web.Request) -> None:
+    """Drop the connection mid-stream, as a proxy reset would."""
+    if req.transport is not None:
+        req.transport.abort()
+
+
+def _event_json(ev: Event) -> dict[str, Any]:
+    return {
+        "TimeStamp": ev.at.strftime("%Y-%m-%d %H:%M:%S +0000 UTC"),
+        "Type": ev.type,
+        "ContainerAppName": ev.app or "",
+        "RevisionName": ev.revision,
+        "ReplicaName": ev.replica,
+        "Msg": ev.msg,
+        "Reason": ev.reason,
+        "EventSource": "ContainerAppController",
+        "Count": ev.count,
+    }
+
+
+def _synthetic(msg: str, reason: str) -> bytes:
+    line = {
+        "TimeStamp": iso_z(),
+        "Type": "Normal",
+        "ContainerAppName": None,
+        "RevisionName": None,
+        "ReplicaName": None,
+        "Msg": msg,
+        "Reason": reason,
+        "EventSource": "ContainerAppController",
+        "Count": 1,
+    }
+    return (json.dumps(line) + "\n").encode()
+
+
+async def eventstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    follow, tail, _ = _query(req)
+    app, env = event_scope(ctx, req, p)
+    rg = p["rg"].lower()
+
+    def matching() -> list[Event]:
+        return [e for e in ctx.state.events if e.rg.lower() == rg and (e.app == app if app else e.env == env)]
+
+    resp = web.StreamResponse(status=200)
+    await resp.prepare(req)
+    await resp.write(_synthetic("Connecting to the events collector...", "StartingGettingEvents"))
+    await resp.write(_synthetic("Successfully connected to events server", "ConnectedToEventsServer"))
+    events = matching()
+    seen = len(events)
+    for ev in events[max(0, len(events) - tail) :] if tail else []:
+        await resp.write((json.dumps(_event_json(ev)) + "\n").encode())
+    while follow:
+        await asyncio.sleep(POLL_S)
+        events = matching()
+        for ev in events[seen:]:
+            await resp.write((json.dumps(_event_json(ev)) + "\n").encode())
+        seen = len(events)
+    await resp.write_eof()
+    return resp

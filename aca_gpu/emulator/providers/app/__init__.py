@@ -1,0 +1,1 @@
+"""Microsoft.App: managed environments, container apps, jobs, their LROs and auth tokens."""

@@ -1,0 +1,421 @@
+"""Microsoft.App rules: what a PUT/DELETE/start does to the state, and what can fail."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from typing import Any
+
+from aca_gpu.emulator import catalog
+from aca_gpu.emulator.arm import get_ci, rand_suffix, utc_now
+from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.providers.app.exceptions import (
+    MSG_CONTAINERS,
+    MSG_ENV_ID,
+    MSG_JOB_CONFIG,
+    EnvironmentBeingDeleted,
+    EnvironmentNotReady,
+    InvalidProperty,
+    LocationNotAvailable,
+    QuotaExceeded,
+    ResourceNotFound,
+    WorkloadProfileNotFound,
+    WorkloadProfilePropertyNotSupported,
+    WorkloadProfileTypeNotSupported,
+)
+from aca_gpu.emulator.providers.resources import models as rg_models
+from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Revision, key
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_ENV_ID_RE = re.compile(
+    r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.App/managedEnvironments/(?P<env>[^/]+)$",
+    re.IGNORECASE,
+)
+
+
+# ---- environments ------------------------------------------------------------------------------
+def env_state(ctx: Ctx, env: Environment) -> str:
+    if env.deleting:
+        return "ScheduledForDelete"
+    return "Succeeded" if ctx.clock.now() >= env.ready_at else "Waiting"
+
+
+def get_env(ctx: Ctx, rg: str, name: str) -> Environment:
+    rg_models.get_rg(ctx, rg)
+    env = ctx.state.envs.get(key(rg, name))
+    if env is None:
+        raise ResourceNotFound("managedEnvironments", name, rg)
+    return env
+
+
+def _profiles(location: str, raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    profiles: list[dict[str, Any]] = []
+    for item in raw or []:
+        name = get_ci(item, "name")
+        ptype = get_ci(item, "workloadProfileType")
+        if not name or not ptype:
+            raise InvalidProperty("Each workload profile needs 'name' and 'workloadProfileType'.")
+        canonical = catalog.find_type(location, str(ptype))
+        if canonical is None:
+            raise WorkloadProfileTypeNotSupported(str(ptype), location)
+        profile: dict[str, Any] = {"workloadProfileType": canonical, "name": str(name)}
+        for prop, field in (("MinimumCount", "minimumCount"), ("MaximumCount", "maximumCount")):
+            value = get_ci(item, field)
+            if value is None:
+                continue
+            if catalog.is_consumption_gpu(canonical) or canonical == "Consumption":
+                raise WorkloadProfilePropertyNotSupported(prop, canonical)
+            profile[field] = int(value)
+        profiles.append(profile)
+    if not any(p["workloadProfileType"] == "Consumption" for p in profiles):
+        profiles.insert(0, {"workloadProfileType": "Consumption", "name": "Consumption"})
+    return profiles
+
+
+def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> tuple[Environment, bool]:
+    group = rg_models.live_rg(ctx, rg)
+    location = catalog.normalize_location(str(body.get("location") or ""))
+    if location not in catalog.REGIONS:
+        raise LocationNotAvailable(str(body.get("location") or ""), ",".join(catalog.REGIONS.values()))
+    props = body.get("properties") or {}
+    profiles = _profiles(location, get_ci(props, "workloadProfiles"))
+    tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
+    existing = ctx.state.envs.get(key(rg, name))
+    if existing is not None:
+        if existing.deleting:
+            raise EnvironmentBeingDeleted(name)
+        existing.tags = tags
+        existing.profiles = profiles
+        return existing, False
+    if any(catalog.is_consumption_gpu(p["workloadProfileType"]) for p in profiles) and ctx.faults.fire(
+        "quota", path=name
+    ):
+        raise QuotaExceeded()
+    digest = hashlib.sha256(f"{rg}/{name}".encode()).hexdigest()
+    env = Environment(
+        rg=group.name,
+        name=name,
+        location=location,
+        tags=tags,
+        profiles=profiles,
+        ready_at=ctx.clock.after("env_create"),
+        created=utc_now(),
+        default_domain=f"{rand_suffix(8, _LETTERS)}-{digest[:8]}.{location}.azurecontainerapps.io",
+        static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
+        extra={k: v for k, v in props.items() if k in ("appLogsConfiguration", "zoneRedundant")},
+    )
+    ctx.state.envs[key(rg, name)] = env
+    return env, True
+
+
+def begin_delete_env(ctx: Ctx, env: Environment) -> None:
+    if env.deleting:
+        return
+    env.deleting = True
+    fault = ctx.faults.fire("slow_delete", path=env.name)
+    factor = float(fault.param("factor", "3")) if fault else 1.0
+    env.delete_done_at = ctx.clock.after("env_delete", factor)
+    for app in ctx.state.apps.values():
+        if app.rg.lower() == env.rg.lower() and app.env == env.name:
+            ctx.runtime.stop_app_replicas(app)
+
+
+def env_from_id(ctx: Ctx, env_id: str | None) -> Environment:
+    m = _ENV_ID_RE.match(env_id or "")
+    if not m:
+        raise InvalidProperty(MSG_ENV_ID.format(value=env_id))
+    env = get_env(ctx, m.group("rg"), m.group("env"))
+    if env.deleting:
+        raise EnvironmentBeingDeleted(env.name)
+    state = env_state(ctx, env)
+    if state != "Succeeded":
+        raise EnvironmentNotReady(env.name, state)
+    return env
+
+
+def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str | None, str]:
+    profile_name = get_ci(props, "workloadProfileName")
+    ptype = env.profile_type(profile_name)
+    if ptype is None:
+        raise WorkloadProfileNotFound(str(profile_name), env.name)
+    return profile_name, ptype
+
+
+def _check_template(template: dict[str, Any]) -> None:
+    containers = template.get("containers") or []
+    if not containers or not all(c.get("image") and c.get("name") for c in containers):
+        raise InvalidProperty(MSG_CONTAINERS)
+
+
+# ---- container apps ----------------------------------------------------------------------------
+def get_app(ctx: Ctx, rg: str, name: str) -> App:
+    rg_models.get_rg(ctx, rg)
+    app = ctx.state.apps.get(key(rg, name))
+    if app is None or app.deleting:
+        raise ResourceNotFound("containerApps", name, rg)
+    return app
+
+
+def app_state(ctx: Ctx, app: App) -> str:
+    if app.deleting:
+        return "Deleting"
+    return "Succeeded" if ctx.clock.now() >= app.provisioned_at else "InProgress"
+
+
+def run_id(ctx: Ctx, rg: str, tags: dict[str, str]) -> str | None:
+    group = ctx.state.rgs.get(rg.lower())
+    return tags.get(RUN_ID_TAG) or (group.tags.get(RUN_ID_TAG) if group else None)
+
+
+def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, patch: bool = False) -> App:
+    rg_models.live_rg(ctx, rg)
+    existing = ctx.state.apps.get(key(rg, name))
+    if existing is not None and existing.deleting:
+        raise ResourceNotFound("containerApps", name, rg)
+    props = body.get("properties") or {}
+    if existing is not None:
+        merged_props = {
+            "environmentId": f"/subscriptions/{ctx.subscription}/resourceGroups/{existing.rg}/providers/"
+            f"Microsoft.App/managedEnvironments/{existing.env}",
+            "workloadProfileName": existing.profile_name,
+            "configuration": existing.configuration,
+            "template": existing.template,
+        }
+        if patch:
+            merged_props.update({k: v for k, v in props.items() if v is not None})
+        else:
+            merged_props.update(props)
+        props = merged_props
+    env = env_from_id(ctx, get_ci(props, "environmentId") or get_ci(props, "managedEnvironmentId"))
+    profile_name, ptype = _profile_of(env, props)
+    template = copy.deepcopy(props.get("template") or {})
+    _check_template(template)
+    tags = {
+        str(k): str(v) for k, v in (body.get("tags") or (existing.tags if existing else {}) or {}).items()
+    }
+    if existing is None and catalog.gpus(ptype) and ctx.faults.fire("quota", path=name):
+        raise QuotaExceeded()
+    if existing is None:
+        app = App(
+            rg=env.rg if env.rg.lower() == rg.lower() else rg,
+            name=name,
+            location=env.location,
+            tags=tags,
+            env=env.name,
+            profile_name=profile_name,
+            profile_type=ptype,
+            configuration=copy.deepcopy(props.get("configuration") or {}),
+            template=template,
+            created=utc_now(),
+            provisioned_at=ctx.clock.after("app_provision"),
+        )
+        ctx.state.apps[key(rg, name)] = app
+        new_revision(ctx, app)
+        return app
+    existing.tags = tags
+    existing.configuration = copy.deepcopy(props.get("configuration") or {})
+    existing.profile_name, existing.profile_type = profile_name, ptype
+    if template != existing.template or not existing.revisions:
+        existing.template = template
+        existing.provisioned_at = ctx.clock.after("app_provision")
+        new_revision(ctx, existing)
+    return existing
+
+
+def new_revision(ctx: Ctx, app: App) -> Revision:
+    for old in app.revisions.values():  # single revision mode: the previous one is deactivated
+        if old.active:
+            old.active = False
+            for rep in old.replicas.values():
+                ctx.runtime.stop_replica(rep)
+            old.replicas.clear()
+    suffix = app.template.get("revisionSuffix") or rand_suffix(7)
+    rev = Revision(name=f"{app.name}--{suffix}", template=copy.deepcopy(app.template), created=utc_now())
+    app.revisions[rev.name] = rev
+    app.latest_revision = rev.name
+    ctx.runtime.emit(
+        None,
+        env=app.env,
+        rg=app.rg,
+        app=app.name,
+        reason="ContainerAppUpdate",
+        msg=f"Updating containerApp: {app.name}",
+    )
+    ctx.runtime.emit(
+        None,
+        env=app.env,
+        rg=app.rg,
+        app=app.name,
+        reason="RevisionUpdate",
+        msg=f"Updating revision : {rev.name}",
+        revision=rev.name,
+    )
+    if not app.stopped:
+        scale_revision(ctx, app, rev)
+    return rev
+
+
+def desired_replicas(template: dict[str, Any]) -> tuple[int, bool]:
+    """(replicas to run, scale to zero after the cooldown?) from the revision's scale rule."""
+    scale = template.get("scale") or {}
+    low = scale.get("minReplicas")
+    high = scale.get("maxReplicas")
+    if high is not None and int(high) == 0:
+        return 0, False
+    if low is None or int(low) == 0:
+        return 1, True  # activation replica, then scale to zero once the cooldown passes
+    return min(int(low), int(high) if high else int(low)), False
+
+
+def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
+    count, scale_to_zero = desired_replicas(rev.template)
+    pod = hashlib.sha256(rev.name.encode()).hexdigest()[:9]
+    while len(rev.replicas) < count:
+        name = f"{rev.name}-{pod}-{rand_suffix(5)}"
+        rev.replicas[name] = ctx.runtime.new_replica(
+            kind="app",
+            owner=app.name,
+            parent=rev.name,
+            rg=app.rg,
+            env=app.env,
+            profile_type=app.profile_type,
+            template=rev.template,
+            run_id=run_id(ctx, app.rg, app.tags),
+            name=name,
+        )
+    if scale_to_zero:
+        cooldown = float((rev.template.get("scale") or {}).get("cooldownPeriod") or 300)
+        rev.scale_in_at = ctx.clock.after_seconds(cooldown + 60.0)
+
+
+def stop_app(ctx: Ctx, app: App) -> None:
+    app.stopped = True
+    ctx.runtime.stop_app_replicas(app)
+
+
+def start_app(ctx: Ctx, app: App) -> None:
+    app.stopped = False
+    rev = app.revisions.get(app.latest_revision)
+    if rev is not None:
+        scale_revision(ctx, app, rev)
+
+
+def begin_delete_app(ctx: Ctx, app: App) -> None:
+    app.deleting = True
+    app.delete_done_at = ctx.clock.after("app_delete")
+    ctx.runtime.stop_app_replicas(app)
+
+
+# ---- jobs --------------------------------------------------------------------------------------
+def get_job(ctx: Ctx, rg: str, name: str) -> Job:
+    rg_models.get_rg(ctx, rg)
+    job = ctx.state.jobs.get(key(rg, name))
+    if job is None or job.deleting:
+        raise ResourceNotFound("jobs", name, rg)
+    return job
+
+
+def job_state(ctx: Ctx, job: Job) -> str:
+    if job.deleting:
+        return "Deleting"
+    return "Succeeded" if ctx.clock.now() >= job.provisioned_at else "InProgress"
+
+
+def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> Job:
+    rg_models.live_rg(ctx, rg)
+    props = body.get("properties") or {}
+    env = env_from_id(ctx, get_ci(props, "environmentId"))
+    profile_name, ptype = _profile_of(env, props)
+    config = copy.deepcopy(props.get("configuration") or {})
+    for field in ("triggerType", "replicaTimeout"):
+        if config.get(field) in (None, ""):
+            raise InvalidProperty(MSG_JOB_CONFIG.format(field=field))
+    template = copy.deepcopy(props.get("template") or {})
+    _check_template(template)
+    tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
+    existing = ctx.state.jobs.get(key(rg, name))
+    if existing is not None and not existing.deleting:
+        existing.tags, existing.configuration, existing.template = tags, config, template
+        existing.profile_name, existing.profile_type = profile_name, ptype
+        existing.provisioned_at = ctx.clock.after("job_provision")
+        return existing
+    job = Job(
+        rg=env.rg,
+        name=name,
+        location=env.location,
+        tags=tags,
+        env=env.name,
+        profile_name=profile_name,
+        profile_type=ptype,
+        configuration=config,
+        template=template,
+        created=utc_now(),
+        provisioned_at=ctx.clock.after("job_provision"),
+    )
+    ctx.state.jobs[key(rg, name)] = job
+    return job
+
+
+def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None) -> Execution:
+    template = copy.deepcopy(job.template)
+    if override and override.get("containers"):
+        template["containers"] = override["containers"]
+    if override and override.get("initContainers"):
+        template["initContainers"] = override["initContainers"]
+    _check_template(template)
+    ex = Execution(name=f"{job.name}-{rand_suffix(7)}", template=template, started=utc_now())
+    manual = job.configuration.get("manualTriggerConfig") or {}
+    parallelism = int(manual.get("parallelism") or 1)
+    retry_limit = int(job.configuration.get("replicaRetryLimit") or 0)
+    ex.deadline = ctx.clock.after_seconds(float(job.configuration.get("replicaTimeout") or 1800))
+    for _ in range(parallelism):
+        name = f"{ex.name}-{rand_suffix(5)}"
+        ex.replicas[name] = ctx.runtime.new_replica(
+            kind="job",
+            owner=job.name,
+            parent=ex.name,
+            rg=job.rg,
+            env=job.env,
+            profile_type=job.profile_type,
+            template=template,
+            run_id=run_id(ctx, job.rg, job.tags),
+            name=name,
+            retry_limit=retry_limit,
+            extra_env={
+                "CONTAINER_APP_JOB_NAME": job.name,
+                "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,
+                "CONTAINER_APP_REPLICA_NAME": name,
+            },
+        )
+        ex.replica_names.append(name)
+    job.executions[ex.name] = ex
+    ctx.runtime.emit(
+        None,
+        env=job.env,
+        rg=job.rg,
+        app=job.name,
+        revision=ex.name,
+        reason="SuccessfulCreate",
+        msg=f"Created pod: {ex.replica_names[0]}",
+    )
+    return ex
+
+
+def get_execution(ctx: Ctx, job: Job, name: str) -> Execution:
+    ex = job.executions.get(name)
+    if ex is None:
+        raise ResourceNotFound(f"jobs/{job.name}/executions", name, job.rg)
+    return ex
+
+
+def stop_execution(ctx: Ctx, job: Job, ex: Execution) -> None:
+    if ex.status == "Running":
+        ctx.runtime.finish_execution(job, ex, "Stopped")
+
+
+def begin_delete_job(ctx: Ctx, job: Job) -> None:
+    job.deleting = True
+    job.delete_done_at = ctx.clock.after("job_delete")
+    for ex in job.executions.values():
+        stop_execution(ctx, job, ex)

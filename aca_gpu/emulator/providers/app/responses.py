@@ -1,0 +1,413 @@
+"""Microsoft.App handlers (named after the ARM operation ids): parse, call the models, shape the reply."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from aca_gpu.emulator import catalog
+from aca_gpu.emulator.arm import empty_response, iso_ticks, json_response, new_op_id, read_json, utc_now
+from aca_gpu.emulator.auth import Scope
+from aca_gpu.emulator.context import Ctx, Params
+from aca_gpu.emulator.providers.app import models, shapes
+from aca_gpu.emulator.providers.app.exceptions import ResourceNotFound
+from aca_gpu.emulator.state import App, Job, Operation, Revision
+
+WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
+
+
+def _ops_base(ctx: Ctx, location: str) -> str:
+    return f"{ctx.endpoint}/subscriptions/{ctx.subscription}/providers/Microsoft.App/locations/{location}"
+
+
+def _new_op(
+    ctx: Ctx,
+    kind: str,
+    location: str,
+    check: Callable[[], str],
+    *,
+    final_status: int = 204,
+    result: Callable[[], Any] | None = None,
+) -> Operation:
+    op = Operation(
+        id=new_op_id(),
+        kind=kind,
+        location=location,
+        started=utc_now(),
+        check=check,
+        final_status=final_status,
+        result=result,
+    )
+    ctx.state.operations[op.id] = op
+    return op
+
+
+def async_operation_header(ctx: Ctx, req: web.Request, op: Operation) -> dict[str, str]:
+    version = req.query.get("api-version", "")
+    url = f"{_ops_base(ctx, op.location)}/{op.kind}Statuses/{op.id}"
+    return {"Azure-AsyncOperation": f"{url}?api-version={version}&azureAsyncOperation=true"}
+
+
+def location_header(ctx: Ctx, req: web.Request, op: Operation) -> dict[str, str]:
+    version = req.query.get("api-version", "")
+    return {"Location": f"{_ops_base(ctx, op.location)}/{op.kind}Results/{op.id}?api-version={version}"}
+
+
+async def operation_status(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    op = ctx.state.operations.get(p["op"])
+    if op is None:
+        raise ResourceNotFound("locations/operationStatuses", p["op"], "")
+    status = op.check()
+    return json_response(
+        {
+            "id": f"/subscriptions/{ctx.subscription}/providers/Microsoft.App/locations/{op.location}/"
+            f"{op.kind}Statuses/{op.id}",
+            "name": op.id,
+            "status": status,
+            "startTime": iso_ticks(op.started),
+        }
+    )
+
+
+async def operation_result(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    op = ctx.state.operations.get(p["op"])
+    if op is None:
+        raise ResourceNotFound("locations/operationResults", p["op"], "")
+    if op.check() == "InProgress":
+        return empty_response(202, {"Location": str(req.url)})
+    if op.result is not None:
+        return json_response(op.result(), status=op.final_status)
+    return empty_response(op.final_status)
+
+
+# ---- catalog -----------------------------------------------------------------------------------
+async def available_workload_profiles_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response(catalog.available_profiles_body(ctx.subscription, p["location"]))
+
+
+async def usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    loc = catalog.normalize_location(p["location"])
+    envs = [e for e in ctx.state.envs.values() if e.location == loc]
+    in_use: dict[str, int] = {}
+    for rep in ctx.state.replicas():
+        if not rep.gone and rep.profile_type in catalog.GPU_QUOTA_NAMES:
+            in_use[rep.profile_type] = in_use.get(rep.profile_type, 0) + catalog.gpus(rep.profile_type)
+    return json_response(catalog.usages_body(loc, len(envs), in_use))
+
+
+# ---- managed environments ----------------------------------------------------------------------
+async def managed_environments_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    env, _ = models.create_or_update_env(ctx, p["rg"], p["name"], read_json(await req.read()))
+    if models.env_state(ctx, env) == "Succeeded":
+        return json_response(shapes.env_body(ctx, env), status=200)
+    op = _new_op(
+        ctx,
+        "managedEnvironmentOperation",
+        env.location,
+        lambda: "Succeeded" if models.env_state(ctx, env) == "Succeeded" else "InProgress",
+    )
+    return json_response(shapes.env_body(ctx, env), status=201, headers=async_operation_header(ctx, req, op))
+
+
+async def managed_environments_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response(shapes.env_body(ctx, models.get_env(ctx, p["rg"], p["name"])))
+
+
+async def managed_environments_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    rg = p.get("rg")
+    envs = [e for e in ctx.state.envs.values() if rg is None or e.rg.lower() == rg.lower()]
+    return json_response({"value": [shapes.env_body(ctx, e) for e in envs]})
+
+
+async def managed_environments_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    try:
+        env = models.get_env(ctx, p["rg"], p["name"])
+    except ResourceNotFound:
+        return empty_response(204)
+    models.begin_delete_env(ctx, env)
+    k = (env.rg.lower(), env.name.lower())
+    op = _new_op(
+        ctx,
+        "managedEnvironmentOperation",
+        env.location,
+        lambda: "InProgress" if k in ctx.state.envs else "Succeeded",
+    )
+    return empty_response(202, location_header(ctx, req, op))
+
+
+async def managed_environments_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    env = models.get_env(ctx, p["rg"], p["name"])
+    token, expires = ctx.minter.mint(Scope(ctx.subscription, env.rg, environment=env.name))
+    return json_response(
+        {
+            "location": catalog.display_location(env.location),
+            "properties": {"token": token, "expires": expires},
+            "id": shapes.env_id(ctx, env.rg, env.name),
+            "name": env.name,
+            "type": "Microsoft.App/environments/accesstoken",
+        },
+        headers=WRITES,
+    )
+
+
+async def managed_environment_usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    models.get_env(ctx, p["rg"], p["name"])
+    return json_response(catalog.env_usages_body())
+
+
+async def managed_environments_list_workload_profile_states(
+    ctx: Ctx, req: web.Request, p: Params
+) -> web.StreamResponse:
+    env = models.get_env(ctx, p["rg"], p["name"])
+    value = []
+    for prof in env.profiles:
+        current = sum(
+            1
+            for r in ctx.state.replicas()
+            if not r.gone and r.env == env.name and r.profile_type == prof["workloadProfileType"]
+        )
+        value.append(
+            {
+                "name": prof["name"],
+                "id": f"{shapes.env_id(ctx, env.rg, env.name)}/workloadProfileStates/{prof['name']}",
+                "type": "Microsoft.App/managedEnvironments/workloadProfileStates",
+                "properties": {
+                    "minimumCount": prof.get("minimumCount"),
+                    "maximumCount": prof.get("maximumCount"),
+                    "currentCount": current,
+                },
+            }
+        )
+    return json_response({"value": value})
+
+
+# ---- container apps ----------------------------------------------------------------------------
+def _app_op(ctx: Ctx, app: App) -> Operation:
+    return _new_op(
+        ctx,
+        "containerappOperation",
+        app.location,
+        lambda: "Succeeded" if models.app_state(ctx, app) == "Succeeded" else "InProgress",
+        final_status=200,
+        result=lambda: shapes.app_body(ctx, app),
+    )
+
+
+async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()))
+    op = _app_op(ctx, app)
+    return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
+
+
+async def container_apps_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    models.get_app(ctx, p["rg"], p["name"])
+    app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()), patch=True)
+    return empty_response(202, location_header(ctx, req, _app_op(ctx, app)))
+
+
+async def container_apps_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response(shapes.app_body(ctx, models.get_app(ctx, p["rg"], p["name"])))
+
+
+async def container_apps_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    rg = p.get("rg")
+    apps = [
+        a for a in ctx.state.apps.values() if not a.deleting and (rg is None or a.rg.lower() == rg.lower())
+    ]
+    return json_response({"value": [shapes.app_body(ctx, a) for a in apps]})
+
+
+async def container_apps_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    try:
+        app = models.get_app(ctx, p["rg"], p["name"])
+    except ResourceNotFound:
+        return empty_response(204)
+    models.begin_delete_app(ctx, app)
+    k = (app.rg.lower(), app.name.lower())
+    op = _new_op(
+        ctx,
+        "containerappOperation",
+        app.location,
+        lambda: "InProgress" if k in ctx.state.apps else "Succeeded",
+    )
+    return empty_response(202, location_header(ctx, req, op))
+
+
+async def container_apps_stop(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    app = models.get_app(ctx, p["rg"], p["name"])
+    models.stop_app(ctx, app)
+    return empty_response(202, location_header(ctx, req, _app_op(ctx, app)))
+
+
+async def container_apps_start(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    app = models.get_app(ctx, p["rg"], p["name"])
+    models.start_app(ctx, app)
+    return empty_response(202, location_header(ctx, req, _app_op(ctx, app)))
+
+
+async def container_apps_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    app = models.get_app(ctx, p["rg"], p["name"])
+    token, expires = ctx.minter.mint(Scope(ctx.subscription, app.rg, app=app.name))
+    return json_response(
+        {
+            "location": catalog.display_location(app.location),
+            "properties": {"token": token, "expires": expires},
+            "id": f"{shapes.rg_path(ctx, app.rg)}/providers/Microsoft.App/containerapps/{app.name}",
+            "name": app.name,
+            "type": "Microsoft.App/containerApps/accesstoken",
+        },
+        headers=WRITES,
+    )
+
+
+async def container_apps_revisions_list_revisions(
+    ctx: Ctx, req: web.Request, p: Params
+) -> web.StreamResponse:
+    app = models.get_app(ctx, p["rg"], p["name"])
+    return json_response({"value": [shapes.revision_body(ctx, app, r) for r in app.revisions.values()]})
+
+
+def _revision(ctx: Ctx, p: Params) -> tuple[App, Revision]:
+    app = models.get_app(ctx, p["rg"], p["name"])
+    rev = app.revisions.get(p["rev"])
+    if rev is None:
+        raise ResourceNotFound(f"containerApps/{app.name}/revisions", p["rev"], app.rg)
+    return app, rev
+
+
+async def container_apps_revisions_get_revision(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    app, rev = _revision(ctx, p)
+    return json_response(shapes.revision_body(ctx, app, rev))
+
+
+async def container_apps_revision_replicas_list_replicas(
+    ctx: Ctx, req: web.Request, p: Params
+) -> web.StreamResponse:
+    app, rev = _revision(ctx, p)
+    return json_response(
+        {"value": [shapes.app_replica_body(ctx, app, rev, r) for r in rev.replicas.values()]}
+    )
+
+
+async def container_apps_revision_replicas_get_replica(
+    ctx: Ctx, req: web.Request, p: Params
+) -> web.StreamResponse:
+    app, rev = _revision(ctx, p)
+    rep = rev.replicas.get(p["replica"])
+    if rep is None:
+        raise ResourceNotFound(
+            f"containerApps/{app.name}/revisions/{rev.name}/replicas", p["replica"], app.rg
+        )
+    return json_response(shapes.app_replica_body(ctx, app, rev, rep))
+
+
+# ---- jobs --------------------------------------------------------------------------------------
+def _job_op(ctx: Ctx, job: Job) -> Operation:
+    return _new_op(
+        ctx,
+        "containerappsjobOperation",
+        job.location,
+        lambda: "Succeeded" if models.job_state(ctx, job) == "Succeeded" else "InProgress",
+        final_status=200,
+        result=lambda: shapes.job_body(ctx, job),
+    )
+
+
+async def jobs_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.create_or_update_job(ctx, p["rg"], p["name"], read_json(await req.read()))
+    op = _job_op(ctx, job)
+    return json_response(shapes.job_body(ctx, job), status=201, headers=async_operation_header(ctx, req, op))
+
+
+async def jobs_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response(shapes.job_body(ctx, models.get_job(ctx, p["rg"], p["name"])))
+
+
+async def jobs_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    rg = p.get("rg")
+    jobs = [
+        j for j in ctx.state.jobs.values() if not j.deleting and (rg is None or j.rg.lower() == rg.lower())
+    ]
+    return json_response({"value": [shapes.job_body(ctx, j) for j in jobs]})
+
+
+async def jobs_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    try:
+        job = models.get_job(ctx, p["rg"], p["name"])
+    except ResourceNotFound:
+        return empty_response(204)
+    models.begin_delete_job(ctx, job)
+    k = (job.rg.lower(), job.name.lower())
+    op = _new_op(
+        ctx,
+        "containerappsjobOperation",
+        job.location,
+        lambda: "InProgress" if k in ctx.state.jobs else "Succeeded",
+    )
+    return empty_response(202, location_header(ctx, req, op))
+
+
+async def jobs_start(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.get_job(ctx, p["rg"], p["name"])
+    body = read_json(await req.read())
+    ex = models.start_job(ctx, job, body.get("template") if "template" in body else body or None)
+    return json_response(
+        {
+            "id": f"{shapes.rg_path(ctx, job.rg)}/providers/Microsoft.App/jobs/{job.name}/executions/"
+            f"{ex.name}",
+            "name": ex.name,
+        },
+        headers=WRITES,
+    )
+
+
+async def jobs_executions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.get_job(ctx, p["rg"], p["name"])
+    execs = sorted(job.executions.values(), key=lambda e: e.started, reverse=True)
+    return json_response({"value": [shapes.execution_body(ctx, job, e) for e in execs]})
+
+
+async def job_execution(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.get_job(ctx, p["rg"], p["name"])
+    return json_response(shapes.execution_body(ctx, job, models.get_execution(ctx, job, p["execution"])))
+
+
+async def jobs_stop_execution(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.get_job(ctx, p["rg"], p["name"])
+    ex = models.get_execution(ctx, job, p["execution"])
+    models.stop_execution(ctx, job, ex)
+    op = _new_op(ctx, "containerappsjobOperation", job.location, lambda: "Succeeded", final_status=200)
+    return empty_response(202, location_header(ctx, req, op))
+
+
+async def jobs_stop_execution_cli(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded)."""
+    job = models.get_job(ctx, p["rg"], p["name"])
+    ex = models.get_execution(ctx, job, p["execution"])
+    models.stop_execution(ctx, job, ex)
+    return json_response(f"Job Execution: {ex.name}, stopped successfully.", headers=WRITES)
+
+
+async def jobs_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    """Preview endpoint (2023-11-02-preview) the Azure CLI uses for job logs."""
+    job = models.get_job(ctx, p["rg"], p["name"])
+    token, expires = ctx.minter.mint(Scope(ctx.subscription, job.rg, app=job.name))
+    return json_response(
+        {
+            "location": catalog.display_location(job.location),
+            "properties": {"token": token, "expires": expires},
+            "id": f"{shapes.rg_path(ctx, job.rg)}/providers/Microsoft.App/jobs/{job.name}",
+            "name": job.name,
+            "type": "Microsoft.App/jobs/accesstoken",
+        },
+        headers=WRITES,
+    )
+
+
+async def job_execution_replicas_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    """Preview endpoint: the execution's live replicas (empty once the execution has ended)."""
+    job = models.get_job(ctx, p["rg"], p["name"])
+    ex = models.get_execution(ctx, job, p["execution"])
+    return json_response({"value": [shapes.job_replica_body(ctx, job, ex, r) for r in ex.replicas.values()]})

@@ -1,0 +1,270 @@
+"""Response bodies for Microsoft.App resources, in the shapes the recordings show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aca_gpu.emulator import catalog
+from aca_gpu.emulator.arm import iso_offset, iso_ticks, iso_z
+from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.providers.app import models
+from aca_gpu.emulator.state import App, Environment, Execution, Job, Replica, Revision
+
+RP = "providers/Microsoft.App"
+
+
+def _system_data(created: Any) -> dict[str, Any]:
+    stamp = iso_ticks(created)
+    return {
+        "createdBy": "acagpu@emulator.local",
+        "createdByType": "User",
+        "createdAt": stamp,
+        "lastModifiedBy": "acagpu@emulator.local",
+        "lastModifiedByType": "User",
+        "lastModifiedAt": stamp,
+    }
+
+
+def rg_path(ctx: Ctx, rg: str) -> str:
+    return f"/subscriptions/{ctx.subscription}/resourceGroups/{rg}"
+
+
+def data_url(ctx: Ctx, rg: str, tail: str) -> str:
+    """A data-plane URL: the real path shape on the emulator's host (no /providers/ segment)."""
+    return f"{ctx.endpoint}{rg_path(ctx, rg)}/{tail}"
+
+
+def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
+    return {
+        "id": f"{rg_path(ctx, env.rg)}/{RP}/managedEnvironments/{env.name}",
+        "name": env.name,
+        "type": "Microsoft.App/managedEnvironments",
+        "location": catalog.display_location(env.location),
+        "tags": env.tags,
+        "systemData": _system_data(env.created),
+        "properties": {
+            "provisioningState": models.env_state(ctx, env),
+            "daprAIInstrumentationKey": None,
+            "vnetConfiguration": None,
+            "defaultDomain": env.default_domain,
+            "staticIp": env.static_ip,
+            "appLogsConfiguration": env.extra.get("appLogsConfiguration")
+            or {"destination": None, "logAnalyticsConfiguration": None},
+            "zoneRedundant": bool(env.extra.get("zoneRedundant", False)),
+            "eventStreamEndpoint": data_url(ctx, env.rg, f"managedEnvironments/{env.name}/eventstream"),
+            "workloadProfiles": env.profiles,
+            "infrastructureResourceGroup": None,
+            "environmentMode": "WorkloadProfiles",
+            "peerAuthentication": {"mtls": {"enabled": False}},
+            "peerTrafficConfiguration": {"encryption": {"enabled": False}},
+        },
+    }
+
+
+def env_id(ctx: Ctx, rg: str, env: str) -> str:
+    return f"{rg_path(ctx, rg)}/{RP}/managedEnvironments/{env}"
+
+
+def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
+    state = models.app_state(ctx, app)
+    ready = state == "Succeeded"
+    ingress = (app.configuration or {}).get("ingress")
+    config = dict(app.configuration)
+    if ingress:
+        config["ingress"] = {**ingress, "fqdn": f"{app.name}.{_env_domain(ctx, app)}"}
+    return {
+        "id": f"{rg_path(ctx, app.rg)}/{RP}/containerapps/{app.name}",  # lower-case, as recorded
+        "name": app.name,
+        "type": "Microsoft.App/containerApps",
+        "location": catalog.display_location(app.location),
+        "tags": app.tags,
+        "systemData": _system_data(app.created),
+        "identity": app.identity,
+        "properties": {
+            "provisioningState": state,
+            "runningStatus": "Stopped" if app.stopped else "Running",
+            "managedEnvironmentId": env_id(ctx, app.rg, app.env),
+            "environmentId": env_id(ctx, app.rg, app.env),
+            "workloadProfileName": app.profile_name,
+            "outboundIpAddresses": ["20.75.1.10"],
+            "latestRevisionName": app.latest_revision if ready else "",
+            "latestReadyRevisionName": app.latest_revision if ready else "",
+            "latestRevisionFqdn": f"{app.latest_revision}.{_env_domain(ctx, app)}" if ingress else "",
+            "customDomainVerificationId": "D3F71C85EB6552E36A89A3E4A080C3CFB00181670B659B0003264FC673AA9B00",
+            "configuration": config,
+            "template": app.template,
+            "eventStreamEndpoint": data_url(ctx, app.rg, f"containerApps/{app.name}/eventstream"),
+        },
+    }
+
+
+def _env_domain(ctx: Ctx, app: App) -> str:
+    env = ctx.state.envs.get((app.rg.lower(), app.env.lower()))
+    return env.default_domain if env else f"{app.location}.azurecontainerapps.io"
+
+
+def revision_running_state(rev: Revision) -> str:
+    if not rev.active or not rev.replicas:
+        return "Stopped" if not rev.active else "Running"
+    phases = {r.phase for r in rev.replicas.values()}
+    if phases == {"Running"}:
+        return "Running"
+    if "Waiting" in phases:
+        return "Degraded"
+    return "Processing"
+
+
+def revision_body(ctx: Ctx, app: App, rev: Revision) -> dict[str, Any]:
+    return {
+        "id": f"{rg_path(ctx, app.rg)}/{RP}/containerApps/{app.name}/revisions/{rev.name}",
+        "name": rev.name,
+        "type": "Microsoft.App/containerapps/revisions",
+        "properties": {
+            "createdTime": iso_offset(rev.created),
+            "fqdn": f"{rev.name}.{_env_domain(ctx, app)}",
+            "template": rev.template,
+            "active": rev.active,
+            "replicas": len(rev.replicas),
+            "trafficWeight": 100 if rev.active else 0,
+            "healthState": "Healthy" if revision_running_state(rev) in ("Running", "Stopped") else "None",
+            "provisioningState": "Provisioned" if rev.active else "Deprovisioned",
+            "runningState": revision_running_state(rev),
+        },
+    }
+
+
+def replica_body(ctx: Ctx, rep: Replica, *, path: str) -> dict[str, Any]:
+    """`path` is the data-plane path of the replica, e.g. `/subscriptions/.../revisions/r/replicas/x`."""
+    running = rep.phase == "Running"
+    containers = []
+    for spec in rep.specs:
+        endpoint = f"{path}/containers/{spec.name}"
+        if running:
+            c_state, c_details = "Running", rep.details
+        elif rep.phase == "Terminated":
+            c_state, c_details = "Terminated", f"Container exited with code {rep.exit_code}"
+        else:
+            c_state, c_details = "Waiting", rep.details or _waiting_reason(rep.phase)
+        containers.append(
+            {
+                "name": spec.name,
+                "containerId": f"containerd://{abs(hash((rep.name, spec.name))):032x}"[:45],
+                "ready": running,
+                "started": running,
+                "restartCount": rep.restart_count,
+                "runningState": c_state,
+                "runningStateDetails": c_details,
+                "logStreamEndpoint": f"{ctx.endpoint}{endpoint}/logstream",
+                "execEndpoint": f"{ctx.ws_endpoint}{endpoint}/exec",
+            }
+        )
+    return {
+        "name": rep.name,
+        "type": "Microsoft.App/containerapps/revisions/replicas",
+        "properties": {
+            "createdTime": iso_z(rep.created),
+            "runningState": "Running" if running else "NotRunning",
+            "runningStateDetails": "" if running else _waiting_reason(rep.phase),
+            "containers": containers,
+            "initContainers": [],
+        },
+    }
+
+
+def _waiting_reason(phase: str) -> str:
+    return {
+        "AssigningReplica": "AssigningReplica",
+        "PullingImage": "PullingImage",
+        "Creating": "ContainerCreating",
+        "Starting": "ContainerCreating",
+        "Waiting": "CrashLoopBackOff",
+        "Terminated": "Completed",
+    }.get(phase, phase)
+
+
+def app_replica_body(ctx: Ctx, app: App, rev: Revision, rep: Replica) -> dict[str, Any]:
+    data_path = f"{rg_path(ctx, app.rg)}/containerApps/{app.name}/revisions/{rev.name}/replicas/{rep.name}"
+    body = replica_body(ctx, rep, path=data_path)
+    body["id"] = (
+        f"{rg_path(ctx, app.rg)}/{RP}/containerApps/{app.name}/revisions/{rev.name}/replicas/{rep.name}"
+    )
+    return {"id": body.pop("id"), **body}
+
+
+def job_replica_body(ctx: Ctx, job: Job, ex: Execution, rep: Replica) -> dict[str, Any]:
+    data_path = f"{rg_path(ctx, job.rg)}/jobs/{job.name}/executions/{ex.name}/replicas/{rep.name}"
+    body = replica_body(ctx, rep, path=data_path)
+    body["type"] = "Microsoft.App/jobs/executions/replicas"
+    return {
+        "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}/executions/{ex.name}/replicas/{rep.name}",
+        **body,
+    }
+
+
+def job_body(ctx: Ctx, job: Job) -> dict[str, Any]:
+    return {
+        "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}",
+        "name": job.name,
+        "type": "Microsoft.App/jobs",
+        "location": catalog.display_location(job.location),
+        "tags": job.tags,
+        "systemData": _system_data(job.created),
+        "identity": job.identity,
+        "properties": {
+            "provisioningState": models.job_state(ctx, job),
+            "runningState": "Ready",
+            "environmentId": env_id(ctx, job.rg, job.env),
+            "workloadProfileName": job.profile_name,
+            "configuration": job.configuration,
+            "template": job.template,
+            "outboundIpAddresses": ["20.75.1.10"],
+            # sic: the recorded job body points its event stream at containerApps/{job}
+            "eventStreamEndpoint": data_url(ctx, job.rg, f"containerApps/{job.name}/eventstream"),
+        },
+    }
+
+
+def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
+    containers = []
+    for c in ex.template.get("containers") or []:
+        env = [e for e in c.get("env") or [] if e.get("name") not in _JOB_ENV]
+        env += [
+            {"name": "CONTAINER_APP_JOB_NAME", "value": job.name},
+            {"name": "CONTAINER_APP_JOB_EXECUTION_NAME", "value": ""},
+            {"name": "CONTAINER_APP_REPLICA_NAME", "value": ""},
+        ]
+        containers.append({**c, "env": env})
+    props: dict[str, Any] = {
+        "status": ex.status,
+        "startTime": iso_offset(ex.started),
+        "template": {"containers": containers, "initContainers": ex.template.get("initContainers") or []},
+    }
+    if ex.ended is not None:
+        props["endTime"] = iso_offset(ex.ended)
+    if ex.reason:
+        props["reason"] = ex.reason
+        props["message"] = ex.message
+    replicas = []
+    for name in ex.replica_names:
+        rep = ex.replicas.get(name)
+        code = rep.exit_code if rep else ex.codes.get(name)
+        status = (rep.phase if rep else "Terminated") if ex.status == "Running" else "Terminated"
+        replicas.append(
+            {
+                "name": name,
+                "containers": [
+                    {"name": c.get("name"), "code": code, "status": status, "additionalInformation": None}
+                    for c in containers
+                ],
+            }
+        )
+    props["detailedStatus"] = {"replicas": replicas}
+    return {
+        "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}/executions/{ex.name}",
+        "name": ex.name,
+        "type": "Microsoft.App/jobs/executions",
+        "properties": props,
+    }
+
+
+_JOB_ENV = {"CONTAINER_APP_JOB_NAME", "CONTAINER_APP_JOB_EXECUTION_NAME", "CONTAINER_APP_REPLICA_NAME"}

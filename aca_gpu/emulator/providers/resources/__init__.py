@@ -1,0 +1,1 @@
+"""Microsoft.Resources: resource groups, provider registration, generic resource listing."""

@@ -1,0 +1,386 @@
+"""Replica lifecycle: assign → pull → start (through the workload) → run → stop, plus job executions,
+scale-in and the end of deletes. Driven by one asyncio ticker; state changes happen here or in handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aca_gpu.emulator import catalog
+from aca_gpu.emulator.arm import utc_now
+from aca_gpu.emulator.faults import Faults
+from aca_gpu.emulator.state import (
+    App,
+    BillingRecord,
+    Environment,
+    Event,
+    Execution,
+    Job,
+    LogLine,
+    Replica,
+    State,
+    key,
+)
+from aca_gpu.emulator.timing import Clock, image_pull_seconds
+from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailure, Workload
+
+log = logging.getLogger(__name__)
+
+
+def container_specs(
+    template: dict[str, Any],
+    *,
+    profile_type: str,
+    kind: str,
+    replica: str,
+    extra_env: dict[str, str] | None = None,
+) -> list[ContainerSpec]:
+    specs = []
+    for c in template.get("containers") or []:
+        env = {str(e.get("name")): str(e.get("value") or "") for e in c.get("env") or [] if e.get("name")}
+        env.update(extra_env or {})
+        specs.append(
+            ContainerSpec(
+                name=str(c.get("name") or ""),
+                image=str(c.get("image") or ""),
+                command=tuple(str(x) for x in c.get("command") or ()),
+                args=tuple(str(x) for x in c.get("args") or ()),
+                env=env,
+                profile_type=profile_type,
+                kind=kind,
+                replica=replica,
+            )
+        )
+    return specs
+
+
+class Runtime:
+    def __init__(self, state: State, clock: Clock, workload: Workload, faults: Faults) -> None:
+        self.state = state
+        self.clock = clock
+        self.workload = workload
+        self.faults = faults
+
+    # ---- events and billing -------------------------------------------------------------------
+    def emit(
+        self,
+        rep: Replica | None,
+        *,
+        env: str,
+        rg: str,
+        app: str | None,
+        reason: str,
+        msg: str,
+        revision: str = "",
+        type_: str = "Normal",
+    ) -> None:
+        self.state.events.append(
+            Event(
+                at=utc_now(),
+                env=env,
+                rg=rg,
+                app=app,
+                revision=rep.parent if rep else revision,
+                replica=rep.name if rep else "",
+                msg=msg,
+                reason=reason,
+                type=type_,
+            )
+        )
+
+    def _emit_rep(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
+        self.emit(rep, env=rep.env, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_)
+
+    # ---- replicas -----------------------------------------------------------------------------
+    def new_replica(
+        self,
+        *,
+        kind: str,
+        owner: str,
+        parent: str,
+        rg: str,
+        env: str,
+        profile_type: str,
+        template: dict[str, Any],
+        run_id: str | None,
+        name: str,
+        retry_limit: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Replica:
+        rep = Replica(
+            name=name,
+            kind=kind,
+            owner=owner,
+            parent=parent,
+            rg=rg,
+            env=env,
+            profile_type=profile_type,
+            specs=container_specs(
+                template, profile_type=profile_type, kind=kind, replica=name, extra_env=extra_env
+            ),
+            run_id=run_id,
+            retry_limit=retry_limit,
+        )
+        rep.stuck = self.faults.fire("stuck", path=name) is not None
+        rep.phase_until = self.clock.after("assign_replica")
+        for spec in rep.specs:
+            rep.logs[spec.name] = []
+        self._emit_rep(rep, "AssigningReplica", f"Replica '{name}' has been scheduled to run on a node.")
+        return rep
+
+    def stop_replica(self, rep: Replica) -> None:
+        """Stop its containers and close its billing record; the caller removes it from its parent."""
+        if rep.gone:
+            return
+        rep.gone = True
+        self._capture_logs(rep)
+        for handle in rep.handles.values():
+            try:
+                handle.stop()
+            except Exception:  # a misbehaving workload must not wedge the server
+                log.exception("stopping container of %s", rep.name)
+        if rep.billing is not None and rep.billing.ended_wall is None:
+            rep.billing.ended_wall = self.clock.now()
+        if rep.phase not in ("Terminated",):
+            rep.phase = "Terminated"
+
+    async def _start(self, rep: Replica) -> None:
+        rep.phase = "Starting"
+        started: dict[str, Container] = {}
+        try:
+            for spec in rep.specs:
+                started[spec.name] = await asyncio.to_thread(
+                    self.workload.start, spec, time_scale=self.clock.scale
+                )
+        except StartFailure as exc:
+            for handle in started.values():
+                handle.stop()
+            rep.restart_count += 1
+            rep.phase = "Waiting"
+            rep.details = exc.message
+            rep.phase_until = self.clock.after("restart_backoff")
+            self._emit_rep(rep, exc.reason, exc.message, "Warning")
+            return
+        if rep.gone:
+            for handle in started.values():
+                handle.stop()
+            return
+        rep.handles = started
+        rep.phase = "Running"
+        rep.exit_code = None
+        rep.started_at = utc_now()
+        rep.details = f"Container started at: {rep.started_at:%-m/%-d/%Y %-I:%M:%S %p}."
+        for spec in rep.specs:
+            self._emit_rep(rep, "ContainerCreated", f"Created container '{spec.name}'")
+            self._emit_rep(rep, "ContainerStarted", f"Started container '{spec.name}'")
+        if rep.billing is None:
+            rep.billing = BillingRecord(
+                run_id=rep.run_id,
+                kind=rep.kind,
+                resource=rep.owner,
+                parent=rep.parent,
+                replica=rep.name,
+                profile_type=rep.profile_type,
+                gpus=catalog.gpus(rep.profile_type),
+                started_wall=self.clock.now(),
+            )
+            self.state.billing.append(rep.billing)
+
+    def _capture_logs(self, rep: Replica) -> None:
+        for name, handle in rep.handles.items():
+            lines = rep.logs.setdefault(name, [])
+            fresh = handle.logs(len(lines))
+            if fresh:
+                now = utc_now()
+                lines.extend(LogLine(now, text) for text in fresh)
+
+    async def _advance(self, rep: Replica) -> None:
+        now = self.clock.now()
+        due = rep.phase_until is not None and now >= rep.phase_until
+        if rep.phase == "AssigningReplica" and due and not rep.stuck:
+            rep.phase = "PullingImage"
+            pull = sum(image_pull_seconds(s.image) for s in rep.specs)
+            rep.phase_until = self.clock.after_seconds(pull)
+            for spec in rep.specs:
+                self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
+        elif rep.phase == "PullingImage" and due:
+            for spec in rep.specs:
+                self._emit_rep(rep, "ImagePulled", f'Successfully pulled image "{spec.image}"')
+            rep.phase = "Creating"
+            rep.phase_until = self.clock.after("container_create")
+        elif rep.phase in ("Creating", "Waiting") and due:
+            await self._start(rep)
+        elif rep.phase == "Running":
+            self._capture_logs(rep)
+            codes = [h.exit_code for h in rep.handles.values()]
+            if rep.handles and all(c is not None for c in codes):
+                self._on_exit(rep, next((c for c in codes if c), 0))
+
+    def _on_exit(self, rep: Replica, code: int | None) -> None:
+        rep.exit_code = code
+        self._emit_rep(
+            rep,
+            "ContainerTerminated",
+            f"Container '{rep.specs[0].name}' was terminated with exit code '{code}'",
+        )
+        if rep.kind == "job" and (
+            code == 0 or (rep.retry_limit is not None and rep.restart_count >= rep.retry_limit)
+        ):
+            rep.phase = "Terminated"
+            if rep.billing is not None:
+                rep.billing.ended_wall = self.clock.now()
+            return
+        # apps restart forever; jobs retry within replicaRetryLimit
+        rep.restart_count += 1
+        rep.phase = "Waiting"
+        rep.details = f"Container exited with code {code}"
+        rep.phase_until = self.clock.after("restart_backoff")
+
+    # ---- the ticker ---------------------------------------------------------------------------
+    async def tick(self) -> None:
+        for rep in self.state.replicas():
+            if not rep.gone:
+                await self._advance(rep)
+        for job in list(self.state.jobs.values()):
+            for ex in job.executions.values():
+                if ex.status == "Running":
+                    self._advance_execution(job, ex)
+        now = self.clock.now()
+        for app in list(self.state.apps.values()):
+            for rev in app.revisions.values():
+                if rev.scale_in_at is not None and now >= rev.scale_in_at and rev.replicas:
+                    self.scale_in(app, rev.name)
+            if app.deleting and app.delete_done_at is not None and now >= app.delete_done_at:
+                self.remove_app(app)
+        for job in list(self.state.jobs.values()):
+            if job.deleting and job.delete_done_at is not None and now >= job.delete_done_at:
+                self.remove_job(job)
+        for env in list(self.state.envs.values()):
+            if env.deleting and env.delete_done_at is not None and now >= env.delete_done_at:
+                self.remove_env(env)
+        for rg in list(self.state.rgs.values()):
+            if not rg.deleting:
+                continue
+            if any(e.rg.lower() == rg.name.lower() for e in self.state.envs.values()):
+                continue
+            if rg.delete_done_at is None:
+                rg.delete_done_at = self.clock.after("rg_delete_extra")
+            elif now >= rg.delete_done_at:
+                self.remove_rg_contents(rg.name)
+                self.state.rgs.pop(rg.name.lower(), None)
+
+    def _advance_execution(self, job: Job, ex: Execution) -> None:
+        reps = list(ex.replicas.values())
+        if ex.deadline is not None and self.clock.now() >= ex.deadline:
+            self.finish_execution(
+                job,
+                ex,
+                "Failed",
+                reason="DeadlineExceeded",
+                message="Job was active longer than specified deadline",
+            )
+            return
+        if reps and all(r.phase == "Terminated" for r in reps):
+            if all(r.exit_code == 0 for r in reps):
+                self.finish_execution(job, ex, "Succeeded")
+            else:
+                self.finish_execution(
+                    job,
+                    ex,
+                    "Failed",
+                    reason="BackoffLimitExceeded",
+                    message="Job has reached the specified backoff limit",
+                )
+            return
+        for r in reps:
+            if r.phase == "Waiting" and r.retry_limit is not None and r.restart_count > r.retry_limit:
+                self.finish_execution(
+                    job,
+                    ex,
+                    "Failed",
+                    reason="BackoffLimitExceeded",
+                    message="Job has reached the specified backoff limit",
+                )
+                return
+
+    def finish_execution(
+        self, job: Job, ex: Execution, status: str, *, reason: str | None = None, message: str | None = None
+    ) -> None:
+        ex.status = status
+        ex.ended = utc_now()
+        ex.reason = reason
+        ex.message = message
+        for rep in ex.replicas.values():
+            ex.codes[rep.name] = rep.exit_code
+            self.stop_replica(rep)
+        ex.replicas.clear()  # as on Azure: the replica is gone once the execution ends
+        if reason:
+            self.emit(
+                None,
+                env=job.env,
+                rg=job.rg,
+                app=job.name,
+                revision=ex.name,
+                reason=reason,
+                msg=message or reason,
+                type_="Warning",
+            )
+        else:
+            self.emit(
+                None,
+                env=job.env,
+                rg=job.rg,
+                app=job.name,
+                revision=ex.name,
+                reason="Completed",
+                msg=f"Job execution '{ex.name}' completed",
+            )
+
+    # ---- removal ------------------------------------------------------------------------------
+    def scale_in(self, app: App, revision: str) -> None:
+        rev = app.revisions[revision]
+        for rep in rev.replicas.values():
+            self.stop_replica(rep)
+            self._emit_rep(rep, "ScaledIn", f"Replica '{rep.name}' was scaled in")
+        rev.replicas.clear()
+        rev.scale_in_at = None
+
+    def stop_app_replicas(self, app: App) -> None:
+        for rev in app.revisions.values():
+            for rep in rev.replicas.values():
+                self.stop_replica(rep)
+            rev.replicas.clear()
+
+    def remove_app(self, app: App) -> None:
+        self.stop_app_replicas(app)
+        self.state.apps.pop(key(app.rg, app.name), None)
+
+    def remove_job(self, job: Job) -> None:
+        for ex in job.executions.values():
+            if ex.status == "Running":
+                self.finish_execution(job, ex, "Stopped")
+        self.state.jobs.pop(key(job.rg, job.name), None)
+
+    def remove_env(self, env: Environment) -> None:
+        for app in [
+            a for a in self.state.apps.values() if a.rg.lower() == env.rg.lower() and a.env == env.name
+        ]:
+            self.remove_app(app)
+        for job in [
+            j for j in self.state.jobs.values() if j.rg.lower() == env.rg.lower() and j.env == env.name
+        ]:
+            self.remove_job(job)
+        self.state.envs.pop(key(env.rg, env.name), None)
+
+    def remove_rg_contents(self, rg: str) -> None:
+        for app in [a for a in self.state.apps.values() if a.rg.lower() == rg.lower()]:
+            self.remove_app(app)
+        for job in [j for j in self.state.jobs.values() if j.rg.lower() == rg.lower()]:
+            self.remove_job(job)
+        for env in [e for e in self.state.envs.values() if e.rg.lower() == rg.lower()]:
+            self.remove_env(env)
+
+    def stop_all(self) -> None:
+        for rep in self.state.replicas():
+            self.stop_replica(rep)

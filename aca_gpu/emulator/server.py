@@ -1,0 +1,363 @@
+"""`EmulatorServer`: ARM + ACA data plane over HTTPS on 127.0.0.1, in a background thread or the foreground.
+
+One aiohttp app dispatches by path: `/_emulator/*` control routes, data-plane routes (exec,
+log and event streams: JWT from getAuthToken), and ARM routes (static bearer token, api-version,
+provider registration, injected faults). A ticker advances replicas, executions and deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from aca_gpu.emulator import control, versions
+from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError, json_response
+from aca_gpu.emulator.auth import TokenMinter
+from aca_gpu.emulator.context import Ctx, Route
+from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
+from aca_gpu.emulator.faults import Faults, FaultSpecError
+from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
+from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
+from aca_gpu.emulator.providers.resources import models as rg_models
+from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
+from aca_gpu.emulator.runtime import Runtime
+from aca_gpu.emulator.state import State
+from aca_gpu.emulator.timing import Clock
+from aca_gpu.emulator.tls import make_tls
+from aca_gpu.emulator.workloads.base import Workload
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
+ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES]
+TICK_S = 0.02
+
+
+def _load_workload(kind: str, driver_version: str | None, workdir: Path) -> Workload:
+    package = importlib.import_module("aca_gpu.emulator.workloads")
+    factory = getattr(package, "make_workload", None)
+    if factory is None:
+        raise RuntimeError("aca_gpu.emulator.workloads provides no make_workload()")
+    workload: Workload = factory(kind, driver_version=driver_version, workdir=workdir)
+    return workload
+
+
+class EmulatorServer:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        time_scale: float = 0.02,
+        workload: str = "simulated",
+        driver_version: str | None = None,
+        faults: str | None = None,
+        workdir: Path | None = None,
+        registered: bool = False,
+        workload_impl: Workload | None = None,
+    ) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("the emulator listens on loopback only")
+        if time_scale <= 0:
+            raise ValueError("time_scale must be > 0")
+        self.host, self.port = host, port
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="acagpu-emulator-")) if workdir is None else workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.token = "acagpu-emulator-" + secrets.token_urlsafe(24)
+        self.subscription = SUBSCRIPTION
+        self.endpoint = ""
+        self.ca_bundle = ""
+        self._workload_kind, self._driver_version = workload, driver_version
+        self._workload = workload_impl
+        self._faults_spec = faults
+        self._time_scale = time_scale
+        self._registered = registered
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._started = threading.Event()
+        self._startup_error: BaseException | None = None
+        self.ctx: Ctx | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def _build(self) -> Ctx:
+        workload = self._workload or _load_workload(self._workload_kind, self._driver_version, self.workdir)
+        self._workload = workload
+        clock = Clock(self._time_scale)
+        faults = Faults(self._faults_spec)
+        state = State()
+        ctx = Ctx(
+            state=state,
+            clock=clock,
+            faults=faults,
+            runtime=Runtime(state, clock, workload, faults),
+            minter=TokenMinter(audience_host=f"https://{self.host}"),
+            subscription=self.subscription,
+            registered_default=self._registered,
+        )
+        self._apply_registration(ctx)
+        return ctx
+
+    def _apply_registration(self, ctx: Ctx) -> None:
+        if ctx.registered_default:
+            ctx.state.provider("Microsoft.App").state = "Registered"
+
+    async def _astart(self) -> None:
+        self.ctx = self._build()
+        ssl_ctx, ca_path = make_tls(self.workdir)
+        self.ca_bundle = str(ca_path)
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_ctx)
+        await site.start()
+        server = site._server  # the bound port when port=0
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        self.endpoint = f"https://{self.host}:{self.port}"
+        self.ctx.endpoint = self.endpoint
+        self._ticker = asyncio.create_task(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            try:
+                assert self.ctx is not None
+                await self.ctx.runtime.tick()
+            except Exception:
+                log.exception("emulator tick failed")
+            await asyncio.sleep(TICK_S)
+
+    async def _astop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self.ctx is not None:
+            self.ctx.runtime.stop_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._astart())
+        except BaseException as exc:
+            self._startup_error = exc
+            self._started.set()
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(self._astop())
+            loop.close()
+
+    def start(self) -> EmulatorServer:
+        self._thread = threading.Thread(target=self._thread_main, name="acagpu-emulator", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._startup_error is not None:
+            raise RuntimeError(f"emulator failed to start: {self._startup_error}") from self._startup_error
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._thread = None
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def serve_forever(self) -> None:
+        """Foreground mode: returns on Ctrl-C (KeyboardInterrupt) after stopping everything."""
+        self.start()
+        try:
+            while self._thread is not None and self._thread.is_alive():
+                self._thread.join(timeout=0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---- public operations (thread-safe: they run on the server's loop) -----------------------
+    def client_env(self) -> dict[str, str]:
+        return {
+            "ACAGPU_ARM_ENDPOINT": self.endpoint,
+            "ACAGPU_CA_BUNDLE": self.ca_bundle,
+            "ACAGPU_TOKEN": self.token,
+            "ACAGPU_SUBSCRIPTION": self.subscription,
+        }
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None or not self._loop.is_running():
+            raise RuntimeError("the emulator is not running")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
+
+    async def _areset(self) -> None:
+        assert self.ctx is not None
+        self.ctx.runtime.stop_all()
+        fresh = State()
+        self.ctx.state = fresh
+        self.ctx.runtime.state = fresh
+        self.ctx.faults.clear()
+        self._apply_registration(self.ctx)
+
+    async def _ainventory(self) -> dict[str, Any]:
+        assert self.ctx is not None
+        return control.inventory(self.ctx)
+
+    async def _abilling(self) -> dict[str, Any]:
+        assert self.ctx is not None
+        return control.billing(self.ctx)
+
+    async def _afaults(self, spec: str) -> None:
+        assert self.ctx is not None
+        self.ctx.faults.set(spec)
+
+    def reset(self) -> None:
+        self._call(self._areset())
+
+    def inventory(self) -> dict[str, Any]:
+        return self._call(self._ainventory())
+
+    def billing(self) -> dict[str, Any]:
+        return self._call(self._abilling())
+
+    def set_faults(self, spec: str) -> None:
+        self._call(self._afaults(spec))
+
+    # ---- dispatch -----------------------------------------------------------------------------
+    async def _dispatch(self, req: web.Request) -> web.StreamResponse:
+        assert self.ctx is not None
+        ctx, path = self.ctx, req.path
+        if path.startswith("/_emulator/"):
+            return await self._control(req, path.removeprefix("/_emulator/"))
+        if path.rstrip("/") == "/metadata/endpoints":
+            return json_response(self._metadata())
+        for route in DATA_ROUTES:
+            params = route.match(req.method, path)
+            if params is not None:
+                return await route.handler(ctx, req, params)
+        for route in ARM_ROUTES:
+            params = route.match(req.method, path)
+            if params is not None:
+                return await self._arm(req, route, params)
+        if "/providers/" in path or path.lower().startswith("/subscriptions"):
+            if not self._authorized(req):
+                return _unauthorized(req)
+            return ArmError(
+                f"No HTTP resource was found that matches the request URI '{req.url}'.",
+                code="InvalidResourceType",
+                status=404,
+            ).response()
+        return web.Response(status=404, text="not found")
+
+    def _authorized(self, req: web.Request) -> bool:
+        return req.headers.get("Authorization") == f"Bearer {self.token}"
+
+    async def _arm(self, req: web.Request, route: Route, params: dict[str, str]) -> web.StreamResponse:
+        assert self.ctx is not None
+        ctx = self.ctx
+        if not self._authorized(req):
+            return _unauthorized(req)
+        try:
+            if params.get("sub", self.subscription) != self.subscription:
+                raise ArmError(
+                    f"The subscription '{params['sub']}' could not be found.",
+                    code="SubscriptionNotFound",
+                    status=404,
+                )
+            throttle = ctx.faults.fire("429", path=req.path, method=req.method)
+            if throttle is not None:
+                raise Throttled(throttle.param("retry_after", "1"))
+            broken = ctx.faults.fire("5xx", path=req.path, method=req.method)
+            if broken is not None:
+                raise ServerError(int(broken.param("status", "500")))
+            versions.check(req.query.get("api-version"), namespace=route.namespace or "Microsoft.Resources")
+            if route.namespace is not None:
+                rg_models.require_registered(ctx, route.namespace)
+            resp = await route.handler(ctx, req, params)
+        except ArmError as exc:
+            resp = exc.response()
+        if route.namespace is not None and resp.status < 400 and not resp.prepared:
+            resp.headers.setdefault("api-supported-versions", APP_SUPPORTED_VERSIONS)
+        return resp
+
+    async def _control(self, req: web.Request, name: str) -> web.StreamResponse:
+        assert self.ctx is not None
+        if not self._authorized(req):
+            return _unauthorized(req)
+        if name == "inventory" and req.method == "GET":
+            return json_response(control.inventory(self.ctx))
+        if name == "billing" and req.method == "GET":
+            return json_response(control.billing(self.ctx))
+        if name == "reset" and req.method == "POST":
+            await self._areset()
+            return json_response({"reset": True})
+        if name == "faults" and req.method == "GET":
+            return json_response(self.ctx.faults.describe())
+        if name == "faults" and req.method in ("POST", "PUT"):
+            raw = (await req.read()).decode()
+            spec = raw
+            if raw.lstrip().startswith("{"):
+                spec = str(json.loads(raw).get("spec", ""))
+            try:
+                self.ctx.faults.set(spec)
+            except FaultSpecError as exc:
+                return json_response({"error": {"code": "InvalidFaultSpec", "message": str(exc)}}, status=400)
+            return json_response(self.ctx.faults.describe())
+        return web.Response(status=404, text="unknown control route")
+
+    def _metadata(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": "AzureCloud",
+                "resourceManager": self.endpoint + "/",
+                "authentication": {
+                    "loginEndpoint": "https://login.microsoftonline.com/",
+                    "audiences": ["https://management.core.windows.net/", "https://management.azure.com/"],
+                    "tenant": "common",
+                    "identityProvider": "AAD",
+                },
+                "suffixes": {"storage": "core.windows.net"},
+            }
+        ]
+
+
+def _unauthorized(req: web.Request) -> web.Response:
+    header = req.headers.get("Authorization")
+    if not header:
+        err = ArmError(
+            "Authentication failed. The 'Authorization' header is missing.",
+            code="AuthenticationFailed",
+            status=401,
+        )
+    else:
+        err = ArmError("The access token is invalid.", code="InvalidAuthenticationToken", status=401)
+    return err.response()

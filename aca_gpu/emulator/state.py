@@ -1,0 +1,222 @@
+"""The emulated subscription's state. Only the server's event loop touches it (no locks needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from aca_gpu.emulator.arm import utc_now
+from aca_gpu.emulator.workloads.base import Container, ContainerSpec
+
+RUN_ID_TAG = "acagpu:run-id"
+
+
+@dataclass
+class Provider:
+    namespace: str
+    state: str = "NotRegistered"  # NotRegistered | Registering | Registered
+    registered_at: float | None = None  # monotonic time Registering becomes Registered
+
+
+@dataclass
+class ResourceGroup:
+    name: str
+    location: str
+    tags: dict[str, str]
+    deleting: bool = False
+    delete_done_at: float | None = None  # set once the contained environments are gone
+
+
+@dataclass
+class Environment:
+    rg: str
+    name: str
+    location: str  # normalized
+    tags: dict[str, str]
+    profiles: list[dict[str, Any]]
+    ready_at: float
+    created: datetime
+    default_domain: str
+    static_ip: str
+    deleting: bool = False
+    delete_done_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # writable properties echoed back
+
+    def profile_type(self, profile_name: str | None) -> str | None:
+        name = (profile_name or "Consumption").lower()
+        for p in self.profiles:
+            if str(p.get("name", "")).lower() == name:
+                return str(p.get("workloadProfileType"))
+        return None
+
+
+@dataclass
+class LogLine:
+    at: datetime
+    text: str
+
+
+@dataclass
+class Replica:
+    name: str
+    kind: str  # "app" | "job"
+    owner: str  # app or job name
+    parent: str  # revision or execution name
+    rg: str
+    env: str
+    profile_type: str
+    specs: list[ContainerSpec]
+    run_id: str | None
+    created: datetime = field(default_factory=utc_now)
+    phase: str = "AssigningReplica"  # AssigningReplica|PullingImage|Starting|Running|Waiting|Terminated
+    phase_until: float | None = None
+    stuck: bool = False
+    handles: dict[str, Container] = field(default_factory=dict)
+    restart_count: int = 0
+    started_at: datetime | None = None
+    details: str = ""
+    exit_code: int | None = None
+    logs: dict[str, list[LogLine]] = field(default_factory=dict)
+    billing: BillingRecord | None = None
+    retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
+    gone: bool = False
+
+
+@dataclass
+class Revision:
+    name: str
+    template: dict[str, Any]
+    created: datetime
+    active: bool = True
+    replicas: dict[str, Replica] = field(default_factory=dict)
+    scale_in_at: float | None = None  # minReplicas == 0: the replica leaves after the cooldown
+
+
+@dataclass
+class App:
+    rg: str
+    name: str
+    location: str
+    tags: dict[str, str]
+    env: str
+    profile_name: str | None
+    profile_type: str
+    configuration: dict[str, Any]
+    template: dict[str, Any]
+    created: datetime
+    provisioned_at: float
+    latest_revision: str = ""
+    revisions: dict[str, Revision] = field(default_factory=dict)
+    stopped: bool = False
+    deleting: bool = False
+    delete_done_at: float | None = None
+    identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
+
+
+@dataclass
+class Execution:
+    name: str
+    template: dict[str, Any]
+    started: datetime
+    status: str = "Running"  # Running | Succeeded | Failed | Stopped
+    ended: datetime | None = None
+    replicas: dict[str, Replica] = field(default_factory=dict)
+    replica_names: list[str] = field(default_factory=list)  # kept for detailedStatus after removal
+    codes: dict[str, int | None] = field(default_factory=dict)
+    attempts: int = 0
+    deadline: float | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class Job:
+    rg: str
+    name: str
+    location: str
+    tags: dict[str, str]
+    env: str
+    profile_name: str | None
+    profile_type: str
+    configuration: dict[str, Any]
+    template: dict[str, Any]
+    created: datetime
+    provisioned_at: float
+    executions: dict[str, Execution] = field(default_factory=dict)
+    deleting: bool = False
+    delete_done_at: float | None = None
+    identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
+
+
+@dataclass
+class Operation:
+    """An LRO; `check()` derives its status from the resource it tracks, so it is always current."""
+
+    id: str
+    kind: str  # status resource type, e.g. managedEnvironmentOperationStatuses
+    location: str
+    started: datetime
+    check: Callable[[], str]  # -> InProgress | Succeeded | Failed
+    final_status: int = 204  # Location-style result once done
+    result: Callable[[], Any] | None = None  # body of that final result, if any
+
+
+@dataclass
+class Event:
+    at: datetime
+    env: str
+    rg: str
+    app: str | None
+    revision: str
+    replica: str
+    msg: str
+    reason: str
+    type: str = "Normal"
+    count: int = 1
+
+
+@dataclass
+class BillingRecord:
+    run_id: str | None
+    kind: str
+    resource: str
+    parent: str
+    replica: str
+    profile_type: str
+    gpus: int
+    started_wall: float
+    ended_wall: float | None = None
+
+
+@dataclass
+class State:
+    providers: dict[str, Provider] = field(default_factory=dict)
+    rgs: dict[str, ResourceGroup] = field(default_factory=dict)
+    envs: dict[tuple[str, str], Environment] = field(default_factory=dict)
+    apps: dict[tuple[str, str], App] = field(default_factory=dict)
+    jobs: dict[tuple[str, str], Job] = field(default_factory=dict)
+    operations: dict[str, Operation] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    billing: list[BillingRecord] = field(default_factory=list)
+
+    def provider(self, namespace: str) -> Provider:
+        key = namespace.lower()
+        if key not in self.providers:
+            self.providers[key] = Provider(namespace)
+        return self.providers[key]
+
+    def replicas(self) -> list[Replica]:
+        found: list[Replica] = []
+        for app in self.apps.values():
+            for rev in app.revisions.values():
+                found.extend(rev.replicas.values())
+        for job in self.jobs.values():
+            for ex in job.executions.values():
+                found.extend(ex.replicas.values())
+        return found
+
+
+def key(rg: str, name: str) -> tuple[str, str]:
+    return rg.lower(), name.lower()

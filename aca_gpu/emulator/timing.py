@@ -1,0 +1,61 @@
+"""The time model: realistic ACA durations (seconds, as observed on Azure) scaled by `time_scale`.
+
+Sources: the recordings (env create ~80 s of polls, env delete ~9 min of 202s) and the reference's
+notes on replica start (image pull dominates: tens of seconds, more for CUDA images).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+
+DURATIONS: dict[str, float] = {
+    "provider_register": 45.0,  # Microsoft.App Registering -> Registered
+    "env_create": 80.0,  # PUT managedEnvironments: Waiting -> Succeeded
+    "env_delete": 540.0,  # DELETE managedEnvironments: ~9 min of 202 polls
+    "app_provision": 12.0,  # containerApps PUT: InProgress -> Succeeded
+    "job_provision": 8.0,  # jobs PUT: InProgress -> Succeeded
+    "app_delete": 20.0,
+    "job_delete": 10.0,
+    "rg_delete_extra": 15.0,  # after the contained environments are gone
+    "assign_replica": 4.0,  # AssigningReplica: scheduling onto a GPU node
+    "container_create": 2.0,  # ImagePulled -> ContainerStarted
+    "restart_backoff": 10.0,  # between failed container starts
+    "scale_in_cooldown": 300.0,  # default Scale.cooldownPeriod
+}
+
+
+def image_pull_seconds(image: str) -> float:
+    """30-90 s depending on the image; CUDA/PyTorch images sit at the slow end (they are GBs)."""
+    lowered = image.lower()
+    if any(word in lowered for word in ("pytorch", "tensorflow", "nvidia/cuda", "cuda", "nim", "vllm")):
+        low, high = 60.0, 90.0
+    else:
+        low, high = 30.0, 50.0
+    # Stable per image: the same image always pulls in the same time, so tests are repeatable.
+    frac = int(hashlib.sha256(image.encode()).hexdigest()[:4], 16) / 0xFFFF
+    return low + (high - low) * frac
+
+
+@dataclass
+class Clock:
+    """Monotonic scheduling; `after(kind)` is the monotonic time at which a `kind` step completes."""
+
+    scale: float
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def scaled(self, seconds: float) -> float:
+        return seconds * self.scale
+
+    def after(self, kind: str, factor: float = 1.0) -> float:
+        return self.now() + DURATIONS[kind] * factor * self.scale
+
+    def after_seconds(self, seconds: float) -> float:
+        return self.now() + seconds * self.scale
+
+    def emulated(self, wall_seconds: float) -> float:
+        """Wall seconds -> the emulated (Azure) seconds they stand for."""
+        return wall_seconds / self.scale if self.scale > 0 else wall_seconds

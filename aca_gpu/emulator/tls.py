@@ -1,0 +1,19 @@
+"""A throwaway CA (trustme) and a 127.0.0.1 server certificate, written where clients can read the CA."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import trustme
+
+
+def make_tls(workdir: Path) -> tuple[ssl.SSLContext, Path]:
+    """Return the server SSL context and the path of the CA PEM the client must trust."""
+    ca = trustme.CA(organization_name="acagpu emulator")
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(ctx)
+    ca_path = workdir / "emulator-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    return ctx, ca_path

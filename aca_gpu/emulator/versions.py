@@ -1,0 +1,37 @@
+"""api-version checks, as ARM does them: required on every call, and one the provider knows."""
+
+from __future__ import annotations
+
+from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError
+
+APP_VERSIONS = tuple(v.strip() for v in APP_SUPPORTED_VERSIONS.split(","))
+# Microsoft.Resources: azure-mgmt-resource 26 sends 2025-04-01; azure-mgmt-core's auto-registration
+# policy uses 2016-02-01; the Azure CLI reads providers at 2022-09-01 / 2024-11-01.
+RESOURCES_VERSIONS = (
+    "2016-02-01",
+    "2019-10-01",
+    "2020-06-01",
+    "2021-04-01",
+    "2022-09-01",
+    "2023-07-01",
+    "2024-03-01",
+    "2024-07-01",
+    "2024-11-01",
+    "2025-03-01",
+    "2025-04-01",
+)
+
+
+def check(api_version: str | None, *, namespace: str) -> None:
+    if not api_version:
+        raise ArmError(
+            "The api-version query parameter (?api-version=) is required for all requests.",
+            code="MissingApiVersionParameter",
+        )
+    supported = APP_VERSIONS if namespace.lower() == "microsoft.app" else RESOURCES_VERSIONS
+    if api_version not in supported:
+        raise ArmError(
+            f"The api-version '{api_version}' is invalid. The supported versions are "
+            f"'{','.join(sorted(supported, reverse=True))}'.",
+            code="InvalidApiVersionParameter",
+        )

@@ -1,0 +1,69 @@
+"""Builders for the resources most tests need: an RG, a GPU environment, an explorer app, a tester job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from azure.mgmt.appcontainers import ContainerAppsAPIClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+
+T4 = "Consumption-GPU-NC8as-T4"
+LOCATION = "eastus"
+EXPLORER_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+def make_rg(arm: ResourceManagementClient, name: str = "rg-acagpu-t1", run_id: str = "t1") -> Any:
+    tags = {"acagpu:managed": "true", "acagpu:run-id": run_id}
+    return arm.resource_groups.create_or_update(name, {"location": LOCATION, "tags": tags})
+
+
+def env_body(gpu_type: str = T4, **extra: Any) -> dict[str, Any]:
+    gpu = {"name": "gpu", "workloadProfileType": gpu_type, **extra}
+    return {
+        "location": LOCATION,
+        "properties": {"workloadProfiles": [{"name": "Consumption", "workloadProfileType": "Consumption"}, gpu]},
+    }
+
+
+def make_env(aca: ContainerAppsAPIClient, rg: str = "rg-acagpu-t1", name: str = "cae-acagpu-t1") -> Any:
+    return aca.managed_environments.begin_create_or_update(rg, name, env_body()).result()
+
+
+def env_id(server_sub: str, rg: str, env: str) -> str:
+    return f"/subscriptions/{server_sub}/resourceGroups/{rg}/providers/Microsoft.App/managedEnvironments/{env}"
+
+
+def app_body(sub: str, rg: str, env: str, *, image: str = EXPLORER_IMAGE, min_replicas: int = 1,
+             command: list[str] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "explorer", "image": image, "resources": {"cpu": 8, "memory": "56Gi"}}
+    if command:
+        container["command"] = command
+    return {
+        "location": LOCATION,
+        "properties": {
+            "environmentId": env_id(sub, rg, env),
+            "workloadProfileName": "gpu",
+            "configuration": {"activeRevisionsMode": "Single"},
+            "template": {"containers": [container], "scale": {"minReplicas": min_replicas, "maxReplicas": 1}},
+        },
+    }
+
+
+def job_body(sub: str, rg: str, env: str, *, command: list[str] | None = None, retries: int = 0) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "tester", "image": EXPLORER_IMAGE, "resources": {"cpu": 8, "memory": "56Gi"}}
+    if command:
+        container["command"] = command
+    return {
+        "location": LOCATION,
+        "properties": {
+            "environmentId": env_id(sub, rg, env),
+            "workloadProfileName": "gpu",
+            "configuration": {
+                "triggerType": "Manual",
+                "replicaTimeout": 600,
+                "replicaRetryLimit": retries,
+                "manualTriggerConfig": {"parallelism": 1, "replicaCompletionCount": 1},
+            },
+            "template": {"containers": [container]},
+        },
+    }
