@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import (
@@ -180,6 +181,73 @@ def reap(
         step.update(f"{len(doomed) - failed} deleted, {failed} failed")
     final = tuple(done.get(id(i), i) for i in items)
     return ReapReport(dry_run=False, items=final)
+
+
+def spend_estimate(gpu: str | None, seconds: float) -> float | None:
+    """Upper bound: as if one GPU replica of the run's profile had run for the group's whole life."""
+    if not gpu:
+        return None
+    from aca_gpu import cost
+
+    try:
+        return round(cost.estimate(gpu, seconds).usd, 2)
+    except AcaGpuError:
+        return None
+
+
+def run(
+    settings_list: Sequence[Settings],
+    *,
+    delete: bool,
+    older_than: timedelta | None = None,
+    excludes: Sequence[str] = (),
+    concurrency: int = 4,
+    progress: Progress | None = None,
+) -> ReapReport:
+    """Open one cloud per subscription and reap them all."""
+    from aca_gpu.workflow.context import open_cloud
+
+    clouds: dict[str, Cloud] = {}
+    for settings in settings_list:
+        cloud = open_cloud(settings)
+        clouds[cloud.subscription_id] = cloud
+    return reap(
+        clouds,
+        delete=delete,
+        older_than=older_than,
+        excludes=excludes,
+        concurrency=concurrency,
+        spend=spend_estimate,
+        progress=progress,
+    )
+
+
+def render_text(report: ReapReport) -> str:
+    verb = "would delete" if report.dry_run else "deleted"
+    lines = []
+    for item in report.items:
+        spend = f"  ~${item.spend_usd:.2f}" if item.spend_usd is not None else ""
+        lines.append(f"{item.status:<13} {item.resource_group:<28} {item.reason}{spend}")
+        if item.error:
+            lines.append(f"{'':<13} error: {item.error}")
+    counts = report.as_dict()["counts"]
+    doomed = counts["would-delete"] if report.dry_run else counts["deleted"]
+    lines.append(f"{verb}: {doomed}, skipped: {counts['skipped']}, failed: {counts['failed']}")
+    if report.dry_run and doomed:
+        lines.append("dry run: nothing was deleted; re-run with --yes to delete")
+    return "\n".join(lines)
+
+
+def render_markdown(report: ReapReport) -> str:
+    title = "## acagpu reap (dry run)" if report.dry_run else "## acagpu reap"
+    rows = [title, "", "| resource group | status | reason | est. spend |", "|---|---|---|---|"]
+    for item in report.items:
+        spend = f"${item.spend_usd:.2f}" if item.spend_usd is not None else "–"
+        reason = item.reason + (f" ({item.error})" if item.error else "")
+        rows.append(f"| `{item.resource_group}` | {item.status} | {reason} | {spend} |")
+    if not report.items:
+        rows.append("| – | nothing found | | |")
+    return "\n".join(rows) + "\n"
 
 
 def raise_for_failures(report: ReapReport) -> None:

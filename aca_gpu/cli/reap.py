@@ -1,0 +1,62 @@
+"""`acagpu reap`: the scheduled janitor for expired acagpu resource groups (dry-run unless --yes)."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import command_settings
+from aca_gpu.naming import parse_ttl
+from aca_gpu.output import Output
+from aca_gpu.workflow import reap as reap_flow
+
+
+@click.command()
+@click.option(
+    "--subscription",
+    "subscriptions",
+    multiple=True,
+    help="Subscription to sweep; repeat for several (default: the configured one).",
+)
+@click.option("--older-than", help="Also reap groups without an expiry tag created longer ago (e.g. 1d).")
+@click.option(
+    "--exclude", "excludes", multiple=True, help="Resource group name pattern to leave alone (glob)."
+)
+@click.option("--concurrency", type=click.IntRange(1, 32), default=4, show_default=True)
+@click.option("--yes", is_flag=True, help="Really delete. Without it, only print what would be deleted.")
+@output_options
+def reap(
+    output: Output,
+    subscriptions: tuple[str, ...],
+    older_than: str | None,
+    excludes: tuple[str, ...],
+    concurrency: int,
+    yes: bool,
+) -> None:
+    """Delete expired acagpu resource groups. Dry-run by default.
+
+    Only groups tagged acagpu:managed=true are considered; acagpu:keep=true and --exclude
+    patterns are always skipped. Exits 6 if any deletion could not be verified.
+    """
+    age = parse_ttl(older_than) if older_than else None
+    report = reap_flow.run(
+        [command_settings(s) for s in subscriptions] or [command_settings()],
+        delete=yes,
+        older_than=age,
+        excludes=excludes,
+        concurrency=concurrency,
+        progress=output,
+    )
+    doc = report.as_dict()
+    output.summary(reap_flow.render_markdown(report))
+    if output.github:
+        for item in report.by_status("failed"):
+            output.error(f"reap: could not delete {item.resource_group}: {item.error}")
+
+    def human(stream: TextIO) -> None:
+        print(reap_flow.render_text(report), file=stream)
+
+    output.emit(doc, human)
+    reap_flow.raise_for_failures(report)
