@@ -3,7 +3,7 @@
 The tester prints exactly one `ACAGPU_RESULT {json}` line; logs may wrap it (ACA log-stream JSON
 records with a `Log` field, or a timestamp prefix), so the line is found anywhere in a line. Output
 of the seed's simple tester (`Elapsed Time: <s> seconds`) still parses, marked `legacy`: there is
-no rate in it, only the one timing. No result at all raises `TesterOutputMissing`, never a crash.
+no rate in it, only the one timing. No result at all raises `NoTesterResult`, never a crash.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _GPU_RE = re.compile(r"CUDA is available\. Running on GPU")
 _CPU_RE = re.compile(r"CUDA is not available|Running on CPU")
 
 
-class TesterOutputMissing(BadInput):
+class NoTesterResult(BadInput):
     """The text holds neither an ACAGPU_RESULT line nor the legacy `Elapsed Time:` line."""
 
 
@@ -91,7 +91,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
     """Build a result from the tester's JSON document (also what the emulator's simulation emits)."""
     status = doc.get("status")
     if status not in ("pass", "fail"):
-        raise TesterOutputMissing(f"tester result has no valid status (got {status!r})")
+        raise NoTesterResult(f"tester result has no valid status (got {status!r})")
     gpu = doc.get("gpu") or {}
     devices = doc.get("devices") or []
     first_mm = (devices[0].get("matmul") or {}) if devices and isinstance(devices[0], dict) else {}
@@ -159,14 +159,14 @@ def parse_tester_output(text: str) -> TesterResult:
         try:
             doc = json.loads(match.group(1))
         except ValueError as exc:
-            raise TesterOutputMissing(f"the {RESULT_TAG} line is not valid JSON: {exc}") from exc
+            raise NoTesterResult(f"the {RESULT_TAG} line is not valid JSON: {exc}") from exc
         if not isinstance(doc, dict):
-            raise TesterOutputMissing(f"the {RESULT_TAG} line does not hold a JSON object")
+            raise NoTesterResult(f"the {RESULT_TAG} line does not hold a JSON object")
         return from_document(doc)
     legacy = _legacy(lines)
     if legacy is not None:
         return legacy
-    raise TesterOutputMissing(
+    raise NoTesterResult(
         f"no {RESULT_TAG} line and no 'Elapsed Time:' line in the tester output",
         hint="the tester may have been killed before it finished; check its logs for a traceback",
     )

@@ -1,0 +1,68 @@
+"""`acagpu tester-report`: read saved gpu-tester output (or logs) and report the result it holds."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.errors import EXIT_GPU_CHECK, EXIT_OK, BadInput
+from aca_gpu.gpu.tester_result import DTYPES, TesterResult, parse_tester_output
+from aca_gpu.output import SCHEMA_VERSION, Output
+
+
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _human(result: TesterResult) -> str:
+    head = f"status: {result.status}" + (f" ({result.reason})" if result.reason else "")
+    lines = [
+        head + ("  [simulated]" if result.simulated else "") + ("  [legacy format]" if result.legacy else "")
+    ]
+    if result.gpu_name:
+        lines.append(f"gpu: {result.gpu_name} x{result.gpu_count}  driver {result.driver or '?'}")
+    for name in DTYPES:
+        rate = result.rates.get(name)
+        if rate is None:
+            continue
+        peak = f"  {rate.pct_of_peak:5.1f}% of peak" if rate.pct_of_peak is not None else ""
+        check = "" if rate.ok is None else ("  ok" if rate.ok else "  WRONG RESULT")
+        lines.append(f"  {name:<5} {rate.tflops:9.1f} TFLOP/s{peak}{check}")
+    for name, value in result.bandwidth_gbps.items():
+        lines.append(f"  {name:<11} {value:9.1f} GB/s")
+    if result.allreduce_busbw_gbps is not None:
+        lines.append(f"  all-reduce  {result.allreduce_busbw_gbps:9.1f} GB/s bus bandwidth")
+    if result.cpu_gflops is not None:
+        lines.append(
+            f"cpu: {result.cpu_gflops:.1f} GFLOP/s" + (f", GPU {result.speedup:g}x" if result.speedup else "")
+        )
+    if result.gpu_elapsed_s is not None:
+        lines.append(f"main matmul: {result.gpu_elapsed_s:.6f} s per product")
+    if result.elapsed_s is not None:
+        lines.append(f"tester run: {result.elapsed_s:.1f} s")
+    return "\n".join(lines)
+
+
+@click.command("tester-report")
+@click.option(
+    "--from-file",
+    "from_file",
+    required=True,
+    metavar="PATH",
+    help="Saved tester output or job logs; - reads stdin.",
+)
+@output_options
+def tester_report(from_file: str, output: Output) -> None:
+    """Parse gpu-tester output into a result. Exit 0 pass, 5 fail, 2 no result found."""
+    result = parse_tester_output(_read(from_file))
+    doc = {"schema": SCHEMA_VERSION, "result": result.as_dict()}
+    output.emit(doc, _human(result))
+    raise SystemExit(EXIT_OK if result.passed else EXIT_GPU_CHECK)

@@ -1,0 +1,49 @@
+"""`acagpu tester-report`: exit 0 on pass, 5 on fail, 2 when no result; -o json prints one document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tester"
+
+
+def _body(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8").split("\n", 2)[2]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "code", "status"),
+    [("h100-default.txt", 0, "pass"), ("cpu-no-cuda.txt", 5, "fail"), ("seed-legacy.txt", 0, "pass")],
+)
+def test_json_report_and_exit_code(tmp_path: Path, fixture: str, code: int, status: str) -> None:
+    path = tmp_path / "out.log"
+    path.write_text(_body(fixture), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", str(path), "-o", "json"])
+    assert res.exit_code == code, res.output
+    doc = json.loads(res.stdout)
+    assert doc["result"]["status"] == status and doc["schema"] == 1
+
+
+def test_reads_stdin_and_renders_for_people() -> None:
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", "-"], input=_body("h100-default.txt"))
+    assert res.exit_code == 0, res.output
+    assert "NVIDIA H100 80GB HBM3" in res.stdout
+    assert "bf16" in res.stdout and "% of peak" in res.stdout
+
+
+def test_no_result_exits_2_with_one_line() -> None:
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", "-", "-o", "json"], input="Killed\n")
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert "error: no ACAGPU_RESULT line" in res.stderr
+
+
+def test_unreadable_file_exits_2(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", str(tmp_path / "nope.log")])
+    assert res.exit_code == 2 and "cannot read" in res.stderr

@@ -1,0 +1,106 @@
+"""gpu-tester output parsing: golden outputs from real runs, log wrappers, and output with no result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aca_gpu.errors import EXIT_BAD_INPUT
+from aca_gpu.gpu.tester_result import NoTesterResult, from_document, parse_tester_output
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tester"
+CASES = sorted(FIXTURES.glob("*.txt"))
+
+
+def load_case(path: Path) -> tuple[str, dict[str, Any], str]:
+    """Line 1 names where the output came from, line 2 holds the expected fields, the rest is verbatim."""
+    source, expect, body = path.read_text(encoding="utf-8").split("\n", 2)
+    assert source.startswith("# source: ") and expect.startswith("# expect: ")
+    return source, json.loads(expect.removeprefix("# expect: ")), body
+
+
+def _subset(actual: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    return {key: actual[key] for key in expected}
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_parses_real_output(path: Path) -> None:
+    _, expect, body = load_case(path)
+    assert _subset(parse_tester_output(body).as_dict(), expect) == expect
+
+
+def test_gpu_run_carries_rates_bandwidth_and_correctness() -> None:
+    _, _, body = load_case(FIXTURES / "h100-default.txt")
+    result = parse_tester_output(body)
+    doc = json.loads(body.split("ACAGPU_RESULT ", 1)[1])
+    assert result.passed
+    assert set(result.rates) == {"fp32", "tf32", "fp16", "bf16"}
+    for name, rate in result.rates.items():
+        assert rate.tflops == doc["tflops"][name]
+        assert rate.pct_of_peak == doc["pct_of_peak"][name]
+        assert rate.ok is True and rate.rel_err is not None and rate.rel_err < 0.015
+    assert result.bandwidth_gbps == doc["bandwidth_gbps"]
+    assert result.cpu_gflops == doc["cpu"]["gflops"]
+    # the seed-compatible human line and the machine line agree on the main product's time
+    elapsed_line = next(line for line in body.splitlines() if line.startswith("Elapsed Time: "))
+    assert float(elapsed_line.split()[2]) == pytest.approx(result.gpu_elapsed_s, rel=1e-4)
+
+
+def test_log_stream_records_and_timestamps_are_unwrapped() -> None:
+    _, _, body = load_case(FIXTURES / "h100-default.txt")
+    records = "\n".join(
+        json.dumps({"TimeStamp": "2026-11-22T03:00:00Z", "Log": line}) for line in body.splitlines()
+    )
+    stamped = "\n".join(f"2026-11-22T03:00:00.123456789Z {line}" for line in body.splitlines())
+    plain = parse_tester_output(body)
+    assert parse_tester_output(records) == plain
+    assert parse_tester_output(stamped) == plain
+
+
+def test_last_result_wins_when_a_job_retried() -> None:
+    _, _, failed = load_case(FIXTURES / "cpu-no-cuda.txt")
+    _, _, passed = load_case(FIXTURES / "cpu-allowed.txt")
+    assert parse_tester_output(failed + passed).passed
+    assert not parse_tester_output(passed + failed).passed
+
+
+def test_simulated_flag_is_kept() -> None:
+    doc = {
+        "status": "pass",
+        "simulated": True,
+        "gpu": {"name": "Tesla T4", "count": 1},
+        "tflops": {"fp16": 40.0},
+    }
+    result = parse_tester_output("ACAGPU_RESULT " + json.dumps(doc))
+    assert result.simulated and result.gpu_name == "Tesla T4" and result.rates["fp16"].tflops == 40.0
+
+
+def test_unknown_gpu_has_no_percentage() -> None:
+    result = from_document({"status": "pass", "tflops": {"bf16": 100.0}, "pct_of_peak": {"bf16": None}})
+    assert result.rates["bf16"].pct_of_peak is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "Traceback (most recent call last):\n  ...\nRuntimeError: CUDA error: out of memory\n",
+        "ACAGPU_RESULT {not json}\n",
+        "ACAGPU_RESULT [1, 2]\n",
+        'ACAGPU_RESULT {"status": "maybe"}\n',
+    ],
+    ids=["empty", "traceback", "bad-json", "not-object", "bad-status"],
+)
+def test_missing_or_broken_result_is_a_clear_error(text: str) -> None:
+    with pytest.raises(NoTesterResult) as info:
+        parse_tester_output(text)
+    assert info.value.exit_code == EXIT_BAD_INPUT and info.value.message
+
+
+def test_legacy_cpu_only_output_fails_as_no_cuda() -> None:
+    result = parse_tester_output("CUDA is not available. Running on CPU.\nElapsed Time: 95.1 seconds\n")
+    assert result.legacy and result.status == "fail" and result.reason == "no-cuda"
+    assert result.gpu_elapsed_s is None
