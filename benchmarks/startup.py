@@ -49,9 +49,8 @@ def main() -> None:
     }
     print(f"runs per command: {args.runs}")
     for name, samples in results.items():
-        print(
-            f"{name:<22} median {statistics.median(samples) * 1000:7.1f} ms   min {min(samples) * 1000:7.1f} ms"
-        )
+        median_ms, min_ms = statistics.median(samples) * 1000, min(samples) * 1000
+        print(f"{name:<22} median {median_ms:7.1f} ms   min {min_ms:7.1f} ms")
     lazy = statistics.median(results["acagpu --help"])
     eager_med = statistics.median(results["eager azure + --help"])
     print(f"eager/lazy ratio: {eager_med / lazy:.2f}x")
