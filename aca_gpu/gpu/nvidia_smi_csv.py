@@ -26,6 +26,7 @@ from aca_gpu.gpu.nvidia_smi_model import (
 
 # alternative spellings nvidia-smi accepts for the same field (`--help-query-gpu`)
 _ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
+_PLAIN_FIELDS = frozenset({"index", "name", "uuid", "count", "serial", "pstate", "timestamp"})
 _FIELD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.")
 HEADERLESS_HINT = "a headerless --query-gpu CSV needs its field list: --fields index,name,memory.total,..."
 
@@ -44,8 +45,11 @@ def _is_header_cell(cell: str) -> bool:
 
 
 def looks_like_header(line: str) -> bool:
+    """Every cell is field-name syntax, and at least one is unmistakably a --query-gpu field."""
     cells = line.split(",")
-    return all(_is_header_cell(c) for c in cells) and any("." in c or "_" in c for c in cells)
+    return all(_is_header_cell(c) for c in cells) and any(
+        "." in c or "_" in c or " [" in c or field_name(c) in _PLAIN_FIELDS for c in cells
+    )
 
 
 def looks_like_csv(lines: Sequence[str]) -> bool:

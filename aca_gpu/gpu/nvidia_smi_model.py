@@ -38,6 +38,7 @@ _UNAVAILABLE = frozenset(
         "requested functionality has been deprecated",
         "insufficient permissions",
         "[insufficient permissions]",
+        "err!",  # the table's mark for a sensor it could not read (e.g. a GPU fallen off the bus)
     }
 )
 

@@ -26,7 +26,7 @@ from aca_gpu.gpu.nvidia_smi_model import (
     whole_watts,
 )
 
-_PERSISTENCE = frozenset({"On", "Off", "N/A", "WDDM", "TCC", "MCDM"})
+_PERSISTENCE = frozenset({"On", "Off", "N/A", "ERR!", "WDDM", "TCC", "MCDM"})
 _GPU_SECTION, _MIG_SECTION, _PROC_SECTION = "gpu", "mig", "proc"
 
 

@@ -322,3 +322,83 @@ def test_split_fields() -> None:
     assert nvidia_smi.split_fields(" index, name ,,memory.total") == ["index", "name", "memory.total"]
     assert nvidia_smi.split_fields("") is None
     assert nvidia_smi.split_fields(None) is None
+
+
+def test_plain_headers_and_single_column_csv_are_recognised() -> None:
+    smi = nvidia_smi.parse("index, name\n0, NVIDIA L4\n")
+    assert (smi.format, smi.header, smi.gpus[0].name) == ("csv", True, "NVIDIA L4")
+    single = nvidia_smi.parse("name\nNVIDIA L40S\n")
+    assert [g.name for g in single.gpus] == ["NVIDIA L40S"]
+
+
+def test_err_cells_of_a_gpu_that_fell_off_the_bus_are_unknown_values() -> None:
+    rows = R384.split("\n")
+    rows[6] = "|   0  Tesla K80           ERR! | 0000:00:04.0     Off |                 ERR! |"
+    rows[7] = "|ERR!  ERR!  ERR!    ERR! / ERR! |      0MiB / 11439MiB |    ERR!      Default |"
+    gpu = nvidia_smi.parse("\n".join(rows)).gpus[0]
+    assert (gpu.name, gpu.persistence_mode, gpu.temperature_c, gpu.power_draw_w, gpu.power_limit_w) == (
+        "Tesla K80",
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+def _fixture_body(prefix: str) -> str:
+    from pathlib import Path
+
+    (path,) = (Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi").glob(f"{prefix}-*.txt")
+    return path.read_text(encoding="utf-8").split("\n", 3)[3]
+
+
+def test_query_processes_including_wddm_memory_and_windows_paths() -> None:
+    wsl = nvidia_smi.parse(_fixture_body("39"))
+    assert [(p.gpu, p.pid, p.type, p.name, p.used_memory_mib, p.gi) for p in wsl.processes or ()] == [
+        (0, 20, "G", "/Xwayland", None, "N/A"),
+        (0, 20, "G", "/Xwayland", None, "N/A"),
+        (0, 23, "G", "/Xwayland", None, "N/A"),
+    ]
+    r610 = nvidia_smi.parse(_fixture_body("41"))
+    brave = "C:\\Program Files\\BraveSoftware\\Brave-Browser\\Application\\brave.exe"
+    assert [(p.pid, p.type, p.name) for p in r610.processes or ()] == [
+        (24420, "C+G", brave),
+        (28204, "C+G", brave),
+    ]
+    assert r610.gpus[0].power_limit_w == 80.0  # R610 nests it under `GPU Ceiling Power Limit`
+    assert nvidia_smi.parse(_fixture_body("40")).processes == ()  # `Processes : None`
+
+
+def test_query_with_two_gpus_keeps_each_gpus_values_and_processes_apart() -> None:
+    block = """GPU {bus}
+    Product Name                          : NVIDIA H100 PCIe
+    MIG Mode
+        Current                           : Disabled
+    FB Memory Usage
+        Total                             : 81559 MiB
+        Used                              : {used} MiB
+    Utilization
+        Gpu                               : {util} %
+    Power Readings
+        Power Draw                        : 50.5 W
+        Power Limit                       : 350.00 W
+    Processes
+        GPU instance ID                   : N/A
+        Compute instance ID               : N/A
+        Process ID                        : {pid}
+            Type                          : C
+            Name                          : python
+            Used GPU Memory               : {used} MiB
+"""
+    text = (
+        "==============NVSMI LOG==============\nDriver Version : 535.1\nCUDA Version : 12.2\n"
+        "Attached GPUs : 2\n"
+        + block.format(bus="00000000:17:00.0", used=100, util=5, pid=11)
+        + block.format(bus="00000000:65:00.0", used=200, util=7, pid=22)
+    )
+    smi = nvidia_smi.parse(text)
+    assert [(g.index, g.bus_id, g.memory_used_mib, g.gpu_util_pct, g.power_limit_w) for g in smi.gpus] == [
+        (0, "00000000:17:00.0", 100, 5, 350.0),
+        (1, "00000000:65:00.0", 200, 7, 350.0),
+    ]
+    assert [(p.gpu, p.pid, p.used_memory_mib) for p in smi.processes or ()] == [(0, 11, 100), (1, 22, 200)]
