@@ -118,9 +118,3 @@ def test_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: cannot read")
-
-
-def test_no_source_is_bad_input() -> None:
-    result = run("-o", "json")
-    assert result.exit_code == 2
-    assert result.stderr.startswith("error: ")
