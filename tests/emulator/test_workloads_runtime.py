@@ -274,3 +274,16 @@ def test_host_exec_uses_the_host_path(tmp_path: Path, containers: list[Container
 def test_unknown_workload_kind_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown workload kind"):
         make_workload("cloud", workdir=tmp_path)
+
+
+def test_tester_without_a_gpu_fails_with_no_cuda(
+    simulated: SimulatedWorkload, containers: list[Container]
+) -> None:
+    tester_result = pytest.importorskip("aca_gpu.gpu.tester_result")
+    c = simulated.start(
+        spec(kind="job", profile="Consumption", command=("python", "gpu_tester.py"), args=()), time_scale=0
+    )
+    containers.append(c)
+    assert wait_exit(c) == 1
+    result = tester_result.parse_tester_output("\n".join(c.logs()))
+    assert (result.status, result.reason, result.simulated) == ("fail", "no-cuda", True)

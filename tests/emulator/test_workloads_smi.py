@@ -213,3 +213,47 @@ def test_require_env_and_disable_switch_are_honoured() -> None:
     assert (
         start_failure("nvidia/cuda:13.0.0-base-ubuntu24.04", disabled, driver="535.54.03", brand=None) is None
     )
+
+
+# Recorded with `nvidia-smi` on an H100 host running driver 580.159.04 (timestamp line dropped); a
+# newer R580 release than the corpus holds, checked byte for byte.
+REAL_580_159_H100 = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA H100 80GB HBM3          On  |   00000000:00:06.0 Off |                    0 |
+| N/A   37C    P0            124W /  700W |       0MiB /  81559MiB |      0%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+
++-----------------------------------------------------------------------------------------+
+| Processes:                                                                              |
+|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |
+|        ID   ID                                                               Usage      |
+|=========================================================================================|
+|  No running processes found                                                             |
++-----------------------------------------------------------------------------------------+
+"""
+
+
+def test_table_matches_a_recorded_580_159_h100() -> None:
+    gpu = SmiGpu(
+        index=0,
+        name="NVIDIA H100 80GB HBM3",
+        uuid="GPU-00000000-0000-0000-0000-000000000000",
+        bus_id="00000000:00:06.0",
+        memory_total_mib=81559,
+        compute_cap="9.0",
+        architecture="Hopper",
+        power_limit_w=700,
+        power_draw_w=124.4,
+        device_id="0x233010DE",
+        temperature_c=37,
+        mig_mode="Disabled",
+    )
+    mine = render_table(SmiHost("580.159.04", (gpu,)))
+    assert mine.split("\n", 1)[1] == REAL_580_159_H100

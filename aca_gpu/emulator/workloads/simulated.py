@@ -21,7 +21,7 @@ from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
-from aca_gpu.emulator.workloads.tester_sim import simulate
+from aca_gpu.emulator.workloads.tester_sim import simulate, simulate_cpu_only
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
@@ -95,6 +95,9 @@ class SimulatedWorkload:
                 host=spec.replica,
             )
             container.play([(delay * scale, line) for delay, line in script], 0)
+        elif spec.kind == "job" and is_gpu_tester(spec):
+            script, _ = simulate_cpu_only(vcpu=4, host=spec.replica)
+            container.play([(delay * scale, line) for delay, line in script], 1)
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS

@@ -327,69 +327,84 @@ def render_list(host: SmiHost) -> str:
     return "".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in host.gpus)
 
 
-def _kv(indent: int, key: str, value: object | None = None) -> str:
+def _kv(indent: int, key: str, value: object | None = None, *, width: int = 42) -> str:
     pad = " " * (4 * indent)
     if value is None:
         return f"{pad}{key}"
-    return f"{pad}{key:<{42 - len(pad)}}: {value}"
+    return f"{pad}{key:<{width - len(pad)}}: {value}"
 
 
 def render_query(host: SmiHost, *, now: float | None = None) -> str:
+    # R580 widened the key column to 55 and split power draw into average/instantaneous (seen on a
+    # real 580.159.04 host); earlier R5xx print 42-wide keys and one "Power Draw".
+    wide = driver_major(host.driver_version) >= 580
+    width = 55 if wide else 42
+
+    def kv(indent: int, key: str, value: object | None = None) -> str:
+        return _kv(indent, key, value, width=width)
+
     lines = [
         "",
         "==============NVSMI LOG==============",
         "",
-        _kv(0, "Timestamp", timestamp(now)),
-        _kv(0, "Driver Version", host.driver_version),
-        _kv(0, "CUDA Version", host.cuda or "Not Found"),
+        kv(0, "Timestamp", timestamp(now)),
+        kv(0, "Driver Version", host.driver_version),
+        kv(0, "CUDA Version", host.cuda or "Not Found"),
         "",
-        _kv(0, "Attached GPUs", len(host.gpus)),
+        kv(0, "Attached GPUs", len(host.gpus)),
     ]
     for g in host.gpus:
         domain, bus, rest = g.bus_id.split(":")
         lines += [
             f"GPU {g.bus_id}",
-            _kv(1, "Product Name", g.name),
-            _kv(1, "Product Brand", g.brand),
-            _kv(1, "Product Architecture", g.architecture),
-            _kv(1, "Persistence Mode", "Enabled" if g.persistence else "Disabled"),
-            _kv(1, "MIG Mode"),
-            _kv(2, "Current", g.mig_mode),
-            _kv(2, "Pending", g.mig_mode),
-            _kv(1, "GPU UUID", g.uuid),
-            _kv(1, "Minor Number", g.index),
-            _kv(1, "PCI"),
-            _kv(2, "Bus", f"0x{bus}"),
-            _kv(2, "Device", f"0x{rest.split('.')[0]}"),
-            _kv(2, "Domain", f"0x{domain[-4:]}"),
-            _kv(2, "Device Id", g.device_id),
-            _kv(2, "Bus Id", g.bus_id),
-            _kv(1, "Fan Speed", g.fan),
-            _kv(1, "Performance State", g.pstate),
-            _kv(1, "FB Memory Usage"),
-            _kv(2, "Total", f"{g.memory_total_mib} MiB"),
-            _kv(2, "Reserved", f"{g.memory_reserved_mib} MiB"),
-            _kv(2, "Used", f"{g.memory_used_mib} MiB"),
-            _kv(2, "Free", f"{g.memory_free_mib} MiB"),
-            _kv(1, "Compute Mode", g.compute_mode),
-            _kv(1, "Utilization"),
-            _kv(2, "Gpu", f"{g.util_pct} %"),
-            _kv(2, "Memory", f"{g.util_memory_pct} %"),
-            _kv(1, "ECC Errors"),
-            _kv(2, "Volatile"),
-            _kv(3, "DRAM Uncorrectable", g.ecc_errors),
-            _kv(1, "Temperature"),
-            _kv(2, "GPU Current Temp", f"{g.temperature_c} C"),
-            _kv(1, "GPU Power Readings"),
-            _kv(2, "Power Draw", f"{g.power_draw_w:.2f} W"),
-            _kv(2, "Current Power Limit", f"{g.power_limit_w:.2f} W"),
-            _kv(1, "Clocks"),
-            _kv(2, "SM", f"{g.clock_sm_mhz} MHz"),
-            _kv(2, "Memory", f"{g.clock_mem_mhz} MHz"),
-            _kv(1, "Max Clocks"),
-            _kv(2, "SM", f"{g.clock_max_sm_mhz} MHz"),
-            _kv(2, "Memory", f"{g.clock_max_mem_mhz} MHz"),
-            _kv(1, "Processes", "None"),
+            kv(1, "Product Name", g.name),
+            kv(1, "Product Brand", g.brand),
+            kv(1, "Product Architecture", g.architecture),
+            kv(1, "Persistence Mode", "Enabled" if g.persistence else "Disabled"),
+            kv(1, "MIG Mode"),
+            kv(2, "Current", g.mig_mode),
+            kv(2, "Pending", g.mig_mode),
+            kv(1, "GPU UUID", g.uuid),
+            kv(1, "Minor Number", g.index),
+            kv(1, "PCI"),
+            kv(2, "Bus", f"0x{bus}"),
+            kv(2, "Device", f"0x{rest.split('.')[0]}"),
+            kv(2, "Domain", f"0x{domain[-4:]}"),
+            kv(2, "Device Id", g.device_id),
+            kv(2, "Bus Id", g.bus_id),
+            kv(1, "Fan Speed", g.fan),
+            kv(1, "Performance State", g.pstate),
+            kv(1, "FB Memory Usage"),
+            kv(2, "Total", f"{g.memory_total_mib} MiB"),
+            kv(2, "Reserved", f"{g.memory_reserved_mib} MiB"),
+            kv(2, "Used", f"{g.memory_used_mib} MiB"),
+            kv(2, "Free", f"{g.memory_free_mib} MiB"),
+            kv(1, "Compute Mode", g.compute_mode),
+            kv(1, "Utilization"),
+            kv(2, "Gpu", f"{g.util_pct} %"),
+            kv(2, "Memory", f"{g.util_memory_pct} %"),
+            kv(1, "ECC Errors"),
+            kv(2, "Volatile"),
+            kv(3, "DRAM Uncorrectable", g.ecc_errors),
+            kv(1, "Temperature"),
+            kv(2, "GPU Current Temp", f"{g.temperature_c} C"),
+            kv(1, "GPU Power Readings"),
+            *(
+                [
+                    kv(2, "Average Power Draw", f"{g.power_draw_w:.2f} W"),
+                    kv(2, "Instantaneous Power Draw", f"{g.power_draw_w:.2f} W"),
+                ]
+                if wide
+                else [kv(2, "Power Draw", f"{g.power_draw_w:.2f} W")]
+            ),
+            kv(2, "Current Power Limit", f"{g.power_limit_w:.2f} W"),
+            kv(1, "Clocks"),
+            kv(2, "SM", f"{g.clock_sm_mhz} MHz"),
+            kv(2, "Memory", f"{g.clock_mem_mhz} MHz"),
+            kv(1, "Max Clocks"),
+            kv(2, "SM", f"{g.clock_max_sm_mhz} MHz"),
+            kv(2, "Memory", f"{g.clock_max_mem_mhz} MHz"),
+            kv(1, "Processes", "None"),
             "",
         ]
     return "\n".join(lines) + "\n"

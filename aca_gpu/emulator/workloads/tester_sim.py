@@ -204,3 +204,52 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
         "bandwidth": bandwidth,
         "skipped": skipped,
     }
+
+
+def simulate_cpu_only(*, vcpu: int, host: str) -> tuple[list[tuple[float, str]], dict[str, Any]]:
+    """The tester on a replica without a GPU: CPU baseline, then a `no-cuda` failure (exit code 1)."""
+    rng = random.Random(host)
+    cpu_n = 1024
+    gflops = round(CPU_GFLOPS_PER_VCPU * vcpu * rng.uniform(0.97, 1.03), 2)
+    env = {
+        "host": host,
+        "python": "3.11.10",
+        "torch": "2.5.1+cu124",
+        "torch_cuda": "12.4",
+        "driver": None,
+        "driver_cuda": None,
+        "cpu_count": vcpu,
+        "cudart": {"found": False, "path": None},
+        "cuda_available": False,
+        "device_count": 0,
+    }
+    script: list[tuple[float, str]] = [
+        (
+            4.0,
+            "acagpu gpu-tester 1.0: torch 2.5.1+cu124 (CUDA 12.4), driver None (CUDA None), python 3.11.10",
+        ),
+        (3.0, f"cpu fp32 matmul n={cpu_n}: {gflops:.1f} GFLOP/s ({vcpu} threads)"),
+        (0.1, "CUDA is not available: CPU baseline only."),
+    ]
+    elapsed = round(sum(delay for delay, _ in script) + 0.3, 3)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "tester_version": TESTER_VERSION,
+        "status": "fail",
+        "reason": "no-cuda",
+        "mode": "cpu-only",
+        "quick": False,
+        "budget_s": 45.0,
+        "simulated": True,
+        "env": env,
+        "cpu": {
+            "size": cpu_n,
+            "median_ms": round(2 * cpu_n**3 / (gflops * 1e9) * 1e3, 3),
+            "gflops": gflops,
+            "threads": vcpu,
+        },
+        "elapsed_s": elapsed,
+    }
+    script.append((0.0, f"status: fail (no-cuda) in {elapsed:.1f}s"))
+    script.append((0.0, f"{RESULT_TAG} {json.dumps(doc, separators=(',', ':'), sort_keys=True)}"))
+    return script, doc
