@@ -1,0 +1,99 @@
+"""`acagpu ci init`: GitHub Actions workflows that validate new CUDA tags and reap leftovers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.output import Output, dumps
+from aca_gpu.workflow import ci_init as ci_flow
+
+
+@click.group()
+def ci() -> None:
+    """Set up acagpu in a repository's CI."""
+
+
+@ci.command()
+@click.option(
+    "--repo-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="The repository to write the workflows into.",
+)
+@click.option("--subscription", required=True, help="Azure subscription id the workflows use.")
+@click.option("--tenant", required=True, help="Microsoft Entra tenant id.")
+@click.option(
+    "--client-id", required=True, help="Client id of the app registration the workflows sign in as."
+)
+@click.option("-l", "--location", required=True, help="Azure region for the GPU environments, e.g. westus3.")
+@click.option("--gpus", default="t4", show_default=True, help="Comma-separated GPU aliases to validate on.")
+@click.option("--github-repo", help="owner/name on GitHub (default: from the origin remote).")
+@click.option("--branch", default="main", show_default=True, help="Branch the federated credential trusts.")
+@click.option("--repository", default="nvidia/cuda", show_default=True, help="Image repository to watch.")
+@click.option("--flavor", default="runtime", show_default=True, help="Tag flavor to validate.")
+@click.option("--os", "os_name", default="ubuntu22.04", show_default=True, help="Tag OS to validate.")
+@click.option("--since", default="12.1", show_default=True, help="Oldest CUDA version to validate.")
+@click.option("--limit", default=4, show_default=True, help="At most this many new tags per run.")
+@click.option("--max-parallel", default=2, show_default=True, help="Validation jobs running at once.")
+@click.option("--pip-spec", help="What the workflows `pip install` (default: this acagpu version).")
+@click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
+@output_options
+def init(
+    repo_dir: Path,
+    subscription: str,
+    tenant: str,
+    client_id: str,
+    location: str,
+    gpus: str,
+    github_repo: str | None,
+    branch: str,
+    repository: str,
+    flavor: str,
+    os_name: str,
+    since: str,
+    limit: int,
+    max_parallel: int,
+    pip_spec: str | None,
+    force: bool,
+    output: Output,
+) -> None:
+    """Write .github/workflows/acagpu-validate.yml and acagpu-reap.yml, then print the one-time
+    `az` steps: federated credential, provider registration, a least-privilege role and its
+    assignment. Existing files are kept unless --force (exit 2)."""
+    request = ci_flow.CiInitRequest(
+        repo_dir=repo_dir,
+        subscription=subscription,
+        tenant=tenant,
+        client_id=client_id,
+        location=location,
+        gpus=tuple(g.strip().lower() for g in gpus.split(",") if g.strip()),
+        github_repo=github_repo,
+        branch=branch,
+        repository=repository,
+        flavor=flavor,
+        os=os_name,
+        since=since,
+        limit=limit,
+        max_parallel=max_parallel,
+        force=force,
+        **({"pip_spec": pip_spec} if pip_spec else {}),
+    )
+    result = ci_flow.init(request)
+
+    def human(stream: TextIO) -> None:
+        for path in result.written:
+            print(f"wrote {path}", file=stream)
+        print("\nOne-time Azure setup. The custom role (least privilege):\n", file=stream)
+        print(dumps(result.role), file=stream)
+        print("", file=stream)
+        for line in result.commands:
+            print(line, file=stream)
+        for note in result.notes:
+            print(f"\nnote: {note}", file=stream)
+
+    output.emit(result.as_dict(), human)

@@ -1,0 +1,235 @@
+"""`acagpu ci init`: write the GitHub Actions workflows into a repository and say how to trust them.
+
+The templates ship as package data (`templates/github/`); placeholders such as `__LOCATION__` are
+replaced with validated values, so a rendered workflow can neither break its YAML nor inject
+shell. What Azure needs once (federated credential, provider registration, a least-privilege custom
+role and its assignment) is printed as `az` commands, and the role definition is written beside
+the workflows so the commands can refer to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aca_gpu import __version__
+from aca_gpu.errors import BadInput
+from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.gpu.profiles import valid_aliases
+from aca_gpu.naming import validate_location
+from aca_gpu.registry.tags import parse_version
+from aca_gpu.resources import template_path
+
+WORKFLOWS = {  # template -> where it goes in the user's repository
+    "validate-cuda-tags.yml": ".github/workflows/acagpu-validate.yml",
+    "reap.yml": ".github/workflows/acagpu-reap.yml",
+}
+ROLE_FILE = ".github/acagpu-role.json"
+ROLE_NAME = "acagpu runner"
+OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+OIDC_AUDIENCE = "api://AzureADTokenExchange"
+
+_PLACEHOLDER = re.compile(r"__([A-Z][A-Z0-9_]*)__")
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
+_SLUG = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_WORD = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+_PIP_SPEC = re.compile(r"^[A-Za-z0-9_.\-\[\],=<>!~+:/@]+$")  # a requirement or URL: no quotes, spaces, $
+
+
+@dataclass(frozen=True)
+class CiInitRequest:
+    repo_dir: Path
+    subscription: str
+    tenant: str
+    client_id: str
+    location: str
+    gpus: tuple[str, ...]
+    github_repo: str | None = None  # owner/name; read from `git remote get-url origin` when absent
+    branch: str = "main"
+    repository: str = "nvidia/cuda"
+    flavor: str = "runtime"
+    os: str = "ubuntu22.04"
+    since: str = "12.1"
+    limit: int = 4
+    max_parallel: int = 2
+    pip_spec: str = f"acagpu=={__version__}"
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class CiInitResult:
+    written: tuple[Path, ...]
+    github_repo: str | None
+    role: dict[str, Any]
+    commands: tuple[str, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "kind": "ci-init",
+            "written": [str(p) for p in self.written],
+            "github_repo": self.github_repo,
+            "role": self.role,
+            "commands": list(self.commands),
+            "notes": list(self.notes),
+        }
+
+
+def render(template: str, values: dict[str, str]) -> str:
+    """Replace every `__NAME__`; a placeholder without a value is a bug in the template: refuse."""
+    missing = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template)} - values.keys())
+    if missing:
+        raise BadInput(f"template placeholders without a value: {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def placeholder_values(req: CiInitRequest) -> dict[str, str]:
+    """Validated values; each is safe inside YAML and inside a GitHub expression string."""
+    for what, value in (
+        ("subscription", req.subscription),
+        ("tenant", req.tenant),
+        ("client id", req.client_id),
+    ):
+        if not _GUID.match(value):
+            raise BadInput(f"invalid {what} {value!r}: expected a GUID")
+    location = validate_location(req.location)
+    known = set(valid_aliases())
+    if not req.gpus:
+        raise BadInput("give at least one GPU with --gpus, e.g. t4,a100")
+    for gpu in req.gpus:
+        if gpu not in known:
+            raise BadInput(f"unknown GPU {gpu!r}: use one of {', '.join(sorted(known))}")
+    ref = parse_image_ref(req.repository)
+    if ref.tag != "latest" or ref.digest or ":" in req.repository.rsplit("/", 1)[-1]:
+        raise BadInput(f"give a repository without a tag or digest, not {req.repository!r}")
+    for what, value in (("flavor", req.flavor), ("os", req.os)):
+        if not _WORD.match(value):
+            raise BadInput(f"invalid {what} {value!r}")
+    parse_version(req.since)
+    if req.limit < 1 or req.max_parallel < 1:
+        raise BadInput("--limit and --max-parallel must be at least 1")
+    if not _PIP_SPEC.match(req.pip_spec):
+        raise BadInput(
+            f"invalid --pip-spec {req.pip_spec!r}: a pip requirement or URL without spaces or quotes"
+        )
+    return {
+        "SUBSCRIPTION_ID": req.subscription.lower(),
+        "TENANT_ID": req.tenant.lower(),
+        "CLIENT_ID": req.client_id.lower(),
+        "LOCATION": location,
+        "GPUS": json.dumps(list(dict.fromkeys(req.gpus))),
+        "REPOSITORY": ref.familiar.removesuffix(":latest"),
+        "FLAVOR": req.flavor,
+        "OS": req.os,
+        "SINCE": req.since,
+        "LIMIT": str(req.limit),
+        "MAX_PARALLEL": str(req.max_parallel),
+        "PIP_SPEC": req.pip_spec,
+    }
+
+
+def role_definition(subscription: str) -> dict[str, Any]:
+    """Only what acagpu does: its own resource groups and the Microsoft.App resources inside them."""
+    return {
+        "Name": ROLE_NAME,
+        "IsCustom": True,
+        "Description": "acagpu: create, inspect and delete tagged resource groups with Container Apps GPU "
+        "environments, apps and jobs.",
+        "Actions": [
+            "Microsoft.Resources/subscriptions/read",
+            "Microsoft.Resources/subscriptions/providers/read",
+            "Microsoft.Resources/subscriptions/resourceGroups/read",
+            "Microsoft.Resources/subscriptions/resourceGroups/write",
+            "Microsoft.Resources/subscriptions/resourceGroups/delete",
+            "Microsoft.Resources/subscriptions/resourceGroups/resources/read",
+            "Microsoft.App/managedEnvironments/*",
+            "Microsoft.App/containerApps/*",
+            "Microsoft.App/jobs/*",
+            "Microsoft.App/locations/*/read",
+        ],
+        "NotActions": [],
+        "DataActions": [],
+        "NotDataActions": [],
+        "AssignableScopes": [f"/subscriptions/{subscription}"],
+    }
+
+
+def az_commands(req: CiInitRequest, github_repo: str | None) -> tuple[str, ...]:
+    repo = github_repo or "<owner>/<repo>"
+    sub = req.subscription.lower()
+    credential = {
+        "name": f"acagpu-{repo.replace('/', '-')}-{req.branch}"[:120],
+        "issuer": OIDC_ISSUER,
+        "subject": f"repo:{repo}:ref:refs/heads/{req.branch}",
+        "audiences": [OIDC_AUDIENCE],
+    }
+    return (
+        "# 1. Let this repository's workflows on its default branch sign in as the app (no secret stored)",
+        f"az ad app federated-credential create --id {req.client_id} --parameters '{json.dumps(credential)}'",
+        "# 2. Register the Container Apps provider once (the role below deliberately cannot)",
+        f"az provider register --namespace Microsoft.App --subscription {sub} --wait",
+        f"# 3. A custom role with only what acagpu does ({ROLE_FILE}, shown above)",
+        f"az role definition create --role-definition @{ROLE_FILE}",
+        "# 4. Give the app's service principal that role on the subscription",
+        f"az ad sp show --id {req.client_id} >/dev/null 2>&1 || az ad sp create --id {req.client_id}",
+        f'az role assignment create --role "{ROLE_NAME}" --scope /subscriptions/{sub} '
+        "--assignee-principal-type ServicePrincipal "
+        f'--assignee-object-id "$(az ad sp show --id {req.client_id} --query id -o tsv)"',
+        "# 5. Optional: deletion by the scheduled reaper (dry run until then)",
+        f"gh variable set ACAGPU_REAP_DELETE --body true --repo {repo}",
+    )
+
+
+def github_repo_of(repo_dir: Path) -> str | None:
+    """`owner/name` from the origin remote (https or ssh form), if it points at GitHub."""
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(repo_dir), "remote", "get-url", "origin"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?/?$", url)
+    return match.group(1) if match else None
+
+
+def init(req: CiInitRequest) -> CiInitResult:
+    values = placeholder_values(req)
+    github_repo = req.github_repo or github_repo_of(req.repo_dir)
+    if github_repo is not None and not _SLUG.match(github_repo):
+        raise BadInput(f"invalid GitHub repository {github_repo!r}: expected owner/name")
+    if not req.repo_dir.is_dir():
+        raise BadInput(f"--repo-dir {req.repo_dir} is not a directory")
+    role = role_definition(values["SUBSCRIPTION_ID"])
+    outputs = {
+        req.repo_dir / dest: render(template_path("github", src).read_text("utf-8"), values)
+        for src, dest in WORKFLOWS.items()
+    }
+    outputs[req.repo_dir / ROLE_FILE] = json.dumps(role, indent=2) + "\n"
+    existing = [p for p in outputs if p.exists()]
+    if existing and not req.force:
+        raise BadInput(
+            f"{', '.join(str(p) for p in existing)} already exist",
+            hint="pass --force to overwrite them",
+        )
+    for path, text in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    notes = [
+        "The role is scoped to the subscription because acagpu creates its own resource groups; it cannot "
+        "tell acagpu's groups from others, so the reaper and `down` only ever delete groups tagged "
+        "acagpu:managed=true. For a harder boundary, use a subscription dedicated to GPU validation.",
+    ]
+    if github_repo is None:
+        notes.append(
+            "No GitHub remote found: replace <owner>/<repo> in the commands (or pass --github-repo)."
+        )
+    return CiInitResult(tuple(outputs), github_repo, role, az_commands(req, github_repo), tuple(notes))

