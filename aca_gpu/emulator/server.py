@@ -13,6 +13,7 @@ import json
 import logging
 import secrets
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Coroutine
@@ -171,6 +172,8 @@ class EmulatorServer:
             loop.close()
 
     def start(self) -> EmulatorServer:
+        if self._thread is not None and self._thread.is_alive():
+            return self
         self._thread = threading.Thread(target=self._thread_main, name="acagpu-emulator", daemon=True)
         self._thread.start()
         self._started.wait()
@@ -187,7 +190,9 @@ class EmulatorServer:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def serve_forever(self) -> None:
-        """Foreground mode: returns on Ctrl-C (KeyboardInterrupt) after stopping everything."""
+        """Foreground mode: returns on Ctrl-C (or SIGTERM) after stopping everything."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _raise_interrupt)
         self.start()
         try:
             while self._thread is not None and self._thread.is_alive():
@@ -348,6 +353,10 @@ class EmulatorServer:
                 "suffixes": {"storage": "core.windows.net"},
             }
         ]
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _unauthorized(req: web.Request) -> web.Response:

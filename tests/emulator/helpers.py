@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
+from azure.core.credentials import AccessToken
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
+
+SCALE = 0.002  # env create 80 s -> 0.16 s, env delete 540 s -> ~1.1 s
+POLL = 0.02
+
+
+class StaticCredential:
+    """What acagpu's emulator mode hands azure-core: the emulator's static token, for any scope."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
 
 T4 = "Consumption-GPU-NC8as-T4"
 LOCATION = "eastus"
@@ -21,7 +48,9 @@ def env_body(gpu_type: str = T4, **extra: Any) -> dict[str, Any]:
     gpu = {"name": "gpu", "workloadProfileType": gpu_type, **extra}
     return {
         "location": LOCATION,
-        "properties": {"workloadProfiles": [{"name": "Consumption", "workloadProfileType": "Consumption"}, gpu]},
+        "properties": {
+            "workloadProfiles": [{"name": "Consumption", "workloadProfileType": "Consumption"}, gpu]
+        },
     }
 
 
@@ -30,12 +59,25 @@ def make_env(aca: ContainerAppsAPIClient, rg: str = "rg-acagpu-t1", name: str = 
 
 
 def env_id(server_sub: str, rg: str, env: str) -> str:
-    return f"/subscriptions/{server_sub}/resourceGroups/{rg}/providers/Microsoft.App/managedEnvironments/{env}"
+    return (
+        f"/subscriptions/{server_sub}/resourceGroups/{rg}/providers/Microsoft.App/managedEnvironments/{env}"
+    )
 
 
-def app_body(sub: str, rg: str, env: str, *, image: str = EXPLORER_IMAGE, min_replicas: int = 1,
-             command: list[str] | None = None) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "explorer", "image": image, "resources": {"cpu": 8, "memory": "56Gi"}}
+def app_body(
+    sub: str,
+    rg: str,
+    env: str,
+    *,
+    image: str = EXPLORER_IMAGE,
+    min_replicas: int = 1,
+    command: list[str] | None = None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "explorer",
+        "image": image,
+        "resources": {"cpu": 8, "memory": "56Gi"},
+    }
     if command:
         container["command"] = command
     return {
@@ -49,8 +91,14 @@ def app_body(sub: str, rg: str, env: str, *, image: str = EXPLORER_IMAGE, min_re
     }
 
 
-def job_body(sub: str, rg: str, env: str, *, command: list[str] | None = None, retries: int = 0) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "tester", "image": EXPLORER_IMAGE, "resources": {"cpu": 8, "memory": "56Gi"}}
+def job_body(
+    sub: str, rg: str, env: str, *, command: list[str] | None = None, retries: int = 0
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "tester",
+        "image": EXPLORER_IMAGE,
+        "resources": {"cpu": 8, "memory": "56Gi"},
+    }
     if command:
         container["command"] = command
     return {
@@ -67,3 +115,6 @@ def job_body(sub: str, rg: str, env: str, *, command: list[str] | None = None, r
             "template": {"containers": [container]},
         },
     }
+
+
+A100_ONLY_TYPE = "Consumption-GPU-NC24-A100"
