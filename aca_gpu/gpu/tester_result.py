@@ -47,6 +47,7 @@ class TesterResult:
     gpu_name: str | None = None
     gpu_count: int = 0
     rates: dict[str, DtypeRate] = field(default_factory=dict)
+    per_gpu: tuple[dict[str, float], ...] = ()  # TFLOP/s per dtype for every GPU, by index
     bandwidth_gbps: dict[str, float] = field(default_factory=dict)  # d2d, h2d_pinned, d2h_pinned
     allreduce_busbw_gbps: float | None = None
     cpu_gflops: float | None = None
@@ -105,6 +106,15 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         rates[name] = DtypeRate(
             tflops, _float(pct.get(name)), detail.get("ok"), _float(detail.get("rel_err"))
         )
+    per_gpu = tuple(
+        {
+            k: float(v["tflops"])
+            for k, v in (d.get("matmul") or {}).items()
+            if isinstance(v, dict) and "tflops" in v
+        }
+        for d in devices
+        if isinstance(d, dict)
+    )
     env = doc.get("env") or {}
     cudart = env.get("cudart") or {}
     allreduce = doc.get("allreduce") or {}
@@ -114,6 +124,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         gpu_name=gpu.get("name"),
         gpu_count=int(gpu.get("count") or env.get("device_count") or 0),
         rates=rates,
+        per_gpu=per_gpu,
         bandwidth_gbps={
             k: float(v) for k, v in (doc.get("bandwidth_gbps") or {}).items() if _float(v) is not None
         },

@@ -49,6 +49,17 @@ def test_gpu_run_carries_rates_bandwidth_and_correctness() -> None:
     assert float(elapsed_line.split()[2]) == pytest.approx(result.gpu_elapsed_s, rel=1e-4)
 
 
+def test_every_gpu_is_reported_individually() -> None:
+    _, _, body = load_case(FIXTURES / "h200x2-default.txt")
+    result = parse_tester_output(body)
+    doc = json.loads(body.split("ACAGPU_RESULT ", 1)[1])
+    assert len(result.per_gpu) == result.gpu_count == 2
+    for index, rates in enumerate(result.per_gpu):
+        assert rates == {k: v["tflops"] for k, v in doc["devices"][index]["matmul"].items() if k != "size"}
+    assert result.per_gpu[0] != result.per_gpu[1]  # two measurements, not one copied
+    assert result.allreduce_busbw_gbps is not None and result.allreduce_busbw_gbps > 0
+
+
 def test_log_stream_records_and_timestamps_are_unwrapped() -> None:
     _, _, body = load_case(FIXTURES / "h100-default.txt")
     records = "\n".join(
