@@ -65,6 +65,8 @@ class EnvSpec(Record):
     gpu_profile_name: str  # the label apps reference, e.g. "gpu"
     gpu_profile_type: str  # e.g. Consumption-GPU-NC8as-T4 or NC24-A100
     dedicated_counts: tuple[int, int] | None = None  # (min, max) for dedicated profiles only
+    # further GPU profiles (name, type) in the same environment, so validation pairs share one env
+    extra_gpu_profiles: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

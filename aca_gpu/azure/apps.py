@@ -58,18 +58,25 @@ def _api_version(clients: Clients) -> str:
 # ---- request bodies -------------------------------------------------------------------------
 
 
-def environment_body(spec: EnvSpec) -> dict[str, Any]:
-    gpu: dict[str, Any] = {"name": spec.gpu_profile_name, "workloadProfileType": spec.gpu_profile_type}
-    if not is_consumption_type(spec.gpu_profile_type):
-        low, high = spec.dedicated_counts or (1, 1)
+def _gpu_profile(name: str, profile_type: str, counts: tuple[int, int] | None) -> dict[str, Any]:
+    gpu: dict[str, Any] = {"name": name, "workloadProfileType": profile_type}
+    if not is_consumption_type(profile_type):  # the service rejects min/max on Consumption-GPU-*
+        low, high = counts or (1, 1)
         gpu["minimumCount"] = low
         gpu["maximumCount"] = high
+    return gpu
+
+
+def environment_body(spec: EnvSpec) -> dict[str, Any]:
+    profiles = [
+        {"name": CONSUMPTION, "workloadProfileType": CONSUMPTION},
+        _gpu_profile(spec.gpu_profile_name, spec.gpu_profile_type, spec.dedicated_counts),
+    ]
+    profiles += [_gpu_profile(name, kind, None) for name, kind in spec.extra_gpu_profiles]
     return {
         "location": spec.location,
         "tags": dict(spec.tags),
-        "properties": {
-            "workloadProfiles": [{"name": CONSUMPTION, "workloadProfileType": CONSUMPTION}, gpu],
-        },
+        "properties": {"workloadProfiles": profiles},
     }
 
 

@@ -102,7 +102,9 @@ def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> UpPlan:
     start_timeout = naming.parse_ttl(request.start_timeout or DEFAULT_START_TIMEOUT).total_seconds()
     image = _image(request.image or settings.image, "--image")
     tester_image = _image(request.tester_image or checks.default_tester_image(), "--tester-image")
-    tags = naming.run_tags(run_id, owner=owner, ttl=ttl, keep=request.keep, gpu=gpu)
+    # --keep only skips teardown now; the TTL still applies, so the reaper removes a forgotten run.
+    # (acagpu:keep=true, which the reaper honours, is set deliberately by a person, never implied.)
+    tags = naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu)
     return UpPlan(
         run_id=run_id,
         names=names,

@@ -119,7 +119,7 @@ def test_keyboard_interrupt_tears_down() -> None:
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    fake.on_job_logs = interrupt
+    fake.on_exec = interrupt  # Ctrl-C arrives in the main thread, during nvidia-smi
     result, cloud, _ = _up(fake)
     assert result.exit_code == EXIT_INTERRUPTED
     assert result.doc["status"] == "interrupted"
@@ -133,7 +133,7 @@ def test_second_interrupt_leaves_the_run_and_says_how_to_remove_it() -> None:
     def interrupt() -> None:
         raise KeyboardInterrupt
 
-    fake.on_job_logs = interrupt
+    fake.on_exec = interrupt
     fake.on_delete = interrupt
     result, _, progress = _up(fake)
     assert result.exit_code == EXIT_INTERRUPTED
@@ -215,5 +215,6 @@ def test_plan_tags_and_names() -> None:
     assert plan.names.resource_group == "rg-acagpu-abc123"
     assert plan.tags[naming.TAG_MANAGED] == "true"
     assert plan.tags[naming.TAG_RUN_ID] == "abc123"
-    assert plan.tags[naming.TAG_KEEP] == "true"
+    assert naming.TAG_KEEP not in plan.tags  # --keep defers teardown; the reaper still honours the TTL
+    assert plan.keep
     assert plan.ttl.total_seconds() == 5400
