@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from aca_gpu.errors import AcaGpuError
-from aca_gpu.models import Cloud, ExecutionInfo, ReplicaInfo
+from aca_gpu.models import Cloud, ReplicaInfo
 from aca_gpu.workflow.context import Waiter
 
 RUNNING = "Running"
@@ -44,6 +44,11 @@ def event_reasons(events: Iterable[dict[str, Any]], limit: int = 3) -> list[str]
     return reasons[-limit:]
 
 
+def event_reasons_of(cloud: Cloud, resource_group: str, environment: str) -> list[str]:
+    """The environment's last system event reasons, for a message; empty when they cannot be read."""
+    return _safe_events(cloud, resource_group, environment=environment)
+
+
 def _safe_events(cloud: Cloud, resource_group: str, **where: str) -> list[str]:
     try:
         return event_reasons(cloud.system_events(resource_group, tail=30, **where))
@@ -66,30 +71,3 @@ def wait_app_replica(
         return "; ".join(why) if why else "no replica was scheduled"
 
     return waiter.until(f"a running replica of {app}", probe, timeout=timeout, describe=describe)
-
-
-def wait_execution_started(
-    cloud: Cloud,
-    resource_group: str,
-    job: str,
-    execution: str,
-    environment: str,
-    waiter: Waiter,
-    *,
-    timeout: float,
-) -> ExecutionInfo:
-    """Block until the execution's replica runs (or the execution already ended)."""
-    last: list[ReplicaInfo] = []
-
-    def probe() -> ExecutionInfo | None:
-        info = cloud.get_execution(resource_group, job, execution)
-        if info.finished:
-            return info
-        last[:] = cloud.list_execution_replicas(resource_group, job, execution)
-        return info if any(_is_running(r) for r in last) else None
-
-    def describe() -> str:
-        why = replica_details(last) + _safe_events(cloud, resource_group, environment=environment)
-        return "; ".join(why) if why else "no replica was scheduled"
-
-    return waiter.until(f"execution {execution} of {job} to start", probe, timeout=timeout, describe=describe)

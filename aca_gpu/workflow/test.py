@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aca_gpu import naming
@@ -10,7 +11,6 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
-from aca_gpu.workflow.replicas import wait_execution_started
 from aca_gpu.workflow.tester_run import TesterRun, follow_result
 
 DEFAULT_TIMEOUT_S = 30 * 60.0
@@ -29,16 +29,15 @@ def run_test(
     if cloud.get_job(rg, job) is None:
         raise NotFound(f"run {run.run_id} has no tester job {job}", hint="`acagpu up --keep` makes one")
     phases: dict[str, float] = {}
-    with progress.step("start tester") as step:
-        tester = TesterRun(execution=cloud.start_job(rg, job))
-        wait_execution_started(
-            cloud, rg, job, tester.execution, run.names.environment, waiter, timeout=start_timeout
-        )
-        step.update(tester.execution)
-    phases["tester start"] = round(step.elapsed, 3)
     with progress.step("test run") as step:
-        result = follow_result(cloud, rg, job, tester, waiter, timeout=timeout)
-        step.update(str(result.get("status", "?")))
+        began = time.monotonic()
+        tester = TesterRun(execution=cloud.start_job(rg, job))
+        result = follow_result(
+            cloud, rg, job, tester, waiter, timeout=start_timeout + timeout, environment=run.names.environment
+        )
+        if tester.first_line is not None:
+            phases["tester start"] = round(tester.first_line - began, 3)
+        step.update(f"{result.get('status', '?')} ({tester.execution})")
         failed = checks.tester_failed(result)
         if failed:
             step.status = "fail"

@@ -14,6 +14,7 @@ from aca_gpu.errors import AcaGpuError, CloudError, WaitTimedOut
 from aca_gpu.models import Cloud, ExecutionInfo, JobSpec
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.replicas import event_reasons_of
 
 LOG_RECONNECTS = 20
 
@@ -25,13 +26,15 @@ class TesterRun:
     execution: str
     reused: bool = False
     started: float = field(default_factory=time.monotonic)
+    first_line: float | None = None  # when the replica was running (its first log line arrived)
     ended: float | None = None
     lines: list[str] = field(default_factory=list)
     info: ExecutionInfo | None = None
 
     @property
     def seconds(self) -> float:
-        return max(0.0, (self.ended or time.monotonic()) - self.started)
+        """Measured replica lifetime: from its first line (else from the start request) to the result."""
+        return max(0.0, (self.ended or time.monotonic()) - (self.first_line or self.started))
 
 
 def ensure_job(cloud: Cloud, spec: JobSpec) -> bool:
@@ -52,9 +55,20 @@ def start_execution(cloud: Cloud, resource_group: str, job: str, *, resume: bool
 
 
 def follow_result(
-    cloud: Cloud, resource_group: str, job: str, run: TesterRun, waiter: Waiter, *, timeout: float
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    run: TesterRun,
+    waiter: Waiter,
+    *,
+    timeout: float,
+    environment: str | None = None,
 ) -> dict[str, Any]:
-    """Follow the execution's logs until the result line; parse it (a missing line is a failed test)."""
+    """Follow the execution's logs until the result line; parse it (a missing line is a failed test).
+
+    Called right after the start: a short tester can finish, and its replica vanish, before a
+    later follow would connect. A replica that never runs is WaitTimedOut with the system events.
+    """
     deadline = time.monotonic() + timeout
     seen: set[str] = set()
 
@@ -81,9 +95,14 @@ def follow_result(
                 timeout=remaining,
             )
             for line in stream:
+                if run.first_line is None:
+                    run.first_line = time.monotonic()
                 if line not in seen:  # a reconnect replays the tail
                     seen.add(line)
                     run.lines.append(line)
+        except WaitTimedOut as exc:
+            why = event_reasons_of(cloud, resource_group, environment) if environment else []
+            raise WaitTimedOut("; ".join([exc.message, *why]), code=exc.code) from exc
         except CloudError:
             attempts += 1
             if attempts > LOG_RECONNECTS:

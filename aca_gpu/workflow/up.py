@@ -8,11 +8,11 @@ the run in place and says how to remove it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.errors import EXIT_GPU_CHECK, AcaGpuError, PreflightRefused, TeardownIncomplete
@@ -23,13 +23,12 @@ from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.down import teardown_group
 from aca_gpu.workflow.plan import GPU_PROFILE_NAME, UpPlan, resource_names
 from aca_gpu.workflow.probe import probe_smi
-from aca_gpu.workflow.replicas import wait_app_replica, wait_execution_started
+from aca_gpu.workflow.replicas import wait_app_replica
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, follow_result, start_execution
 
 PROVIDER = "Microsoft.App"
 REGISTER_TIMEOUT_S = 600.0
 EXIT_INTERRUPTED = 130
-T = TypeVar("T")
 
 
 @dataclass
@@ -68,14 +67,6 @@ class UpFlow:
         try:
             with self.progress.step(name) as handle:
                 yield handle
-        finally:
-            self.state.phases[name] = round(time.monotonic() - started, 3)
-
-    def _timed(self, name: str, fn: Callable[[], T]) -> T:
-        """A phase run in a worker thread: timed here, announced as a note (spinners are main-thread only)."""
-        started = time.monotonic()
-        try:
-            return fn()
         finally:
             self.state.phases[name] = round(time.monotonic() - started, 3)
 
@@ -176,12 +167,12 @@ class UpFlow:
             self.state.env = env
 
     def _explorer_and_tester(self) -> None:
-        """Explorer and tester start together; nvidia-smi runs while the tester works."""
+        """Explorer and tester start together; nvidia-smi runs while the tester works and is followed."""
         pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="acagpu-up")
         try:
-            with self.phase("explorer + tester start") as step:
-                explorer: Future[None] = pool.submit(self._timed, "explorer start", self._start_explorer)
-                tester: Future[TesterRun] = pool.submit(self._timed, "tester start", self._start_tester)
+            tester: Future[dict[str, Any]] = pool.submit(self._run_tester)
+            with self.phase("explorer start") as step:
+                explorer: Future[None] = pool.submit(self._start_explorer)
                 branches: list[Future[Any]] = [explorer, tester]
                 done, _ = wait(branches, return_when=FIRST_EXCEPTION)
                 for future in done:
@@ -189,11 +180,7 @@ class UpFlow:
                         self.branch_waiter.cancel.set()
                         future.result()
                 explorer.result()
-                self.state.tester = tester.result()
-                step.update(
-                    f"explorer {self.state.phases.get('explorer start', 0):.0f}s, "
-                    f"tester {self.state.phases.get('tester start', 0):.0f}s"
-                )
+                step.update(f"{self.plan.names.explorer} running")
             with self.phase("nvidia-smi") as step:
                 self.state.smi = probe_smi(
                     self.cloud, self.plan.names.resource_group, self.plan.names.explorer, self.waiter
@@ -203,16 +190,10 @@ class UpFlow:
                 if smi.get("error"):
                     step.status = "fail"
             with self.phase("test run") as step:
-                run = self.state.tester
-                self.state.tester_result = follow_result(
-                    self.cloud,
-                    self.plan.names.resource_group,
-                    self.plan.names.tester,
-                    run,
-                    self.waiter,
-                    timeout=self.plan.tester_timeout_s,
-                )
-                step.update(str(self.state.tester_result.get("status", "?")))
+                self.state.tester_result = tester.result()
+                started = self.state.phases.get("tester start")
+                after = f" · replica up after {started:.0f}s" if started is not None else ""
+                step.update(f"{self.state.tester_result.get('status', '?')}{after}")
                 if checks.tester_failed(self.state.tester_result):
                     step.status = "fail"
         finally:
@@ -242,9 +223,11 @@ class UpFlow:
         wait_app_replica(cloud, rg, name, self.branch_waiter, timeout=plan.start_timeout_s)
         self.state.explorer_started = time.monotonic()
 
-    def _start_tester(self) -> TesterRun:
+    def _run_tester(self) -> dict[str, Any]:
+        """Create (or reuse) the job, start an execution and follow it to its result line at once."""
         plan, cloud = self.plan, self.cloud
         rg, name = plan.names.resource_group, plan.names.tester
+        began = time.monotonic()
         assert self.state.env is not None
         spec = JobSpec(
             resource_group=rg,
@@ -260,17 +243,20 @@ class UpFlow:
         if reused:
             self.state.resumed.append("tester")
         run = start_execution(cloud, rg, name, resume=reused)
-        wait_execution_started(
-            cloud,
-            rg,
-            name,
-            run.execution,
-            plan.names.environment,
-            self.branch_waiter,
-            timeout=plan.start_timeout_s,
-        )
-        run.started = time.monotonic()
-        return run
+        self.state.tester = run
+        try:
+            return follow_result(
+                cloud,
+                rg,
+                name,
+                run,
+                self.branch_waiter,
+                timeout=plan.start_timeout_s + plan.tester_timeout_s,
+                environment=plan.names.environment,
+            )
+        finally:
+            if run.first_line is not None:
+                self.state.phases["tester start"] = round(run.first_line - began, 3)
 
     # -- the end ----------------------------------------------------------------------------
     def _finish(self) -> None:

@@ -76,6 +76,7 @@ class FakeCloud:
     delete_sticks: bool = False  # the group never goes away
     barrier: threading.Barrier | None = None  # proves explorer and tester start concurrently
     on_job_logs: Callable[[], None] | None = None
+    on_exec: Callable[[], None] | None = None
     on_delete: Callable[[], None] | None = None
 
     # subscription
@@ -196,6 +197,8 @@ class FakeCloud:
     def exec(
         self, resource_group: str, app: str, argv: Sequence[str], *, timeout: float = 120.0
     ) -> ExecResult:
+        if self.on_exec:
+            self.on_exec()
         if list(argv) == ["nvidia-smi"]:
             return ExecResult(tuple(argv), self.smi_text, "", 0)
         if argv and argv[0] == "nvidia-smi":
