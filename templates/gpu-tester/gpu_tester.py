@@ -11,7 +11,7 @@ total exceeds the L2 cache. The README beside this file documents the output sch
 Exit codes: 0 pass, 1 fail, 2 bad arguments.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # annotations stay strings: runs on Python 3.8+ images
 
 import argparse
 import ctypes
@@ -100,7 +100,7 @@ def load_peaks(path: str | None) -> dict[str, Any]:
 
 
 def pct(value: float | None, peak: Any) -> float | None:
-    if value is None or not isinstance(peak, int | float) or peak <= 0:
+    if value is None or not isinstance(peak, (int, float)) or peak <= 0:
         return None
     return round(100.0 * value / peak, 1)
 
