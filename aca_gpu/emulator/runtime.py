@@ -22,7 +22,7 @@ from aca_gpu.emulator.state import (
     State,
     key,
 )
-from aca_gpu.emulator.timing import Clock, image_pull_seconds
+from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, Clock, image_pull_seconds
 from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailure, Workload
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,11 @@ class Runtime:
             )
             return
         if reps and all(r.phase == "Terminated" for r in reps):
+            if ex.linger_until is None:
+                linger = max(LINGER_FLOOR_S, self.clock.scaled(DURATIONS["replica_linger"]))
+                ex.linger_until = self.clock.now() + linger
+            if self.clock.now() < ex.linger_until:
+                return
             if all(r.exit_code == 0 for r in reps):
                 self.finish_execution(job, ex, "Succeeded")
             else:

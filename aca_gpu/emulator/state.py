@@ -129,6 +129,7 @@ class Execution:
     deadline: float | None = None
     reason: str | None = None
     message: str | None = None
+    linger_until: float | None = None  # monotonic time the ended replica is cleaned up
 
 
 @dataclass

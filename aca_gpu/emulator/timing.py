@@ -23,7 +23,11 @@ DURATIONS: dict[str, float] = {
     "container_create": 2.0,  # ImagePulled -> ContainerStarted
     "restart_backoff": 10.0,  # between failed container starts
     "scale_in_cooldown": 300.0,  # default Scale.cooldownPeriod
+    "replica_linger": 5.0,  # a finished job replica stays listed (and its log readable) until cleaned up
 }
+# Wall-clock floor for the linger: at test time scales a 5 s linger would be a few ms, shorter than a
+# client's own polling interval, and no client on Azure could ever read a job's last lines that fast.
+LINGER_FLOOR_S = 0.5
 
 
 def image_pull_seconds(image: str) -> float:

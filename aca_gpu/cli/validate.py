@@ -1,0 +1,94 @@
+"""`acagpu validate`: CUDA image(s) × GPU profile(s), pass/fail with the reason, always torn down."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TextIO
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.output import Output
+from aca_gpu.workflow import report as report_flow
+from aca_gpu.workflow import validate as validate_flow
+from aca_gpu.workflow.context import open_cloud, resolve_owner
+
+
+@click.command()
+@click.option(
+    "--image", "images", multiple=True, required=True, help="CUDA image to test; repeat for several."
+)
+@click.option("--gpu", "gpus", multiple=True, required=True, help="GPU alias (t4, a100, ...); repeat.")
+@click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
+@click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
+@click.option("--ttl", help="Expiry tag for the reaper, e.g. 90m (default 2h).")
+@click.option("--max-minutes", type=click.IntRange(1, 1440), help="Deadline per tester run (default 20).")
+@click.option("--start-timeout", help="How long a replica may take to start, e.g. 10m (default).")
+@click.option("--tester-image", help="gpu-tester image (default: stock PyTorch image + injected tester).")
+@click.option("--driver", help="Host driver to predict against (default: the last one seen for the profile).")
+@click.option("--no-tester", is_flag=True, help="Only start the image and read nvidia-smi.")
+@click.option("--no-inspect", is_flag=True, help="Do not read digests and CUDA env from the registry.")
+@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
+@click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def validate(
+    output: Output,
+    images: tuple[str, ...],
+    gpus: tuple[str, ...],
+    location: str | None,
+    run_id: str | None,
+    ttl: str | None,
+    max_minutes: int | None,
+    start_timeout: str | None,
+    tester_image: str | None,
+    driver: str | None,
+    no_tester: bool,
+    no_inspect: bool,
+    emulator: bool,
+    time_scale: float | None,
+    subscription: str | None,
+) -> None:
+    """Validate CUDA images on ACA GPU profiles; exit 5 if any pair fails.
+
+    Every (image, GPU) pair shares one environment and runs concurrently; everything is
+    deleted at the end, even on failure or Ctrl-C.
+    """
+    settings = command_settings(subscription)
+    request = validate_flow.ValidateRequest(
+        images=images,
+        gpus=gpus,
+        location=location,
+        run_id=run_id,
+        ttl=ttl,
+        max_minutes=max_minutes,
+        start_timeout=start_timeout,
+        tester_image=tester_image,
+        driver=driver,
+        run_tester=not no_tester,
+    )
+    plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
+    inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
+    scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
+    with scope as active:
+        doc, code = validate_flow.validate(open_cloud(active), plan, output, waiter_for(active), inspector)
+    results = doc["results"]
+    if results:
+        matrix = report_flow.Matrix(tuple(results))
+        output.summary(report_flow.render_markdown(matrix))
+        if output.github:
+            for pair in matrix.failed:
+                output.error(f"{pair['image']} on {pair['gpu']}: {pair.get('reason') or 'failed'}")
+
+    def human(stream: TextIO) -> None:
+        if results:
+            print(report_flow.render_text(report_flow.Matrix(tuple(results))), file=stream)
+        teardown = doc["teardown"]
+        print(f"teardown: {teardown.get('status')} (verified: {teardown.get('verified')})", file=stream)
+        if doc.get("error"):
+            print(f"error: {doc['error']['message']}", file=stream)
+
+    output.emit(doc, human)
+    if code:
+        raise SystemExit(code)
