@@ -55,6 +55,14 @@ def log_lines(
             timeout=FOLLOW_TIMEOUT_S,
         )
         return
+    app = cloud.get_app(run.resource_group, run.names.explorer)
+    if app is None:
+        raise NotFound(f"run {run.run_id} has no explorer app {run.names.explorer}")
+    if not app.max_replicas:
+        raise NotFound(
+            f"the explorer of run {run.run_id} is scaled to zero (kept run): it has no replica to read",
+            hint="`acagpu logs --tester` or `--system`; `acagpu smi` wakes the explorer for one command",
+        )
     yield from cloud.app_logs(
         run.resource_group, run.names.explorer, follow=follow, tail=tail, timeout=FOLLOW_TIMEOUT_S
     )

@@ -6,18 +6,21 @@ command is retried a few times before the missing exit code is reported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from aca_gpu.errors import CloudError
+from aca_gpu.errors import CloudError, NotFound
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.models import Cloud, ExecResult
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
+from aca_gpu.workflow.replicas import wait_app_replica
 
 EXEC_ATTEMPTS = 3
 EXEC_TIMEOUT_S = 180.0
+WAKE_TIMEOUT_S = 15 * 60.0
 
 
 def run_exec(
@@ -67,9 +70,30 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> di
     }
 
 
+@contextmanager
+def awake_explorer(
+    cloud: Cloud, run: Run, waiter: Waiter, *, timeout: float = WAKE_TIMEOUT_S
+) -> Iterator[None]:
+    """A kept run's explorer sleeps at zero replicas: wake it for one command, then put it back."""
+    rg, app = run.resource_group, run.names.explorer
+    info = cloud.get_app(rg, app)
+    if info is None:
+        raise NotFound(f"run {run.run_id} has no explorer app {app}")
+    asleep = not info.max_replicas
+    if asleep:
+        cloud.scale_app(rg, app, 1, 1)
+    try:
+        wait_app_replica(cloud, rg, app, waiter, timeout=timeout)
+        yield
+    finally:
+        if asleep:
+            cloud.scale_app(rg, app, 0, 0)
+
+
 def explorer_smi(cloud: Cloud, run: Run, waiter: Waiter) -> tuple[NvidiaSmi, ExecResult]:
     """`acagpu smi` live: nvidia-smi in the run's explorer, parsed, with the raw session result."""
-    table = run_exec(cloud, run.resource_group, run.names.explorer, ["nvidia-smi"], waiter)
+    with awake_explorer(cloud, run, waiter):
+        table = run_exec(cloud, run.resource_group, run.names.explorer, ["nvidia-smi"], waiter)
     return nvidia_smi.parse(table.output), table
 
 
@@ -80,6 +104,13 @@ def exec_command(
 
     Only a failed connection is retried: a session that dropped mid-command may already have run it.
     """
-    return run_exec(
-        cloud, run.resource_group, run.names.explorer, argv, waiter, timeout=timeout, retry_incomplete=False
-    )
+    with awake_explorer(cloud, run, waiter):
+        return run_exec(
+            cloud,
+            run.resource_group,
+            run.names.explorer,
+            argv,
+            waiter,
+            timeout=timeout,
+            retry_incomplete=False,
+        )

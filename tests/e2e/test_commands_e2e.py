@@ -1,0 +1,105 @@
+"""Every run command end to end over HTTPS against the emulator; nothing is left behind afterwards."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+
+UP = ["up", "--yes", "--start-timeout", "20s", "--max-minutes", "5"]
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _empty(emu: Any) -> bool:
+    return bool(emu.inventory()["empty"])
+
+
+def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
+    code, out, err = _run(*UP, "--run-id", "life1", "--keep", "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "ok" and doc["teardown"]["status"] == "kept"
+    assert doc["explorer"]["driver_version"] and doc["tester"]["result"]["status"] == "pass"
+
+    code, out, err = _run("smi", "--run-id", "life1", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["driver_version"] == doc["explorer"]["driver_version"]
+
+    code, out, err = _run("exec", "--run-id", "life1", "--", "sh", "-c", "exit 3")
+    assert code == 3, err
+
+    code, out, err = _run("logs", "--run-id", "life1", "--tester", "--tail", "50")
+    assert code == 0, err  # the execution ended: ACA keeps no replica, so no console lines
+    code, out, err = _run("logs", "--run-id", "life1", "--system", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["lines"], "system events of the explorer"
+
+    code, out, err = _run("test", "--run-id", "life1", "--start-timeout", "20s", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["result"]["status"] == "pass"
+
+    code, out, err = _run("status", "-o", "json")
+    assert code == 0, err
+    assert [r["run_id"] for r in json.loads(out)["runs"]] == ["life1"]
+
+    code, out, err = _run("down", "--run-id", "life1", "--yes", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True}
+    assert _empty(emu)
+
+
+def test_up_without_keep_leaves_nothing(emu: Any) -> None:
+    code, out, err = _run(*UP, "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["teardown"] == {"status": "deleted", "verified": True}
+    assert doc["cost"]["gpu_seconds"] > 0
+    assert _empty(emu)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--gpu", "h100x"], ["--ttl", "0m"], ["-l", "east us!"], ["--run-id", "abcdefghijklm"]],
+)
+def test_bad_input_exits_2_and_creates_nothing(emu: Any, args: list[str]) -> None:
+    code, out, _ = _run(*UP, *args)
+    assert code == 2 and out == ""
+    assert _empty(emu)
+
+
+def test_dry_run_creates_nothing(emu: Any) -> None:
+    code, out, _ = _run(*UP, "--dry-run", "-o", "json")
+    assert code == 0 and json.loads(out)["status"] == "planned"
+    assert _empty(emu)
+
+
+@pytest.mark.parametrize(
+    ("faults", "codes"),
+    [
+        ("429:count=3,retry_after=1", {0}),
+        ("5xx:count=2,status=503", {0}),
+        ("ws_drop:count=1", {0}),
+        # a drop as the tester ends can lose its result line (its replica is gone before a reconnect)
+        ("log_drop:count=1", {0, 5}),
+        ("stuck", {4}),
+        ("quota", {3}),
+        ("slow_delete:factor=3", {0}),
+    ],
+)
+def test_fault_matrix_ends_in_success_or_its_exit_code(emu: Any, faults: str, codes: set[int]) -> None:
+    emu.set_faults(faults)
+    code, out, err = _run(*UP, "--start-timeout", "3s", "-o", "json")
+    assert code in codes, (code, err)
+    doc = json.loads(out)  # even a failed run prints its one document
+    assert doc["teardown"]["verified"] is True, doc["teardown"]
+    emu.set_faults("")
+    _run("down", "--run-id", doc["run_id"], "--yes")
+    assert _empty(emu)
