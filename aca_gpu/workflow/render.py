@@ -76,10 +76,16 @@ def render_up(doc: dict[str, Any]) -> str:
 
 
 def _tester_detail(result: dict[str, Any]) -> str:
-    for key in ("summary", "reason", "message"):
-        if result.get(key):
-            return f" — {result[key]}"
-    return ""
+    parts = [str(result["gpu_name"])] if result.get("gpu_name") else []
+    rates = result.get("rates") or {}
+    parts += [f"{name} {rate['tflops']:g} TFLOP/s" for name, rate in rates.items() if rate.get("tflops")]
+    if result.get("speedup"):
+        parts.append(f"{result['speedup']:g}x CPU")
+    if result.get("simulated"):
+        parts.append("simulated")
+    if result.get("reason"):
+        parts.append(str(result["reason"]))
+    return f" — {', '.join(parts)}" if parts else ""
 
 
 def render_status(doc: dict[str, Any]) -> str:
