@@ -105,6 +105,10 @@ def pct(value: float | None, peak: Any) -> float | None:
     return round(100.0 * value / peak, 1)
 
 
+def of_peak(value: float | None) -> str:
+    return f" ({value}% of peak)" if value is not None else ""
+
+
 # -- environment -------------------------------------------------------------------------------
 
 
@@ -185,7 +189,7 @@ def driver_cuda() -> str | None:
 
 
 def environment(torch: Any) -> dict[str, Any]:
-    env: dict[str, Any] = {
+    return {
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "torch": torch.__version__ if torch else None,
@@ -194,7 +198,6 @@ def environment(torch: Any) -> dict[str, Any]:
         "driver_cuda": driver_cuda(),
         "cpu_count": os.cpu_count(),
     }
-    return env
 
 
 # -- timing ------------------------------------------------------------------------------------
@@ -206,11 +209,8 @@ class Clock:
     def __init__(self, budget: float) -> None:
         self.budget = budget
 
-    def elapsed(self) -> float:
-        return time.monotonic() - T0
-
     def left(self) -> float:
-        return self.budget - self.elapsed()
+        return self.budget - (time.monotonic() - T0)
 
 
 def time_gpu(torch: Any, step: Any, *, target_ms: float, repeats: int, warm_ms: float) -> float:
@@ -368,8 +368,8 @@ def measure_device(
         "sm_count": props.multi_processor_count,
         "l2_mib": round(l2 / MIB, 1),
     }
-    peak = peaks.get(props.name.strip().lower())
-    info["peak_known"] = peak is not None
+    peak = peaks.get(props.name.strip().lower()) or {}
+    info["peak_known"] = bool(peak)
     n = args.size or choose_size(props, args.quick)
     repeats = args.repeats or (3 if args.quick else 7)
     # several GPUs share one budget: shorter timed loops each (still >> launch overhead)
@@ -385,22 +385,18 @@ def measure_device(
             skipped.append(f"gpu{index}:{name}:budget")
             continue
         row = matmul_dtype(torch, dev, name, n, l2, repeats, target_ms)
-        row["pct_of_peak"] = pct(row["tflops"], (peak or {}).get(PEAK_KEYS[name]))
+        row["pct_of_peak"] = pct(row["tflops"], peak.get(PEAK_KEYS[name]))
         matmul[name] = row
-        say(
-            f"gpu{index} {name:<4} n={n}: {row['tflops']:8.1f} TFLOP/s"
-            + (f" ({row['pct_of_peak']}% of peak)" if row["pct_of_peak"] is not None else "")
-            + f"  rel_err={row['rel_err']:.2e} {'ok' if row['ok'] else 'FAIL'}"
-        )
+        check = f"rel_err={row['rel_err']:.2e} {'ok' if row['ok'] else 'FAIL'}"
+        say(f"gpu{index} {name:<4} n={n}: {row['tflops']:8.1f} TFLOP/s{of_peak(row['pct_of_peak'])}  {check}")
     info["matmul"] = matmul
     if clock.left() > 2:
         bw = bandwidth(torch, dev, args.quick, free)
-        bw["d2d_pct_of_peak"] = pct(bw["d2d_gbps"], (peak or {}).get("mem_bw_gbps"))
+        bw["d2d_pct_of_peak"] = pct(bw["d2d_gbps"], peak.get("mem_bw_gbps"))
         info["bandwidth"] = bw
         say(
-            f"gpu{index} copy: device {bw['d2d_gbps']:.0f} GB/s (read+write)"
-            + (f" ({bw['d2d_pct_of_peak']}% of peak)" if bw["d2d_pct_of_peak"] is not None else "")
-            + f", pinned h2d {bw['h2d_pinned_gbps']:.1f} GB/s, d2h {bw['d2h_pinned_gbps']:.1f} GB/s"
+            f"gpu{index} copy: device {bw['d2d_gbps']:.0f} GB/s (read+write){of_peak(bw['d2d_pct_of_peak'])}"
+            f", pinned h2d {bw['h2d_pinned_gbps']:.1f} GB/s, d2h {bw['d2h_pinned_gbps']:.1f} GB/s"
         )
     else:
         skipped.append(f"gpu{index}:bandwidth:budget")
@@ -436,15 +432,7 @@ def _allreduce_worker(rank: int, world: int, port: int, nbytes: int, queue: Any)
         dist.all_reduce(y)
         ok = bool(torch.all(y == world * (world + 1) / 2).item())
         if rank == 0:
-            alg = nbytes / (ms * 1e-3) / 1e9
-            queue.put(
-                {
-                    "ms": ms,
-                    "algbw_gbps": round(alg, 2),
-                    "busbw": round(alg * 2 * (world - 1) / world, 2),
-                    "ok": ok,
-                }
-            )
+            queue.put((ms, ok))
     finally:
         dist.destroy_process_group()
 
@@ -459,14 +447,16 @@ def allreduce(torch: Any, world: int, quick: bool) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
     mp.spawn(_allreduce_worker, args=(world, port, nbytes, queue), nprocs=world, join=True)
-    got = queue.get()
+    ms, ok = queue.get()
+    alg = nbytes / (ms * 1e-3) / 1e9  # bus bandwidth: what each GPU's links carry in a ring
+    busbw = round(alg * 2 * (world - 1) / world, 2)
     return {
         "world_size": world,
         "bytes": nbytes,
-        "median_ms": round(got["ms"], 3),
-        "algbw_gbps": got["algbw_gbps"],
-        "busbw_gbps": got["busbw"],
-        "ok": got["ok"],
+        "median_ms": round(ms, 3),
+        "algbw_gbps": round(alg, 2),
+        "busbw_gbps": busbw,
+        "ok": ok,
     }
 
 

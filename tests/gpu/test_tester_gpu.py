@@ -104,3 +104,23 @@ def test_timing_counts_every_iteration() -> None:
     one = tester.time_gpu(torch, once, target_ms=20, repeats=5, warm_ms=30)
     two = tester.time_gpu(torch, twice, target_ms=20, repeats=5, warm_ms=30)
     assert 1.7 < two / one < 2.3
+
+
+def test_budget_bounds_the_run() -> None:
+    """A budget shorter than a full run skips measurements (and says so) instead of overrunning."""
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--budget", "3", "--peaks", str(PEAKS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    result = parse_tester_output(proc.stdout)
+    assert result.elapsed_s is not None and result.elapsed_s < 6  # a full run takes longer
+    skipped = result.raw.get("skipped", [])
+    assert any(s.endswith(":budget") for s in skipped), skipped
+    measured = set(result.rates) | {s.split(":")[1] for s in skipped if s.startswith("gpu0:")}
+    assert {"fp32", "tf32", "fp16"} <= measured  # every dtype either measured or listed as skipped
+    assert proc.returncode == (0 if result.passed else 1)
+    if not result.rates:
+        assert result.reason == "budget-exceeded"
