@@ -6,20 +6,15 @@ shapes of aca_gpu.gpu.* and aca_gpu.cost, so the orchestration reads as orchestr
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from aca_gpu import cost
+from aca_gpu import cost, tester
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat, nvidia_smi, profiles, tester_result
 from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.models import ContainerDef
 
 Profile = profiles.GpuProfile
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(name)
 
 
 RESULT_MARKER = "ACAGPU_RESULT"
@@ -58,12 +53,12 @@ def explorer_container(image: str, profile: Profile, max_minutes: int) -> Contai
 
 
 def default_tester_image() -> str:
-    return str(_module("aca_gpu.tester").DEFAULT_TESTER_IMAGE)
+    return tester.DEFAULT_TESTER_IMAGE
 
 
 def tester_container(image: str, profile: Profile) -> ContainerDef:
     """The zero-build tester: the tester script injected into a stock PyTorch image."""
-    spec = _module("aca_gpu.tester").zero_build_container(image)
+    spec = tester.zero_build_container(image)
     return ContainerDef(
         name="gpu-tester",
         image=image,
