@@ -77,3 +77,29 @@ def test_help_does_not_import_azure_sdk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     line = next(x for x in out.splitlines() if x.startswith("AZURE:"))
     assert line == "AZURE:", f"`acagpu --help` imported {line[6:]}"
+
+
+def test_static_short_help_matches_each_command() -> None:
+    """`acagpu --help` lists commands from a table; each entry must say what the command itself says."""
+    import click
+
+    from aca_gpu.cli import COMMANDS, cli
+
+    ctx = click.Context(cli)
+    for name, (_, short) in COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.get_short_help_str(limit=200) == short, name
+
+
+def test_help_imports_no_command_module() -> None:
+    code = (
+        "import sys\n"
+        "from aca_gpu.cli import cli\n"
+        "try:\n    cli.main(args=['--help'], prog_name='acagpu')\nexcept SystemExit:\n    pass\n"
+        "print('LOADED:' + ','.join(sorted(m for m in sys.modules if m.startswith('aca_gpu.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if x.startswith("LOADED:"))
+    loaded = set(line[7:].split(","))
+    assert not {m for m in loaded if m.startswith(("aca_gpu.workflow", "aca_gpu.azure", "aca_gpu.registry"))}

@@ -1,0 +1,138 @@
+"""`acagpu up` against the emulator: wall time vs the critical path, vs a sequential seed-style flow.
+
+With realistic ACA durations scaled down (`--time-scale`), this measures:
+  1. `up`'s wall time against the critical path of provider latencies (the emulator's time model:
+     env create, then max(explorer start + nvidia-smi, tester start + tester run), then the
+     resource-group delete). Target ratio <= 1.05: orchestration adds almost nothing.
+  2. A strictly sequential flow like the seed tutorial (explorer, then tester, each awaited, then
+     delete), run against the same emulator through the same Cloud calls.
+  3. Billed GPU-seconds (emulated): `up` vs the seed flow left running for its tester's 4-hour
+     sleep with the explorer still up, as the seed leaves it.
+
+Usage: python benchmarks/orchestration.py [--time-scale 0.02] [--poll 0.02] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from aca_gpu.config import load_settings
+from aca_gpu.emulator.server import EmulatorServer
+from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, image_pull_seconds
+from aca_gpu.models import AppSpec, Cloud, EnvSpec, JobSpec
+from aca_gpu.output import NullProgress
+from aca_gpu.workflow import checks
+from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.down import teardown_group
+from aca_gpu.workflow.plan import GPU_PROFILE_NAME, UpPlan, UpRequest, make_plan
+from aca_gpu.workflow.probe import probe_smi
+from aca_gpu.workflow.replicas import wait_app_replica
+from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
+from aca_gpu.workflow.up import up
+
+SEED_TESTER_SLEEP_S = 4 * 3600  # the seed's tester sleeps 4 hours after printing its result
+
+
+def critical_path(plan: UpPlan, tester_elapsed: float) -> float:
+    """Emulated seconds along the longest chain of provider work `up` must wait for."""
+    start = DURATIONS["assign_replica"] + DURATIONS["container_create"]
+    explorer = max(DURATIONS["app_provision"], start + image_pull_seconds(plan.image))
+    tester = DURATIONS["job_provision"] + start + image_pull_seconds(plan.tester_image) + tester_elapsed
+    teardown = DURATIONS["env_delete"] + DURATIONS["rg_delete_extra"]
+    return DURATIONS["env_create"] + max(explorer, tester) + teardown
+
+
+def sequential(cloud: Cloud, plan: UpPlan, waiter: Waiter) -> dict[str, Any]:
+    """The seed's order: everything awaited one after another; returns timings and billing moments."""
+    rg, names = plan.names.resource_group, plan.names
+    t0 = time.monotonic()
+    cloud.create_resource_group(rg, plan.location, plan.tags)
+    env = cloud.create_environment(
+        EnvSpec(rg, names.environment, plan.location, plan.tags, GPU_PROFILE_NAME, plan.profile.type)
+    )
+    container = checks.explorer_container(plan.image, plan.profile, plan.max_minutes)
+    cloud.create_app(
+        AppSpec(rg, names.explorer, plan.location, env.id, GPU_PROFILE_NAME, container, plan.tags)
+    )
+    wait_app_replica(cloud, rg, names.explorer, waiter, timeout=600)
+    probe_smi(cloud, rg, names.explorer, waiter)
+    tester = checks.tester_container(plan.tester_image, plan.profile)
+    ensure_job(cloud, JobSpec(rg, names.tester, plan.location, env.id, GPU_PROFILE_NAME, tester, plan.tags))
+    run = start_execution(cloud, rg, names.tester, resume=False)
+    result = follow_result(cloud, rg, names.tester, run, waiter, timeout=600)
+    t_result = time.monotonic() - t0
+    teardown_group(cloud, rg, waiter)
+    return {"wall": time.monotonic() - t0, "to_result": t_result, "status": result.get("status")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--time-scale", type=float, default=0.02)
+    parser.add_argument("--poll", type=float, default=0.02, help="client polling interval (wall seconds)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    scale = args.time_scale
+    rows = []
+    with EmulatorServer(time_scale=scale, registered=True) as emu:
+        env = emu.client_env() | {"ACAGPU_POLLING_INTERVAL": str(args.poll)}
+        settings = load_settings(env=env, file={})
+        cloud = open_cloud(settings)
+        for i in range(args.runs):
+            emu.reset()
+            plan = make_plan(settings, UpRequest(run_id=f"bench{i}", gpu="t4"), owner="bench")
+            started = time.monotonic()
+            result = up(cloud, plan, NullProgress(), Waiter(interval=args.poll))
+            wall = time.monotonic() - started
+            assert result.exit_code == 0, result.doc.get("error")
+            tester_elapsed = float(result.doc["tester"]["result"]["elapsed_s"])
+            cp = critical_path(plan, tester_elapsed) * scale
+            up_gpu_s = emu.billing()["total_gpu_seconds"]
+
+            emu.reset()
+            seq_plan = make_plan(settings, UpRequest(run_id=f"seq{i}", gpu="t4"), owner="bench")
+            seq = sequential(cloud, seq_plan, Waiter(interval=args.poll))
+            billing = emu.billing()
+            # Left running as the seed leaves it: the explorer never stops and the tester replica sleeps
+            # 4 h after its result; both bill the whole time (serverless GPU has no idle rate).
+            to_result = seq["to_result"] / scale
+            seed_gpu_s = billing["total_gpu_seconds"]  # measured up to the delete
+            seed_left = 2 * SEED_TESTER_SLEEP_S + to_result
+            rows.append(
+                {
+                    "up_wall": wall,
+                    "critical_path": cp,
+                    "seq_wall": seq["wall"],
+                    "up_gpu_s": up_gpu_s,
+                    "seq_gpu_s": seed_gpu_s,
+                    "seed_left_gpu_s": seed_left,
+                }
+            )
+            print(
+                f"run {i}: up {wall:6.2f}s  critical path {cp:6.2f}s  ratio {wall / cp:.3f}  "
+                f"sequential {seq['wall']:6.2f}s  up GPU-s {up_gpu_s:8.1f}  seed left {seed_left:8.0f}"
+            )
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    up_wall, cp = med("up_wall"), med("critical_path")
+    print(
+        f"\ntime scale {scale} (1 wall s = {1 / scale:.0f} emulated s), poll {args.poll}s, runs {args.runs}"
+    )
+    print(f"linger floor {LINGER_FLOOR_S}s wall per finished job replica (emulator artefact, both flows)")
+    print(f"up wall (median)                 {up_wall:7.2f} s  = {up_wall / scale:7.0f} emulated s")
+    print(f"critical path                    {cp:7.2f} s  = {cp / scale:7.0f} emulated s")
+    print(f"up / critical path               {med('up_wall') / med('critical_path'):7.3f}  (target <= 1.05)")
+    print(f"sequential seed-style flow       {med('seq_wall'):7.2f} s")
+    print(f"sequential / up                  {med('seq_wall') / med('up_wall'):7.3f}")
+    print(f"GPU-seconds billed, up           {med('up_gpu_s'):9.1f}")
+    print(f"GPU-seconds billed, sequential   {med('seq_gpu_s'):9.1f}  (deleted right after the result)")
+    print(f"GPU-seconds, seed left running   {med('seed_left_gpu_s'):9.0f}  (explorer + 4 h tester sleep)")
+    print(f"seed left running / up          {med('seed_left_gpu_s') / med('up_gpu_s'):8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
