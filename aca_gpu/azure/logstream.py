@@ -163,6 +163,7 @@ def follow_lines(
         if remaining <= 0:
             break
         replaying = not first
+        delivered = False
         try:
             lines = open_lines(
                 url,
@@ -178,6 +179,7 @@ def follow_lines(
                 if replaying and line in seen:
                     continue
                 replaying = False
+                delivered = True
                 seen.add(line)
                 message = parse_log_line(line)
                 yield message
@@ -194,7 +196,10 @@ def follow_lines(
             return
         if finished is not None and finished():
             return
-        sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
+        # A stream that was delivering and dropped comes back at once (a finished job's replica may
+        # linger only seconds); one that gave nothing waits before the next try.
+        if not delivered:
+            sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
     if stop_when is not None:
         raise WaitTimedOut(f"timed out after {timeout:.0f}s waiting for {what}", code="LogWaitTimeout")
 

@@ -171,3 +171,27 @@ def test_read_events_snapshot() -> None:
     events = ls.read_events("https://h/eventstream", "tok", tail=20, get=get)
     assert [e["Reason"] for e in events] == ["StartingGettingEvents", "RevisionUpdate"]
     assert get.params[0] == {"follow": "false", "tailLines": 20, "output": "json"}
+
+
+def test_reconnect_is_immediate_after_lines_and_paced_after_nothing() -> None:
+    """A delivering stream that drops comes back at once; an empty one waits before retrying."""
+    get = Getter(
+        FakeResponse(200, ["t1 stdout F one"], drop=True),
+        FakeResponse(200, [], drop=True),
+        FakeResponse(200, ["t1 stdout F one", "t2 stdout F DONE"]),
+    )
+    pauses: list[float] = []
+    lines = list(
+        ls.follow_lines(
+            "https://h/logstream",
+            lambda: "tok",
+            follow=True,
+            tail=10,
+            what="DONE",
+            get=get,
+            stop_when=lambda m: m == "DONE",
+            sleep=pauses.append,
+        )
+    )
+    assert lines == ["one", "DONE"]
+    assert pauses == [ls.RECONNECT_PAUSE_S]  # only after the connection that delivered nothing
