@@ -10,6 +10,7 @@ falls back to the bundled table with a warning whenever that is impossible.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,13 @@ MAX_PAGES = 20
 
 
 def default_cache_path() -> Path:
-    return Path.home() / ".cache" / "acagpu" / "prices.json"
+    base = os.environ.get("ACAGPU_CACHE_DIR")
+    return Path(base) / "prices.json" if base else Path.home() / ".cache" / "acagpu" / "prices.json"
+
+
+def retail_prices_url() -> str:
+    """The public Retail Prices API, or ACAGPU_PRICES_URL (a mirror, or a test server)."""
+    return os.environ.get("ACAGPU_PRICES_URL") or RETAIL_PRICES_URL
 
 
 @dataclass(frozen=True)
@@ -286,7 +293,7 @@ def refresh_prices(
     cache_path: Path | None = None,
     *,
     region: str = "eastus",
-    endpoint: str = RETAIL_PRICES_URL,
+    endpoint: str | None = None,
     timeout: float = 10.0,
     warn: Callable[[str], None] | None = None,
 ) -> PriceTable:
@@ -295,7 +302,7 @@ def refresh_prices(
 
     path = cache_path or default_cache_path()
     query = f"{RETAIL_FILTER} and armRegionName eq '{region}'"
-    url: str | None = f"{endpoint}?$filter={quote(query)}"
+    url: str | None = f"{endpoint or retail_prices_url()}?$filter={quote(query)}"
     items: list[Mapping[str, Any]] = []
     try:
         for _ in range(MAX_PAGES):

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from aca_gpu import cost
 from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.cost import catalog_prices, load_prices
@@ -18,7 +19,8 @@ from aca_gpu.workflow.offers import offered_profiles, render_offers
 
 def catalog_document(location: str | None = None) -> dict[str, Any]:
     """The bundled catalog as the `{"profiles": [...]}` JSON document, optionally one region's share."""
-    prices = catalog_prices(load_prices())
+    table = load_prices()
+    prices = catalog_prices(table)
     wanted: list[GpuProfile] = [p for p in profile_catalog() if location is None or p.offered_in(location)]
     return {
         "profiles": [
@@ -34,7 +36,8 @@ def catalog_document(location: str | None = None) -> dict[str, Any]:
                 "price_per_hour_usd": prices.get(p.type),
             }
             for p in wanted
-        ]
+        ],
+        "prices": {"origin": table.origin, "source": table.source, "estimate": True},
     }
 
 
@@ -65,9 +68,18 @@ def render_catalog(doc: dict[str, Any]) -> str:
 @click.option("--offline", is_flag=True, help="Show the bundled catalog instead of asking Azure.")
 @click.option("-l", "--location", help="Region, e.g. eastus (with --offline: filter the catalog by it).")
 @click.option("--subscription", help="Subscription id for the live listing (default: ACAGPU_SUBSCRIPTION).")
+@click.option(
+    "--refresh-prices",
+    is_flag=True,
+    help="Fetch list prices from the public Azure Retail Prices API and cache them (else: bundled, warned).",
+)
 @output_options
-def profiles(output: Output, offline: bool, location: str | None, subscription: str | None) -> None:
+def profiles(
+    output: Output, offline: bool, location: str | None, subscription: str | None, refresh_prices: bool
+) -> None:
     """List the ACA GPU workload profiles: type, aliases, GPU, size, regions and an hourly estimate."""
+    if refresh_prices:
+        cost.refresh_prices(region=validate_location(location) if location else "eastus", warn=output.warn)
     if offline:
         doc = catalog_document(location)
         output.emit(doc, render_catalog(doc))

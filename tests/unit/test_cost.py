@@ -258,3 +258,37 @@ def test_load_prices_ignores_a_corrupt_cache(tmp_path: Path) -> None:
 def test_unit_of_measure(price: float, unit: str, per_second: float | None) -> None:
     got = cost._per_second(price, unit)
     assert got == (pytest.approx(per_second) if per_second is not None else None)
+
+
+def test_profiles_refresh_prices_flag_uses_the_api_and_its_cache(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    monkeypatch.setenv("ACAGPU_PRICES_URL", server)
+    monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path))
+    result = CliRunner().invoke(cli, ["profiles", "--offline", "--refresh-prices", "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    doc = _json.loads(result.stdout)
+    assert doc["prices"]["origin"] == "cache" and doc["prices"]["estimate"] is True
+    assert (tmp_path / "prices.json").exists()
+    t4 = next(p for p in doc["profiles"] if p["type"] == "Consumption-GPU-NC8as-T4")
+    bundled = next(
+        p
+        for p in _json.loads(CliRunner().invoke(cli, ["profiles", "--offline", "-o", "json"]).stdout)[
+            "profiles"
+        ]
+        if p["type"] == t4["type"]
+    )
+    assert t4["price_per_hour_usd"] == bundled["price_per_hour_usd"]  # both read the refreshed cache now
+
+    _Handler.status = 503
+    (tmp_path / "prices.json").unlink()
+    result = CliRunner().invoke(cli, ["profiles", "--offline", "--refresh-prices", "-o", "json"])
+    assert result.exit_code == 0
+    assert "could not refresh prices" in result.stderr
+    assert _json.loads(result.stdout)["prices"]["origin"] == "bundled"

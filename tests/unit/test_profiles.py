@@ -204,7 +204,8 @@ def test_offline_json_lists_the_catalog() -> None:
     rc, out, _ = _cli("--offline", "-o", "json")
     assert rc == 0
     doc = json.loads(out)
-    assert set(doc) == {"profiles"}
+    assert set(doc) == {"profiles", "prices"}
+    assert doc["prices"]["estimate"] is True
     assert [p["type"] for p in doc["profiles"]] == [p.type for p in profile_catalog()]
     for entry in doc["profiles"]:
         assert set(entry) == PROFILE_KEYS

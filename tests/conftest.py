@@ -1,0 +1,22 @@
+"""Every test runs with its own cache and config dirs, so a developer's ~/.cache or config never leaks in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("acagpu-user")
+    monkeypatch.setenv("ACAGPU_CACHE_DIR", str(home / "cache"))
+    monkeypatch.setenv("ACAGPU_CONFIG", str(Path(home) / "config.toml"))
+    for name in (
+        "ACAGPU_SUBSCRIPTION",
+        "ACAGPU_ARM_ENDPOINT",
+        "ACAGPU_TOKEN",
+        "ACAGPU_CA_BUNDLE",
+        "ACAGPU_LOCATION",
+    ):
+        monkeypatch.delenv(name, raising=False)
