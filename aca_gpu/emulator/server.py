@@ -124,6 +124,7 @@ class EmulatorServer:
         self.ca_bundle = str(ca_path)
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_response_prepare.append(_drop_default_content_type)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ssl_ctx)
@@ -310,7 +311,9 @@ class EmulatorServer:
             resp = await route.handler(ctx, req, params)
         except ArmError as exc:
             resp = exc.response()
-        if route.namespace is not None and resp.status < 400 and not resp.prepared:
+        # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
+        versioned = not route.pattern.endswith("/usages")
+        if route.namespace is not None and versioned and resp.status < 400 and not resp.prepared:
             resp.headers.setdefault("api-supported-versions", APP_SUPPORTED_VERSIONS)
         return resp
 
@@ -353,6 +356,12 @@ class EmulatorServer:
                 "suffixes": {"storage": "core.windows.net"},
             }
         ]
+
+
+async def _drop_default_content_type(req: web.Request, resp: web.StreamResponse) -> None:
+    """Streamed answers (event streams) go out without a Content-Type, as recorded, not aiohttp's default."""
+    if resp.headers.get("Content-Type") == "application/octet-stream":
+        del resp.headers["Content-Type"]
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

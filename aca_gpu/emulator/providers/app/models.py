@@ -134,12 +134,29 @@ def env_from_id(ctx: Ctx, env_id: str | None) -> Environment:
     return env
 
 
-def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str | None, str]:
+def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str, str]:
+    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded)."""
     profile_name = get_ci(props, "workloadProfileName")
     ptype = env.profile_type(profile_name)
     if ptype is None:
         raise WorkloadProfileNotFound(str(profile_name), env.name)
-    return profile_name, ptype
+    return str(profile_name or "Consumption"), ptype
+
+
+# ARM answers these enums in its own casing whatever the request sent (the CLI sends "single", "manual").
+_ENUMS = {
+    "activeRevisionsMode": ("Single", "Multiple"),
+    "triggerType": ("Manual", "Schedule", "Event"),
+}
+
+
+def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    for field, values in _ENUMS.items():
+        raw = out.get(field)
+        if isinstance(raw, str):
+            out[field] = next((v for v in values if v.lower() == raw.lower()), raw)
+    return out
 
 
 def _check_template(template: dict[str, Any]) -> None:
@@ -205,7 +222,7 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
             env=env.name,
             profile_name=profile_name,
             profile_type=ptype,
-            configuration=copy.deepcopy(props.get("configuration") or {}),
+            configuration=_canonical_config(props.get("configuration") or {}),
             template=template,
             created=utc_now(),
             provisioned_at=ctx.clock.after("app_provision"),
@@ -214,7 +231,7 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
         new_revision(ctx, app)
         return app
     existing.tags = tags
-    existing.configuration = copy.deepcopy(props.get("configuration") or {})
+    existing.configuration = _canonical_config(props.get("configuration") or {})
     existing.profile_name, existing.profile_type = profile_name, ptype
     if template != existing.template or not existing.revisions:
         existing.template = template
@@ -327,7 +344,7 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     props = body.get("properties") or {}
     env = env_from_id(ctx, get_ci(props, "environmentId"))
     profile_name, ptype = _profile_of(env, props)
-    config = copy.deepcopy(props.get("configuration") or {})
+    config = _canonical_config(props.get("configuration") or {})
     for field in ("triggerType", "replicaTimeout"):
         if config.get(field) in (None, ""):
             raise InvalidProperty(MSG_JOB_CONFIG.format(field=field))

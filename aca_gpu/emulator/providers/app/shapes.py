@@ -11,6 +11,8 @@ from aca_gpu.emulator.providers.app import models
 from aca_gpu.emulator.state import App, Environment, Execution, Job, Replica, Revision
 
 RP = "providers/Microsoft.App"
+KEDA_VERSION, DAPR_VERSION = "2.12.1", "1.12.5"  # as the May 2024 recording reports them
+DOMAIN_VERIFICATION_ID = "D3F71C85EB6552E36A89A3E4A080C3CFB00181670B659B0003264FC673AA9B00"
 
 
 def _system_data(created: Any) -> dict[str, Any]:
@@ -45,13 +47,28 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
         "properties": {
             "provisioningState": models.env_state(ctx, env),
             "daprAIInstrumentationKey": None,
+            "daprAIConnectionString": None,
             "vnetConfiguration": None,
             "defaultDomain": env.default_domain,
             "staticIp": env.static_ip,
-            "appLogsConfiguration": env.extra.get("appLogsConfiguration")
-            or {"destination": None, "logAnalyticsConfiguration": None},
+            "appLogsConfiguration": _app_logs(env.extra.get("appLogsConfiguration")),
             "zoneRedundant": bool(env.extra.get("zoneRedundant", False)),
+            "kedaConfiguration": {"version": KEDA_VERSION},
+            "daprConfiguration": {"version": DAPR_VERSION},
             "eventStreamEndpoint": data_url(ctx, env.rg, f"managedEnvironments/{env.name}/eventstream"),
+            "customDomainConfiguration": {
+                "customDomainVerificationId": DOMAIN_VERIFICATION_ID,
+                **dict.fromkeys(
+                    (
+                        "dnsSuffix",
+                        "certificateValue",
+                        "certificatePassword",
+                        "thumbprint",
+                        "subjectName",
+                        "expirationDate",
+                    )
+                ),
+            },
             "workloadProfiles": env.profiles,
             "infrastructureResourceGroup": None,
             "environmentMode": "WorkloadProfiles",
@@ -59,6 +76,16 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
+
+
+def _app_logs(config: Any) -> dict[str, Any]:
+    """Echo the logs destination, never the Log Analytics shared key (ARM answers it as null)."""
+    if not isinstance(config, dict):
+        return {"destination": None, "logAnalyticsConfiguration": None}
+    analytics = config.get("logAnalyticsConfiguration")
+    if isinstance(analytics, dict):
+        analytics = {**analytics, "sharedKey": None}
+    return {**config, "logAnalyticsConfiguration": analytics}
 
 
 def env_id(ctx: Ctx, rg: str, env: str) -> str:
@@ -90,10 +117,11 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
             "latestRevisionName": app.latest_revision if ready else "",
             "latestReadyRevisionName": app.latest_revision if ready else "",
             "latestRevisionFqdn": f"{app.latest_revision}.{_env_domain(ctx, app)}" if ingress else "",
-            "customDomainVerificationId": "D3F71C85EB6552E36A89A3E4A080C3CFB00181670B659B0003264FC673AA9B00",
+            "customDomainVerificationId": DOMAIN_VERIFICATION_ID,
             "configuration": config,
             "template": app.template,
             "eventStreamEndpoint": data_url(ctx, app.rg, f"containerApps/{app.name}/eventstream"),
+            "delegatedIdentities": [],
         },
     }
 
@@ -125,7 +153,8 @@ def revision_body(ctx: Ctx, app: App, rev: Revision) -> dict[str, Any]:
             "template": rev.template,
             "active": rev.active,
             "replicas": len(rev.replicas),
-            "trafficWeight": 100 if rev.active else 0,
+            # recorded: an app without ingress takes no traffic, so its revision's weight is 0
+            "trafficWeight": 100 if rev.active and (app.configuration or {}).get("ingress") else 0,
             "healthState": "Healthy" if revision_running_state(rev) in ("Running", "Stopped") else "None",
             "provisioningState": "Provisioned" if rev.active else "Deprovisioned",
             "runningState": revision_running_state(rev),
