@@ -167,6 +167,8 @@ class Runtime:
                 handle.stop()
             return
         rep.handles = started
+        # a restarted container's console starts empty; its lines follow the earlier attempts' lines
+        rep.log_base = {name: len(rep.logs.get(name, [])) for name in started}
         rep.phase = "Running"
         rep.exit_code = None
         rep.started_at = utc_now()
@@ -190,7 +192,7 @@ class Runtime:
     def _capture_logs(self, rep: Replica) -> None:
         for name, handle in rep.handles.items():
             lines = rep.logs.setdefault(name, [])
-            fresh = handle.logs(len(lines))
+            fresh = handle.logs(len(lines) - rep.log_base.get(name, 0))
             if fresh:
                 now = utc_now()
                 lines.extend(LogLine(now, text) for text in fresh)

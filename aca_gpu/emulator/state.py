@@ -79,6 +79,7 @@ class Replica:
     details: str = ""
     exit_code: int | None = None
     logs: dict[str, list[LogLine]] = field(default_factory=dict)
+    log_base: dict[str, int] = field(default_factory=dict)  # where the current container's lines begin
     billing: BillingRecord | None = None
     retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
     gone: bool = False

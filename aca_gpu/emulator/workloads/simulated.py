@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import aca_gpu
+from aca_gpu.emulator.banner import cuda_banner
 from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
@@ -110,5 +111,7 @@ class SimulatedWorkload:
             shown = shlex.join(argv) if argv else spec.image
             container.play([(seconds * scale, f"{shown}: completed (simulated run)")], 0)
         else:
+            for line in cuda_banner(spec.image, gpu=bool(gpus)):  # the image's entrypoint, then idle
+                container.emit(line)
             container.idle()
         return container
