@@ -12,7 +12,7 @@ from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
 from aca_gpu.workflow.plan import UpRequest, make_plan
-from aca_gpu.workflow.render import render_plan, render_up
+from aca_gpu.workflow.render import render_plan, render_up, render_up_markdown
 from aca_gpu.workflow.up import up as run_up
 
 
@@ -85,6 +85,7 @@ def up(
     with scope as active:
         result = run_up(open_cloud(active), plan, output, waiter_for(active))
     output.emit(result.doc, render_up(result.doc))
+    output.summary(render_up_markdown(result.doc))
     if result.error is not None:
         output.error(result.error.message, result.error.hint)
     if result.exit_code:

@@ -75,6 +75,27 @@ def render_up(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_up_markdown(doc: dict[str, Any]) -> str:
+    """The job-summary form of `up`: one table a reviewer can read in the Actions UI."""
+    exp, tester = doc["explorer"], doc["tester"]
+    result = tester.get("result") or {}
+    rows = [
+        ("status", doc["status"]),
+        ("profile", f"{doc['profile']['type']} ({doc['location']})"),
+        ("driver / CUDA", f"{exp.get('driver_version') or '?'} / {exp.get('cuda_version') or '?'}"),
+        ("explorer image", f"`{exp['image']}`: {_compat_line(exp.get('compat'))}"),
+        ("tester image", f"`{tester['image']}`: {_compat_line(tester.get('compat'))}"),
+        ("tester result", f"{result.get('status', 'none')}{_tester_detail(result)}"),
+        ("cost", _cost_line(doc["cost"])),
+        ("teardown", f"{doc['teardown'].get('status')} (verified: {doc['teardown'].get('verified')})"),
+    ]
+    if doc.get("error"):
+        rows.append(("error", doc["error"]["message"]))
+    lines = [f"## acagpu up — run {doc['run_id']}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows]
+    return "\n".join(lines) + "\n"
+
+
 def _tester_detail(result: dict[str, Any]) -> str:
     parts = [str(result["gpu_name"])] if result.get("gpu_name") else []
     rates = result.get("rates") or {}

@@ -102,3 +102,18 @@ def test_fault_matrix_ends_in_success_or_its_exit_code(emu: Any, faults: str, co
     emu.set_faults("")
     _run("down", "--run-id", doc["run_id"], "--yes")
     assert _empty(emu)
+
+
+def test_up_github_summary_and_human_step_log(
+    emu: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    code, out, err = _run(*UP, "--github")
+    assert code == 0, err
+    assert "run " in out and "teardown       deleted (verified gone)" in out
+    for phase in ("resource group", "environment", "nvidia-smi", "teardown"):
+        assert f"✓ {phase}" in err  # one step line per phase on stderr
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("## acagpu up — run ") and "| tester result | pass" in text
+    assert _empty(emu)
