@@ -35,7 +35,8 @@ class TokenMinter:
 
     def mint(self, scope: Scope, *, lifetime_s: int = TOKEN_LIFETIME_S) -> tuple[str, str]:
         """Return (token, expires ISO-8601 Z) like the real `properties.token` / `properties.expires`."""
-        now = int(time.time())
+        moment = time.time()
+        now = int(moment)
         exp = now + lifetime_s
         claims: dict[str, Any] = {
             "capp_sub": scope.subscription,
@@ -52,7 +53,8 @@ class TokenMinter:
         else:
             claims["capp_name"] = scope.app
         token = jwt.encode(claims, self._secret, algorithm="HS256")
-        expires = datetime.fromtimestamp(exp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        # `expires` keeps the sub-second part (recorded: 2024-04-16T10:42:43.856493Z); `exp` is whole seconds
+        expires = datetime.fromtimestamp(moment + lifetime_s, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         return token, expires
 
     def verify(self, header: str | None) -> dict[str, Any]:
