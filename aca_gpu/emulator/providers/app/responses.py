@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -20,6 +20,23 @@ WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
 
 def _ops_base(ctx: Ctx, location: str) -> str:
     return f"{ctx.endpoint}/subscriptions/{ctx.subscription}/providers/Microsoft.App/locations/{location}"
+
+
+AppOrJob = TypeVar("AppOrJob", App, Job)
+
+
+def _live_in(items: Iterable[AppOrJob], rg: str | None) -> list[AppOrJob]:
+    """Resources not being deleted, in one resource group or (rg None) the whole subscription."""
+    return [x for x in items if not x.deleting and (rg is None or x.rg.lower() == rg.lower())]
+
+
+def _delete_accepted(
+    ctx: Ctx, req: web.Request, item: App | Job, table: Mapping[tuple[str, str], Any], kind: str
+) -> web.StreamResponse:
+    """202 + Location; the operation succeeds once the resource has left its table."""
+    k = (item.rg.lower(), item.name.lower())
+    op = _new_op(ctx, kind, item.location, lambda: "InProgress" if k in table else "Succeeded")
+    return empty_response(202, location_header(ctx, req, op))
 
 
 def _new_op(
@@ -212,10 +229,7 @@ async def container_apps_get(ctx: Ctx, req: web.Request, p: Params) -> web.Strea
 
 
 async def container_apps_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    rg = p.get("rg")
-    apps = [
-        a for a in ctx.state.apps.values() if not a.deleting and (rg is None or a.rg.lower() == rg.lower())
-    ]
+    apps = _live_in(ctx.state.apps.values(), p.get("rg"))
     return json_response({"value": [shapes.app_body(ctx, a) for a in apps]})
 
 
@@ -225,14 +239,7 @@ async def container_apps_delete(ctx: Ctx, req: web.Request, p: Params) -> web.St
     except ResourceNotFound:
         return empty_response(204)
     models.begin_delete_app(ctx, app)
-    k = (app.rg.lower(), app.name.lower())
-    op = _new_op(
-        ctx,
-        "containerappOperation",
-        app.location,
-        lambda: "InProgress" if k in ctx.state.apps else "Succeeded",
-    )
-    return empty_response(202, location_header(ctx, req, op))
+    return _delete_accepted(ctx, req, app, ctx.state.apps, "containerappOperation")
 
 
 async def container_apps_stop(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -326,10 +333,7 @@ async def jobs_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
 
 
 async def jobs_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    rg = p.get("rg")
-    jobs = [
-        j for j in ctx.state.jobs.values() if not j.deleting and (rg is None or j.rg.lower() == rg.lower())
-    ]
+    jobs = _live_in(ctx.state.jobs.values(), p.get("rg"))
     return json_response({"value": [shapes.job_body(ctx, j) for j in jobs]})
 
 
@@ -339,14 +343,7 @@ async def jobs_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespon
     except ResourceNotFound:
         return empty_response(204)
     models.begin_delete_job(ctx, job)
-    k = (job.rg.lower(), job.name.lower())
-    op = _new_op(
-        ctx,
-        "containerappsjobOperation",
-        job.location,
-        lambda: "InProgress" if k in ctx.state.jobs else "Succeeded",
-    )
-    return empty_response(202, location_header(ctx, req, op))
+    return _delete_accepted(ctx, req, job, ctx.state.jobs, "containerappsjobOperation")
 
 
 async def jobs_start(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
