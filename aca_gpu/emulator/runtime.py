@@ -292,24 +292,22 @@ class Runtime:
             if all(r.exit_code == 0 for r in reps):
                 self.finish_execution(job, ex, "Succeeded")
             else:
-                self.finish_execution(
-                    job,
-                    ex,
-                    "Failed",
-                    reason="BackoffLimitExceeded",
-                    message="Job has reached the specified backoff limit",
-                )
+                self._backoff_exceeded(job, ex)
             return
-        for r in reps:
-            if r.phase == "Waiting" and r.retry_limit is not None and r.restart_count > r.retry_limit:
-                self.finish_execution(
-                    job,
-                    ex,
-                    "Failed",
-                    reason="BackoffLimitExceeded",
-                    message="Job has reached the specified backoff limit",
-                )
-                return
+        if any(
+            r.phase == "Waiting" and r.retry_limit is not None and r.restart_count > r.retry_limit
+            for r in reps
+        ):
+            self._backoff_exceeded(job, ex)
+
+    def _backoff_exceeded(self, job: Job, ex: Execution) -> None:
+        self.finish_execution(
+            job,
+            ex,
+            "Failed",
+            reason="BackoffLimitExceeded",
+            message="Job has reached the specified backoff limit",
+        )
 
     def finish_execution(
         self, job: Job, ex: Execution, status: str, *, reason: str | None = None, message: str | None = None
