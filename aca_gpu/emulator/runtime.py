@@ -220,6 +220,8 @@ class Runtime:
                 self._on_exit(rep, next((c for c in codes if c), 0))
 
     def _on_exit(self, rep: Replica, code: int | None) -> None:
+        # the last lines may have been printed after this tick's capture but before the exit
+        self._capture_logs(rep)
         rep.exit_code = code
         self._emit_rep(
             rep,

@@ -55,19 +55,22 @@ async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse
     budget = int(drop.param("after", "1")) if drop else None
     sent = 0
     index = max(0, len(lines) - tail)
-    while True:
-        lines = rep.logs.get(target.container, [])
-        while index < len(lines):
-            if budget is not None and sent >= budget:
-                _abort(req)
-                return resp
-            await resp.write(format_log(lines[index], output))
-            index += 1
-            sent += 1
-        if not follow or rep.gone or rep.phase == "Terminated":
-            break
-        await asyncio.sleep(POLL_S)
-    await resp.write_eof()
+    try:
+        while True:
+            lines = rep.logs.get(target.container, [])
+            while index < len(lines):
+                if budget is not None and sent >= budget:
+                    _abort(req)
+                    return resp
+                await resp.write(format_log(lines[index], output))
+                index += 1
+                sent += 1
+            if not follow or rep.gone or rep.phase == "Terminated":
+                break
+            await asyncio.sleep(POLL_S)
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client hung up (it saw the line it waited for): nothing left to send
     return resp
 
 

@@ -385,7 +385,11 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None) -> Execution:
     manual = job.configuration.get("manualTriggerConfig") or {}
     parallelism = int(manual.get("parallelism") or 1)
     retry_limit = int(job.configuration.get("replicaRetryLimit") or 0)
-    ex.deadline = ctx.clock.after_seconds(float(job.configuration.get("replicaTimeout") or 1800))
+    timeout = float(job.configuration.get("replicaTimeout") or 1800)
+    # Simulated containers live on the scaled clock; the host workload runs real processes in real
+    # time, so its deadline must be real seconds too or a scaled one would kill a healthy run.
+    real_time = getattr(ctx.runtime.workload, "kind", "simulated") == "host"
+    ex.deadline = ctx.clock.now() + timeout if real_time else ctx.clock.after_seconds(timeout)
     for _ in range(parallelism):
         name = f"{ex.name}-{rand_suffix(5)}"
         ex.replicas[name] = ctx.runtime.new_replica(
