@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,12 +173,15 @@ class UpFlow:
             tester: Future[dict[str, Any]] = pool.submit(self._run_tester)
             with self.phase("explorer start") as step:
                 explorer: Future[None] = pool.submit(self._start_explorer)
-                branches: list[Future[Any]] = [explorer, tester]
-                done, _ = wait(branches, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    if future.exception() is not None:
+                # Only the explorer gates nvidia-smi; the tester keeps running, but its failure stops us.
+                while not explorer.done():
+                    running: list[Future[Any]] = [f for f in (explorer, tester) if not f.done()]
+                    wait(running, return_when=FIRST_COMPLETED)
+                    if tester.done() and tester.exception() is not None:
                         self.branch_waiter.cancel.set()
-                        future.result()
+                        tester.result()
+                if explorer.exception() is not None:
+                    self.branch_waiter.cancel.set()
                 explorer.result()
                 step.update(f"{self.plan.names.explorer} running")
             with self.phase("nvidia-smi") as step:

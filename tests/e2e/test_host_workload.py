@@ -33,3 +33,27 @@ def test_up_runs_the_real_tester_on_this_host() -> None:
             assert tester["cpu_gflops"] and tester["cpu_gflops"] > 0 and tester["simulated"] is False
         assert result.doc["teardown"] == {"status": "deleted", "verified": True}
         assert emu.inventory()["empty"]
+
+
+def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explorer alone gates nvidia-smi: a tester that takes seconds must not hold it back."""
+    from aca_gpu.models import ContainerDef
+    from aca_gpu.workflow import checks
+
+    def slow_tester(image: str, profile: checks.Profile) -> ContainerDef:
+        script = 'sleep 4; echo \'ACAGPU_RESULT {"schema": 1, "status": "fail", "reason": "slow"}\''
+        return ContainerDef(
+            name="gpu-tester", image=image, cpu=8, memory="56Gi", command=("sh",), args=("-c", script)
+        )
+
+    monkeypatch.setattr(checks, "tester_container", slow_tester)
+    with EmulatorServer(time_scale=0.01, workload="host", registered=True) as emu:
+        settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
+        plan = make_plan(settings, UpRequest(run_id="host2", max_minutes=3), owner="test")
+        result = up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1))
+        phases = result.doc["phases"]
+        # explorer ready and nvidia-smi done long before the 6 s tester prints its line
+        assert phases["explorer start"] + phases["nvidia-smi"] < 4.5, phases
+        assert phases["test run"] > 1.0, phases  # what was left of the tester after nvidia-smi
+        assert result.doc["tester"]["result"]["reason"] == "slow"
+        assert emu.inventory()["empty"]
