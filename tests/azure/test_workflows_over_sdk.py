@@ -6,20 +6,15 @@ layer lower, so a mismatch between what a workflow asks and what the adapter sen
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
-from azure.core.rest import HttpRequest
-from azure.core.rest._http_response_impl import HttpResponseImpl
+from azure.core.exceptions import ResourceNotFoundError
 from azure.mgmt.appcontainers import models as m
-from azure.mgmt.core.exceptions import ARMErrorFormat
 from azure.mgmt.resource.resources import models as rm
 
 from aca_gpu.azure.clients import Clients
-from aca_gpu.azure.cloud import AzureCloud
 from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.naming import run_tags
@@ -29,40 +24,15 @@ from aca_gpu.workflow.context import RunRef, Waiter
 from aca_gpu.workflow.down import down
 from aca_gpu.workflow.plan import UpRequest, make_plan
 from aca_gpu.workflow.up import up
+from tests.unit.test_translate import arm_error
+
+from .test_adapter import Poller, cloud_of
 
 NOW = datetime.now(UTC)
 
 
-class Poller:
-    def __init__(self, result: Any = None) -> None:
-        self._result = result
-
-    def result(self, timeout: float | None = None) -> Any:
-        return self._result
-
-
-def _cloud(clients: Clients) -> AzureCloud:
-    return AzureCloud(clients, rg_delete_timeout=5, sleep=lambda s: None)
-
-
 def _group(name: str, tags: dict[str, str]) -> rm.ResourceGroup:
     return rm.ResourceGroup({"name": name, "location": "eastus", "tags": tags})
-
-
-def _arm_error(status: int, code: str, message: str) -> HttpResponseError:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    response = HttpResponseImpl(
-        request=HttpRequest("PUT", "https://management.azure.com/x"),
-        internal_response=None,
-        status_code=status,
-        headers={"content-type": "application/json"},
-        reason="x",
-        content_type="application/json",
-        block_size=4096,
-        stream_download_generator=lambda *a, **k: iter(()),
-    )
-    response._content = body
-    return HttpResponseError(response=response, error_format=ARMErrorFormat)
 
 
 class Groups:
@@ -103,7 +73,7 @@ def test_reap_deletes_only_the_expired_managed_group(clients: Clients) -> None:
     rgs.list.return_value = iter([expired, fresh, kept, impostor])
     Groups(rgs, expired, fresh, kept, impostor)
 
-    report = reap_flow.reap({"sub": _cloud(clients)}, delete=True)
+    report = reap_flow.reap({"sub": cloud_of(clients)}, delete=True)
 
     rgs.list.assert_called_once()
     assert "tagName eq 'acagpu:managed'" in rgs.list.call_args.kwargs["filter"]
@@ -119,7 +89,7 @@ def test_down_refuses_a_group_without_the_managed_tag(clients: Clients) -> None:
     rgs = clients.resources.resource_groups
     Groups(rgs, _group("rg-acagpu-x1", {"acagpu:run-id": "x1"}))  # no acagpu:managed
     with pytest.raises(AcaGpuError) as raised:
-        down(_cloud(clients), RunRef(resource_group="rg-acagpu-x1"), NullProgress(), Waiter(interval=0))
+        down(cloud_of(clients), RunRef(resource_group="rg-acagpu-x1"), NullProgress(), Waiter(interval=0))
     assert raised.value.exit_code == 2 and "acagpu:managed" in raised.value.message
     rgs.begin_delete.assert_not_called()
 
@@ -135,14 +105,14 @@ def test_up_quota_failure_tears_down_what_it_made_in_order(clients: Clients) -> 
     groups = Groups(rgs)
     envs = clients.apps.managed_environments
     envs.get.side_effect = ResourceNotFoundError("none yet")
-    envs.begin_create_or_update.side_effect = _arm_error(
+    envs.begin_create_or_update.side_effect = arm_error(
         400,
         "ManagedEnvironmentQuotaExceeded",
         "Maximum Allowed Cores exceeded for the Managed Environment. "
         "Please check https://learn.microsoft.com/en-us/azure/container-apps/quotas for resource limits.",
     )
 
-    result = up(_cloud(clients), plan, NullProgress(), Waiter(interval=0))
+    result = up(cloud_of(clients), plan, NullProgress(), Waiter(interval=0))
 
     assert result.exit_code == 3, result.doc["error"]
     assert result.doc["teardown"] == {"status": "deleted", "verified": True}
