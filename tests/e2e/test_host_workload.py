@@ -7,6 +7,8 @@ job here, and the tester's last lines (printed in a burst at exit) must reach th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from aca_gpu.config import load_settings
@@ -14,46 +16,54 @@ from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.context import Waiter, open_cloud
 from aca_gpu.workflow.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.up import UpResult, up
 
 
-def test_up_runs_the_real_tester_on_this_host() -> None:
-    pytest.importorskip("torch")
+@pytest.fixture(scope="module")
+def host_emulator() -> Iterator[EmulatorServer]:
     with EmulatorServer(time_scale=0.01, workload="host", registered=True) as emu:
-        settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
-        plan = make_plan(settings, UpRequest(run_id="host1", max_minutes=3), owner="test")
-        result = up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1))
-        tester = result.doc["tester"]["result"]
-        if tester.get("gpu_count"):  # a GPU host: the whole pipeline carries real numbers
-            assert result.exit_code == 0, tester
-            assert tester["status"] == "pass" and not tester["simulated"]
-        else:
-            assert result.exit_code == 5
-            assert (tester["status"], tester["reason"]) == ("fail", "no-cuda")
-            assert tester["cpu_gflops"] and tester["cpu_gflops"] > 0 and tester["simulated"] is False
-        assert result.doc["teardown"] == {"status": "deleted", "verified": True}
-        assert emu.inventory()["empty"]
+        yield emu
 
 
-def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(monkeypatch: pytest.MonkeyPatch) -> None:
+def _up(emu: EmulatorServer, run_id: str) -> UpResult:
+    settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
+    plan = make_plan(settings, UpRequest(run_id=run_id, max_minutes=3), owner="test")
+    return up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1))
+
+
+def test_up_runs_the_real_tester_on_this_host(host_emulator: EmulatorServer) -> None:
+    pytest.importorskip("torch")
+    result = _up(host_emulator, "host1")
+    tester = result.doc["tester"]["result"]
+    if tester.get("gpu_count"):  # a GPU host: the whole pipeline carries real numbers
+        assert result.exit_code == 0, tester
+        assert tester["status"] == "pass" and not tester["simulated"]
+    else:
+        assert result.exit_code == 5
+        assert (tester["status"], tester["reason"]) == ("fail", "no-cuda")
+        assert tester["cpu_gflops"] and tester["cpu_gflops"] > 0 and tester["simulated"] is False
+    assert result.doc["teardown"] == {"status": "deleted", "verified": True}
+    assert host_emulator.inventory()["empty"]
+
+
+def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(
+    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The explorer alone gates nvidia-smi: a tester that takes seconds must not hold it back."""
     from aca_gpu.models import ContainerDef
     from aca_gpu.workflow import checks
 
     def slow_tester(image: str, profile: checks.Profile) -> ContainerDef:
-        script = 'sleep 4; echo \'ACAGPU_RESULT {"schema": 1, "status": "fail", "reason": "slow"}\''
+        script = 'sleep 6; echo \'ACAGPU_RESULT {"schema": 1, "status": "fail", "reason": "slow"}\''
         return ContainerDef(
             name="gpu-tester", image=image, cpu=8, memory="56Gi", command=("sh",), args=("-c", script)
         )
 
     monkeypatch.setattr(checks, "tester_container", slow_tester)
-    with EmulatorServer(time_scale=0.01, workload="host", registered=True) as emu:
-        settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
-        plan = make_plan(settings, UpRequest(run_id="host2", max_minutes=3), owner="test")
-        result = up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1))
-        phases = result.doc["phases"]
-        # explorer ready and nvidia-smi done long before the 6 s tester prints its line
-        assert phases["explorer start"] + phases["nvidia-smi"] < 4.5, phases
-        assert phases["test run"] > 1.0, phases  # what was left of the tester after nvidia-smi
-        assert result.doc["tester"]["result"]["reason"] == "slow"
-        assert emu.inventory()["empty"]
+    result = _up(host_emulator, "host2")
+    phases = result.doc["phases"]
+    # explorer ready and nvidia-smi done long before the 6 s tester prints its line
+    assert phases["explorer start"] + phases["nvidia-smi"] < 4.5, phases
+    assert phases["test run"] > 1.0, phases  # what was left of the tester after nvidia-smi
+    assert result.doc["tester"]["result"]["reason"] == "slow"
+    assert host_emulator.inventory()["empty"]
