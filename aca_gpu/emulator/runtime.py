@@ -322,27 +322,16 @@ class Runtime:
             ex.codes[rep.name] = rep.exit_code
             self.stop_replica(rep)
         ex.replicas.clear()  # as on Azure: the replica is gone once the execution ends
-        if reason:
-            self.emit(
-                None,
-                env=job.env,
-                rg=job.rg,
-                app=job.name,
-                revision=ex.name,
-                reason=reason,
-                msg=message or reason,
-                type_="Warning",
-            )
-        else:
-            self.emit(
-                None,
-                env=job.env,
-                rg=job.rg,
-                app=job.name,
-                revision=ex.name,
-                reason="Completed",
-                msg=f"Job execution '{ex.name}' completed",
-            )
+        self.emit(
+            None,
+            env=job.env,
+            rg=job.rg,
+            app=job.name,
+            revision=ex.name,
+            reason=reason or "Completed",
+            msg=(message or reason) if reason else f"Job execution '{ex.name}' completed",
+            type_="Warning" if reason else "Normal",
+        )
 
     # ---- removal ------------------------------------------------------------------------------
     def scale_in(self, app: App, revision: str) -> None:

@@ -118,3 +118,23 @@ def job_body(
 
 
 A100_ONLY_TYPE = "Consumption-GPU-NC24-A100"
+
+
+def running_explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, subscription: str) -> Any:
+    """RG, environment and an app `explorer` whose first replica runs: (its container, an app token)."""
+    make_rg(arm)
+    make_env(aca)
+    app = aca.container_apps.begin_create_or_update(
+        "rg-acagpu-t1", "explorer", app_body(subscription, "rg-acagpu-t1", "cae-acagpu-t1")
+    ).result()
+
+    def running() -> Any:
+        reps = aca.container_apps_revision_replicas.list_replicas(
+            "rg-acagpu-t1", "explorer", app.latest_revision_name
+        ).value
+        ok = reps and reps[0].properties and reps[0].properties.running_state == "Running"
+        return reps[0] if ok else None
+
+    replica = wait_for(running, what="explorer replica")
+    token = aca.container_apps.get_auth_token("rg-acagpu-t1", "explorer").token
+    return replica.properties.containers[0], token

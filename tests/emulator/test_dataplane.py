@@ -12,28 +12,14 @@ from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from aca_gpu.emulator.server import EmulatorServer
-from tests.emulator.helpers import app_body, job_body, make_env, make_rg, wait_for
+from tests.emulator.helpers import app_body, job_body, make_env, make_rg, running_explorer, wait_for
 
 RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
 
 
 @pytest.fixture
 def explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer) -> Any:
-    make_rg(arm)
-    make_env(aca)
-    app = aca.container_apps.begin_create_or_update(
-        RG, "explorer", app_body(server.subscription, RG, ENV)
-    ).result()
-
-    def running() -> Any:
-        reps = aca.container_apps_revision_replicas.list_replicas(
-            RG, "explorer", app.latest_revision_name
-        ).value
-        return reps[0] if reps and reps[0].properties.running_state == "Running" else None
-
-    replica = wait_for(running, what="explorer replica")
-    token = aca.container_apps.get_auth_token(RG, "explorer").token
-    return replica.properties.containers[0], token
+    return running_explorer(aca, arm, server.subscription)
 
 
 def _exec(server: EmulatorServer, endpoint: str, token: str, command: str, stdin: bytes = b"") -> list[bytes]:

@@ -24,10 +24,10 @@ from tests.emulator.helpers import (
     POLL,
     SCALE,
     StaticCredential,
-    app_body,
     job_body,
     make_env,
     make_rg,
+    running_explorer,
     wait_for,
 )
 
@@ -167,23 +167,7 @@ def test_banner_for_cuda_images_only() -> None:
 
 @pytest.fixture
 def explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer) -> Any:
-    make_rg(arm)
-    make_env(aca)
-    app = aca.container_apps.begin_create_or_update(
-        RG, "explorer", app_body(server.subscription, RG, ENV)
-    ).result()
-
-    def running() -> Any:
-        reps = aca.container_apps_revision_replicas.list_replicas(
-            RG, "explorer", app.latest_revision_name
-        ).value
-        return (
-            reps[0] if reps and reps[0].properties and reps[0].properties.running_state == "Running" else None
-        )
-
-    replica = wait_for(running, what="explorer replica")
-    container = replica.properties.containers[0]
-    token = aca.container_apps.get_auth_token(RG, "explorer").token
+    container, token = running_explorer(aca, arm, server.subscription)
     expected = cuda_banner(EXPLORER_IMAGE, gpu=True)
     url = container.log_stream_endpoint
     wait_for(
