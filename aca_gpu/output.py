@@ -2,6 +2,12 @@
 
 Workflows report progress through the small `Progress` protocol so they never know whether a
 terminal, a JSON consumer or a test is listening.
+
+Every machine-readable document goes through `Output.emit`, which stamps the envelope (`schema`,
+`command`) once, applies `--query`, and renders `-o tsv`. Failures go through `Output.fail`, which
+the CLI group calls for every error: one `error:` line on stderr, a JSON error document when no
+document was printed yet, and a GitHub annotation. An emitted document that already carries an
+`error` counts as reported, so nothing is printed twice.
 """
 
 from __future__ import annotations
@@ -16,6 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
 SCHEMA_VERSION = 1
+FORMATS = ("table", "json", "tsv")
+
+# what a spinner says a phase usually takes on Azure, so a long wait reads as expected, not stuck
+TYPICAL_SECONDS: dict[str, str] = {
+    "resource group": "a few seconds",
+    "environment": "typically 2-5 min",
+    "explorer start": "typically 1-3 min (image pull)",
+    "tester start": "typically 1-3 min (image pull)",
+    "test run": "typically under 1 min",
+    "teardown": "typically 5-12 min",
+}
 
 
 class Progress(Protocol):
@@ -84,6 +101,67 @@ def dumps(doc: object) -> str:
     return json.dumps(doc, indent=2, default=_json_default, ensure_ascii=False)
 
 
+# -- GitHub workflow commands ----------------------------------------------------------------------
+def escape_data(text: str) -> str:
+    """GitHub's escaping for a workflow command's message: `%`, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """GitHub's escaping for a property value (title=...): the data escapes plus `:` and `,`."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, message: str, *, title: str | None = None) -> str:
+    props = f" title={escape_property(title)}" if title else ""
+    return f"::{level}{props}::{escape_data(message)}"
+
+
+# -- tsv ---------------------------------------------------------------------------------------------
+def _tsv_cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float | int | str):
+        return str(value).replace("\t", " ").replace("\n", " ")
+    return json.dumps(value, default=_json_default, ensure_ascii=False)
+
+
+def _tsv_row(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "\t".join(_tsv_cell(v) for v in value.values() if not isinstance(v, Mapping | list))
+    if isinstance(value, list | tuple):
+        return "\t".join(_tsv_cell(v) for v in value)
+    return _tsv_cell(value)
+
+
+def render_tsv(value: object) -> str:
+    """`az -o tsv`: a scalar as is, a list one row per item, an object its scalar values tab-separated."""
+    if isinstance(value, list | tuple):
+        return "\n".join(_tsv_row(item) for item in value)
+    return _tsv_row(value)
+
+
+def terminal_width(stream: TextIO | None = None, default: int = 100) -> int:
+    """COLUMNS wins (as in every shell tool), then the terminal's size, then `default`."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        fd = (stream or sys.stdout).fileno()
+        if os.isatty(fd):
+            return os.get_terminal_size(fd).columns
+    except (OSError, ValueError, AttributeError):
+        pass
+    return default
+
+
+def fit(line: str, width: int) -> str:
+    """One line no wider than the terminal: cut with an ellipsis rather than wrap."""
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
 class Output:
     """One renderer per command invocation."""
 
@@ -94,12 +172,21 @@ class Output:
         github: bool | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
+        command: str = "",
+        query: str | None = None,
     ) -> None:
         self.format = fmt
         self.github = github if github is not None else os.environ.get("GITHUB_ACTIONS") == "true"
         self._stdout = stdout
         self._stderr = stderr
         self.phases: dict[str, float] = {}
+        self.command = command
+        self.query = query
+        self.emitted = False  # a document (or the human rendering) went to stdout
+        self.error_reported = False  # an error line (and, in json mode, its document) went out
+        self.summary_written = False
+        self.last_doc: Mapping[str, Any] | None = None
+        self._printed_errors: set[str] = set()
 
     @property
     def stdout(self) -> TextIO:
@@ -111,62 +198,131 @@ class Output:
 
     @property
     def is_json(self) -> bool:
-        return self.format == "json"
+        """Machine output (json, tsv, or a --query): stdout holds only the result."""
+        return self.format != "table" or self.query is not None
 
     @property
     def interactive(self) -> bool:
-        return not self.is_json and self.stderr.isatty()
+        return self.stderr.isatty()
 
     # -- progress -----------------------------------------------------------------------------
     @contextmanager
     def step(self, name: str) -> Iterator[StepHandle]:
         handle = StepHandle(name)
-        status_cm = None
-        if self.interactive:
-            from rich.console import Console
-
-            status_cm = Console(file=self.stderr).status(f"{name}…")
-            status_cm.__enter__()
+        spinner = self._spinner(name) if self.interactive else None
         try:
             yield handle
         except BaseException:
             handle.status = "fail"
             raise
         finally:
-            if status_cm is not None:
-                status_cm.__exit__(None, None, None)
+            if spinner is not None:
+                spinner.stop()
             self.phases[name] = round(handle.elapsed, 3)
-            if not self.is_json:
+            if self.format == "table" or self.interactive:
                 detail = f"  {handle.detail}" if handle.detail else ""
                 glyph = GLYPHS[handle.status]
-                print(f"{glyph} {name:<34} {handle.elapsed:6.1f}s{detail}", file=self.stderr, flush=True)
+                line = f"{glyph} {name:<22} {handle.elapsed:6.1f}s{detail}"
+                print(fit(line, terminal_width(self.stderr)), file=self.stderr, flush=True)
+
+    def _spinner(self, name: str) -> Any:
+        """A transient spinner on stderr: what it waits for, its typical duration, the elapsed time."""
+        from rich.console import Console
+        from rich.progress import Progress as RichProgress
+        from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        typical = TYPICAL_SECONDS.get(name)
+        label = f"waiting for {name}" + (f" ({typical})" if typical else "")
+        bar = RichProgress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=Console(file=self.stderr),
+            transient=True,
+        )
+        bar.add_task(label, total=None)
+        bar.start()
+        return bar
 
     def note(self, message: str) -> None:
-        if not self.is_json:
+        if self.format == "table":
             print(f"  {message}", file=self.stderr, flush=True)
 
     def warn(self, message: str) -> None:
         print(f"warning: {message}", file=self.stderr, flush=True)
         if self.github:
-            print(f"::warning::{message}", file=self.stdout if not self.is_json else self.stderr)
+            print(annotation("warning", message), file=self.stderr, flush=True)
 
     def error(self, message: str, hint: str | None = None) -> None:
+        """The one `error:` line (and hint) on stderr; the same message is never printed twice."""
+        if message in self._printed_errors:
+            return
+        self._printed_errors.add(message)
+        self.error_reported = True
         print(f"error: {message}", file=self.stderr, flush=True)
         if hint:
             print(f"hint: {hint}", file=self.stderr, flush=True)
         if self.github:
-            print(f"::error::{message}", file=self.stderr, flush=True)
+            title = f"acagpu {self.command}".strip()
+            print(annotation("error", message, title=title), file=self.stderr, flush=True)
 
     # -- results ------------------------------------------------------------------------------
-    def emit(self, doc: Mapping[str, Any] | list[Any], human: Callable[[TextIO], None] | str) -> None:
+    def envelope(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """`schema` and `command` first, then the document's own fields (which win if set)."""
+        return {"schema": SCHEMA_VERSION, "command": self.command, **doc}
+
+    def emit(self, doc: Mapping[str, Any], human: Callable[[TextIO], None] | str) -> None:
         """JSON mode: exactly one document on stdout. Otherwise the human rendering."""
+        if not isinstance(doc, Mapping):
+            raise TypeError("a command's document is a JSON object; put lists under a key")
+        full = self.envelope(doc)
+        self.last_doc = full
+        self.emitted = True
+        error = full.get("error")
         if self.is_json:
-            print(dumps(doc), file=self.stdout, flush=True)
-            return
-        if isinstance(human, str):
-            print(human, file=self.stdout, flush=True)
+            self._print_machine(full)
+        elif isinstance(human, str):
+            if human:
+                print(human, file=self.stdout, flush=True)
         else:
             human(self.stdout)
+        if isinstance(error, Mapping) and error.get("message"):
+            self.error(str(error["message"]), error.get("hint"))
+
+    def _print_machine(self, doc: Mapping[str, Any]) -> None:
+        value: Any = doc
+        if self.query is not None:
+            import jmespath
+
+            value = jmespath.search(self.query, doc)
+        if self.format == "tsv":
+            text = render_tsv(value)
+            if text:
+                print(text, file=self.stdout, flush=True)
+            return
+        print(dumps(value), file=self.stdout, flush=True)
+
+    def fail(
+        self,
+        message: str,
+        *,
+        exit_code: int,
+        code: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        """Report a failure once: stderr line, annotation, and the JSON error document if none went out."""
+        self.error(message, hint)
+        if self.emitted:
+            return
+        doc = {
+            "status": "error",
+            "error": {"message": message, "code": code, "exit_code": exit_code, "hint": hint},
+        }
+        full = self.envelope(doc)
+        self.last_doc = full
+        self.emitted = True
+        if self.is_json:
+            self._print_machine(full)
 
     def summary(self, markdown: str) -> None:
         """Append to $GITHUB_STEP_SUMMARY when running for GitHub Actions."""
@@ -174,3 +330,24 @@ class Output:
         if self.github and path:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(markdown.rstrip() + "\n\n")
+            self.summary_written = True
+
+    def finish(self, exit_code: int) -> None:
+        """Every command under --github leaves a job summary: its own, or this generic one."""
+        if not self.github or self.summary_written or not os.environ.get("GITHUB_STEP_SUMMARY"):
+            return
+        doc = self.last_doc or {}
+        error = doc.get("error") if isinstance(doc.get("error"), Mapping) else None
+        verdict = "ok" if exit_code == 0 else f"failed (exit {exit_code})"
+        lines = [f"### acagpu {self.command}: {verdict}", ""]
+        if error:
+            lines.append(f"> {str(error.get('message', '')).replace(chr(10), ' ')}")
+            if error.get("hint"):
+                lines.append(f">\n> hint: {error['hint']}")
+            lines.append("")
+        if doc and not error:
+            body = dumps(doc)
+            if len(body) > 20000:
+                body = body[:20000] + "\n…"
+            lines += ["<details><summary>JSON</summary>", "", "```json", body, "```", "", "</details>"]
+        self.summary("\n".join(lines))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
+from aca_gpu.models import Cloud
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.down import down as run_down
@@ -22,11 +21,18 @@ from aca_gpu.workflow.down import render_down
 @output_options
 def down(output: Output, ref: RunRef, settings: Settings, yes: bool, no_wait: bool) -> None:
     """Delete a run and wait until its resource group is really gone."""
-    cloud = open_cloud(settings)
-    if not (yes or output.is_json) and sys.stdin.isatty() and output.stderr.isatty():
+    named = f"run {ref.run_id}" if ref.run_id else (ref.resource_group or "the only run")
+    cloud: Cloud | None = None
+
+    def question() -> str:  # asked only on a terminal: no Azure call before the refusal
+        nonlocal ref, cloud
+        cloud = open_cloud(settings)
         run = find_run(cloud, ref)
-        click.confirm(f"Delete resource group {run.resource_group} (run {run.run_id})?", abort=True, err=True)
-        ref = RunRef(resource_group=run.resource_group)
+        ref = RunRef(resource_group=run.resource_group)  # delete exactly what was confirmed
+        return f"Delete resource group {run.resource_group} (run {run.run_id}) and everything in it?"
+
+    confirm(question, yes=yes, refusal=f"not deleting {named}")
+    cloud = cloud or open_cloud(settings)
     result = run_down(cloud, ref, output, waiter_for(settings), wait=not no_wait)
     output.emit(result.doc, render_down(result.doc))
     if result.exit_code:

@@ -1,24 +1,72 @@
-"""Option bundles shared by commands, so every command spells -o/--github the same way."""
+"""Option bundles shared by commands, so every command spells -o/--query/--github the same way,
+plus the one confirmation rule (az's) and the checks every free-text flag gets."""
 
 from __future__ import annotations
 
 import functools
+import re
+import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import click
 
-from aca_gpu.output import Output
+from aca_gpu.errors import AcaGpuError, BadInput
+from aca_gpu.output import FORMATS, Output
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXIT_INTERRUPTED = 130  # errors.py's table: Ctrl-C or a declined prompt
+
+# the Output of the command now running, so the group can report a failure through it
+CURRENT_OUTPUT: ContextVar[Output | None] = ContextVar("acagpu_output", default=None)
+
+GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+class Declined(AcaGpuError):
+    """The user said no at a confirmation prompt (or pressed Ctrl-C there): nothing was done."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
+def command_name(ctx: click.Context | None) -> str:
+    """'report merge' for `acagpu report merge`: the command path without the program name."""
+    if ctx is None:
+        return ""
+    return " ".join(ctx.command_path.split()[1:])
+
+
+def _query_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("must not be empty: give a JMESPath expression, e.g. 'runs[].run_id'")
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        jmespath.compile(value)
+    except JMESPathError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise click.BadParameter(f"not a JMESPath expression ({first})") from None
+    return value
+
 
 def output_options(func: F) -> F:
-    """Adds -o/--output and --github; the command receives a ready `output: Output`."""
+    """Adds -o/--output, --query and --github; the command receives a ready `output: Output`."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, output_format: str, github: bool, **kwargs: Any) -> Any:
-        return func(*args, output=Output(output_format, github=True if github else None), **kwargs)
+    def wrapper(*args: Any, output_format: str, github: bool, query: str | None, **kwargs: Any) -> Any:
+        output = Output(
+            output_format,
+            github=True if github else None,
+            command=command_name(click.get_current_context(silent=True)),
+            query=query,
+        )
+        CURRENT_OUTPUT.set(output)
+        return func(*args, output=output, **kwargs)
 
     wrapped: Any = click.option(
         "--github",
@@ -27,12 +75,156 @@ def output_options(func: F) -> F:
         help="Also write a GitHub job summary and annotations (default on when GITHUB_ACTIONS=true).",
     )(wrapper)
     wrapped = click.option(
+        "--query",
+        metavar="JMESPATH",
+        callback=_query_option,
+        help="JMESPath over the JSON document, e.g. 'runs[].run_id' (prints JSON, or tsv with -o tsv).",
+    )(wrapped)
+    wrapped = click.option(
         "-o",
         "--output",
         "output_format",
-        type=click.Choice(["table", "json"]),
+        type=click.Choice(FORMATS),
         default="table",
         show_default=True,
-        help="table for people; json prints exactly one JSON document on stdout.",
+        help="table for people; json prints exactly one JSON document on stdout; tsv for shell scripts.",
     )(wrapped)
     return wrapped  # type: ignore[no-any-return]
+
+
+def confirm(question: str | Callable[[], str], *, yes: bool, refusal: str) -> None:
+    """az's rule before creating billable resources or deleting: `--yes` skips the question; without
+    it a terminal is asked (on stderr, whatever -o says) and anything else is refused with exit 2.
+
+    `question` may be a function, so a lookup that the question needs (which resource group?)
+    happens only once a terminal is there to answer. `refusal` names what was not done, e.g.
+    "not deleting run x1". A "no" or Ctrl-C at the prompt exits 130 (Declined); nothing was done.
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise BadInput(
+            f"{refusal}: stdin is not a terminal, so nobody can confirm",
+            hint="pass --yes to confirm non-interactively",
+        )
+    text = question() if callable(question) else question
+    try:
+        agreed = click.confirm(text, default=False, err=True)
+    except (click.Abort, KeyboardInterrupt, EOFError):
+        click.echo("", err=True)
+        agreed = False
+    if not agreed:
+        raise Declined(f"{refusal}: not confirmed")
+
+
+# -- value checks shared by commands ----------------------------------------------------------------
+def non_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: an empty or whitespace-only value is an error, never "use the default"."""
+    values = value if isinstance(value, tuple) else (value,)
+    for item in values:
+        if isinstance(item, str) and not item.strip():
+            raise click.BadParameter("must not be empty or only spaces")
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, tuple):
+        return tuple(v.strip() if isinstance(v, str) else v for v in value)
+    return value
+
+
+def guid(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback: subscription, tenant and client ids are GUIDs (repeatable options too)."""
+    value = non_empty(ctx, param, value)
+    for item in value if isinstance(value, tuple) else (value,):
+        if item is not None and not GUID_RE.fullmatch(item):
+            raise click.BadParameter(f"{item!r}: expected a GUID like 00000000-0000-0000-0000-000000000000")
+    return value
+
+
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a duration like 90s, 15m, 2h or 1d, checked here so the error names the flag."""
+    from aca_gpu.naming import parse_duration
+
+    value = non_empty(ctx, param, value)
+    if value is None:
+        return None
+    try:
+        parse_duration(value)
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
+    return value
+
+
+DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
+
+
+def driver_version(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: an NVIDIA driver version as nvidia-smi prints it (535.104.05, 390.46)."""
+    value = non_empty(ctx, param, value)
+    if value is not None and not DRIVER_RE.fullmatch(value):
+        raise click.BadParameter(f"{value!r} is not an NVIDIA driver version such as 535.104.05")
+    return value
+
+
+def location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a region name in ARM's form (or 'East US'); the region itself is checked later."""
+    from aca_gpu.naming import validate_location
+
+    value = non_empty(ctx, param, value)
+    if value is None:
+        return None
+    try:
+        return validate_location(value)
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def region(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a region Azure has (where only a real one makes sense)."""
+    from aca_gpu.naming import validate_region
+
+    value = non_empty(ctx, param, value)
+    if value is None:
+        return None
+    try:
+        return validate_region(value)
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+def run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    from aca_gpu.naming import validate_run_id
+
+    value = non_empty(ctx, param, value)
+    if value is None:
+        return None
+    try:
+        return validate_run_id(value)
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+# -- shell completion (README "Shell completion") -----------------------------------------------------
+def complete_gpus(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Every alias and profile type the catalog knows."""
+    from aca_gpu.gpu.profiles import profile_catalog
+
+    names = sorted({a for p in profile_catalog() for a in (*p.aliases, p.type.lower())})
+    return [n for n in names if n.startswith(incomplete.lower())]
+
+
+def complete_regions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from aca_gpu.naming import AZURE_REGIONS
+
+    return sorted(r for r in AZURE_REGIONS if r.startswith(incomplete.lower()))
+
+
+def complete_run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """The runs in the configured subscription (asks Azure; nothing when that fails)."""
+    try:
+        from aca_gpu.config import load_settings
+        from aca_gpu.workflow.context import list_runs, open_cloud
+
+        runs = list_runs(open_cloud(load_settings()))
+    except Exception:
+        return []
+    return sorted(r.run_id for r in runs if r.run_id.startswith(incomplete))

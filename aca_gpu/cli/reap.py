@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TextIO
 
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, duration, guid, non_empty, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.naming import parse_ttl
 from aca_gpu.output import Output
@@ -18,11 +19,20 @@ from aca_gpu.workflow import reap as reap_flow
     "--subscription",
     "subscriptions",
     multiple=True,
+    callback=guid,
     help="Subscription to sweep; repeat for several (default: the configured one).",
 )
-@click.option("--older-than", help="Also reap groups without an expiry tag created longer ago (e.g. 1d).")
 @click.option(
-    "--exclude", "excludes", multiple=True, help="Resource group name pattern to leave alone (glob)."
+    "--older-than",
+    callback=duration,
+    help="Also reap groups without an expiry tag created longer ago (e.g. 1d).",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    callback=non_empty,
+    help="Resource group name pattern to leave alone (glob).",
 )
 @click.option("--concurrency", type=click.IntRange(1, 32), default=4, show_default=True)
 @click.option("--yes", is_flag=True, help="Really delete. Without it, only print what would be deleted.")
@@ -38,17 +48,32 @@ def reap(
     """Delete expired acagpu resource groups. Dry-run by default.
 
     Only groups tagged acagpu:managed=true are considered; acagpu:keep=true and --exclude
-    patterns are always skipped. Exits 6 if any deletion could not be verified.
+    patterns are always skipped. On a terminal, without --yes, it lists what it would delete and
+    asks. Exits 6 if any deletion could not be verified.
     """
-    age = parse_ttl(older_than) if older_than else None
-    report = reap_flow.run(
-        [command_settings(s) for s in subscriptions] or [command_settings()],
-        delete=yes,
-        older_than=age,
-        excludes=excludes,
-        concurrency=concurrency,
-        progress=output,
-    )
+    age = parse_ttl(older_than, "--older-than") if older_than else None
+    settings = [command_settings(s) for s in subscriptions] or [command_settings()]
+
+    def sweep(delete: bool) -> reap_flow.ReapReport:
+        return reap_flow.run(
+            settings,
+            delete=delete,
+            older_than=age,
+            excludes=excludes,
+            concurrency=concurrency,
+            progress=output,
+        )
+
+    report = sweep(yes)
+    doomed = report.by_status("would-delete")
+    if not yes and doomed and sys.stdin.isatty():
+        click.echo(reap_flow.render_text(report), err=True)
+        confirm(
+            f"Delete these {len(doomed)} resource group(s)?",
+            yes=False,
+            refusal=f"not deleting {len(doomed)} expired group(s)",
+        )
+        report = sweep(True)
     doc = report.as_dict()
     output.summary(reap_flow.render_markdown(report))
     if output.github:

@@ -56,9 +56,9 @@ def tags(
     Example, the runtime images for Ubuntu 22.04 from CUDA 12.1 on:
       acagpu tags nvidia/cuda --flavor runtime --os ubuntu22.04 --since 12.1
 
-    With -o json it prints a JSON list ready for a GitHub Actions matrix:
-    tag strings (`matrix: {tag: ${{ fromJSON(needs.discover.outputs.tags) }}}`), or with
-    --inspect objects with tag, image, digest and cuda_version (`matrix: {include: ...}`).
+    With -o json it prints {"tags": [...]}; `-o json --query tags` is the bare list a GitHub
+    Actions matrix takes: tag strings (`matrix: {tag: ${{ fromJSON(needs.discover.outputs.tags) }}}`),
+    or with --inspect objects with tag, image, digest and cuda_version (`matrix: {include: ...}`).
     ACR registries (*.azurecr.io) are read with your Azure credential.
     """
     query = tags_flow.TagsQuery(
@@ -75,7 +75,7 @@ def tags(
         verify=ca_bundle or True,
     )
     result = tags_flow.discover(query, progress=output)
-    doc = result.as_dict()["tags"] if inspect else result.names
+    doc = {"tags": result.as_dict()["tags"] if inspect else result.names}
 
     def human(stream: TextIO) -> None:
         print(tags_flow.render_text(result), file=stream)

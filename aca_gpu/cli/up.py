@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from contextlib import nullcontext
 
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
@@ -78,9 +77,8 @@ def up(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
-    if not (yes or emulator or output.is_json) and sys.stdin.isatty() and output.stderr.isatty():
-        click.echo(render_plan(plan.as_dict()), err=True)
-        click.confirm("Create these billable resources?", abort=True, err=True)
+    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         result = run_up(open_cloud(active), plan, output, waiter_for(active))

@@ -112,7 +112,17 @@ def run(registry, *args: str) -> tuple[int, str, str]:  # type: ignore[no-untype
 
 def test_cli_json_is_a_matrix_ready_list_newest_first(registry) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = run(
-        registry, "--flavor", "runtime", "--os", "ubuntu22.04", "--since", "12.1", "-o", "json"
+        registry,
+        "--flavor",
+        "runtime",
+        "--os",
+        "ubuntu22.04",
+        "--since",
+        "12.1",
+        "-o",
+        "json",
+        "--query",
+        "tags",
     )
     assert code == 0
     assert json.loads(out) == [
@@ -134,7 +144,11 @@ def test_cli_not_in_and_limit(registry, tmp_path: Path) -> None:  # type: ignore
     args = ("--flavor", "runtime", "--os", "ubuntu22.04", "--since", "12.1", "--not-in", str(seen))
     code, out, _ = run(registry, *args, "--limit", "2", "-o", "json")
     assert code == 0
-    assert json.loads(out) == ["12.8.1-runtime-ubuntu22.04", "12.6.3-runtime-ubuntu22.04"]
+    doc = json.loads(out)
+    assert (doc["schema"], doc["command"]) == (1, "tags")
+    assert doc["tags"] == ["12.8.1-runtime-ubuntu22.04", "12.6.3-runtime-ubuntu22.04"]
+    code, out, _ = run(registry, *args, "--limit", "2", "-o", "tsv", "--query", "tags")
+    assert (code, out) == (0, "12.8.1-runtime-ubuntu22.04\n12.6.3-runtime-ubuntu22.04\n")
     code, out, _ = run(registry, *args)
     assert code == 0
     assert "7 of 21 tags match (2 already listed in --not-in)" in out
@@ -145,7 +159,7 @@ def test_cli_inspect_records_digests(registry) -> None:  # type: ignore[no-untyp
         registry, "--os", "ubuntu22.04", "--since", "12.4", "--flavor", "runtime", "--inspect", "-o", "json"
     )
     assert code == 0
-    rows = {row["tag"]: row for row in json.loads(out)}
+    rows = {row["tag"]: row for row in json.loads(out)["tags"]}
     index = registry.pushed[registry.index_tag]
     assert rows[registry.index_tag]["digest"] == index.digest
     assert rows[registry.index_tag]["env_cuda"] == "12.4.1"

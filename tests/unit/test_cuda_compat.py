@@ -272,6 +272,8 @@ def test_bad_cuda_version_is_bad_input() -> None:
 # --- `acagpu compat` contract ------------------------------------------------------------------
 
 CONTRACT_KEYS = {
+    "schema",
+    "command",
     "image",
     "cuda_version",
     "driver_version",
@@ -351,7 +353,7 @@ def test_cli_explicit_require_can_refuse_an_ok_image() -> None:
 )
 def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
     rc, out, err = _run(*args, "-o", "json")
-    assert rc == 2 and out == ""
+    assert rc == 2 and __import__("json").loads(out)["error"]["exit_code"] == 2
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
 
 

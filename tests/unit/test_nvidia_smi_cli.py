@@ -116,5 +116,5 @@ def test_unrecognized_input_exits_2(tmp_path: Path, prefix: str) -> None:
 def test_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
     result = run("--from-file", str(tmp_path / "nope.txt"), "-o", "json")
     assert result.exit_code == 2
-    assert result.stdout == ""
+    assert json.loads(result.stdout)["error"]["exit_code"] == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: cannot read")

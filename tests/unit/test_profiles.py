@@ -204,7 +204,7 @@ def test_offline_json_lists_the_catalog() -> None:
     rc, out, _ = _cli("--offline", "-o", "json")
     assert rc == 0
     doc = json.loads(out)
-    assert set(doc) == {"profiles", "prices"}
+    assert set(doc) == {"schema", "command", "profiles", "prices"}
     assert doc["prices"]["estimate"] is True
     assert [p["type"] for p in doc["profiles"]] == [p.type for p in profile_catalog()]
     for entry in doc["profiles"]:
@@ -228,6 +228,6 @@ def test_offline_table_for_people() -> None:
 
 def test_live_listing_without_azure_is_a_one_line_bad_input() -> None:
     rc, out, err = _cli("-o", "json")
-    assert rc == 2 and out == ""
+    assert rc == 2 and json.loads(out)["error"]["exit_code"] == 2
     # live listing asks Azure: without a subscription that is one error line (plus a hint line)
     assert err.startswith("error: ") and sum(line.startswith("error: ") for line in err.splitlines()) == 1

@@ -21,7 +21,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCloud:
     factory = MagicMock(return_value=cloud)
     monkeypatch.setattr(AzureCloud, "from_settings", factory)
     monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.01")
-    monkeypatch.setenv("ACAGPU_CONFIG", "/nonexistent/acagpu.toml")
+    monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     state.factory = factory  # type: ignore[attr-defined]
     return state
 
@@ -32,7 +32,7 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 
 def test_up_json_is_exactly_one_document(fake: FakeCloud) -> None:
-    code, out, err = _run("up", "--run-id", "r1", "--start-timeout", "5s", "-o", "json")
+    code, out, err = _run("up", "--yes", "--run-id", "r1", "--start-timeout", "5s", "-o", "json")
     assert code == 0, err
     doc = json.loads(out)  # the whole stdout is one document
     assert set(doc) == UP_KEYS
@@ -104,8 +104,8 @@ def test_status_logs_and_test_on_a_kept_run(fake: FakeCloud) -> None:
     runs = json.loads(out)["runs"]
     assert [r["run_id"] for r in runs] == ["s1"]
     assert runs[0]["phase"] == "scaled-to-zero"
-    code, out, _ = _run("logs", "--run-id", "s1", "--tester")
-    assert code == 0 and "ACAGPU_RESULT" in out
+    code, out, err = _run("logs", "--run-id", "s1", "--tester")
+    assert code == 2 and out == "" and "ended" in err  # a finished execution has no log stream
     code, out, _ = _run("test", "--run-id", "s1", "-o", "json")
     assert code == 0 and json.loads(out)["result"]["status"] == "pass"
     fake.tester_doc = {"status": "fail", "reason": "no-cuda"}
