@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aca_gpu.errors import BadInput
+
+GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+STRING_KEYS = ("subscription", "arm_endpoint", "ca_bundle", "location", "gpu", "image", "ttl", "owner")
 
 DEFAULT_LOCATION = "eastus"
 DEFAULT_GPU = "t4"
@@ -17,9 +23,16 @@ DEFAULT_TTL = "2h"
 
 
 def config_file() -> Path:
+    """ACAGPU_CONFIG names the file (and then it must exist); else the XDG default, if present."""
     explicit = os.environ.get("ACAGPU_CONFIG")
     if explicit:
-        return Path(explicit)
+        path = Path(explicit)
+        if not path.is_file():
+            raise BadInput(
+                f"ACAGPU_CONFIG names {explicit!r}, which is not a file",
+                hint="create that TOML file, or unset ACAGPU_CONFIG",
+            )
+        return path
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "acagpu" / "config.toml"
 
@@ -30,9 +43,15 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
         return {}
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BadInput(f"cannot read config file {path}: {exc}") from exc
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise BadInput(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"config file {path} is not valid TOML: {exc}") from None
+    for key in STRING_KEYS:
+        if key in data and (not isinstance(data[key], str) or not data[key].strip()):
+            raise BadInput(f"config file {path}: {key} must be a non-empty string, not {data[key]!r}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -55,7 +74,13 @@ class Settings:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
 
 
-def load_settings(env: dict[str, str] | None = None, file: dict[str, Any] | None = None) -> Settings:
+def load_settings(
+    env: dict[str, str] | None = None, file: dict[str, Any] | None = None, *, check: bool | None = None
+) -> Settings:
+    """Resolve settings; `check` (default: when reading the real environment) refuses unusable values
+    up front: a subscription that is not a GUID, an endpoint that is not https, a CA bundle that is
+    not a PEM file. Tests that pass `env` directly may use placeholder values."""
+    check = env is None if check is None else check
     env = dict(os.environ) if env is None else env
     cfg = load_config_file() if file is None else file
     defaults = Settings()
@@ -69,9 +94,14 @@ def load_settings(env: dict[str, str] | None = None, file: dict[str, Any] | None
     poll = pick("polling_interval", "ACAGPU_POLLING_INTERVAL", defaults.polling_interval)
     try:
         poll = float(poll)
-    except ValueError as exc:
-        raise BadInput(f"invalid polling interval {poll!r}") from exc
-    return Settings(
+    except (TypeError, ValueError):
+        poll = math.nan
+    if not math.isfinite(poll) or poll <= 0:
+        raise BadInput(
+            "ACAGPU_POLLING_INTERVAL (or polling_interval in the config file) must be a positive "
+            "number of seconds"
+        )
+    settings = Settings(
         subscription=subscription,
         arm_endpoint=pick("arm_endpoint", "ACAGPU_ARM_ENDPOINT", None),
         ca_bundle=pick("ca_bundle", "ACAGPU_CA_BUNDLE", None),
@@ -84,3 +114,34 @@ def load_settings(env: dict[str, str] | None = None, file: dict[str, Any] | None
         polling_interval=poll,
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
+    return check_settings(settings) if check else settings
+
+
+def check_settings(settings: Settings) -> Settings:
+    """Values that would fail later, deep in the SDK, fail here with what is allowed (exit 2)."""
+    if settings.subscription is not None and not GUID_RE.fullmatch(settings.subscription.strip()):
+        raise BadInput(
+            f"subscription {settings.subscription!r} (ACAGPU_SUBSCRIPTION, config file or "
+            "AZURE_SUBSCRIPTION_ID) is not a GUID"
+        )
+    if settings.arm_endpoint is not None:
+        url = urlsplit(settings.arm_endpoint.strip())
+        if url.scheme != "https" or not url.hostname:
+            raise BadInput(
+                f"ACAGPU_ARM_ENDPOINT {settings.arm_endpoint!r} is not an https:// URL",
+                hint="bearer tokens are only sent over TLS; the emulator serves https",
+            )
+    if settings.ca_bundle is not None:
+        check_ca_bundle(settings.ca_bundle)
+    return settings
+
+
+def check_ca_bundle(path: str, what: str = "ACAGPU_CA_BUNDLE") -> str:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 20)
+    except OSError as exc:
+        raise BadInput(f"{what} {path!r} cannot be read: {exc.strerror or exc}") from None
+    if b"-----BEGIN CERTIFICATE-----" not in head:
+        raise BadInput(f"{what} {path!r} is not a PEM certificate bundle (no BEGIN CERTIFICATE)")
+    return path

@@ -40,6 +40,34 @@ def validate_run_id(run_id: str) -> str:
     return run_id
 
 
+# Azure regions (public, US Gov, China) as `az account list-locations` names them; a region that is
+# not here is refused where only a real region makes sense (`profiles -l`, `ci init -l`).
+AZURE_REGIONS = frozenset(
+    """
+    australiacentral australiacentral2 australiaeast australiasoutheast austriaeast belgiumcentral
+    brazilsouth brazilsoutheast canadacentral canadaeast centralindia centralus centraluseuap
+    chilecentral chinaeast chinaeast2 chinaeast3 chinanorth chinanorth2 chinanorth3 denmarkeast eastasia
+    eastus eastus2 eastus2euap francecentral francesouth germanynorth germanywestcentral
+    indonesiacentral israelcentral italynorth japaneast japanwest jioindiacentral jioindiawest
+    koreacentral koreasouth malaysiawest mexicocentral newzealandnorth northcentralus northeurope
+    norwayeast norwaywest polandcentral qatarcentral southafricanorth southafricawest southcentralus
+    southeastasia southindia spaincentral swedencentral swedensouth switzerlandnorth switzerlandwest
+    uaecentral uaenorth uksouth ukwest usdodcentral usdodeast usgovarizona usgovtexas usgovvirginia
+    westcentralus westeurope westindia westus westus2 westus3
+    """.split()  # noqa: SIM905
+)
+
+
+def validate_region(location: str) -> str:
+    """A known Azure region (short or display form); an unknown one names a few that are close."""
+    short = validate_location(location)
+    if short not in AZURE_REGIONS:
+        close = sorted(r for r in AZURE_REGIONS if r[:4] == short[:4])[:4]
+        also = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise BadInput(f"unknown Azure region {location!r}{also}: see `az account list-locations -o table`")
+    return short
+
+
 def validate_location(location: str) -> str:
     """Accept 'eastus' or 'East US'; return the ARM short form."""
     short = location.replace(" ", "").lower()
@@ -64,12 +92,30 @@ def validate_rg_name(name: str) -> str:
     return name
 
 
-def parse_ttl(text: str) -> timedelta:
-    """'90m', '2h', '1d', '30s' -> timedelta; zero or garbage is bad input."""
+MAX_DURATION = timedelta(days=3650)
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90m', '2h', '1d', '30s' -> timedelta; zero, garbage or more than ten years is bad input.
+
+    The message says what is allowed but not which flag: callers (the CLI's option checks) add that.
+    """
     m = TTL_RE.fullmatch(text.strip().lower())
+    allowed = "use a positive whole number with s, m, h or d, e.g. 90m or 2h"
     if not m or int(m.group(1)) == 0:
-        raise BadInput(f"invalid TTL {text!r}: use a positive number with s, m, h or d (e.g. 2h)")
-    return timedelta(seconds=int(m.group(1)) * _TTL_UNITS[m.group(2)])
+        raise BadInput(f"{text!r} is not a duration: {allowed}")
+    seconds = int(m.group(1)) * _TTL_UNITS[m.group(2)]
+    if seconds > MAX_DURATION.total_seconds():
+        raise BadInput(f"{text!r} is too long: at most {MAX_DURATION.days}d")
+    return timedelta(seconds=seconds)
+
+
+def parse_ttl(text: str, what: str = "TTL") -> timedelta:
+    """A duration whose error names what it was for (`--ttl`, `--older-than`, ...)."""
+    try:
+        return parse_duration(text)
+    except BadInput as exc:
+        raise BadInput(f"invalid {what}: {exc.message}") from None
 
 
 def iso_utc(when: datetime) -> str:

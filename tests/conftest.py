@@ -11,7 +11,8 @@ import pytest
 def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("acagpu-user")
     monkeypatch.setenv("ACAGPU_CACHE_DIR", str(home / "cache"))
-    monkeypatch.setenv("ACAGPU_CONFIG", str(Path(home) / "config.toml"))
+    monkeypatch.delenv("ACAGPU_CONFIG", raising=False)  # a named config file must exist
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(Path(home) / "config"))
     for name in (
         "ACAGPU_SUBSCRIPTION",
         "ACAGPU_ARM_ENDPOINT",

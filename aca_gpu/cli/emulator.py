@@ -2,22 +2,57 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
+from typing import Any
 
 import click
+
+from aca_gpu.cli.options import driver_version, output_options
+from aca_gpu.errors import BadInput
+from aca_gpu.output import Output
+
+
+def _faults(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Parse the spec before anything starts, so a typo creates no temporary folder."""
+    if value is None:
+        return None
+    from aca_gpu.emulator.faults import FaultSpecError, parse
+
+    try:
+        parse(value)
+    except FaultSpecError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def write_env_file(path: Path, text: str) -> None:
+    """The file holds the emulator's bearer token: readable by its owner only (0600), even if it existed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 @click.group()
 def emulator() -> None:
-    """The local Azure Container Apps emulator (needs the `acagpu[emulator]` extra)."""
+    """The local Azure Container Apps emulator."""
 
 
 @emulator.command()
-@click.option("--port", type=int, default=0, show_default=True, help="Port on 127.0.0.1 (0 = any free port).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port on 127.0.0.1 (0 = any free port).",
+)
 @click.option(
     "--time-scale",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True, max=100),
     default=0.02,
     show_default=True,
     help="Multiplier on realistic Azure durations (0.02: env delete ~11 s).",
@@ -29,9 +64,18 @@ def emulator() -> None:
     show_default=True,
     help="simulated GPUs, or this host's real nvidia-smi and tester.",
 )
-@click.option("--driver-version", default=None, help="Host driver version the emulated fleet reports.")
 @click.option(
-    "--faults", default=None, envvar="ACAGPU_EMULATOR_FAULTS", help="Fault spec, e.g. '429:count=2'."
+    "--driver-version",
+    default=None,
+    callback=driver_version,
+    help="Host driver version the emulated fleet reports.",
+)
+@click.option(
+    "--faults",
+    default=None,
+    envvar="ACAGPU_EMULATOR_FAULTS",
+    callback=_faults,
+    help="Fault spec, e.g. '429:count=2'.",
 )
 @click.option(
     "--registered/--unregistered",
@@ -43,9 +87,11 @@ def emulator() -> None:
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the ACAGPU_* variables to this file.",
+    help="Also write the ACAGPU_* variables to this file (mode 0600: it holds the token).",
 )
+@output_options
 def serve(
+    output: Output,
     port: int,
     time_scale: float,
     workload: str,
@@ -57,6 +103,8 @@ def serve(
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
     from aca_gpu.emulator.server import EmulatorServer
 
+    if env_file is not None and not env_file.parent.is_dir():
+        raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
     server = EmulatorServer(
         port=port,
         time_scale=time_scale,
@@ -65,10 +113,23 @@ def serve(
         faults=faults,
         registered=registered,
     )
-    server.start()
-    lines = [f"export {k}={shlex.quote(v)}" for k, v in server.client_env().items()]
-    if env_file is not None:
-        env_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    click.echo("\n".join(lines))
-    click.echo(f"# acagpu emulator listening on {server.endpoint} (Ctrl-C to stop)", err=True)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.stop()  # removes the temporary CA folder
+        cause = exc.__cause__
+        if isinstance(cause, OSError):
+            raise BadInput(f"--port {port}: cannot listen on 127.0.0.1 ({cause.strerror or cause})") from None
+        raise
+    try:
+        env = server.client_env()
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        if env_file is not None:
+            write_env_file(env_file, "\n".join(lines) + "\n")
+        doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
+        output.emit(doc, "\n".join(lines))
+        click.echo(f"# acagpu emulator listening on {server.endpoint} (Ctrl-C to stop)", err=True)
+    except BaseException:
+        server.stop()
+        raise
     server.serve_forever()

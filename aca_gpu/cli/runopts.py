@@ -53,7 +53,7 @@ def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[
         from aca_gpu.emulator.server import EmulatorServer  # type: ignore[import-untyped,unused-ignore]
     except ImportError as exc:  # the emulator extra is not installed
         raise click.UsageError(
-            f"--emulator needs the emulator extra: pip install 'acagpu[emulator]' ({exc})"
+            f"--emulator: the emulator's dependencies are missing ({exc}); reinstall acagpu"
         ) from exc
     server = EmulatorServer(time_scale=time_scale or EMULATOR_TIME_SCALE, workload="simulated")
     server.start()

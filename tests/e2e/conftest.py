@@ -31,7 +31,7 @@ def emu(emulator: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     for key, value in emulator.client_env().items():  # type: ignore[attr-defined]
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.02")
-    monkeypatch.setenv("ACAGPU_CONFIG", "/nonexistent/acagpu.toml")
+    monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     yield emulator
     emulator.set_faults("")  # type: ignore[attr-defined]

@@ -33,7 +33,7 @@ def emu(emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, tmp_path: obj
     for key, value in emulator.client_env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.05")
-    monkeypatch.setenv("ACAGPU_CONFIG", "/nonexistent/acagpu.toml")
+    monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path))
     return emulator
 

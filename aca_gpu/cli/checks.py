@@ -1,0 +1,146 @@
+"""Checks every command's flags get by convention, attached once when the group loads a command.
+
+A flag's name says what it holds: `--subscription`, `--tenant` and `--client-id` are GUIDs,
+`--ttl`, `--start-timeout` and `--older-than` are durations, `-l/--location` a region name,
+`--run-id` a run id, and every other free-text value must not be empty or only spaces (an empty
+value never means "use the default"). Flags that contradict each other, or that only mean
+something with another one, are listed in RULES by command. A command keeps any callback of its
+own; these fill in where it has none, so new commands get the same contract without code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from aca_gpu.cli import options
+
+Callback = Callable[[click.Context, click.Parameter, Any], Any]
+
+BY_NAME: dict[str, Callback] = {
+    "subscription": options.guid,
+    "subscriptions": options.guid,
+    "tenant": options.guid,
+    "client_id": options.guid,
+    "ttl": options.duration,
+    "start_timeout": options.duration,
+    "older_than": options.duration,
+    "location": options.location,
+    "run_id": options.run_id,
+    "driver": options.driver_version,
+}
+# where a name needs a stricter check in one command
+BY_COMMAND_AND_NAME: dict[tuple[str, str], Callback] = {
+    ("profiles", "location"): options.region,
+    ("ci init", "location"): options.region,
+}
+
+COMPLETION: dict[str, Callable[[click.Context, click.Parameter, str], list[str]]] = {
+    "gpu": options.complete_gpus,
+    "gpus": options.complete_gpus,
+    "location": options.complete_regions,
+    "run_id": options.complete_run_ids,
+}
+
+
+@dataclass(frozen=True)
+class Excludes:
+    """`a` and `b` cannot be given together."""
+
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
+class Requires:
+    """`a` only means something when `b` is given too."""
+
+    a: str
+    b: str
+
+
+RULES: dict[str, tuple[Excludes | Requires, ...]] = {
+    "up": (Requires("time_scale", "emulator"), Excludes("dry_run", "emulator")),
+    "validate": (Requires("time_scale", "emulator"), Excludes("no_tester", "tester_image")),
+    "smi": (
+        Excludes("from_file", "run_id"),
+        Excludes("from_file", "resource_group"),
+        Excludes("from_file", "subscription"),
+        Requires("fields", "from_file"),
+    ),
+    "profiles": (Excludes("offline", "subscription"),),
+    "tags": (Requires("password", "username"),),
+}
+# every command that selects a run
+RUN_SELECTOR = Excludes("run_id", "resource_group")
+
+
+def _is_text(param: click.Parameter) -> bool:
+    text = isinstance(param.type, click.types.StringParamType | click.Path)
+    return text and not getattr(param, "is_flag", False)
+
+
+def harden(command: click.Command, path: str) -> click.Command:
+    """Attach the conventional checks to `command` (and its subcommands), once."""
+    if getattr(command, "_acagpu_hardened", False):
+        return command
+    command._acagpu_hardened = True  # type: ignore[attr-defined]
+    if isinstance(command, click.Group):
+        for name, sub in command.commands.items():
+            harden(sub, f"{path} {name}")
+        return command
+    for param in command.params:
+        name = param.name or ""
+        if param.callback is None:
+            if (path, name) in BY_COMMAND_AND_NAME:
+                param.callback = BY_COMMAND_AND_NAME[path, name]
+            elif name in BY_NAME:
+                param.callback = BY_NAME[name]
+            elif _is_text(param):
+                param.callback = options.non_empty
+        if name in COMPLETION and getattr(param, "_custom_shell_complete", None) is None:
+            param._custom_shell_complete = COMPLETION[name]
+    rules = RULES.get(path, ())
+    names = {p.name for p in command.params}
+    if {"run_id", "resource_group"} <= names:
+        rules = (*rules, RUN_SELECTOR)
+    if rules and command.callback is not None:
+        command.callback = _with_rules(command.callback, rules)
+    return command
+
+
+def _with_rules(callback: Callable[..., Any], rules: tuple[Excludes | Requires, ...]) -> Callable[..., Any]:
+    @functools.wraps(callback)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        for rule in rules:
+            a, b = _given(ctx, rule.a), _given(ctx, rule.b)
+            if isinstance(rule, Excludes) and a and b:
+                raise click.UsageError(
+                    f"{_flag(ctx, rule.a)} and {_flag(ctx, rule.b)} cannot be used together"
+                )
+            if isinstance(rule, Requires) and a and not b:
+                raise click.UsageError(f"{_flag(ctx, rule.a)} only applies with {_flag(ctx, rule.b)}")
+        return callback(*args, **kwargs)
+
+    return checked
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    if source is None or source == click.core.ParameterSource.DEFAULT:
+        return False
+    return ctx.params.get(name) not in (None, False, ())
+
+
+def _flag(ctx: click.Context, name: str) -> str:
+    for param in ctx.command.params:
+        if param.name == name:
+            opts: list[str] = list(param.opts)
+            longs = [o for o in opts if o.startswith("--")]
+            return (longs or opts or [name])[0]
+    return f"--{name.replace('_', '-')}"
