@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import textwrap
+from typing import Any, TextIO
 
 import click
 
 from aca_gpu import cost
 from aca_gpu.cli.options import output_options
+from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.cost import catalog_prices, load_prices
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
 from aca_gpu.naming import validate_location
-from aca_gpu.output import Output
+from aca_gpu.output import Output, terminal_width
 from aca_gpu.workflow.context import open_cloud
 from aca_gpu.workflow.offers import offered_profiles, render_offers
 
@@ -41,26 +43,44 @@ def catalog_document(location: str | None = None) -> dict[str, Any]:
     }
 
 
-def render_catalog(doc: dict[str, Any]) -> str:
-    """A table for people; prices are list-price estimates and regions the docs' list."""
-    header = f"{'TYPE':<27} {'ALIASES':<31} {'GPU':<26} {'N':>1} {'vCPU':>4} {'GiB':>4} {'KIND':<10} "
-    header += f"{'$/h est.':>8}"
-    lines = [header]
+WIDE = 160  # below this the region lists go under the table
+
+
+def render_catalog(doc: dict[str, Any], stream: TextIO | None = None) -> str:
+    """A table for people, sized to the terminal; prices are list-price estimates, regions the docs' list."""
+    rows = []
     for p in doc["profiles"]:
-        kind = "serverless" if p["serverless"] else "dedicated"
-        price = f"{p['price_per_hour_usd']:.2f}" if p["price_per_hour_usd"] is not None else "?"
-        lines.append(
-            f"{p['type']:<27} {', '.join(p['aliases'][:2]):<31} {p['gpu']:<26} {p['gpu_count']:>1} "
-            f"{p['vcpu']:>4} {p['memory_gib']:>4} {kind:<10} {price:>8}"
+        price = p["price_per_hour_usd"]
+        rows.append(
+            [
+                p["type"],
+                ", ".join(p["aliases"][:2]),
+                p["gpu"],
+                str(p["gpu_count"]),
+                str(p["vcpu"]),
+                str(p["memory_gib"]),
+                "serverless" if p["serverless"] else "dedicated",
+                f"{price:.2f}" if price is not None else "?",
+                ", ".join(p["regions"]),
+            ]
         )
-        lines.append(f"{'':<27} regions: {', '.join(p['regions'])}")
+    headers = ["TYPE", "ALIASES", "GPU", "N", "vCPU", "GiB", "KIND", "$/h≈", "REGIONS"]
+    right = ("N", "vCPU", "GiB", "$/h≈")
+    width = terminal_width(stream)
+    if width >= WIDE:
+        lines = [table(headers, rows, stream=stream, wrap="REGIONS", right=right)]
+    else:  # regions under the table, wrapped, so the columns keep their words
+        lines = [table(headers[:-1], [r[:-1] for r in rows], stream=stream, right=right), ""]
+        for row in rows:
+            lines += textwrap.wrap(f"{row[0]}: {row[-1]}", width, subsequent_indent="    ")
     if not doc["profiles"]:
-        lines.append("(no GPU profile in the bundled catalog lists that region)")
+        lines = ["(no GPU profile in the bundled catalog lists that region)"]
     lines.append("")
-    lines.append(
-        "$/h: list-price estimate per replica (serverless) or per node + plan management (dedicated). "
+    note = (
+        "$/h≈: list-price estimate per replica (serverless) or per node + plan management (dedicated). "
         "Regions: the docs' list; `acagpu profiles -l REGION` asks Azure."
     )
+    lines += textwrap.wrap(note, width)
     return "\n".join(lines)
 
 
@@ -82,7 +102,7 @@ def profiles(
         cost.refresh_prices(region=validate_location(location) if location else "eastus", warn=output.warn)
     if offline:
         doc = catalog_document(location)
-        output.emit(doc, render_catalog(doc))
+        output.emit(doc, lambda stream: print(render_catalog(doc, stream), file=stream))
         return
     settings = command_settings(subscription)
     region = validate_location(location or settings.location)

@@ -2,14 +2,53 @@
 
 from __future__ import annotations
 
+from typing import Any, TextIO
+
 import click
 
 from aca_gpu.cli.options import output_options
+from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud
-from aca_gpu.workflow.render import render_status
 from aca_gpu.workflow.status import status as run_status
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+
+
+def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
+    runs = doc["runs"]
+    if not runs:
+        print("no acagpu runs found", file=stream)
+        return
+    rows = []
+    for run in runs:
+        usd = run["cost"].get("usd_estimate")
+        expires = run.get("expires_in_seconds")
+        rows.append(
+            [
+                run["run_id"],
+                run["resource_group"],
+                run.get("location") or "?",
+                run.get("gpu") or "?",
+                _duration(run.get("age_seconds")),
+                "expired" if expires is not None and expires <= 0 else _duration(expires),
+                run["phase"],
+                f"${usd:.2f}" if isinstance(usd, int | float) else "?",
+            ]
+        )
+    headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
+    print(table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈")), file=stream)
+    print("SPEND≈: list-price estimate of the GPU time billed so far", file=stream)
 
 
 @click.command()
@@ -18,4 +57,4 @@ from aca_gpu.workflow.status import status as run_status
 def status(output: Output, subscription: str | None) -> None:
     """List acagpu runs: age, expiry, phase and estimated spend so far."""
     doc = run_status(open_cloud(command_settings(subscription)))
-    output.emit(doc, render_status(doc))
+    output.emit(doc, lambda stream: render_runs(doc, stream))

@@ -5,26 +5,39 @@ Lines are yielded as they arrive so `--follow` prints live; the CLI decides how 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 from aca_gpu.errors import NotFound
-from aca_gpu.models import Cloud
+from aca_gpu.models import Cloud, ExecutionInfo
 from aca_gpu.workflow.context import Run
 
 Source = Literal["explorer", "tester"]
 FOLLOW_TIMEOUT_S = 3600.0
 
 
-def latest_execution(cloud: Cloud, run: Run) -> str:
+def latest_execution(cloud: Cloud, run: Run) -> ExecutionInfo:
     executions = cloud.list_executions(run.resource_group, run.names.tester)
     if not executions:
         raise NotFound(
             f"the tester of run {run.run_id} has no executions", hint="start one with `acagpu test`"
         )
-    latest = max(executions, key=lambda e: (e.start_time or "", e.name))
-    return latest.name
+    return max(executions, key=lambda e: (e.start_time or "", e.name))
+
+
+class ExecutionEnded(NotFound):
+    """The execution finished and ACA removed its replica, and with it the console log stream."""
+
+
+def ended_error(run: Run, execution: ExecutionInfo) -> ExecutionEnded:
+    when = f" at {execution.end_time}" if execution.end_time else ""
+    return ExecutionEnded(
+        f"the tester execution {execution.name} of run {run.run_id} ended ({execution.status}){when}; "
+        "ACA removes a finished job's replica and its console log stream with it",
+        code="ExecutionEnded",
+        hint="its result is in the `acagpu up`/`acagpu test` output; `acagpu logs --tester --system` "
+        "shows its events; `acagpu test` runs it again",
+    )
 
 
 def log_lines(
@@ -34,22 +47,16 @@ def log_lines(
     source: Source = "explorer",
     follow: bool = False,
     tail: int = 20,
-    system: bool = False,
 ) -> Iterator[str]:
-    """The lines to show; system events are rendered one JSON object per line."""
-    if system:
-        where = (
-            {"app": run.names.explorer} if source == "explorer" else {"environment": run.names.environment}
-        )
-        for event in cloud.system_events(run.resource_group, tail=tail, **where):
-            yield json.dumps(event, sort_keys=True, default=str)
-        return
+    """The console lines to show, as they arrive (system events: `system_events`)."""
     if source == "tester":
         execution = latest_execution(cloud, run)
+        if execution.finished:
+            raise ended_error(run, execution)
         yield from cloud.job_logs(
             run.resource_group,
             run.names.tester,
-            execution,
+            execution.name,
             follow=follow,
             tail=tail,
             timeout=FOLLOW_TIMEOUT_S,
@@ -66,3 +73,15 @@ def log_lines(
     yield from cloud.app_logs(
         run.resource_group, run.names.explorer, follow=follow, tail=tail, timeout=FOLLOW_TIMEOUT_S
     )
+
+
+# the fields of a system event worth a column, in order (ACA's event stream: TimeStamp, Type, ...)
+EVENT_COLUMNS = ("TimeStamp", "Type", "Reason", "ReplicaName", "Msg")
+
+
+def system_events(
+    cloud: Cloud, run: Run, *, source: Source = "explorer", tail: int = 20
+) -> list[dict[str, Any]]:
+    """Scheduling, image pull and restart events of the explorer app (or, for the tester, the environment)."""
+    where = {"app": run.names.explorer} if source == "explorer" else {"environment": run.names.environment}
+    return cloud.system_events(run.resource_group, tail=tail, **where)

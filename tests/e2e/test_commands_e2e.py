@@ -37,10 +37,14 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     assert code == 3, err
 
     code, out, err = _run("logs", "--run-id", "life1", "--tester", "--tail", "50")
-    assert code == 0, err  # the execution ended: ACA keeps no replica, so no console lines
+    # the execution ended: ACA keeps no replica, so there is no console stream, and it says so
+    assert code == 2 and "ended" in err and out == "", err
     code, out, err = _run("logs", "--run-id", "life1", "--system", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["lines"], "system events of the explorer"
+    events = json.loads(out)["events"]
+    assert events and {"Reason", "Msg"} <= set(events[0]), "system events of the explorer"
+    code, out, err = _run("logs", "--run-id", "life1", "--system")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["TIME", "TYPE", "REASON"], out
 
     code, out, err = _run("test", "--run-id", "life1", "--start-timeout", "20s", "-o", "json")
     assert code == 0, err
