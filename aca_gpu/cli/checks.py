@@ -32,11 +32,13 @@ BY_NAME: dict[str, Callback] = {
     "location": options.location,
     "run_id": options.run_id,
     "driver": options.driver_version,
+    "ca_bundle": options.ca_bundle,
 }
 # where a name needs a stricter check in one command
 BY_COMMAND_AND_NAME: dict[tuple[str, str], Callback] = {
     ("profiles", "location"): options.region,
     ("ci init", "location"): options.region,
+    ("test", "timeout"): options.duration,
 }
 
 COMPLETION: dict[str, Callable[[click.Context, click.Parameter, str], list[str]]] = {
@@ -79,6 +81,15 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
 RUN_SELECTOR = Excludes("run_id", "resource_group")
 
 
+class NonEmptyPath(click.Path):
+    """click.Path turns '' into '.' (the current folder) before any callback sees it: refuse it first."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("must not be empty or only spaces", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _is_text(param: click.Parameter) -> bool:
     text = isinstance(param.type, click.types.StringParamType | click.Path)
     return text and not getattr(param, "is_flag", False)
@@ -95,6 +106,8 @@ def harden(command: click.Command, path: str) -> click.Command:
         return command
     for param in command.params:
         name = param.name or ""
+        if type(param.type) is click.Path:
+            param.type.__class__ = NonEmptyPath
         if param.callback is None:
             if (path, name) in BY_COMMAND_AND_NAME:
                 param.callback = BY_COMMAND_AND_NAME[path, name]

@@ -38,8 +38,20 @@ def ci() -> None:
 @click.option("--flavor", default="runtime", show_default=True, help="Tag flavor to validate.")
 @click.option("--os", "os_name", default="ubuntu22.04", show_default=True, help="Tag OS to validate.")
 @click.option("--since", default="12.1", show_default=True, help="Oldest CUDA version to validate.")
-@click.option("--limit", default=4, show_default=True, help="At most this many new tags per run.")
-@click.option("--max-parallel", default=2, show_default=True, help="Validation jobs running at once.")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 256),
+    default=4,
+    show_default=True,
+    help="At most this many new tags per run.",
+)
+@click.option(
+    "--max-parallel",
+    type=click.IntRange(1, 256),
+    default=2,
+    show_default=True,
+    help="Validation jobs running at once.",
+)
 @click.option("--pip-spec", help="What the workflows `pip install` (default: this acagpu version).")
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
 @output_options

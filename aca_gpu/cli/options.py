@@ -103,10 +103,7 @@ def confirm(question: str | Callable[[], str], *, yes: bool, refusal: str) -> No
     if yes:
         return
     if not sys.stdin.isatty():
-        raise BadInput(
-            f"{refusal}: stdin is not a terminal, so nobody can confirm",
-            hint="pass --yes to confirm non-interactively",
-        )
+        raise BadInput(f"{refusal} without --yes: stdin is not a terminal, so nobody can confirm")
     text = question() if callable(question) else question
     try:
         agreed = click.confirm(text, default=False, err=True)
@@ -163,6 +160,19 @@ def driver_version(ctx: click.Context, param: click.Parameter, value: str | None
     if value is not None and not DRIVER_RE.fullmatch(value):
         raise click.BadParameter(f"{value!r} is not an NVIDIA driver version such as 535.104.05")
     return value
+
+
+def ca_bundle(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback: a readable PEM bundle (a garbage file fails here, not deep in a TLS handshake)."""
+    from aca_gpu.config import check_ca_bundle
+
+    value = non_empty(ctx, param, value)
+    if value is None:
+        return None
+    try:
+        return check_ca_bundle(str(value), "file")
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
 
 
 def location(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -44,8 +44,21 @@ def smi_exit_code(smi: NvidiaSmi) -> int:
 
 
 def smi_document(smi: NvidiaSmi, **extra: Any) -> dict[str, Any]:
-    """The JSON document: the parse result plus whatever the caller adds (source, run id...)."""
-    return {**smi.as_dict(), **extra}
+    """The JSON document: the parse result plus whatever the caller adds (source, run id...).
+
+    A failure state is the envelope's `error` object, its kind (nml_mismatch, unrecognized...) the
+    error's `code`, so scripts read every command's failure the same way."""
+    doc = {**smi.as_dict(), **extra}
+    if smi.ok or not smi.error:
+        return {"status": "ok", **doc, "error": None}
+    detail = f": {smi.error_message}" if smi.error_message else ""
+    error = {
+        "message": f"nvidia-smi {smi.error}{detail}",
+        "code": smi.error,
+        "exit_code": smi_exit_code(smi),
+        "hint": _HINTS.get(smi.error),
+    }
+    return {"status": "error", **doc, "error": error}
 
 
 def _num(value: float | None, unit: str) -> str:
@@ -73,15 +86,9 @@ def _gpu_line(gpu: nvidia_smi.Gpu) -> str:
 
 def render_smi_human(smi: NvidiaSmi, stream: TextIO) -> None:
     """A short summary: driver, CUDA, one line per GPU (same for offline and live)."""
-    if not smi.ok:
-        kind = smi.error or "unrecognized"
-        detail = f": {smi.error_message}" if smi.error_message else ""
-        print(f"nvidia-smi {kind}{detail}", file=stream)
+    if not smi.ok:  # the failure itself is the `error:` line on stderr (smi_document's error)
         if smi.nvml_library_version:
             print(f"NVML library version: {smi.nvml_library_version}", file=stream)
-        hint = _HINTS.get(kind)
-        if hint:
-            print(f"hint: {hint}", file=stream)
         for warning in smi.warnings:
             print(f"warning: {warning}", file=stream)
         return

