@@ -11,6 +11,7 @@ transcript parsing below are pure so they are tested on byte sequences; `run_exe
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import re
@@ -96,6 +97,33 @@ def marker_echo(nonce: str) -> str:
 def command_line(argv: Sequence[str], nonce: str) -> str:
     """The line written to the shell: the quoted command, then the marker echo carrying `$?`."""
     return f"{shlex.join(argv)}; {marker_echo(nonce)}"
+
+
+STDIN_MAX = 1024 * 1024  # local input forwarded to a remote command (the argv limits bound it)
+STDIN_ARG = 96 * 1024  # base64 per argument: under Linux's 128 KiB limit on one argument
+STDIN_FRAME = 32 * 1024  # the session's stdin goes out in frames of at most this many bytes
+
+# `sh -c` with: the number of command words, the command, then the data as base64 arguments.
+# The left of the pipe drops the command words and prints the data; the right keeps only them.
+_STDIN_SCRIPT = """n=$1; shift
+{ i=0; while [ "$i" -lt "$n" ]; do shift; i=$((i+1)); done; for c; do printf '%s\\n' "$c"; done; } \\
+| base64 -d | { t=$#; i=0; while [ "$i" -lt "$t" ]; do
+  if [ "$i" -lt "$n" ]; then set -- "$@" "$1"; fi; shift; i=$((i+1)); done; exec "$@"; }"""
+
+
+def with_stdin(argv: Sequence[str], data: bytes | None) -> list[str]:
+    """argv wrapped so the remote command reads `data` and then end-of-input (nothing: /dev/null).
+
+    The session's own stdin carries the shell script, and on ACA it is a TTY whose line discipline
+    would mangle binary data and cap line length; so the data travels base64-encoded, in
+    76-character lines, as arguments of a small `sh -c` script that decodes it (`base64 -d`:
+    coreutils, busybox) into the command's stdin. The command's exit status is the pipeline's.
+    """
+    if not data:
+        return ["sh", "-c", 'exec "$0" "$@" </dev/null', *argv]
+    encoded = base64.encodebytes(data).decode("ascii")
+    chunks = [encoded[i : i + STDIN_ARG].rstrip("\n") for i in range(0, len(encoded), STDIN_ARG)]
+    return ["sh", "-c", _STDIN_SCRIPT, "sh", str(len(argv)), *argv, *chunks]
 
 
 def shell_script(argv: Sequence[str], nonce: str) -> str:
@@ -266,7 +294,9 @@ def _session(
             if now >= deadline or (drain_until is not None and now >= drain_until):
                 return
             if stdin is not None and not out.sent and (now >= connected_by or _looks_connected(out)):
-                ws.send_binary(encode_stdin(stdin))
+                payload = stdin.encode("utf-8")
+                for start in range(0, len(payload), STDIN_FRAME):  # large input: several frames
+                    ws.send_binary(encode_stdin(payload[start : start + STDIN_FRAME]))
                 out.sent = True
             ws.settimeout(max(0.05, min(RECV_SLICE_S, (drain_until or deadline) - now)))
             try:

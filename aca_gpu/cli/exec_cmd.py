@@ -1,16 +1,36 @@
-"""`acagpu exec -- CMD ARGS...`: run a command in the run's CUDA explorer; its exit code becomes ours."""
+"""`acagpu exec -- CMD ARGS...`: run a command in the run's CUDA explorer; its exit code becomes ours.
+
+Local stdin, when it is not a terminal, is sent to the remote command followed by end-of-input,
+so `echo hi | acagpu exec -- cat` prints hi; on a terminal the remote command reads nothing.
+"""
 
 from __future__ import annotations
 
+import shlex
+import sys
+import time
+
 import click
 
+from aca_gpu.azure.dataplane import STDIN_MAX, with_stdin
 from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
-from aca_gpu.errors import CloudError
+from aca_gpu.errors import BadInput, CloudError, WaitTimedOut
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.probe import exec_command
+
+
+def local_input() -> bytes | None:
+    """What to feed the remote command: piped or redirected stdin, else nothing."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return None
+    data = stream.buffer.read(STDIN_MAX + 1) if hasattr(stream, "buffer") else stream.read().encode()
+    if len(data) > STDIN_MAX:
+        raise BadInput(f"exec forwards at most {STDIN_MAX // (1024 * 1024)} MiB of stdin")
+    return data
 
 
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
@@ -20,10 +40,24 @@ from aca_gpu.workflow.probe import exec_command
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec_cmd(output: Output, ref: RunRef, settings: Settings, timeout: float, argv: tuple[str, ...]) -> None:
     """Run a command non-interactively in the explorer (no TTY needed); returns the remote exit code."""
+    data = local_input()
     cloud = open_cloud(settings)
     run = find_run(cloud, ref)
-    result = exec_command(cloud, run, argv, waiter_for(settings), timeout=timeout)
-    doc = {"command": "exec", "run_id": run.run_id, **result.as_dict()}
+    started = time.monotonic()
+    result = exec_command(cloud, run, with_stdin(argv, data), waiter_for(settings), timeout=timeout)
+    if result.exit_code is None and time.monotonic() - started >= timeout - 1.0:
+        raise WaitTimedOut(
+            f"--timeout {timeout:g}s passed before `{shlex.join(argv)}` finished in {run.names.explorer}",
+            code="ExecTimeout",
+            hint="raise --timeout; the remote command may still be running",
+        )
+    doc = {
+        **result.as_dict(),
+        "command": "exec",
+        "argv": list(argv),
+        "run_id": run.run_id,
+        "stdin_bytes": len(data or b""),
+    }
 
     def human(out: object) -> None:
         click.echo(result.output, nl=not result.output.endswith("\n") and bool(result.output))

@@ -1,0 +1,103 @@
+"""`acagpu exec` with piped stdin, and the confirmation rule, with real processes against
+`acagpu emulator serve` (as a user types them in a second shell)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value.strip("'")
+    return env
+
+
+@pytest.fixture(scope="module")
+def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A served emulator with one kept run `pipe1`; yields the second shell's environment."""
+    env_file = tmp_path_factory.mktemp("serve") / "emu.env"
+    server = subprocess.Popen(
+        [*ACAGPU, "emulator", "serve", "--time-scale", "0.002", "--env-file", str(env_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        assert env_file.exists(), "the emulator wrote no env file"
+        assert env_file.stat().st_mode & 0o777 == 0o600, "the env file holds a token: owner-only"
+        env = os.environ | _read_env(env_file) | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        env.pop("ACAGPU_CONFIG", None)
+        up = run(env, "up", "--yes", "--run-id", "pipe1", "--keep")
+        assert up.returncode == 0, up.stderr
+        yield env
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+
+
+def run(
+    env: dict[str, str], *args: str, stdin: bytes | int | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    kwargs: dict[str, object] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}
+    return subprocess.run(
+        [*ACAGPU, *args], env=env, capture_output=True, timeout=timeout, check=False, **kwargs
+    )  # type: ignore[call-overload, no-any-return]
+
+
+def test_piped_stdin_reaches_the_remote_command(shell: dict[str, str]) -> None:
+    done = run(shell, "exec", "--run-id", "pipe1", "--", "cat", stdin=b"hi\n")
+    assert (done.returncode, done.stdout) == (0, b"hi\n"), done.stderr
+
+
+def test_empty_stdin_is_end_of_input(shell: dict[str, str]) -> None:
+    started = time.monotonic()
+    done = run(shell, "exec", "--run-id", "pipe1", "--", "cat", stdin=subprocess.DEVNULL)
+    assert (done.returncode, done.stdout) == (0, b""), done.stderr
+    assert time.monotonic() - started < 30  # it returned, it did not wait for --timeout
+
+
+def test_binary_stdin_arrives_intact(shell: dict[str, str]) -> None:
+    data = os.urandom(200_000)
+    done = run(shell, "exec", "--run-id", "pipe1", "--", "sha256sum", stdin=data)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest()
+
+
+def test_exit_code_of_a_piped_command_is_kept(shell: dict[str, str]) -> None:
+    done = run(shell, "exec", "--run-id", "pipe1", "--", "sh", "-c", "read x; exit $x", stdin=b"7\n")
+    assert done.returncode == 7, done.stderr
+
+
+def test_timeout_is_exit_4(shell: dict[str, str]) -> None:
+    done = run(shell, "exec", "--run-id", "pipe1", "--timeout", "3", "--", "sleep", "30", stdin=b"")
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.decode().startswith("error: --timeout 3s passed")
+
+
+def test_down_without_yes_and_no_terminal_refuses(shell: dict[str, str]) -> None:
+    done = run(shell, "down", "--run-id", "pipe1", stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and b"--yes" in done.stderr, done.stderr
+    status = run(shell, "status", "-o", "tsv", "--query", "runs[].run_id")
+    assert status.stdout == b"pipe1\n", "the refused down deleted nothing"
+    done = run(shell, "down", "--run-id", "pipe1", "--yes", stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
