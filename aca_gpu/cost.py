@@ -152,8 +152,9 @@ def estimate(
         node = float(rates["node_hour"]) / 3600 * seconds * replicas
         mgmt = table.management_hour / 3600 * seconds
         basis = (
-            f"estimate: {replicas} x {prof.type} node at ${float(rates['node_hour']):.3f}/h "
-            f"+ ${table.management_hour:.2f}/h plan management, {seconds:.0f}s; {where}"
+            f"estimate: {_count(replicas, 'node')} x {_duration(seconds)} of {prof.type} "
+            f"at ${float(rates['node_hour']):.3f}/h = ${node:.2f}, + plan management "
+            f"${table.management_hour:.2f}/h = ${mgmt:.2f}; total ${node + mgmt:.2f}; {where}"
         )
         return CostEstimate(node + mgmt, gpu_seconds, basis, breakdown={"node": node, "management": mgmt})
     replica_seconds = seconds * replicas
@@ -161,13 +162,35 @@ def estimate(
     vcpu = table.vcpu_second * prof.container_cpu * replica_seconds
     mem = table.gib_second * prof.container_memory_gib * replica_seconds
     basis = (
-        f"estimate: {replicas} replica(s) x {seconds:.0f}s on {prof.type} "
-        f"({prof.gpu_count} GPU, {prof.container_cpu:g} vCPU, {prof.container_memory_gib} GiB) "
-        f"at ${float(rates['gpu_second']):.7f}/GPU-s; {where}"
+        f"estimate: {_count(replicas, 'replica')} x {_duration(seconds)} on {prof.type}: "
+        f"{gpu_seconds:.0f} GPU-s x ${float(rates['gpu_second']):.7f} = ${gpu:.2f}, "
+        f"+ {prof.container_cpu:g} vCPU ${vcpu:.2f} + {prof.container_memory_gib:g} GiB ${mem:.2f}; "
+        f"total ${gpu + vcpu + mem:.2f}; {where}"
     )
     return CostEstimate(
         gpu + vcpu + mem, gpu_seconds, basis, breakdown={"gpu": gpu, "vcpu": vcpu, "memory": mem}
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _duration(seconds: float) -> str:
+    """90 s, 30 min, 2.5 h: the unit a person reads a cost line in."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
+
+def run_spend(
+    profile: GpuProfile | str, gpu_replica_seconds: float, location: str | None = None
+) -> CostEstimate:
+    """Spend of a run so far, from the seconds its GPU replicas have lived: the one function `status`
+    and `reap` both use, so the same group never shows two different figures."""
+    return estimate(profile, gpu_replica_seconds, 1, location=location)
 
 
 def estimate_plan(

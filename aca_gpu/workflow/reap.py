@@ -190,7 +190,7 @@ def spend_estimate(gpu: str | None, seconds: float) -> float | None:
     from aca_gpu import cost
 
     try:
-        return round(cost.estimate(gpu, seconds).usd, 2)
+        return round(cost.run_spend(gpu, seconds).usd, 2)
     except AcaGpuError:
         return None
 

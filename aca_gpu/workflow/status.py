@@ -1,7 +1,8 @@
 """`acagpu status`: the runs that exist, read from tags and live state (age, expiry, phase, spend so far).
 
 Spend is an estimate: tester executions count from their start/end times, the explorer from the
-run's creation while it has a running replica (an upper bound, labelled as such).
+run's creation while it has a running replica (an upper bound, labelled as such). The money comes
+from `cost.run_spend`, the function `reap` prices a group with too.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aca_gpu import naming
+from aca_gpu.cost import run_spend
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud, ExecutionInfo
 from aca_gpu.workflow import checks
@@ -51,11 +53,12 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         except AcaGpuError as exc:
             phase = f"unknown ({exc.code or 'error'})"
     profile = _profile(tags.get(naming.TAG_GPU))
-    cost = (
-        checks.cost_estimate(profile, gpu_seconds, run.group.location, label="replica lifetimes so far")
-        if profile is not None
-        else {"gpu_seconds": round(gpu_seconds, 1), "usd_estimate": None, "basis": "unknown GPU"}
-    )
+    spend = None if profile is None else run_spend(profile, gpu_seconds, run.group.location)
+    cost = {
+        "gpu_seconds": round(gpu_seconds, 1),
+        "usd_estimate": None if spend is None else round(spend.usd, 4),
+        "basis": "unknown GPU" if spend is None else f"replica lifetimes so far; {spend.basis}",
+    }
     return {
         "run_id": run.run_id,
         "resource_group": rg,
