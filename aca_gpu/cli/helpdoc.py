@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,8 +32,9 @@ def _help(path: list[str]) -> str:
     """Exactly what `acagpu PATH --help` prints at a fixed width."""
     from aca_gpu.cli import cli
 
-    parent = click.Context(cli, info_name="acagpu", terminal_width=WIDTH, max_content_width=WIDTH)
-    ctx = parent
+    # the group's settings (-h as well as --help) reach every subcommand, as in a real invocation
+    opts: dict[str, Any] = {**cli.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    ctx = click.Context(cli, info_name="acagpu", **opts)
     command: click.Command = cli
     for name in path:
         assert isinstance(command, click.Group)
