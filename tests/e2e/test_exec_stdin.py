@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -92,6 +93,45 @@ def test_timeout_is_exit_4(shell: dict[str, str]) -> None:
     done = run(shell, "exec", "--run-id", "pipe1", "--timeout", "3", "--", "sleep", "30", stdin=b"")
     assert done.returncode == 4, done.stderr
     assert done.stderr.decode().startswith("error: --timeout 3s passed")
+
+
+def _on_a_terminal(env: dict[str, str], args: list[str], answer: bytes) -> tuple[int, bytes]:
+    """Run with stdin and stderr on a pseudo-terminal; answer the question once it is asked."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [*ACAGPU, *args], env=env, stdin=slave, stdout=subprocess.PIPE, stderr=slave, close_fds=True
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while b"[y/N]" not in seen and time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                seen += os.read(master, 4096)
+        os.write(master, answer)
+        proc.wait(timeout=120)
+        while select.select([master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, seen
+
+
+def test_a_terminal_is_asked_even_with_json_and_no_declines(shell: dict[str, str]) -> None:
+    code, seen = _on_a_terminal(shell, ["down", "--run-id", "pipe1", "-o", "json"], b"n\n")
+    assert b"Delete resource group rg-acagpu-pipe1" in seen, seen
+    assert code == 130, seen
+    status = run(shell, "status", "-o", "tsv", "--query", "runs[].run_id")
+    assert status.stdout == b"pipe1\n", "a declined down deleted nothing"
 
 
 def test_down_without_yes_and_no_terminal_refuses(shell: dict[str, str]) -> None:
