@@ -4,6 +4,10 @@ The tester prints exactly one `ACAGPU_RESULT {json}` line; logs may wrap it (ACA
 records with a `Log` field, or a timestamp prefix), so the line is found anywhere in a line. Output
 of the seed's simple tester (`Elapsed Time: <s> seconds`) still parses, marked `legacy`: there is
 no rate in it, only the one timing. No result at all raises `NoTesterResult`, never a crash.
+
+Schema 2 (tester 1.1) adds GPU telemetry sampled during each timed loop; schema 1 lines still parse,
+with `telemetry_available` None. `summary_lines` renders one readable line per GPU for every summary
+that shows a tester result (tester-report, up, validate), so they all say the same thing.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from aca_gpu.errors import BadInput
 
 RESULT_TAG = "ACAGPU_RESULT"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
+SCHEMAS = (1, 2)  # what this parser knows; a newer schema still parses, its new fields ignored
+VERDICTS = ("nominal", "power-capped", "thermal", "clocks-held")
+# the rate a GPU line leads with: the tensor-core dtypes first, as datasheets and users quote them
+_HEADLINE = ("bf16", "fp16", "tf32", "fp32")
 _RESULT_RE = re.compile(rf"{RESULT_TAG}\s+(\{{.*\}})\s*$")
 _ELAPSED_RE = re.compile(r"Elapsed Time:\s*([0-9.eE+-]+)\s*seconds")
 _GPU_RE = re.compile(r"CUDA is available\. Running on GPU")
@@ -41,6 +49,41 @@ class DtypeRate:
 
 
 @dataclass(frozen=True)
+class GpuTelemetry:
+    """One GPU's headline rate and what the GPU was doing while it was measured (schema 2).
+
+    `verdict` is the tester's: nominal, power-capped, thermal or clocks-held, with its `evidence`;
+    `findings` holds rates far below what the observed clock allows. Clocks, power and temperature
+    are medians over the headline measurement's samples; `available` False says why in `note`.
+    """
+
+    index: int
+    name: str | None = None
+    available: bool = False
+    note: str | None = None
+    verdict: str | None = None
+    evidence: tuple[str, ...] = ()
+    findings: tuple[str, ...] = ()
+    dtype: str | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
+    at_clock_tflops: float | None = None
+    pct_of_clock: float | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: int | None = None
+    temp_max_c: int | None = None
+    samples: int = 0
+    reasons: dict[str, float] = field(default_factory=dict)  # reason -> share of samples it was on
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class TesterResult:
     status: str  # "pass" | "fail"
     reason: str | None = None
@@ -59,6 +102,14 @@ class TesterResult:
     cuda_runtime: str | None = None  # torch's CUDA, or the image's libcudart when probed
     simulated: bool = False
     legacy: bool = False
+    schema: int = 1
+    gpu_telemetry: tuple[GpuTelemetry, ...] = ()  # one per GPU measured, telemetry or not
+    telemetry_available: bool | None = None  # None: the tester predates telemetry (schema 1)
+    telemetry_source: str | None = None  # "nvml", or "simulated" in the emulator
+    telemetry_note: str | None = None  # why there is none
+    cuda_init_attempts: int | None = None  # > 1: CUDA start-up needed a retry
+    cuda_init_errors: tuple[str, ...] = ()
+    result_grace_s: float | None = None  # how long the tester stays alive after its result line
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -68,6 +119,7 @@ class TesterResult:
     def as_dict(self) -> dict[str, Any]:
         doc = {k: v for k, v in asdict(self).items() if k != "raw"}
         doc["rates"] = {k: v.as_dict() for k, v in self.rates.items()}
+        doc["gpu_telemetry"] = [g.as_dict() for g in self.gpu_telemetry]
         return doc
 
 
@@ -86,6 +138,59 @@ def _unwrap(line: str) -> str:
 
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    number = _float(value)
+    return round(number) if number is not None else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+
+def _gpu_telemetry(device: dict[str, Any], position: int, schema: int, top: dict[str, Any]) -> GpuTelemetry:
+    """The headline rate of one device record and the telemetry measured with it."""
+    matmul = _dict(device.get("matmul"))
+    dtype = next((d for d in _HEADLINE if isinstance(matmul.get(d), dict)), None)
+    row = _dict(matmul.get(dtype)) if dtype else {}
+    tel = _dict(device.get("telemetry"))
+    sample = _dict(row.get("telemetry"))
+    if schema < 2:
+        note: str | None = "not reported (tester 1.0)"
+    elif tel.get("available"):
+        note = None
+    else:
+        note = f"unavailable ({tel.get('reason') or top.get('reason') or 'not reported'})"
+    reasons = {str(k): float(v) for k, v in _dict(sample.get("reasons")).items() if _float(v) is not None}
+    index = _int(device.get("index"))
+    return GpuTelemetry(
+        index=index if index is not None else position,
+        name=device.get("name") if isinstance(device.get("name"), str) else None,
+        available=bool(tel.get("available")),
+        note=note,
+        verdict=tel.get("verdict") if tel.get("verdict") in VERDICTS else None,
+        evidence=_texts(tel.get("evidence")),
+        findings=_texts(tel.get("findings")),
+        dtype=dtype,
+        tflops=_float(row.get("tflops")),
+        pct_of_peak=_float(row.get("pct_of_peak")),
+        at_clock_tflops=_float(row.get("at_clock_tflops")),
+        pct_of_clock=_float(row.get("pct_of_clock")),
+        sm_clock_mhz=_int(sample.get("sm_clock_mhz")),
+        sm_clock_max_mhz=_int(tel.get("sm_clock_max_mhz")),
+        mem_clock_mhz=_int(sample.get("mem_clock_mhz")),
+        power_w=_float(sample.get("power_w")),
+        power_limit_w=_float(tel.get("power_limit_w")),
+        temp_c=_int(sample.get("temp_c")),
+        temp_max_c=_int(sample.get("temp_max_c")),
+        samples=_int(sample.get("samples")) or 0,
+        reasons=reasons,
+    )
 
 
 def from_document(doc: dict[str, Any]) -> TesterResult:
@@ -118,6 +223,12 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
     env = doc.get("env") or {}
     cudart = env.get("cudart") or {}
     allreduce = doc.get("allreduce") or {}
+    schema = _int(doc.get("schema")) or 1
+    top = _dict(doc.get("telemetry"))
+    init = _dict(env.get("cuda_init"))
+    gpu_telemetry = tuple(
+        _gpu_telemetry(d, i, schema, top) for i, d in enumerate(devices) if isinstance(d, dict)
+    )
     return TesterResult(
         status=status,
         reason=doc.get("reason"),
@@ -137,6 +248,14 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         driver=env.get("driver"),
         cuda_runtime=cudart.get("runtime_version") or env.get("torch_cuda"),
         simulated=bool(doc.get("simulated", False)),
+        schema=schema,
+        gpu_telemetry=gpu_telemetry,
+        telemetry_available=bool(top.get("available")) if schema >= 2 else None,
+        telemetry_source=top.get("source") if isinstance(top.get("source"), str) else None,
+        telemetry_note=str(top["reason"]) if top.get("reason") else None,
+        cuda_init_attempts=_int(init.get("attempts")) if init else None,
+        cuda_init_errors=_texts(init.get("errors")),
+        result_grace_s=_float(doc.get("result_grace_s")),
         raw=doc,
     )
 
@@ -181,3 +300,36 @@ def parse_tester_output(text: str) -> TesterResult:
         f"no {RESULT_TAG} line and no 'Elapsed Time:' line in the tester output",
         hint="the tester may have been killed before it finished; check its logs for a traceback",
     )
+
+
+def _gpu_line(g: GpuTelemetry, simulated: bool) -> str:
+    text = f"gpu{g.index}" + (f" {g.name}" if g.name else "") + ":"
+    if g.dtype and g.tflops is not None:
+        context = [f"{g.pct_of_peak:g}% of peak"] if g.pct_of_peak is not None else []
+        if g.pct_of_clock is not None and g.at_clock_tflops is not None and g.sm_clock_mhz:
+            context.append(f"{g.pct_of_clock:.0f}% of {g.at_clock_tflops:.0f} at {g.sm_clock_mhz} MHz")
+        text += f" {g.dtype} {g.tflops:.1f} TFLOP/s" + (f" ({', '.join(context)})" if context else "") + ";"
+    if not g.available:
+        return text + f" telemetry {g.note or 'unavailable'}" + (" [simulated]" if simulated else "")
+    state: list[str] = []
+    if g.sm_clock_mhz is not None:
+        state.append(
+            f"SM {g.sm_clock_mhz}" + (f"/{g.sm_clock_max_mhz}" if g.sm_clock_max_mhz else "") + " MHz"
+        )
+    if g.power_w is not None:
+        state.append(f"{g.power_w:.0f}" + (f"/{g.power_limit_w:.0f}" if g.power_limit_w else "") + " W")
+    if g.temp_c is not None:
+        state.append(f"{g.temp_c} °C")
+    state += [f"{name} {share:.0%}" for name, share in g.reasons.items() if name != "idle" and share > 0]
+    text += f" {g.verdict or 'no verdict'}" + (f": {', '.join(state)}" if state else "")
+    if g.findings:
+        text += "; rate far below what its clock allows"
+    return text + (" [simulated]" if simulated else "")
+
+
+def summary_lines(result: TesterResult) -> list[str]:
+    """One readable line per GPU measured: headline rate, % of peak and of what its clock allows, the
+    verdict with clocks, power, temperature and active reasons. Empty when no GPU was measured; a
+    run without telemetry says so on each GPU's line. Pure: renderers print these as they are.
+    """
+    return [_gpu_line(g, result.simulated) for g in result.gpu_telemetry]

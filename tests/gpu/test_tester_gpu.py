@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +23,12 @@ pytestmark = [
 ]
 
 from aca_gpu.gpu.tester_result import parse_tester_output  # noqa: E402
+from aca_gpu.gpu.tester_result import summary_lines as summary_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "templates" / "gpu-tester" / "gpu_tester.py"
 PEAKS = ROOT / "tests" / "fixtures" / "tester" / "gpus.json"
+NO_GRACE = {**os.environ, "ACAGPU_RESULT_GRACE_S": "0"}
 
 
 def _tester() -> Any:
@@ -61,6 +64,7 @@ def test_quick_run_passes_and_parses() -> None:
         text=True,
         timeout=300,
         check=False,
+        env=NO_GRACE,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = parse_tester_output(proc.stdout)
@@ -114,6 +118,7 @@ def test_budget_bounds_the_run() -> None:
         text=True,
         timeout=300,
         check=False,
+        env=NO_GRACE,
     )
     result = parse_tester_output(proc.stdout)
     assert result.elapsed_s is not None and result.elapsed_s < 6  # a full run takes longer
@@ -124,3 +129,59 @@ def test_budget_bounds_the_run() -> None:
     assert proc.returncode == (0 if result.passed else 1)
     if not result.rates:
         assert result.reason == "budget-exceeded"
+
+
+def test_sampler_reads_the_gpu_while_a_measurement_runs() -> None:
+    tester = _tester()
+    nvml, why = tester.Nvml.open()
+    if nvml is None:
+        pytest.skip(f"no NVML here: {why}")
+    try:
+        props = torch.cuda.get_device_properties(0)
+        handle = nvml.handle(props, 0)
+        assert handle is not None
+        static = nvml.static(handle)
+        sampler = tester.Sampler(nvml, handle, 0.01)
+        row = tester.matmul_dtype(torch, torch.device("cuda", 0), "bf16", 4096, 50 << 20, 5, 30.0, sampler)
+    finally:
+        nvml.close()
+    tel = row["telemetry"]
+    assert tel["samples"] >= 3
+    assert 100 <= tel["sm_clock_mhz"] <= static["sm_clock_max_mhz"]
+    assert tel["util_pct"] >= 50  # sampled while the GPU was busy, not before or after
+    assert 0 < tel["power_w"] <= 1.2 * static["power_limit_w"]
+    assert set(tel["reasons"]) <= {name for _, name in tester.REASON_BITS}
+
+
+def test_without_nvml_the_tester_still_measures_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    tester = _tester()
+    monkeypatch.setattr(tester, "NVML_LIB", "libnvidia-ml-not-in-this-image.so.1")
+    result = tester.run(tester.parse_args(["--quick", "--dtypes", "fp32,bf16", "--peaks", str(PEAKS)]))
+    assert result["status"] == "pass", result
+    assert result["telemetry"]["available"] is False
+    assert "not in this image" in result["telemetry"]["reason"]
+    device = result["devices"][0]
+    assert device["telemetry"]["available"] is False
+    assert "telemetry" not in device["matmul"]["bf16"] and device["matmul"]["bf16"]["tflops"] > 0
+    parsed = parse_tester_output("ACAGPU_RESULT " + json.dumps(result))
+    assert parsed.telemetry_available is False
+    assert "telemetry unavailable" in " ".join(summary_of(parsed))
+
+
+def test_default_run_reports_telemetry_per_gpu() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--peaks", str(PEAKS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=NO_GRACE,
+    )
+    result = parse_tester_output(proc.stdout)
+    if not result.telemetry_available:
+        pytest.skip(f"no NVML here: {result.telemetry_note}")
+    assert len(result.gpu_telemetry) == torch.cuda.device_count()
+    for gpu in result.gpu_telemetry:
+        assert gpu.verdict in ("nominal", "power-capped", "thermal", "clocks-held")
+        assert gpu.sm_clock_mhz and gpu.power_w and gpu.temp_c is not None
+    assert len(summary_of(result)) == torch.cuda.device_count()
