@@ -1,10 +1,13 @@
 """Zero-build mode: run the packaged gpu-tester inside a public PyTorch image, so `up` needs no registry.
 
-The script's source travels compressed in an environment variable and a one-line `python -c`
-bootstrap writes it to a temporary file and execs it there. Running it as a real file (rather than
-exec'ing the text) keeps `torch.multiprocessing` spawn working for the multi-GPU all-reduce, and
-argv and the exit code pass through unchanged. The datasheet peaks travel as JSON text in
-`ACAGPU_PEAKS`, the same shape as acagpu's gpus.json. Pure: no Azure import.
+The script's source travels compressed in an environment variable and a one-line Python bootstrap
+writes it to a temporary file and execs it there. Running it as a real file (rather than exec'ing
+the text) keeps `torch.multiprocessing` spawn working for the multi-GPU all-reduce, and argv and the
+exit code pass through unchanged. A `/bin/sh` line picks the interpreter: `python3`, else `python`
+(pytorch/pytorch images have both; an image built from templates/gpu-tester/Dockerfile has its
+virtualenv's), so the same container spec starts the tester in either. The datasheet peaks travel as
+JSON text in `ACAGPU_PEAKS`, the same shape as acagpu's gpus.json. `ACAGPU_RESULT_GRACE_S` keeps
+the finished tester alive briefly so its log can still be read. Pure: no Azure import.
 """
 
 from __future__ import annotations
@@ -25,14 +28,26 @@ from aca_gpu.resources import data_path, template_path
 DEFAULT_TESTER_IMAGE = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 SRC_ENV = "ACAGPU_TESTER_SRC"
 PEAKS_ENV = "ACAGPU_PEAKS"
+GRACE_ENV = "ACAGPU_RESULT_GRACE_S"
+# ACA removes a finished job replica, and its console log with it, soon after the container exits;
+# the tester stays this long after its result line so a client that polls can still read it.
+DEFAULT_RESULT_GRACE_S = 15.0
 # ACA caps an env var's value well above this; staying under 32 KiB keeps room for the template body.
 MAX_ENV_VALUE = 32 * 1024
 BOOTSTRAP = (
     "import base64,os,sys,tempfile,zlib;"
-    "p=os.path.join(tempfile.mkdtemp(prefix='acagpu-'),'gpu_tester.py');"
-    f"open(p,'wb').write(zlib.decompress(base64.b64decode(os.environ['{SRC_ENV}'])));"
+    'p=os.path.join(tempfile.mkdtemp(prefix="acagpu-"),"gpu_tester.py");'
+    f'open(p,"wb").write(zlib.decompress(base64.b64decode(os.environ["{SRC_ENV}"])));'
     "os.execv(sys.executable,[sys.executable,p]+sys.argv[1:])"
 )
+# $0 is the name after the line (ACA's command), "$@" the tester's args; the bootstrap has no
+# single quote, so it sits inside one single-quoted word
+LAUNCH = (
+    'py=$(command -v python3 || command -v python) || { echo "gpu-tester: this image has neither '
+    'python3 nor python on its PATH" >&2; exit 127; }; '
+    f'exec "$py" -c \'{BOOTSTRAP}\' "$@"'
+)
+LAUNCH_NAME = "gpu-tester"
 
 
 @dataclass(frozen=True)
@@ -92,13 +107,15 @@ def zero_build_container(
     image: str = DEFAULT_TESTER_IMAGE,
     args: Sequence[str] = (),
     *,
-    python: str = "python",
     peaks: Path | None = None,
     script: Path | None = None,
+    result_grace_s: float = DEFAULT_RESULT_GRACE_S,
 ) -> TesterContainerSpec:
     """A container spec that runs the packaged tester in `image` with nothing built or pushed."""
+    if not 0 <= result_grace_s <= 3600:
+        raise BadInput(f"result grace must be between 0 and 3600 seconds, got {result_grace_s:g}")
     source = (script or tester_script_path()).read_bytes()
-    env = {SRC_ENV: encode_source(source)}
+    env = {SRC_ENV: encode_source(source), GRACE_ENV: f"{result_grace_s:g}"}
     table = peaks_json(peaks)
     if table is not None:
         env[PEAKS_ENV] = table
@@ -107,4 +124,6 @@ def zero_build_container(
             raise BadInput(
                 f"{name} would be {len(value)} bytes, over the {MAX_ENV_VALUE}-byte limit kept for ACA"
             )
-    return TesterContainerSpec(image=image, command=[python, "-c", BOOTSTRAP], args=list(args), env=env)
+    return TesterContainerSpec(
+        image=image, command=["/bin/sh", "-c", LAUNCH, LAUNCH_NAME], args=list(args), env=env
+    )

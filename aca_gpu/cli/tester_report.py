@@ -8,7 +8,7 @@ import click
 
 from aca_gpu.cli.options import output_options
 from aca_gpu.errors import EXIT_GPU_CHECK, EXIT_OK, BadInput
-from aca_gpu.gpu.tester_result import DTYPES, TesterResult, parse_tester_output
+from aca_gpu.gpu.tester_result import DTYPES, TesterResult, parse_tester_output, summary_lines
 from aca_gpu.output import SCHEMA_VERSION, Output
 
 
@@ -48,6 +48,18 @@ def _human(result: TesterResult) -> str:
         lines.append(f"main matmul: {result.gpu_elapsed_s:.6f} s per product")
     if result.elapsed_s is not None:
         lines.append(f"tester run: {result.elapsed_s:.1f} s")
+    if result.cuda_init_attempts and result.cuda_init_attempts > 1:
+        lines.append(
+            f"CUDA start-up took {result.cuda_init_attempts} attempts ({', '.join(result.cuda_init_errors)})"
+        )
+    per_gpu = summary_lines(result)
+    if per_gpu:
+        lines.append("per GPU:")
+        lines += [f"  {line}" for line in per_gpu]
+        for gpu in result.gpu_telemetry:
+            lines += [f"    gpu{gpu.index} {text}" for text in (*gpu.evidence, *gpu.findings)]
+    elif result.telemetry_available is False and result.telemetry_note:
+        lines.append(f"telemetry unavailable ({result.telemetry_note})")
     return "\n".join(lines)
 
 

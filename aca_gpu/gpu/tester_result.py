@@ -198,31 +198,32 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
     status = doc.get("status")
     if status not in ("pass", "fail"):
         raise NoTesterResult(f"tester result has no valid status (got {status!r})")
-    gpu = doc.get("gpu") or {}
-    devices = doc.get("devices") or []
-    first_mm = (devices[0].get("matmul") or {}) if devices and isinstance(devices[0], dict) else {}
-    pct = doc.get("pct_of_peak") or {}
+    gpu = _dict(doc.get("gpu"))
+    listed = doc.get("devices")
+    devices: list[Any] = listed if isinstance(listed, list) else []
+    first_mm = _dict(devices[0].get("matmul")) if devices and isinstance(devices[0], dict) else {}
+    pct = _dict(doc.get("pct_of_peak"))
     rates: dict[str, DtypeRate] = {}
-    for name, value in (doc.get("tflops") or {}).items():
+    for name, value in _dict(doc.get("tflops")).items():
         tflops = _float(value)
         if name not in DTYPES or tflops is None:
             continue
-        detail = first_mm.get(name) or {}
+        detail = _dict(first_mm.get(name))
         rates[name] = DtypeRate(
             tflops, _float(pct.get(name)), detail.get("ok"), _float(detail.get("rel_err"))
         )
     per_gpu = tuple(
         {
-            k: float(v["tflops"])
-            for k, v in (d.get("matmul") or {}).items()
-            if isinstance(v, dict) and "tflops" in v
+            k: rate
+            for k, v in _dict(d.get("matmul")).items()
+            if isinstance(v, dict) and (rate := _float(v.get("tflops"))) is not None
         }
         for d in devices
         if isinstance(d, dict)
     )
-    env = doc.get("env") or {}
-    cudart = env.get("cudart") or {}
-    allreduce = doc.get("allreduce") or {}
+    env = _dict(doc.get("env"))
+    cudart = _dict(env.get("cudart"))
+    allreduce = _dict(doc.get("allreduce"))
     schema = _int(doc.get("schema")) or 1
     top = _dict(doc.get("telemetry"))
     init = _dict(env.get("cuda_init"))
@@ -237,12 +238,12 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         rates=rates,
         per_gpu=per_gpu,
         bandwidth_gbps={
-            k: float(v) for k, v in (doc.get("bandwidth_gbps") or {}).items() if _float(v) is not None
+            k: float(v) for k, v in _dict(doc.get("bandwidth_gbps")).items() if _float(v) is not None
         },
         allreduce_busbw_gbps=_float(allreduce.get("busbw_gbps")),
-        cpu_gflops=_float((doc.get("cpu") or {}).get("gflops")),
+        cpu_gflops=_float(_dict(doc.get("cpu")).get("gflops")),
         speedup=_float(doc.get("speedup")),
-        gpu_elapsed_s=_float((doc.get("main") or {}).get("seconds")),
+        gpu_elapsed_s=_float(_dict(doc.get("main")).get("seconds")),
         elapsed_s=_float(doc.get("elapsed_s")),
         correct=doc.get("correct"),
         driver=env.get("driver"),

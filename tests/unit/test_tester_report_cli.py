@@ -47,3 +47,32 @@ def test_no_result_exits_2_with_one_line() -> None:
 def test_unreadable_file_exits_2(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["tester-report", "--from-file", str(tmp_path / "nope.log")])
     assert res.exit_code == 2 and "cannot read" in res.stderr
+
+
+def test_per_gpu_telemetry_line_and_evidence() -> None:
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", "-"], input=_body("h100-telemetry.txt"))
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    per_gpu = lines.index("per GPU:")
+    assert lines[per_gpu + 1].startswith(
+        "  gpu0 NVIDIA H100 80GB HBM3: bf16 715.6 TFLOP/s (72.4% of peak, 87% of 819"
+    )
+    assert "power-capped" in lines[per_gpu + 1]
+    assert lines[per_gpu + 2].startswith("    gpu0 sw-power-cap in 100% of")
+    doc = json.loads(
+        CliRunner()
+        .invoke(cli, ["tester-report", "--from-file", "-", "-o", "json"], input=_body("h100-telemetry.txt"))
+        .stdout
+    )
+    (gpu,) = doc["result"]["gpu_telemetry"]
+    assert gpu["verdict"] == "power-capped" and gpu["sm_clock_mhz"] == 1515 and doc["result"]["schema"] == 2
+
+
+def test_no_gpu_report_says_telemetry_was_unavailable() -> None:
+    body = (
+        'ACAGPU_RESULT {"schema":2,"status":"fail","reason":"no-cuda","mode":"cpu-only",'
+        '"telemetry":{"available":false,"reason":"no CUDA device"}}\n'
+    )
+    res = CliRunner().invoke(cli, ["tester-report", "--from-file", "-"], input=body)
+    assert res.exit_code == 5
+    assert "telemetry unavailable (no CUDA device)" in res.stdout

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aca_gpu.errors import EXIT_BAD_INPUT
-from aca_gpu.gpu.tester_result import NoTesterResult, from_document, parse_tester_output
+from aca_gpu.gpu.tester_result import NoTesterResult, from_document, parse_tester_output, summary_lines
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tester"
 CASES = sorted(FIXTURES.glob("*.txt"))
@@ -115,3 +115,79 @@ def test_legacy_cpu_only_output_fails_as_no_cuda() -> None:
     result = parse_tester_output("CUDA is not available. Running on CPU.\nElapsed Time: 95.1 seconds\n")
     assert result.legacy and result.status == "fail" and result.reason == "no-cuda"
     assert result.gpu_elapsed_s is None
+
+
+def test_telemetry_of_a_real_h100_run_is_typed() -> None:
+    _, _, body = load_case(FIXTURES / "h100-telemetry.txt")
+    result = parse_tester_output(body)
+    doc = json.loads(body.split("ACAGPU_RESULT ", 1)[1])
+    device = doc["devices"][0]
+    (gpu,) = result.gpu_telemetry
+    bf16 = device["matmul"]["bf16"]
+    assert (gpu.index, gpu.name, gpu.available, gpu.dtype) == (0, "NVIDIA H100 80GB HBM3", True, "bf16")
+    assert gpu.verdict == device["telemetry"]["verdict"] == "power-capped"
+    assert gpu.evidence == tuple(device["telemetry"]["evidence"]) and gpu.evidence
+    assert (gpu.tflops, gpu.pct_of_peak, gpu.pct_of_clock) == (
+        bf16["tflops"],
+        bf16["pct_of_peak"],
+        bf16["pct_of_clock"],
+    )
+    assert gpu.sm_clock_mhz == bf16["telemetry"]["sm_clock_mhz"] < gpu.sm_clock_max_mhz == 1980
+    assert gpu.power_w == bf16["telemetry"]["power_w"] and gpu.power_limit_w == 700.0
+    assert gpu.reasons == bf16["telemetry"]["reasons"] and gpu.samples >= 5
+    # the rate the observed clock allows: datasheet peak x observed / the clock the peak is quoted at
+    assert gpu.at_clock_tflops == pytest.approx(989.0 * gpu.sm_clock_mhz / 1830, abs=0.1)
+    (line,) = summary_lines(result)
+    assert line.startswith(
+        "gpu0 NVIDIA H100 80GB HBM3: bf16 715.6 TFLOP/s (72.4% of peak, 87% of 819 at 1515 MHz);"
+    )
+    assert "power-capped: SM 1515/1980 MHz, 732/700 W, 71 °C, sw-power-cap 100%" in line
+    assert len(line) < 160
+
+
+def test_older_results_parse_and_say_telemetry_was_not_reported() -> None:
+    _, _, body = load_case(FIXTURES / "h200x2-default.txt")
+    result = parse_tester_output(body)
+    assert result.schema == 1 and result.telemetry_available is None and result.cuda_init_attempts is None
+    assert [g.index for g in result.gpu_telemetry] == [0, 1]
+    assert summary_lines(result) == [
+        "gpu0 NVIDIA H200: bf16 664.7 TFLOP/s (67.2% of peak); telemetry not reported (tester 1.0)",
+        "gpu1 NVIDIA H200: bf16 677.0 TFLOP/s (68.4% of peak); telemetry not reported (tester 1.0)",
+    ]
+    assert summary_lines(parse_tester_output(load_case(FIXTURES / "seed-legacy.txt")[2])) == []
+
+
+def test_malformed_telemetry_never_breaks_parsing() -> None:
+    doc = {
+        "schema": 2,
+        "status": "pass",
+        "telemetry": "yes",
+        "devices": [
+            {
+                "index": "zero",
+                "name": 7,
+                "telemetry": {"available": True, "verdict": "melting", "evidence": "x"},
+                "matmul": {"bf16": {"tflops": "fast", "telemetry": {"reasons": {"sw-power-cap": "often"}}}},
+            },
+            "not a device",
+        ],
+    }
+    result = from_document(doc)
+    (gpu,) = result.gpu_telemetry
+    assert (gpu.index, gpu.name, gpu.verdict, gpu.evidence, gpu.tflops, gpu.reasons) == (
+        0,
+        None,
+        None,
+        (),
+        None,
+        {},
+    )
+    assert result.telemetry_available is False
+    assert summary_lines(result) == ["gpu0: no verdict"]
+
+
+def test_a_newer_schema_still_parses() -> None:
+    result = from_document(
+        {"schema": 3, "status": "pass", "telemetry": {"available": True}, "new_field": [1]}
+    )
+    assert result.schema == 3 and result.passed and result.telemetry_available is True

@@ -134,3 +134,63 @@ def test_cudart_probe_reports_the_library_it_loaded() -> None:
     if probe["found"]:
         assert probe["runtime_version"] and probe["runtime_version"][0].isdigit()
         assert "site-packages" not in str(probe["path"]) or probe["path"].startswith("libcudart")
+
+
+def _until_result(proc: subprocess.Popen[str]) -> float:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("ACAGPU_RESULT "):
+            return time.monotonic()
+    raise AssertionError("no result line")
+
+
+def _spawn(grace: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "ACAGPU_RESULT_GRACE_S": grace}
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--quick", "--cpu-budget", "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+
+
+def test_result_grace_keeps_the_process_alive_then_exits_with_the_verdict() -> None:
+    proc = _spawn("1.5")
+    printed = _until_result(proc)
+    assert proc.wait(timeout=30) == 1  # no-cuda: the verdict, not the wait, sets the exit code
+    assert time.monotonic() - printed >= 1.4
+
+
+def test_sigterm_during_the_grace_ends_it_at_once_with_the_verdict() -> None:
+    proc = _spawn("60")
+    _until_result(proc)
+    time.sleep(0.2)
+    assert proc.poll() is None  # still in its grace period
+    start = time.monotonic()
+    proc.terminate()
+    assert proc.wait(timeout=10) == 1
+    assert time.monotonic() - start < 5
+
+
+def test_grace_value_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
+    tester = _tester()
+    for text, value in [("", 15.0), ("0", 0.0), ("2.5", 2.5), ("-3", 0.0), ("soon", 15.0), ("nan", 15.0)]:
+        monkeypatch.setenv("ACAGPU_RESULT_GRACE_S", text)
+        assert tester.grace_seconds() == value, text
+    monkeypatch.delenv("ACAGPU_RESULT_GRACE_S")
+    assert tester.grace_seconds() == 15.0
+
+
+def test_no_gpu_run_says_telemetry_was_unavailable() -> None:
+    proc = _run("--quick", "--allow-cpu", "--cpu-budget", "0.05")
+    assert "telemetry: unavailable (no CUDA device)" in proc.stdout
+    result = parse_tester_output(proc.stdout)
+    assert result.schema == 2 and result.telemetry_available is False
+    assert result.telemetry_note == "no CUDA device" and result.gpu_telemetry == ()
+
+
+@pytest.mark.parametrize("value", ["3", "6000", "-5"])
+def test_bad_telemetry_interval_exits_2(value: str) -> None:
+    proc = _run("--telemetry-ms", value)
+    assert proc.returncode == 2 and "--telemetry-ms" in proc.stderr
