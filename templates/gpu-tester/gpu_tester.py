@@ -1092,7 +1092,8 @@ def grace_seconds() -> float:
     try:
         value = float(text) if text else DEFAULT_GRACE_S
     except ValueError:
-        say(f"{GRACE_ENV}={text!r} is not a number of seconds; using {DEFAULT_GRACE_S:g}")
+        # never print the variable's name: it contains the result tag that log followers wait for
+        say(f"result grace {text!r} is not a number of seconds; using {DEFAULT_GRACE_S:g}")
         value = DEFAULT_GRACE_S
     return min(max(value, 0.0), 3600.0) if math.isfinite(value) else DEFAULT_GRACE_S
 
@@ -1131,7 +1132,7 @@ def main(argv: list[str] | None = None) -> int:
         f"status: {result['status']}"
         + (f" ({result['reason']})" if result.get("reason") else "")
         + f" in {result['elapsed_s']:.1f}s"
-        + (f"; the container stays {grace:g}s more so this log can be read ({GRACE_ENV})" if grace else "")
+        + (f"; staying {grace:g}s so this log can still be read" if grace else "")
     )
     say(f"{RESULT_TAG} {json.dumps(result, separators=(',', ':'), sort_keys=True)}")
     linger(grace, code)

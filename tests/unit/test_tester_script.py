@@ -194,3 +194,16 @@ def test_no_gpu_run_says_telemetry_was_unavailable() -> None:
 def test_bad_telemetry_interval_exits_2(value: str) -> None:
     proc = _run("--telemetry-ms", value)
     assert proc.returncode == 2 and "--telemetry-ms" in proc.stderr
+
+
+def test_only_the_result_line_names_the_result_tag(capsys: pytest.CaptureFixture[str]) -> None:
+    """Log followers stop at the first line holding the tag: no earlier line may hold it."""
+    proc = _run("--quick", "--cpu-budget", "0.05", env={"ACAGPU_RESULT_GRACE_S": "0.5"})
+    tagged = [line for line in proc.stdout.splitlines() if "ACAGPU_RESULT" in line]
+    assert len(tagged) == 1 and tagged[0].startswith("ACAGPU_RESULT {")
+    assert "staying 0.5s so this log can still be read" in proc.stdout
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACAGPU_RESULT_GRACE_S", "soon")
+        assert _tester().grace_seconds() == 15.0
+    warning = capsys.readouterr().out
+    assert "is not a number" in warning and "ACAGPU_RESULT" not in warning

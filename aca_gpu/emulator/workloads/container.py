@@ -114,16 +114,18 @@ class SandboxContainer:
     def idle(self) -> None:
         """An explorer (`sleep infinity`): nothing runs, nothing is printed, it never exits."""
 
-    def play(self, script: Sequence[tuple[float, str]], exit_code: int) -> None:
-        """Print each line after its delay (seconds, already scaled), then exit with `exit_code`."""
+    def play(self, script: Sequence[tuple[float, str]], exit_code: int, linger: float = 0.0) -> None:
+        """Print each line after its delay (seconds, already scaled), stay `linger` seconds more (the
+        tester's result grace period), then exit with `exit_code`."""
 
         def run() -> None:
             for delay, line in script:
                 if self._stopped.wait(delay):
                     return
                 self.emit(line)
-            if not self._stopped.is_set():
-                self._finish(exit_code)
+            if self._stopped.wait(max(0.0, linger)):
+                return
+            self._finish(exit_code)
 
         self._start_thread(run, "play")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.simulated import is_gpu_tester
+from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -67,6 +68,11 @@ class HostWorkload:
         env.update(spec.env)
         env["PATH"] = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
         env["HOSTNAME"] = spec.replica
+        if spec.kind == "job" and is_gpu_tester(spec):
+            # the zero-build launch runs `python3` from PATH: this interpreter (the one with torch);
+            # the result grace passes on the emulator's scaled clock like every other duration
+            env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}"
+            env[GRACE_ENV] = f"{result_grace_s(env) * max(0.0, time_scale):g}"
         container = SandboxContainer(name=spec.name, env=env, cwd=root)
         if spec.kind != "job":
             container.idle()

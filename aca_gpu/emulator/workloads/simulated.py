@@ -22,7 +22,7 @@ from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
-from aca_gpu.emulator.workloads.tester_sim import simulate, simulate_cpu_only
+from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
@@ -86,6 +86,7 @@ class SimulatedWorkload:
             hidden = ("nvidia-smi",)  # no GPU, no driver utilities mounted into the container
         container = SandboxContainer(name=spec.name, env=env, cwd=home, hidden=hidden)
         scale = max(0.0, time_scale)
+        grace = result_grace_s(spec.env)  # the tester's stay after its result, on the scaled clock
         if spec.kind == "job" and gpus and is_gpu_tester(spec):
             profile = profile_for(spec.profile_type)
             script, _ = simulate(
@@ -94,11 +95,12 @@ class SimulatedWorkload:
                 driver_cuda=max_cuda_for_driver(self.driver_version),
                 vcpu=profile.vcpu if profile else 8,
                 host=spec.replica,
+                result_grace_s=grace,
             )
-            container.play([(delay * scale, line) for delay, line in script], 0)
+            container.play([(delay * scale, line) for delay, line in script], 0, grace * scale)
         elif spec.kind == "job" and is_gpu_tester(spec):
-            script, _ = simulate_cpu_only(vcpu=4, host=spec.replica)
-            container.play([(delay * scale, line) for delay, line in script], 1)
+            script, _ = simulate_cpu_only(vcpu=4, host=spec.replica, result_grace_s=grace)
+            container.play([(delay * scale, line) for delay, line in script], 1, grace * scale)
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS

@@ -2,13 +2,19 @@
 numbers from the datasheet (`aca_gpu/gpu/data/gpus.json`) at plausible efficiencies, marked simulated.
 
 The document mirrors `templates/gpu-tester/gpu_tester.py` field for field, so everything downstream
-(`aca_gpu.gpu.tester_result`, reports, the job summary) sees the same shape a real GPU prints.
+(`aca_gpu.gpu.tester_result`, reports, the job summary) sees the same shape a real GPU prints. Its
+telemetry is made up from each model's NVML limits (max clocks, power cap) the way the real parts
+behave under a dense GEMM (tensor work pulls the SM clock under the power cap on T4 and A100 PCIe),
+and says so: `telemetry.source` is "simulated". The tester's result grace period
+(`ACAGPU_RESULT_GRACE_S`) is returned for the caller to play on the emulator's scaled clock.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from aca_gpu.emulator.workloads.fleet import MODELS
@@ -16,8 +22,11 @@ from aca_gpu.emulator.workloads.smi_render import SmiGpu
 from aca_gpu.gpu.profiles import GpuSpec, lookup_gpu
 
 RESULT_TAG = "ACAGPU_RESULT"
-TESTER_VERSION = "1.0"
-SCHEMA = 1
+TESTER_VERSION = "1.1"
+SCHEMA = 2
+GRACE_ENV, DEFAULT_GRACE_S = "ACAGPU_RESULT_GRACE_S", 15.0
+TELEMETRY_MS = 20
+SLOWDOWN_TEMP_C = 90
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 ERROR_BOUNDS = {"fp32": 1e-4, "tf32": 3e-3, "fp16": 5e-3, "bf16": 1.5e-2}
 # Share of the datasheet peak a well-timed dense matmul reaches (reference: cuda-compat.md 3, 60-80 %
@@ -44,8 +53,50 @@ def _pct(value: float, peak: float | None) -> float | None:
     return round(100.0 * value / peak, 1) if peak else None
 
 
+def result_grace_s(env: Mapping[str, str]) -> float:
+    """The tester's own reading of ACAGPU_RESULT_GRACE_S: unset or not a number is 15 s, 0 is none."""
+    text = env.get(GRACE_ENV, "").strip()
+    try:
+        value = float(text) if text else DEFAULT_GRACE_S
+    except ValueError:
+        return DEFAULT_GRACE_S
+    return min(max(value, 0.0), 3600.0) if math.isfinite(value) else DEFAULT_GRACE_S
+
+
+def _status_line(status: str, reason: str | None, elapsed: float, grace: float) -> str:
+    return (
+        f"status: {status}"
+        + (f" ({reason})" if reason else "")
+        + f" in {elapsed:.1f}s"
+        + (f"; staying {grace:g}s so this log can still be read" if grace else "")
+    )
+
+
+def _sample(
+    rng: random.Random, *, sm: int, mem: int, watts: float, temp: int, capped: float
+) -> dict[str, Any]:
+    """One measurement's telemetry summary, in the shape the tester's NVML sampler writes."""
+    return {
+        "samples": rng.randint(10, 16),
+        "sm_clock_mhz": sm,
+        "sm_clock_min_mhz": sm - rng.choice((0, 15, 30, 45)),
+        "mem_clock_mhz": mem,
+        "power_w": round(watts, 1),
+        "temp_c": temp,
+        "temp_max_c": temp + rng.randint(0, 3),
+        "util_pct": rng.randint(98, 100),
+        "reasons": {"sw-power-cap": round(capped, 2)} if capped else {},
+    }
+
+
 def simulate(
-    gpus: tuple[SmiGpu, ...], *, driver: str, driver_cuda: str | None, vcpu: int, host: str
+    gpus: tuple[SmiGpu, ...],
+    *,
+    driver: str,
+    driver_cuda: str | None,
+    vcpu: int,
+    host: str,
+    result_grace_s: float = DEFAULT_GRACE_S,
 ) -> tuple[list[tuple[float, str]], dict[str, Any]]:
     """(script of (realistic seconds before the line, line), the ACAGPU_RESULT document)."""
     rng = random.Random(host)
@@ -66,6 +117,7 @@ def simulate(
         "driver_cuda": driver_cuda,
         "cpu_count": vcpu,
         "cudart": {"found": False, "path": None},
+        "cuda_init": {"driver_lib": True, "attempts": 1, "errors": [], "ok": True},
         "cuda_available": True,
         "device_count": len(gpus),
     }
@@ -86,6 +138,7 @@ def simulate(
     }
     script.append((3.0, f"cpu fp32 matmul n={cpu_n}: {cpu_gflops:.1f} GFLOP/s ({vcpu} threads)"))
     script.append((0.8, "CUDA is available. Running on GPU."))
+    script.append((0.1, f"telemetry: simulated, as NVML every {TELEMETRY_MS} ms during each timed loop"))
     devices = [_device(gpu, rng, script) for gpu in gpus]
     first = devices[0]
     matmul = first["matmul"]
@@ -120,6 +173,7 @@ def simulate(
         "budget_s": 45.0,
         "simulated": True,
         "env": env,
+        "telemetry": {"available": True, "source": "simulated", "interval_ms": TELEMETRY_MS, "reason": None},
         "cpu": cpu,
         "devices": devices,
         "gpu": {
@@ -138,8 +192,9 @@ def simulate(
         "skipped": [s for dev in devices for s in dev["skipped"]],
         "allreduce": allreduce,
         "elapsed_s": elapsed,
+        "result_grace_s": result_grace_s,
     }
-    script.append((0.0, f"status: pass in {elapsed:.1f}s"))
+    script.append((0.0, _status_line("pass", None, elapsed, result_grace_s)))
     script.append((0.0, f"{RESULT_TAG} {json.dumps(doc, separators=(',', ':'), sort_keys=True)}"))
     return script, doc
 
@@ -154,6 +209,13 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
     i = gpu.index
     matmul: dict[str, Any] = {"size": n}
     skipped: list[str] = []
+    max_sm = model.clock_max_sm_mhz if model else 1410
+    max_mem = model.clock_max_mem_mhz if model else 1512
+    limit = float(model.power_limit_w if model else 300)
+    # under tensor-core work these parts run into their power cap on some hosts and not on others
+    capped = rng.random() < 0.5
+    temp = rng.randint(52, 68)
+    measured: list[tuple[str, dict[str, Any]]] = []
     for dtype in DTYPES:
         peak = _peak(spec, dtype)
         if dtype == "bf16" and peak is None:
@@ -161,19 +223,40 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
             continue
         tflops = round((peak or 10.0) * EFFICIENCY[dtype] * rng.uniform(0.97, 1.03), 2)
         rel_err = TYPICAL_REL_ERR[dtype] * rng.uniform(0.8, 1.2)
-        row = {
+        tensor = dtype != "fp32" and capped
+        sm = round(max_sm * (rng.uniform(0.88, 0.95) if tensor else 1.0) / 15) * 15
+        telemetry = _sample(
+            rng,
+            sm=sm,
+            mem=max_mem,
+            watts=limit * (rng.uniform(0.97, 1.02) if tensor else rng.uniform(0.7, 0.9)),
+            temp=temp + (4 if tensor else 0),
+            capped=rng.uniform(0.6, 1.0) if tensor else 0.0,
+        )
+        row: dict[str, Any] = {
             "tflops": tflops,
             "median_ms": round(2 * n**3 / (tflops * 1e12) * 1e3, 4),
             "rel_err": rel_err,
             "bound": ERROR_BOUNDS[dtype],
             "ok": True,
             "pct_of_peak": _pct(tflops, peak),
+            "telemetry": telemetry,
         }
+        if peak:
+            at_clock_tflops = round(peak * sm / max_sm, 1)
+            row["at_clock_tflops"] = at_clock_tflops
+            row["pct_of_clock"] = _pct(tflops, at_clock_tflops)
         matmul[dtype] = row
+        measured.append((dtype, telemetry))
         pct_text = f" ({row['pct_of_peak']}% of peak)" if row["pct_of_peak"] is not None else ""
-        script.append(
-            (2.5, f"gpu{i} {dtype:<4} n={n}: {tflops:8.1f} TFLOP/s{pct_text}  rel_err={rel_err:.2e} ok")
+        at_clock = (
+            f", {row['pct_of_clock']}% of {row['at_clock_tflops']} at that clock"
+            if "pct_of_clock" in row
+            else ""
         )
+        tel_text = f"  [SM {sm} MHz, {telemetry['power_w']:.0f} W, {telemetry['temp_c']} °C{at_clock}]"
+        check = f"rel_err={rel_err:.2e} ok"
+        script.append((2.5, f"gpu{i} {dtype:<4} n={n}: {tflops:8.1f} TFLOP/s{pct_text}  {check}{tel_text}"))
     mem_bw = spec.mem_bw_gbps if spec else 500.0
     d2d = round(mem_bw * COPY_EFFICIENCY * rng.uniform(0.98, 1.02), 1)
     h2d_peak = model.pcie_h2d_gbps if model else 12.0
@@ -183,6 +266,7 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
         "h2d_pinned_gbps": round(h2d_peak * rng.uniform(0.97, 1.0), 2),
         "d2h_pinned_gbps": round(h2d_peak * rng.uniform(1.0, 1.05), 2),
         "d2d_pct_of_peak": _pct(d2d, spec.mem_bw_gbps if spec else None),
+        "telemetry": _sample(rng, sm=max_sm, mem=max_mem, watts=limit * 0.6, temp=temp + 2, capped=0.0),
     }
     bw_pct = f" ({bandwidth['d2d_pct_of_peak']}% of peak)" if bandwidth["d2d_pct_of_peak"] is not None else ""
     script.append(
@@ -192,6 +276,33 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
             f"{bandwidth['h2d_pinned_gbps']:.1f} GB/s, d2h {bandwidth['d2h_pinned_gbps']:.1f} GB/s",
         )
     )
+    evidence = []
+    if capped:
+        share, label, tel = max(
+            ((t["reasons"].get("sw-power-cap", 0.0), lbl, t) for lbl, t in measured), key=lambda x: x[0]
+        )
+        evidence.append(
+            f"sw-power-cap in {share:.0%} of {label} samples, {tel['power_w']} of {limit} W, "
+            f"SM {tel['sm_clock_mhz']} of {max_sm} MHz"
+        )
+    verdict = "power-capped" if capped else "nominal"
+    script.append((0.0, f"gpu{i} clocks: {verdict} (SM max {max_sm} MHz, power limit {limit} W)"))
+    script += [(0.0, f"gpu{i}   {line}") for line in evidence]
+    telemetry_record = {
+        "available": True,
+        "power_source": "simulated",
+        "sm_clock_max_mhz": max_sm,
+        "mem_clock_max_mhz": max_mem,
+        "app_sm_clock_mhz": max_sm,
+        "power_limit_w": limit,
+        "power_default_limit_w": limit,
+        "slowdown_temp_c": SLOWDOWN_TEMP_C,
+        "clock_ref_mhz": max_sm,
+        "clock_ref_source": "nvml-max",
+        "verdict": verdict,
+        "evidence": evidence,
+        "findings": [],
+    }
     return {
         "index": i,
         "name": gpu.name,
@@ -202,11 +313,14 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
         "peak_known": spec is not None,
         "matmul": matmul,
         "bandwidth": bandwidth,
+        "telemetry": telemetry_record,
         "skipped": skipped,
     }
 
 
-def simulate_cpu_only(*, vcpu: int, host: str) -> tuple[list[tuple[float, str]], dict[str, Any]]:
+def simulate_cpu_only(
+    *, vcpu: int, host: str, result_grace_s: float = DEFAULT_GRACE_S
+) -> tuple[list[tuple[float, str]], dict[str, Any]]:
     """The tester on a replica without a GPU: CPU baseline, then a `no-cuda` failure (exit code 1)."""
     rng = random.Random(host)
     cpu_n = 1024
@@ -220,16 +334,19 @@ def simulate_cpu_only(*, vcpu: int, host: str) -> tuple[list[tuple[float, str]],
         "driver_cuda": None,
         "cpu_count": vcpu,
         "cudart": {"found": False, "path": None},
+        "cuda_init": {"driver_lib": False, "attempts": 0, "errors": [], "ok": False},
         "cuda_available": False,
         "device_count": 0,
     }
     script: list[tuple[float, str]] = [
         (
             4.0,
-            "acagpu gpu-tester 1.0: torch 2.5.1+cu124 (CUDA 12.4), driver None (CUDA None), python 3.11.10",
+            f"acagpu gpu-tester {TESTER_VERSION}: torch 2.5.1+cu124 (CUDA 12.4), driver None (CUDA None), "
+            "python 3.11.10",
         ),
         (3.0, f"cpu fp32 matmul n={cpu_n}: {gflops:.1f} GFLOP/s ({vcpu} threads)"),
         (0.1, "CUDA is not available: CPU baseline only."),
+        (0.0, "telemetry: unavailable (no CUDA device)"),
     ]
     elapsed = round(sum(delay for delay, _ in script) + 0.3, 3)
     doc: dict[str, Any] = {
@@ -242,6 +359,7 @@ def simulate_cpu_only(*, vcpu: int, host: str) -> tuple[list[tuple[float, str]],
         "budget_s": 45.0,
         "simulated": True,
         "env": env,
+        "telemetry": {"available": False, "source": None, "interval_ms": None, "reason": "no CUDA device"},
         "cpu": {
             "size": cpu_n,
             "median_ms": round(2 * cpu_n**3 / (gflops * 1e9) * 1e3, 3),
@@ -249,7 +367,8 @@ def simulate_cpu_only(*, vcpu: int, host: str) -> tuple[list[tuple[float, str]],
             "threads": vcpu,
         },
         "elapsed_s": elapsed,
+        "result_grace_s": result_grace_s,
     }
-    script.append((0.0, f"status: fail (no-cuda) in {elapsed:.1f}s"))
+    script.append((0.0, _status_line("fail", "no-cuda", elapsed, result_grace_s)))
     script.append((0.0, f"{RESULT_TAG} {json.dumps(doc, separators=(',', ':'), sort_keys=True)}"))
     return script, doc
