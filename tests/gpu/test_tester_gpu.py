@@ -148,7 +148,10 @@ def test_sampler_reads_the_gpu_while_a_measurement_runs() -> None:
     tel = row["telemetry"]
     assert tel["samples"] >= 3
     assert 100 <= tel["sm_clock_mhz"] <= static["sm_clock_max_mhz"]
-    assert tel["util_pct"] >= 50  # sampled while the GPU was busy, not before or after
+    # sampled while the GPU worked: clocked up from idle (an idle H100 sits at 345 of 1980 MHz); NVML's
+    # utilisation is an average over up to a second, so it lags a loop this short and is not asserted
+    assert tel["sm_clock_min_mhz"] >= 0.5 * static["sm_clock_max_mhz"]
+    assert 0 <= tel["util_pct"] <= 100
     assert 0 < tel["power_w"] <= 1.2 * static["power_limit_w"]
     assert set(tel["reasons"]) <= {name for _, name in tester.REASON_BITS}
 

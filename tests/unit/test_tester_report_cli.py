@@ -55,7 +55,7 @@ def test_per_gpu_telemetry_line_and_evidence() -> None:
     lines = res.stdout.splitlines()
     per_gpu = lines.index("per GPU:")
     assert lines[per_gpu + 1].startswith(
-        "  gpu0 NVIDIA H100 80GB HBM3: bf16 715.6 TFLOP/s (72.4% of peak, 87% of 819"
+        "  gpu0 NVIDIA H100 80GB HBM3: bf16 691.8 TFLOP/s (70% of peak, 84% of 819"
     )
     assert "power-capped" in lines[per_gpu + 1]
     assert lines[per_gpu + 2].startswith("    gpu0 sw-power-cap in 100% of")
