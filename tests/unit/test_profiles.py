@@ -92,7 +92,10 @@ def test_gpus_json_shape_is_the_shared_contract() -> None:
     doc = json.loads(data_path("gpus.json").read_text(encoding="utf-8"))
     assert isinstance(doc["source"], str) and doc["source"]
     for name, entry in doc["gpus"].items():
-        assert set(entry) == SPEC_KEYS, name
+        # peak_clock_mhz (optional): the SM clock the tensor peaks assume, read by the gpu-tester
+        assert set(entry) - {"peak_clock_mhz"} == SPEC_KEYS, name
+        clock = entry.get("peak_clock_mhz")
+        assert clock is None or (isinstance(clock, int) and 1000 <= clock <= 3000), name
         for key in ("fp32_tflops", "tf32_tflops", "fp16_tflops", "mem_bw_gbps", "memory_gib"):
             assert isinstance(entry[key], float) and entry[key] > 0, (name, key)
         assert entry["bf16_tflops"] is None or entry["bf16_tflops"] > 0
