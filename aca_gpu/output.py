@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -156,6 +158,25 @@ def terminal_width(stream: TextIO | None = None, default: int = 100) -> int:
     return default
 
 
+_LABEL_RE = re.compile(r"^(\s*\S[^ ]*(?: \S+)*?\s{2,})")
+
+
+def wrap_lines(text: str, width: int) -> str:
+    """Fold lines wider than the terminal, continuing under the value column of `label   value`
+    lines (a summary's layout), so nothing runs past the edge and the labels stay readable."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        match = _LABEL_RE.match(line)
+        indent = len(match.group(1)) if match and len(match.group(1)) < width // 2 else 4
+        out += textwrap.wrap(
+            line, width, subsequent_indent=" " * indent, break_on_hyphens=False, drop_whitespace=True
+        ) or [line]
+    return "\n".join(out)
+
+
 def fit(line: str, width: int) -> str:
     """One line no wider than the terminal: cut with an ellipsis rather than wrap."""
     return line if len(line) <= width else line[: max(1, width - 1)] + "…"
@@ -282,11 +303,21 @@ class Output:
             self._print_machine(full)
         elif isinstance(human, str):
             if human:
-                print(human, file=self.stdout, flush=True)
+                print(self._fold(human), file=self.stdout, flush=True)
         else:
             human(self.stdout)
         if isinstance(error, Mapping) and error.get("message"):
             self.error(str(error["message"]), error.get("hint"))
+
+    def _fold(self, text: str) -> str:
+        """On a terminal (or with COLUMNS set) long lines fold; piped output keeps its lines whole."""
+        try:
+            tty = self.stdout.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if not tty and not os.environ.get("COLUMNS", "").strip().isdigit():
+            return text
+        return wrap_lines(text, terminal_width(self.stdout))
 
     def _print_machine(self, doc: Mapping[str, Any]) -> None:
         value: Any = doc

@@ -139,3 +139,20 @@ def test_github_writes_a_summary_for_any_command(tmp_path: Path) -> None:
 def test_columns_limit_the_table_width() -> None:
     code, out, _ = _run("profiles", "--offline", env={"COLUMNS": "60"})
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 60
+
+
+def test_summary_lines_fold_under_their_value_column() -> None:
+    from aca_gpu.output import wrap_lines
+
+    text = "run x: ok\n  cost           " + "word " * 30 + "\n  short          fine"
+    folded = wrap_lines(text, 60).splitlines()
+    assert max(len(line) for line in folded) <= 60
+    assert folded[0] == "run x: ok" and folded[-1] == "  short          fine"
+    assert all(line.startswith(" " * 17 + "word") for line in folded[2:-1])
+
+
+def test_piped_human_output_is_not_folded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = io.StringIO()
+    Output("table", stdout=out, stderr=io.StringIO(), github=False).emit({}, "x" * 300)
+    assert out.getvalue() == "x" * 300 + "\n"
