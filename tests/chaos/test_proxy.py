@@ -254,8 +254,8 @@ def test_log_stream_cut_mid_line(
             broken = True
         return data, broken
 
-    whole, broken = read()
-    assert not broken and whole.count(b"\n") >= 2
+    whole, broken = wait_for(lambda: (r := read())[0].count(b"\n") >= 2 and r, what="two log lines")
+    assert not broken
     proxy.set_rules([{"fault": "stream_cut", "after_lines": 1}])
     cut, broken = read()
     first, second = whole.split(b"\n")[:2]
