@@ -1,0 +1,842 @@
+"""Seeded fault-injection scenarios: real `acagpu` processes behind the chaos proxy, before a real emulator.
+
+Each scenario starts `acagpu emulator serve` (default time scale, `--env-file`) and
+`tests/chaos/proxy.py` in front of it, both on port 0, then runs acagpu commands as subprocesses with
+`ACAGPU_ARM_ENDPOINT` / `ACAGPU_CA_BUNDLE` pointing at the proxy. The seed draws the flow and the
+faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
+
+    up         `up --yes` (sometimes an image too new for the driver: exit 5 is then the right answer)
+    kept       `up --keep`, `smi`, `exec -- nvidia-smi -L`, `logs --tester`, `test`, `down`
+    validate   2 images x 1-2 GPUs (`--no-inspect`; sometimes one image is too new)
+    down       `down` of a run kept beforehand (the setup goes to the emulator directly, no faults)
+    reap       `reap --yes` after expired runs (and one live run) were created directly
+    sigint     `up` with SIGINT at a random moment, sometimes a second SIGINT during the teardown
+
+For every command it records the exit code, a Python traceback on stderr, whether the output ends
+in one clear line, exit 5 on a healthy GPU, library noise on stderr, `-o json` giving exactly one
+document with `schema` and `command`; after the command, whatever is left in the emulator's
+`/_emulator/inventory` (a leftover after a second Ctrl-C is allowed only if the `down` command was
+printed). Usage:
+
+    python benchmarks/chaos.py                      # 200 scenarios, seeds 0..199
+    python benchmarks/chaos.py --seed 17 -v         # one scenario, with its commands' output
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+PROXY = ROOT / "tests" / "chaos" / "proxy.py"
+HEALTHY_IMAGES = [
+    "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+    "nvidia/cuda:12.4.1-base-ubuntu22.04",
+    "nvidia/cuda:12.2.2-base-ubuntu22.04",
+    "nvidia/cuda:11.8.0-base-ubuntu22.04",
+]
+TOO_NEW_IMAGE = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs a newer driver than the emulated fleet's
+KINDS = {"up": 0.22, "kept": 0.2, "validate": 0.18, "down": 0.12, "reap": 0.1, "sigint": 0.18}
+FAULT_KINDS = [
+    "throttle_seconds",
+    "throttle_date",
+    "5xx_arm",
+    "5xx_none",
+    "5xx_html",
+    "reset_before",
+    "reset_after",
+    "truncate_get",
+    "truncate_put",
+    "truncate_post",
+    "latency",
+    "ws_close",
+    "stream_cut",
+    "lro_repeat",
+    "empty_200",
+    "non_json_200",
+    "not_found_after_put",
+]
+ARM_PATHS = {
+    "resource group": r"/resourcegroups/[^/]+$",
+    "environment": r"/managedEnvironments/[^/]+$",
+    "app": r"/containerApps/[^/]+$",
+    "job": r"/jobs/[^/]+$",
+    "job start": r"/jobs/[^/]+/start$",
+    "executions": r"/executions",
+    "replicas": r"/replicas$",
+    "auth token": r"/getAuthToken$",
+    "provider": r"/providers/Microsoft\.App(/register)?$",
+    "profile offers": r"WorkloadProfileTypes",
+    "usages": r"/usages$",
+    "operation": r"operation(statuses|results)/",
+    "group list": r"/resourcegroups$",
+    "any": r"",
+}
+PUT_PATHS = ["resource group", "environment", "app", "job"]
+POST_PATHS = ["job start", "auth token", "provider", "any"]
+TRACEBACK = re.compile(r"^Traceback \(most recent call last\)|^\s+File \".*\", line \d+", re.MULTILINE)
+NOISE = re.compile(
+    r"^(WARNING|ERROR|INFO|DEBUG|CRITICAL)[: ]|Exception in thread|urllib3|azure\.core|"
+    r"Retrying \(|Connection pool|^\w+(\.\w+)+Error: ",
+    re.MULTILINE,
+)
+STOP = threading.Event()  # Ctrl-C / SIGTERM: start no new scenario, end the running ones
+SUMMARY = re.compile(
+    r"^(run \S+: |\S+\s+(pass|fail|ok|skipped)\b|teardown: |reap: |nothing |no expired)", re.I
+)
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    timeout: float
+    json: bool = False
+    sigint_at: float | None = None
+    second_sigint_after: float | None = None
+    too_new: bool = False  # exit 5 is the right answer (an image needs a newer driver)
+    healthy_images: list[str] = field(default_factory=list)
+    check_leftovers: bool = True
+
+
+@dataclass
+class Scenario:
+    seed: int
+    kind: str
+    steps: list[Step]
+    rules: list[dict[str, Any]]
+    faults: list[str]
+    setup: str | None = None
+    run_id: str = ""
+
+
+@dataclass
+class StepResult:
+    name: str
+    argv: list[str]
+    exit_code: int | None
+    seconds: float
+    timed_out: bool
+    traceback: bool
+    clear: bool
+    last_line: str
+    noise: list[str]
+    exit5_on_healthy: bool
+    json_ok: bool | None
+    json_problem: str
+    leftovers: list[str]
+    leftover_allowed: bool
+    sigints: int
+
+
+@dataclass
+class ScenarioResult:
+    seed: int
+    kind: str
+    faults: list[str]
+    fired: list[str]
+    steps: list[StepResult]
+    verdict: str = ""
+    flags: list[str] = field(default_factory=list)
+    json_problems: list[str] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+
+# ---- drawing a scenario from its seed ---------------------------------------------------------
+
+
+def _rule(rng: random.Random, kind: str, flow: str) -> tuple[dict[str, Any], str]:
+    skip = rng.choice([0, 0, 1, 2, 3, 5])
+    count = rng.choice([1, 1, 2, 3])
+    targets = list(ARM_PATHS)
+    if flow in ("down", "reap"):
+        targets = ["resource group", "group list", "operation", "app", "job", "environment", "any"]
+    where = rng.choice(targets)
+    method = rng.choice(["*", "GET", "GET", "PUT", "POST", "DELETE"])
+    if flow in ("down", "reap"):
+        method = rng.choice(["*", "GET", "DELETE"])
+    rule: dict[str, Any] = {"method": method, "path": ARM_PATHS[where], "count": count, "skip": skip}
+    if kind.startswith("throttle"):
+        fmt = "date" if kind.endswith("date") else "seconds"
+        rule.update(fault="throttle", retry_after=rng.choice([1, 2, 3]), retry_after_format=fmt)
+    elif kind.startswith("5xx"):
+        rule.update(fault="status", status=rng.choice([500, 502, 503, 504]), body=kind.split("_")[1])
+    elif kind.startswith("reset"):
+        rule.update(fault="reset", when=kind.split("_")[1])
+    elif kind.startswith("truncate"):
+        method = kind.split("_")[1].upper()
+        if method == "PUT":
+            where = rng.choice(PUT_PATHS)
+        elif method == "POST":
+            where = rng.choice(POST_PATHS)
+        rule.update(fault="truncate", method=method, path=ARM_PATHS[where])
+    elif kind == "latency":
+        rule.update(fault="latency", seconds=rng.choice([1, 2, 4, 8]), count=rng.choice([1, 3, 6]))
+    elif kind == "ws_close":
+        where = "exec websocket"
+        rule.update(
+            fault="ws_close",
+            method="GET",
+            path=r"/exec$",
+            after_messages=rng.choice([0, 1, 2, 3]),
+            mode=rng.choice(["abort", "close"]),
+        )
+    elif kind == "stream_cut":
+        where = "log stream"
+        rule.update(
+            fault="stream_cut", method="GET", path=r"/logstream$", after_lines=rng.choice([0, 1, 3, 8])
+        )
+    elif kind == "lro_repeat":
+        where = "operation"
+        rule.update(fault="lro_repeat", method="GET", path=ARM_PATHS[where], count=rng.choice([1, 2, 4]))
+    elif kind in ("empty_200", "non_json_200"):
+        rule.update(fault=kind, when=rng.choice(["before", "after"]))
+    elif kind == "not_found_after_put":
+        where = rng.choice(PUT_PATHS)
+        rule.update(fault=kind, method="PUT", path=ARM_PATHS[where], gets=rng.choice([1, 2, 3]))
+    if rule["method"] == "PUT":
+        rule["skip"] = skip = min(skip, 1)  # a run PUTs each resource about once
+    label = f"{kind}@{rule['method']} {where}" + (f" skip={skip}" if skip else "") + f" x{rule['count']}"
+    return rule, label
+
+
+def draw(seed: int) -> Scenario:
+    """The scenario of one seed: the same seed gives the same flow, arguments and faults."""
+    rng = random.Random(seed)
+    kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
+    as_json = rng.random() < 0.4
+    out = ["-o", "json"] if as_json else []
+    run_id = f"c{seed:04d}{rng.choice('abcdefghjk')}"
+    gpu = rng.choice(["t4", "t4", "a100"])
+    allowed = FAULT_KINDS
+    if kind in ("down", "reap"):
+        allowed = [
+            k for k in FAULT_KINDS if k not in ("ws_close", "stream_cut", "truncate_put", "truncate_post")
+        ]
+        allowed = [k for k in allowed if k != "not_found_after_put"]
+    picks = rng.sample(allowed, rng.choice([1, 1, 2, 3]))
+    rules, labels = [], []
+    for k in picks:
+        rule, label = _rule(rng, k, kind)
+        rules.append(rule)
+        labels.append(label)
+    steps: list[Step] = []
+    setup = None
+    if kind == "up":
+        too_new = rng.random() < 0.1
+        image = TOO_NEW_IMAGE if too_new else rng.choice(HEALTHY_IMAGES)
+        argv = ["up", "--yes", "--gpu", gpu, "--image", image, "--run-id", run_id, *out]
+        # the issue's bar for a too-new image is an exit 5 within a minute: give it two
+        steps.append(Step("up", argv, 120 if too_new else 240, as_json, too_new=too_new))
+    elif kind == "kept":
+        rid = ["--run-id", run_id]
+        steps += [
+            Step(
+                "up --keep",
+                ["up", "--yes", "--keep", "--gpu", gpu, *rid, *out],
+                240,
+                as_json,
+                check_leftovers=False,
+            ),
+            Step("smi", ["smi", *rid, *out], 120, as_json, check_leftovers=False),
+            Step("exec", ["exec", *rid, *out, "--", "nvidia-smi", "-L"], 120, as_json, check_leftovers=False),
+            Step("logs", ["logs", *rid, "--tester", *out], 90, as_json, check_leftovers=False),
+            Step("test", ["test", *rid, *out], 180, as_json, check_leftovers=False),
+            Step("down", ["down", *rid, "--yes", *out], 150, as_json),
+        ]
+    elif kind == "validate":
+        images = rng.sample(HEALTHY_IMAGES, 2)
+        too_new = rng.random() < 0.25
+        if too_new:
+            images[1] = TOO_NEW_IMAGE
+        gpus = rng.sample(["t4", "a100"], rng.choice([1, 2]))
+        argv = ["validate", "--no-inspect", "--run-id", run_id, *out]
+        for image in images:
+            argv += ["--image", image]
+        for g in gpus:
+            argv += ["--gpu", g]
+        healthy = [i for i in images if i != TOO_NEW_IMAGE]
+        steps.append(Step("validate", argv, 240, as_json, too_new=too_new, healthy_images=healthy))
+    elif kind == "down":
+        setup = "kept run"
+        steps.append(Step("down", ["down", "--run-id", run_id, "--yes", *out], 150, as_json))
+    elif kind == "reap":
+        setup = "expired runs"
+        steps.append(Step("reap", ["reap", "--yes", *out], 150, as_json))
+    else:
+        at = rng.uniform(0.5, 32.0)
+        second = rng.uniform(0.3, 4.0) if rng.random() < 0.35 else None
+        argv = ["up", "--yes", "--gpu", gpu, "--run-id", run_id, *out]
+        steps.append(Step("up + SIGINT", argv, 180, as_json, sigint_at=at, second_sigint_after=second))
+        labels.append(f"SIGINT@{at:.1f}s" + (f" +2nd@{second:.1f}s" if second is not None else ""))
+    return Scenario(seed, kind, steps, rules, labels, setup, run_id)
+
+
+# ---- one scenario's world: emulator + proxy ---------------------------------------------------
+
+
+class World:
+    """`acagpu emulator serve` and the proxy in front of it, in a scratch directory."""
+
+    def __init__(self, acagpu: list[str], workdir: Path, rules: list[dict[str, Any]], seed: int) -> None:
+        self.acagpu = acagpu
+        self.dir = workdir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        env_file = workdir / "emulator.env"
+        self.emulator = self._spawn([*acagpu, "emulator", "serve", "--env-file", str(env_file)], "emulator")
+        self.emu = _wait_env_file(env_file, self.emulator)
+        (workdir / "rules.json").write_text(json.dumps({"seed": seed, "rules": rules}))
+        ready = workdir / "proxy.json"
+        self.faults_log = workdir / "faults.jsonl"
+        self.proxy = self._spawn(
+            [
+                sys.executable,
+                str(PROXY),
+                "--upstream",
+                self.emu["ACAGPU_ARM_ENDPOINT"],
+                "--upstream-ca",
+                self.emu["ACAGPU_CA_BUNDLE"],
+                "--rules",
+                str(workdir / "rules.json"),
+                "--log",
+                str(self.faults_log),
+                "--ready-file",
+                str(ready),
+            ],
+            "proxy",
+        )
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if self.proxy.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "the chaos proxy did not start: " + (workdir / "proxy.err").read_text()[-500:]
+                )
+            time.sleep(0.05)
+        self.px = json.loads(ready.read_text())
+
+    def _spawn(self, argv: list[str], name: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            argv,
+            stdout=(self.dir / f"{name}.out").open("wb"),
+            stderr=(self.dir / f"{name}.err").open("wb"),
+            env=_base_env(self.dir),
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def env(self, *, direct: bool = False) -> dict[str, str]:
+        env = _base_env(self.dir)
+        env.update(self.emu)
+        if not direct:
+            env["ACAGPU_ARM_ENDPOINT"] = self.px["endpoint"]
+            env["ACAGPU_CA_BUNDLE"] = self.px["ca_bundle"]
+        return env
+
+    def _emulator_get(self, route: str) -> Any:
+        resp = requests.get(
+            f"{self.emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{route}",
+            headers={"Authorization": f"Bearer {self.emu['ACAGPU_TOKEN']}"},
+            verify=self.emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        )
+        resp.raise_for_status()
+        return resp.json()
+
+    def inventory(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self._emulator_get("inventory")
+        return doc
+
+    def arm_put(self, path: str, body: dict[str, Any], api_version: str) -> None:
+        resp = requests.put(
+            f"{self.emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{self.emu['ACAGPU_SUBSCRIPTION']}{path}",
+            params={"api-version": api_version},
+            json=body,
+            headers={"Authorization": f"Bearer {self.emu['ACAGPU_TOKEN']}"},
+            verify=self.emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        )
+        resp.raise_for_status()
+
+    def arm_post(self, path: str, api_version: str) -> None:
+        resp = requests.post(
+            f"{self.emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{self.emu['ACAGPU_SUBSCRIPTION']}{path}",
+            params={"api-version": api_version},
+            headers={"Authorization": f"Bearer {self.emu['ACAGPU_TOKEN']}"},
+            verify=self.emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        )
+        resp.raise_for_status()
+
+    def fired(self) -> list[str]:
+        if not self.faults_log.exists():
+            return []
+        out = []
+        for line in self.faults_log.read_text().splitlines():
+            e = json.loads(line)
+            out.append(f"{e['fault']} {e['method']} {e['path'].rsplit('/', 2)[-2:][-1]}")
+        return out
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGINT)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+def _base_env(workdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACAGPU_", "AZURE_", "GITHUB_"))}
+    env["ACAGPU_CACHE_DIR"] = str(workdir / "cache")
+    env["ACAGPU_CONFIG"] = str(workdir / "config.toml")
+    env["ACAGPU_PRICES_URL"] = "https://127.0.0.1:9/prices"  # nothing leaves this machine
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "120"
+    return env
+
+
+def _wait_env_file(path: Path, proc: subprocess.Popen[bytes]) -> dict[str, str]:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists():
+            text = path.read_text()
+            pairs = dict(re.findall(r"^export (\w+)=(\S+)$", text, re.MULTILINE))
+            if len(pairs) >= 4:
+                return {k: v.strip("'") for k, v in pairs.items()}
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError("the emulator did not write its env file")
+
+
+# ---- setups that go to the emulator directly (no faults) --------------------------------------
+
+
+def setup_kept_run(world: World, run_id: str) -> None:
+    proc = subprocess.run(
+        [*world.acagpu, "up", "--yes", "--keep", "--run-id", run_id],
+        env=world.env(direct=True),
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    inv = world.inventory()
+    if not any(g["name"] == f"rg-acagpu-{run_id}" for g in inv["resource_groups"]):
+        raise RuntimeError(f"setup `up --keep` left no run (exit {proc.returncode})")
+
+
+def setup_expired_runs(world: World, rng: random.Random) -> list[str]:
+    """1-2 expired runs (group + GPU environment) and one live kept run; returns the expired groups."""
+    now = datetime.now(UTC)
+    expired = []
+    world.arm_post("/providers/Microsoft.App/register", "2024-03-01")
+    for i in range(rng.choice([1, 2])):
+        name = f"rg-acagpu-exp{i}"
+        created = now - timedelta(hours=5)
+        tags = {
+            "acagpu:managed": "true",
+            "acagpu:run-id": f"exp{i}",
+            "acagpu:created-at": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "acagpu:expires-at": (created + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "acagpu:owner": "chaos@example.com",
+        }
+        world.arm_put(f"/resourcegroups/{name}", {"location": "eastus", "tags": tags}, "2024-03-01")
+        env = {
+            "location": "eastus",
+            "tags": tags,
+            "properties": {
+                "workloadProfiles": [
+                    {"name": "Consumption", "workloadProfileType": "Consumption"},
+                    {"name": "gpu", "workloadProfileType": "Consumption-GPU-NC8as-T4"},
+                ]
+            },
+        }
+        env_path = f"/resourceGroups/{name}/providers/Microsoft.App/managedEnvironments/cae-acagpu-exp{i}"
+        deadline = time.monotonic() + 60
+        while True:  # the provider registration takes a few seconds
+            try:
+                world.arm_put(env_path, env, "2026-07-01")
+                break
+            except requests.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        expired.append(name)
+    live = {
+        "acagpu:managed": "true",
+        "acagpu:run-id": "live0",
+        "acagpu:created-at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "acagpu:expires-at": (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    world.arm_put("/resourcegroups/rg-acagpu-live0", {"location": "eastus", "tags": live}, "2024-03-01")
+    return expired
+
+
+# ---- judging one command ----------------------------------------------------------------------
+
+
+def leftovers(inv: dict[str, Any], keep: set[str]) -> list[str]:
+    """What still bills or still stands (a group whose delete was accepted is on its way out)."""
+    left = []
+    for g in inv["resource_groups"]:
+        if not g["deleting"] and g["name"] not in keep:
+            left.append(f"group {g['name']}")
+    gone_groups = {g["name"].lower() for g in inv["resource_groups"] if g["deleting"]} | {
+        k.lower() for k in keep
+    }
+    for kind in ("apps", "jobs"):
+        for item in inv[kind]:
+            if not item["deleting"] and item["resource_group"].lower() not in gone_groups:
+                left.append(f"{kind[:-1]} {item['name']}")
+    for r in inv["replicas"]:
+        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not str(r["owner"]).startswith(
+            "live"
+        ):
+            left.append(f"replica {r['name']} ({r['phase']})")
+    return left
+
+
+def _last_meaningful(text: str) -> str:
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.lstrip().startswith("hint:") and "acagpu down" not in ln]
+    return lines[-1].strip() if lines else ""
+
+
+def judge(step: Step, rc: int | None, out: str, err: str) -> dict[str, Any]:
+    """Traceback, noise, one clear line, exit 5 on a healthy GPU, the JSON document."""
+    traceback = bool(TRACEBACK.search(err) or TRACEBACK.search(out))
+    noise = [m.group(0) for m in NOISE.finditer(err)][:3]
+    last_err = _last_meaningful(err)
+    doc: Any = None
+    json_ok: bool | None = None
+    json_problem = ""
+    if step.json:
+        try:
+            doc = json.loads(out)
+            missing = [k for k in ("schema", "command") if not isinstance(doc, dict) or k not in doc]
+            json_problem = f"no {' or '.join(missing)}" if missing else ""
+        except ValueError:
+            json_problem = "not exactly one JSON document" if out.strip() else "no JSON document"
+        json_ok = not json_problem
+    if rc == 0:
+        clear = True
+    elif last_err.startswith("error:"):
+        # "unexpected failure: SomeError: ..." is a caught crash, not a statement of what went wrong
+        clear = not last_err.startswith("error: unexpected failure")
+    elif step.json:
+        error = doc.get("error") if isinstance(doc, dict) else None
+        clear = bool(json_ok and isinstance(error, dict) and error.get("message"))
+    else:
+        clear = any(SUMMARY.match(ln.strip()) for ln in out.splitlines()[-12:]) and not noise
+    exit5_on_healthy = False
+    if rc == 5:
+        if not step.too_new:
+            exit5_on_healthy = True
+        elif step.healthy_images:
+            exit5_on_healthy = _healthy_image_failed(step.healthy_images, out, doc)
+    last_line = last_err or (out.strip().splitlines()[-1] if out.strip() else "")
+    return {
+        "traceback": traceback,
+        "clear": clear and not traceback,
+        "last_line": last_line[:240],
+        "noise": noise,
+        "exit5_on_healthy": exit5_on_healthy,
+        "json_ok": json_ok,
+        "json_problem": json_problem,
+    }
+
+
+def _healthy_image_failed(healthy: list[str], out: str, doc: Any) -> bool:
+    if isinstance(doc, dict):
+        for row in doc.get("results") or doc.get("pairs") or []:
+            if isinstance(row, dict) and any(h in json.dumps(row) for h in healthy):
+                status = str(row.get("status") or row.get("verdict") or "").lower()
+                if status and status not in ("pass", "ok", "passed", "warn", "unavailable"):
+                    return True
+        return False
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in healthy and parts[1].lower() == "fail":
+            return True
+    return False
+
+
+def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepResult:
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        proc = subprocess.Popen([*world.acagpu, *step.argv], stdout=fout, stderr=ferr, env=world.env())
+        sigints = 0
+        timed_out = False
+        deadline = started + step.timeout
+        next_signal = started + step.sigint_at if step.sigint_at is not None else None
+        while proc.poll() is None:
+            now = time.monotonic()
+            if STOP.is_set():
+                deadline = now - 1
+            if next_signal is not None and now >= next_signal:
+                proc.send_signal(signal.SIGINT)
+                sigints += 1
+                after = step.second_sigint_after if sigints == 1 else None
+                next_signal = now + after if after is not None else None
+            if now > deadline:
+                timed_out = True
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=45)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                break
+            time.sleep(0.05)
+        rc = proc.returncode
+        fout.seek(0)
+        ferr.seek(0)
+        out = fout.read().decode("utf-8", "replace")
+        err = ferr.read().decode("utf-8", "replace")
+    tag = re.sub(r"\W+", "-", step.name)
+    (world.dir / f"step-{tag}.out").write_text(out)
+    (world.dir / f"step-{tag}.err").write_text(err)
+    seconds = time.monotonic() - started
+    verdict = judge(step, rc, out, err)
+    left = leftovers(world.inventory(), keep) if step.check_leftovers else []
+    allowed = sigints >= 2 and "acagpu down" in (out + err)
+    if verbose:
+        print(f"--- {' '.join(step.argv)} -> {rc} in {seconds:.1f}s sigints={sigints}", file=sys.stderr)
+        print(err[-3000:], file=sys.stderr)
+        print(out[-2000:], file=sys.stderr)
+    return StepResult(
+        name=step.name,
+        argv=step.argv,
+        exit_code=rc,
+        seconds=round(seconds, 2),
+        timed_out=timed_out,
+        leftovers=left,
+        leftover_allowed=bool(left) and allowed,
+        sigints=sigints,
+        **verdict,
+    )
+
+
+def _expected_exit(s: StepResult) -> bool:
+    """0; 5 for an image the driver cannot run; 130 after Ctrl-C."""
+    return (
+        s.exit_code == 0
+        or (s.exit_code == 5 and not s.exit5_on_healthy)
+        or (s.sigints > 0 and s.exit_code == 130)
+    )
+
+
+def classify(res: ScenarioResult) -> None:
+    flags = set()
+    for s in res.steps:
+        if s.traceback:
+            flags.add("traceback")
+        if s.exit5_on_healthy:
+            flags.add("exit5_on_healthy")
+        if s.leftovers and not s.leftover_allowed:
+            flags.add("leftovers")
+        if s.timed_out:
+            flags.add("hung")
+        if s.json_ok is False:
+            flags.add("bad_json")
+            res.json_problems.append(f"{s.name}: {s.json_problem}")
+        if s.noise:
+            flags.add("noise")
+        if not s.clear:
+            flags.add("unclear")
+    if res.error:
+        flags.add("runner_error")
+    res.flags = sorted(flags)
+    if "traceback" in flags:
+        res.verdict = "traceback"
+    elif flags & {"unclear", "hung", "noise", "bad_json", "runner_error"}:
+        res.verdict = "unclear"
+    elif any(not _expected_exit(s) for s in res.steps):
+        res.verdict = "clear error"
+    else:
+        res.verdict = "ok"
+
+
+def run_scenario(
+    seed: int, acagpu: list[str], keep_dirs: bool = False, verbose: bool = False
+) -> ScenarioResult:
+    sc = draw(seed)
+    res = ScenarioResult(seed=seed, kind=sc.kind, faults=sc.faults, fired=[], steps=[])
+    workdir = Path(tempfile.mkdtemp(prefix=f"acagpu-chaos-{seed}-"))
+    started = time.monotonic()
+    world: World | None = None
+    try:
+        world = World(acagpu, workdir, sc.rules, seed)
+        keep: set[str] = set()
+        if sc.setup == "kept run":
+            setup_kept_run(world, sc.run_id)
+        elif sc.setup == "expired runs":
+            setup_expired_runs(world, random.Random(seed + 1))
+            keep = {"rg-acagpu-live0"}
+        for step in sc.steps:
+            res.steps.append(run_step(world, step, keep, verbose))
+        if sc.setup == "expired runs":
+            inv = world.inventory()
+            if not any(g["name"] == "rg-acagpu-live0" and not g["deleting"] for g in inv["resource_groups"]):
+                res.error = "reap deleted a run that had not expired"
+        res.fired = world.fired()
+    except Exception as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if world is not None:
+            with contextlib.suppress(Exception):
+                res.fired = res.fired or world.fired()
+            world.close()
+        if not keep_dirs:
+            shutil.rmtree(workdir, ignore_errors=True)
+    res.seconds = round(time.monotonic() - started, 1)
+    classify(res)
+    return res
+
+
+# ---- the summary ------------------------------------------------------------------------------
+
+
+def _ok(results: list[ScenarioResult], kind: str) -> int:
+    return sum(r.verdict == "ok" for r in results if r.kind == kind)
+
+
+def summarize(results: list[ScenarioResult], wall: float) -> str:
+    verdicts = Counter(r.verdict for r in results)
+    flags = Counter(f for r in results for f in r.flags)
+    lines = [
+        f"{len(results)} scenarios in {wall:.0f}s wall",
+        "verdicts: "
+        + ", ".join(f"{k} {verdicts.get(k, 0)}" for k in ("ok", "clear error", "unclear", "traceback")),
+        "flags:    "
+        + ", ".join(
+            f"{k} {flags.get(k, 0)}"
+            for k in (
+                "traceback",
+                "exit5_on_healthy",
+                "leftovers",
+                "unclear",
+                "hung",
+                "noise",
+                "bad_json",
+                "runner_error",
+            )
+        ),
+        "by flow:  "
+        + ", ".join(f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in KINDS),
+    ]
+    codes = Counter(s.exit_code for r in results for s in r.steps)
+    lines.append(
+        "exit codes (all commands): " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items(), key=str))
+    )
+    problems = Counter(s.json_problem for r in results for s in r.steps if s.json_ok is not None)
+    lines.append("-o json documents: " + ", ".join(f"{k or 'ok'}: {v}" for k, v in problems.most_common()))
+    fired = Counter(f.split()[0] for r in results for f in r.fired)
+    lines.append("faults fired: " + ", ".join(f"{k} {v}" for k, v in sorted(fired.items())))
+    weight = {
+        "traceback": 5,
+        "leftovers": 4,
+        "exit5_on_healthy": 3,
+        "hung": 3,
+        "unclear": 2,
+        "runner_error": 2,
+    }
+    worst = sorted(results, key=lambda r: -sum(weight.get(f, 1) for f in r.flags))[:12]
+    lines.append("worst (re-run one with --seed N -v):")
+    for r in worst:
+        if not r.flags:
+            break
+        bad = next(
+            (s for s in r.steps if not s.clear or s.traceback or s.exit5_on_healthy or s.leftovers), None
+        )
+        detail = f"{bad.name} -> {bad.exit_code}: {bad.last_line[:110]}" if bad else (r.error or "")
+        lines.append(f"  seed {r.seed:4d} {r.kind:8s} [{', '.join(r.flags)}] faults: {'; '.join(r.faults)}")
+        lines.append(f"            {detail}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scenarios", type=int, default=200)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable)")
+    parser.add_argument("--parallel", type=int, default=4)
+    parser.add_argument(
+        "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
+    )
+    parser.add_argument("--json-out", type=Path, default=ROOT / "benchmarks" / "chaos-results.json")
+    parser.add_argument("--keep-dirs", action="store_true", help="keep each scenario's scratch directory")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    acagpu = [sys.executable, "-m", "aca_gpu"]
+    seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
+    started = time.monotonic()
+    results: list[ScenarioResult] = []
+    skipped: list[int] = []
+
+    def one(seed: int) -> ScenarioResult | None:
+        if STOP.is_set() or time.monotonic() - started > args.budget:
+            skipped.append(seed)
+            return None
+        return run_scenario(seed, acagpu, args.keep_dirs, args.verbose)
+
+    progress: Callable[[ScenarioResult], None] = lambda r: print(  # noqa: E731
+        f"[{len(results):3d}/{len(seeds)}] seed {r.seed:4d} {r.kind:8s} {r.verdict:11s} {r.seconds:5.0f}s"
+        f" {','.join(r.flags)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: STOP.set())
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
+        futures = [pool.submit(one, s) for s in seeds]
+        for fut in as_completed(futures):
+            r = fut.result()
+            if r is not None:
+                results.append(r)
+                progress(r)
+    wall = time.monotonic() - started
+    results.sort(key=lambda r: r.seed)
+    text = summarize(results, wall)
+    if skipped:
+        text += f"\nskipped (over --budget): {len(skipped)} seeds"
+    print(text)
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "wall_seconds": round(wall, 1),
+        "scenarios": [asdict(r) for r in results],
+        "skipped": sorted(skipped),
+    }
+    args.json_out.write_text(json.dumps(doc, indent=1))
+    return 0 if all(r.verdict in ("ok", "clear error") and not r.flags for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
