@@ -6,7 +6,7 @@ Each scenario starts `acagpu emulator serve` (default time scale, `--env-file`) 
 faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
 
     up         `up --yes` (sometimes an image too new for the driver: exit 5 is then the right answer)
-    kept       `up --keep`, `smi`, `exec -- nvidia-smi -L`, `logs --tester`, `test`, `down`
+    kept       `up --keep`, `smi`, `exec -- nvidia-smi -L`, `logs --system`, `test`, `down`
     validate   2 images x 1-2 GPUs (`--no-inspect`; sometimes one image is too new)
     down       `down` of a run kept beforehand (the setup goes to the emulator directly, no faults)
     reap       `reap --yes` after expired runs (and one live run) were created directly
@@ -205,7 +205,10 @@ def _rule(rng: random.Random, kind: str, flow: str) -> tuple[dict[str, Any], str
     elif kind == "stream_cut":
         where = "log stream"
         rule.update(
-            fault="stream_cut", method="GET", path=r"/logstream$", after_lines=rng.choice([0, 1, 3, 8])
+            fault="stream_cut",
+            method="GET",
+            path=r"/(logstream|eventstream)$",
+            after_lines=rng.choice([0, 1, 3, 8]),
         )
     elif kind == "lro_repeat":
         where = "operation"
@@ -261,7 +264,7 @@ def draw(seed: int) -> Scenario:
             ),
             Step("smi", ["smi", *rid, *out], 120, as_json, check_leftovers=False),
             Step("exec", ["exec", *rid, *out, "--", "nvidia-smi", "-L"], 120, as_json, check_leftovers=False),
-            Step("logs", ["logs", *rid, "--tester", *out], 90, as_json, check_leftovers=False),
+            Step("logs", ["logs", *rid, "--system", *out], 90, as_json, check_leftovers=False),
             Step("test", ["test", *rid, *out], 180, as_json, check_leftovers=False),
             Step("down", ["down", *rid, "--yes", *out], 150, as_json),
         ]
