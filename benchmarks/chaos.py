@@ -299,15 +299,41 @@ def draw(seed: int) -> Scenario:
 # ---- one scenario's world: emulator + proxy ---------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Speed:
+    """Defaults (None) are acagpu's and the emulator's own; the pytest sample runs faster."""
+
+    time_scale: float | None = None
+    poll: float | None = None
+
+    def moment(self, seconds: float) -> float:
+        """A SIGINT moment drawn for the default time scale, moved to this one."""
+        if self.time_scale is None:
+            return seconds
+        return 0.3 + seconds * min(1.0, max(0.1, self.time_scale / 0.02))
+
+
 class World:
     """`acagpu emulator serve` and the proxy in front of it, in a scratch directory."""
 
-    def __init__(self, acagpu: list[str], workdir: Path, rules: list[dict[str, Any]], seed: int) -> None:
+    def __init__(
+        self,
+        acagpu: list[str],
+        workdir: Path,
+        rules: list[dict[str, Any]],
+        seed: int,
+        speed: Speed | None = None,
+    ) -> None:
+        self.speed = speed or Speed()
         self.acagpu = acagpu
         self.dir = workdir
         self.procs: list[subprocess.Popen[bytes]] = []
+        (workdir / "config.toml").write_text("# empty: settings come from the environment\n")
         env_file = workdir / "emulator.env"
-        self.emulator = self._spawn([*acagpu, "emulator", "serve", "--env-file", str(env_file)], "emulator")
+        serve = [*acagpu, "emulator", "serve", "--env-file", str(env_file)]
+        if self.speed.time_scale is not None:
+            serve += ["--time-scale", str(self.speed.time_scale)]
+        self.emulator = self._spawn(serve, "emulator")
         self.emu = _wait_env_file(env_file, self.emulator)
         (workdir / "rules.json").write_text(json.dumps({"seed": seed, "rules": rules}))
         ready = workdir / "proxy.json"
@@ -355,6 +381,8 @@ class World:
         if not direct:
             env["ACAGPU_ARM_ENDPOINT"] = self.px["endpoint"]
             env["ACAGPU_CA_BUNDLE"] = self.px["ca_bundle"]
+        if self.speed.poll is not None:
+            env["ACAGPU_POLLING_INTERVAL"] = str(self.speed.poll)
         return env
 
     def _emulator_get(self, route: str) -> Any:
@@ -688,15 +716,25 @@ def classify(res: ScenarioResult) -> None:
 
 
 def run_scenario(
-    seed: int, acagpu: list[str], keep_dirs: bool = False, verbose: bool = False
+    seed: int,
+    acagpu: list[str] | None = None,
+    keep_dirs: bool = False,
+    verbose: bool = False,
+    speed: Speed | None = None,
 ) -> ScenarioResult:
+    """Draw the seed's scenario, run it in a fresh emulator + proxy, judge every command."""
+    acagpu = acagpu or [sys.executable, "-m", "aca_gpu"]
+    speed = speed or Speed()
     sc = draw(seed)
+    for step in sc.steps:
+        if step.sigint_at is not None:
+            step.sigint_at = speed.moment(step.sigint_at)
     res = ScenarioResult(seed=seed, kind=sc.kind, faults=sc.faults, fired=[], steps=[])
     workdir = Path(tempfile.mkdtemp(prefix=f"acagpu-chaos-{seed}-"))
     started = time.monotonic()
     world: World | None = None
     try:
-        world = World(acagpu, workdir, sc.rules, seed)
+        world = World(acagpu, workdir, sc.rules, seed, speed)
         keep: set[str] = set()
         if sc.setup == "kept run":
             setup_kept_run(world, sc.run_id)
@@ -795,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
         "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
     )
     parser.add_argument("--json-out", type=Path, default=ROOT / "benchmarks" / "chaos-results.json")
+    parser.add_argument("--time-scale", type=float, help="emulator time scale (default: the emulator's own)")
+    parser.add_argument("--poll", type=float, help="ACAGPU_POLLING_INTERVAL (default: acagpu's own)")
     parser.add_argument("--keep-dirs", action="store_true", help="keep each scenario's scratch directory")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -808,7 +848,7 @@ def main(argv: list[str] | None = None) -> int:
         if STOP.is_set() or time.monotonic() - started > args.budget:
             skipped.append(seed)
             return None
-        return run_scenario(seed, acagpu, args.keep_dirs, args.verbose)
+        return run_scenario(seed, acagpu, args.keep_dirs, args.verbose, Speed(args.time_scale, args.poll))
 
     progress: Callable[[ScenarioResult], None] = lambda r: print(  # noqa: E731
         f"[{len(results):3d}/{len(seeds)}] seed {r.seed:4d} {r.kind:8s} {r.verdict:11s} {r.seconds:5.0f}s"
