@@ -305,6 +305,7 @@ class Speed:
 
     time_scale: float | None = None
     poll: float | None = None
+    max_step_s: float | None = None  # a cap on every command's deadline
 
     def moment(self, seconds: float) -> float:
         """A SIGINT moment drawn for the default time scale, moved to this one."""
@@ -727,6 +728,8 @@ def run_scenario(
     speed = speed or Speed()
     sc = draw(seed)
     for step in sc.steps:
+        if speed.max_step_s is not None:
+            step.timeout = min(step.timeout, speed.max_step_s)
         if step.sigint_at is not None:
             step.sigint_at = speed.moment(step.sigint_at)
     res = ScenarioResult(seed=seed, kind=sc.kind, faults=sc.faults, fired=[], steps=[])
