@@ -310,14 +310,13 @@ class Output:
             self.error(str(error["message"]), error.get("hint"))
 
     def _fold(self, text: str) -> str:
-        """On a terminal (or with COLUMNS set) long lines fold; piped output keeps its lines whole."""
+        """On a terminal long lines fold (at COLUMNS when set); piped output keeps its lines whole,
+        since scripts read them (and CI runners export COLUMNS without a terminal)."""
         try:
             tty = self.stdout.isatty()
         except (AttributeError, ValueError):
             tty = False
-        if not tty and not os.environ.get("COLUMNS", "").strip().isdigit():
-            return text
-        return wrap_lines(text, terminal_width(self.stdout))
+        return wrap_lines(text, terminal_width(self.stdout)) if tty else text
 
     def _print_machine(self, doc: Mapping[str, Any]) -> None:
         value: Any = doc

@@ -152,7 +152,7 @@ def test_summary_lines_fold_under_their_value_column() -> None:
 
 
 def test_piped_human_output_is_not_folded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")  # CI runners export it without a terminal
     out = io.StringIO()
     Output("table", stdout=out, stderr=io.StringIO(), github=False).emit({}, "x" * 300)
     assert out.getvalue() == "x" * 300 + "\n"
