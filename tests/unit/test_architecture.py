@@ -13,18 +13,20 @@ PKG = Path(__file__).resolve().parents[2] / "aca_gpu"
 
 # layer -> aca_gpu subpackages/modules it must never import
 FORBIDDEN: dict[str, set[str]] = {
-    "gpu": {"cli", "workflow", "azure", "registry", "emulator"},
+    "gpu": {"cli", "workflow", "azure", "registry", "emulator", "local"},
     "registry": {"cli", "workflow", "azure", "emulator"},
-    "azure": {"cli", "workflow", "emulator"},
+    "azure": {"cli", "workflow", "emulator", "local"},
+    # local container runtimes sit at the azure layer's level; workflow imports them lazily
+    "local": {"cli", "workflow", "emulator", "azure"},
     "workflow": {"cli", "emulator"},
-    "emulator": {"cli", "workflow", "azure", "registry"},
+    "emulator": {"cli", "workflow", "azure", "registry", "local"},
     # the pure base modules
-    "errors": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
-    "naming": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
-    "output": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
-    "config": {"cli", "workflow", "azure", "registry", "emulator", "gpu"},
-    "models": {"cli", "workflow", "azure", "registry", "emulator"},
-    "cost": {"cli", "workflow", "azure", "registry", "emulator"},
+    "errors": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
+    "naming": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
+    "output": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
+    "config": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
+    "models": {"cli", "workflow", "azure", "registry", "emulator", "local"},
+    "cost": {"cli", "workflow", "azure", "registry", "emulator", "local"},
 }
 
 
@@ -103,3 +105,40 @@ def test_help_imports_no_command_module() -> None:
     line = next(x for x in out.splitlines() if x.startswith("LOADED:"))
     loaded = set(line[7:].split(","))
     assert not {m for m in loaded if m.startswith(("aca_gpu.workflow", "aca_gpu.azure", "aca_gpu.registry"))}
+
+
+# container runtimes and host GPU tools are run from aca_gpu/local only (the emulator's host workload
+# runs the tester and nvidia-smi on purpose: it stands in for a GPU replica)
+RUNTIME_TOOLS = ("docker", "podman", "apptainer", "singularity", "nvidia-smi", "ldconfig", "sbatch", "srun")
+
+
+def _runs_tools(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in ("run", "Popen", "check_output", "call", "check_call", "execv", "execvp"):
+            continue
+        first = node.args[0] if node.args else None
+        literal = first.elts[0] if isinstance(first, ast.List | ast.Tuple) and first.elts else first
+        if isinstance(literal, ast.Constant) and literal.value in RUNTIME_TOOLS:
+            found.append(str(literal.value))
+    return found
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_only_local_runs_container_runtimes(path: Path) -> None:
+    if _layer(path) in ("local", "emulator"):
+        return
+    assert not _runs_tools(path), (
+        f"{path.relative_to(PKG)} runs {_runs_tools(path)}: move it to aca_gpu/local"
+    )
+
+
+def test_runtime_scan_catches_a_call(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import subprocess\nsubprocess.run(['podman', 'run'])\n", encoding="utf-8")
+    assert _runs_tools(sample) == ["podman"]

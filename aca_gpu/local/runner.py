@@ -1,0 +1,113 @@
+"""Run one container to completion and keep everything it said, as a plain record.
+
+A container that never started is told apart from a program that ran and failed by the runtime's
+own exit codes (Docker and Podman: 125 the runtime failed, 126 the command could not be invoked,
+127 it was not found; Apptainer: 255 with a `FATAL:` line), and the runtime's text is kept as the
+refusal. A deadline kills the client and removes the named container, so nothing is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from aca_gpu.local.commands import ContainerCommand, remove_command
+
+REFUSED_CODES = {"docker": (125, 126, 127), "podman": (125, 126, 127), "apptainer": (255,)}
+
+
+@dataclass(frozen=True)
+class ContainerRun:
+    """What one run produced; `refused` holds the runtime's reason when the container did not start."""
+
+    runtime: str
+    command: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    refused: str | None = None
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "runtime": self.runtime,
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "refused": self.refused,
+            "timed_out": self.timed_out,
+            "seconds": round(self.seconds, 3),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+
+def refusal(runtime: str, exit_code: int | None, stderr: str) -> str | None:
+    """The runtime's own line saying why the container did not start, or None if it ran."""
+    if exit_code is None or exit_code not in REFUSED_CODES.get(runtime, ()):
+        return None
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    if runtime == "apptainer":
+        fatal = [line for line in lines if line.startswith("FATAL")]
+        return fatal[-1] if fatal else None
+    errors = [line for line in lines if line.lower().startswith(("error", "docker:", "podman:"))]
+    if errors:
+        return errors[-1]
+    return lines[-1] if lines else f"{runtime} exited {exit_code} without a message"
+
+
+def run_container(command: ContainerCommand, timeout: float) -> ContainerRun:
+    """Run it; never raises for the container's own failures (a missing binary is BadInput upstream)."""
+    env = {**os.environ, **command.env}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        command.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        _remove(command)
+        return ContainerRun(
+            command.runtime,
+            command.display(),
+            None,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
+            time.monotonic() - started,
+            timed_out=True,
+        )
+    except BaseException:  # Ctrl-C: the container must not outlive us
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        _remove(command)
+        raise
+    stderr = err.decode("utf-8", "replace")
+    return ContainerRun(
+        command.runtime,
+        command.display(),
+        proc.returncode,
+        out.decode("utf-8", "replace"),
+        stderr,
+        time.monotonic() - started,
+        refused=refusal(command.runtime, proc.returncode, stderr),
+    )
+
+
+def _remove(command: ContainerCommand) -> None:
+    argv = remove_command(command.runtime, command.name, command.argv[0]) if command.name else None
+    if argv is not None:
+        subprocess.run(argv, capture_output=True, timeout=60, check=False)
