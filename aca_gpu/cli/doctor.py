@@ -73,9 +73,10 @@ def doctor(output: Output, from_file: str | None, write_cdi: bool, cdi_path: str
     if from_file is not None:
         report = workflow.diagnose_text(_read(from_file), from_file)
     else:
-        report = workflow.diagnose_host()
-        if write_cdi:
+        report = workflow.DoctorReport("host")
+        if write_cdi:  # first, so the Podman check judges the spec just written
             workflow.write_cdi(report, cdi_path)
+        workflow.diagnose_host(report)
     output.emit(report.document(), lambda stream: render(report, stream))
     if report.exit_code:
         raise SystemExit(report.exit_code)

@@ -6,14 +6,17 @@ writes one from NVML; this one is made from what is on disk (`/dev/nvidia*`, the
 ldconfig's cache, nvidia-smi and friends), so a host with the driver but without the toolkit can
 still run GPU containers. Device `N` is `/dev/nvidiaN` (the kernel minor number; on multi-GPU hosts
 whose probe order differs from PCI order, `nvidia-smi -q | grep Minor` shows the mapping), and `all`
-is every one of them. Libraries are mounted where the host has them; a container's dynamic linker
-searches the multiarch directory by default, so no ldcache hook is needed.
+is every one of them. Driver files are mounted where every image finds them without an ldcache
+hook: libraries into the multiarch directory the dynamic linker searches by default
+(/usr/lib/x86_64-linux-gnu), binaries into /usr/bin, whatever the host's own layout (some hosts
+keep them under /usr/local/nvidia).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,20 +32,29 @@ _GPU_NODE = re.compile(r"^nvidia(\d+)$")
 CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
 
-def _mounts(paths: Iterable[str]) -> list[dict[str, Any]]:
-    """Each path and, for a symlink, the file it names, mounted at the same place."""
-    seen: list[str] = []
+def multiarch_dir(machine: str | None = None) -> str:
+    """The library directory a Debian/Ubuntu-style image's dynamic linker searches by default."""
+    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
+        (machine or platform.machine()).lower(), "x86_64"
+    )
+    return f"/usr/lib/{arch}-linux-gnu"
+
+
+def _mounts(paths: Iterable[str], into: str) -> list[dict[str, Any]]:
+    """Each path and, for a symlink, the file it names, mounted under `into` by file name."""
+    mounts: dict[str, str] = {}
     for path in paths:
         for candidate in (path, os.path.realpath(path)):
-            if candidate not in seen:
-                seen.append(candidate)
-    return [{"hostPath": p, "containerPath": p, "options": list(MOUNT_OPTIONS)} for p in seen]
+            mounts.setdefault(f"{into}/{os.path.basename(candidate)}", candidate)
+    return [{"hostPath": h, "containerPath": c, "options": list(MOUNT_OPTIONS)} for c, h in mounts.items()]
 
 
 def build_spec(
     nodes: Iterable[str],
     libraries: Mapping[str, str],
     binaries: Mapping[str, str],
+    *,
+    machine: str | None = None,
 ) -> dict[str, Any]:
     """The spec for `nodes` (/dev/nvidia*), `libraries` ({soname: path}) and `binaries` ({name: path})."""
     gpus: dict[int, str] = {}
@@ -64,7 +76,9 @@ def build_spec(
         {"name": "all", "containerEdits": {"deviceNodes": [{"path": gpus[i]} for i in sorted(gpus)]}}
     )
     edits: dict[str, Any] = {"deviceNodes": [{"path": node} for node in sorted(control)]}
-    mounts = _mounts([*sorted(libraries.values()), *sorted(binaries.values())])
+    mounts = _mounts(sorted(libraries.values()), multiarch_dir(machine)) + _mounts(
+        sorted(binaries.values()), "/usr/bin"
+    )
     if mounts:
         edits["mounts"] = mounts
     return {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": devices, "containerEdits": edits}

@@ -277,9 +277,9 @@ def _apptainer(findings: list[Finding], driver: DriverState) -> None:
     )
 
 
-def diagnose_host() -> DoctorReport:
-    """Every host check, in the order a GPU reaches a container."""
-    report = DoctorReport("host")
+def diagnose_host(report: DoctorReport | None = None) -> DoctorReport:
+    """Every host check, in the order a GPU reaches a container (after a CDI spec was written)."""
+    report = report or DoctorReport("host")
     driver = _driver(report.findings)
     _docker(report.findings, driver)
     _podman(report.findings, driver)

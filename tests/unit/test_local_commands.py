@@ -147,11 +147,12 @@ def test_ldconfig_cache_and_driver_libraries() -> None:
 
 
 def test_cdi_spec_from_host_files(tmp_path: Path) -> None:
-    libs = {"libcuda.so.1": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"}
+    libs = {"libcuda.so.1": "/usr/local/nvidia/lib64/libcuda.so.1"}
     spec = cdi.build_spec(
         ["/dev/nvidia1", "/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-caps"],
         libs,
-        {"nvidia-smi": "/usr/bin/nvidia-smi"},
+        {"nvidia-smi": "/usr/local/nvidia/bin/nvidia-smi"},
+        machine="x86_64",
     )
     assert spec["kind"] == "nvidia.com/gpu" and spec["cdiVersion"] == cdi.CDI_VERSION
     assert [d["name"] for d in spec["devices"]] == ["0", "1", "all"]
@@ -160,8 +161,11 @@ def test_cdi_spec_from_host_files(tmp_path: Path) -> None:
         {"path": "/dev/nvidia1"},
     ]
     assert {"path": "/dev/nvidiactl"} in spec["containerEdits"]["deviceNodes"]
-    mounted = [m["containerPath"] for m in spec["containerEdits"]["mounts"]]
-    assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in mounted and "/usr/bin/nvidia-smi" in mounted
+    mounted = {m["containerPath"]: m["hostPath"] for m in spec["containerEdits"]["mounts"]}
+    # mounted where any image's linker and PATH look, whatever the host's layout
+    assert mounted["/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == "/usr/local/nvidia/lib64/libcuda.so.1"
+    assert mounted["/usr/bin/nvidia-smi"] == "/usr/local/nvidia/bin/nvidia-smi"
+    assert cdi.multiarch_dir("aarch64") == "/usr/lib/aarch64-linux-gnu"
     with pytest.raises(BadInput, match="no /dev/nvidiaN"):
         cdi.build_spec(["/dev/nvidiactl"], libs, {})
 
