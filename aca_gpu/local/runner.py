@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ class ContainerRun:
     seconds: float
     refused: str | None = None
     timed_out: bool = False
+    cancelled: bool = False  # stopped on purpose (the verdict was already known)
 
     @property
     def ok(self) -> bool:
@@ -43,6 +45,7 @@ class ContainerRun:
             "exit_code": self.exit_code,
             "refused": self.refused,
             "timed_out": self.timed_out,
+            "cancelled": self.cancelled,
             "seconds": round(self.seconds, 3),
             "stdout": self.stdout,
             "stderr": self.stderr,
@@ -63,8 +66,10 @@ def refusal(runtime: str, exit_code: int | None, stderr: str) -> str | None:
     return lines[-1] if lines else f"{runtime} exited {exit_code} without a message"
 
 
-def run_container(command: ContainerCommand, timeout: float) -> ContainerRun:
-    """Run it; never raises for the container's own failures (a missing binary is BadInput upstream)."""
+def run_container(
+    command: ContainerCommand, timeout: float, cancel: threading.Event | None = None
+) -> ContainerRun:
+    """Run it; never raises for the container's own failures. `cancel` stops it early."""
     env = {**os.environ, **command.env}
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -75,35 +80,40 @@ def run_container(command: ContainerCommand, timeout: float) -> ContainerRun:
         env=env,
         start_new_session=True,
     )
+    deadline = started + timeout
+    stopped: str | None = None
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        _remove(command)
-        return ContainerRun(
-            command.runtime,
-            command.display(),
-            None,
-            out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"),
-            time.monotonic() - started,
-            timed_out=True,
-        )
+        while True:
+            try:
+                out, err = proc.communicate(timeout=max(0.01, min(0.25, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    stopped = "cancelled"
+                elif time.monotonic() >= deadline:
+                    stopped = "timed_out"
+                if stopped:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    out, err = proc.communicate()
+                    _remove(command)
+                    break
     except BaseException:  # Ctrl-C: the container must not outlive us
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         _remove(command)
         raise
     stderr = err.decode("utf-8", "replace")
+    code = None if stopped else proc.returncode
     return ContainerRun(
         command.runtime,
         command.display(),
-        proc.returncode,
+        code,
         out.decode("utf-8", "replace"),
         stderr,
         time.monotonic() - started,
-        refused=refusal(command.runtime, proc.returncode, stderr),
+        refused=None if stopped else refusal(command.runtime, code, stderr),
+        timed_out=stopped == "timed_out",
+        cancelled=stopped == "cancelled",
     )
 
 

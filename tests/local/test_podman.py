@@ -1,0 +1,92 @@
+"""`acagpu local` and `acagpu doctor` against real Podman containers on a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+
+from click.testing import CliRunner, Result
+
+from aca_gpu.cli import cli
+from aca_gpu.local.commands import container_command
+from aca_gpu.local.gpus import parse_gpus
+from aca_gpu.local.runner import run_container
+
+
+def acagpu(*args: str, stdin: str | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+
+
+def test_local_reports_no_gpu_in_the_container_exit_5(test_image: str) -> None:
+    result = acagpu(
+        "local", "--runtime", "podman", "--image", test_image, "--tester-image", test_image, "-o", "json"
+    )
+    assert result.exit_code == 5, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["command"], doc["runtime"], doc["status"]) == ("local", "podman", "gpu_check_failed")
+    explorer = doc["explorer"]
+    assert explorer["refused"].startswith("no GPU visible in the container: Podman has no CDI specification")
+    assert "nvidia.com/gpu=all" in explorer["raw"] and explorer["exit_code"] in (125, 126)
+    assert "acagpu doctor --write-cdi" in explorer["fix"]
+    assert doc["results"][0]["status"] == "fail"
+    # the image has no python: the tester fails to start, unless the probe's verdict stopped it first
+    assert doc["tester"]["status"] in ("not-run", "fail")
+    assert "podman run --rm --network none" in doc["commands"]["explorer"]
+    assert "error: no GPU visible in the container" in result.stderr
+
+
+def test_local_without_a_gpu_request_sees_no_nvidia_smi(test_image: str) -> None:
+    result = acagpu("local", "--runtime", "podman", "--image", test_image, "--gpus", "none", "--no-tester")
+    assert result.exit_code == 5, result.output
+    assert "✗ explorer  no GPU visible in the container: nvidia-smi is not there" in result.stdout
+    assert "fix: Docker: `--gpus all`" in result.stdout
+
+
+def test_a_real_container_run_is_a_plain_record(test_image: str) -> None:
+    cmd = container_command(
+        "podman", test_image, ["/bin/sh", "-c", 'echo "$GREETING"; echo oops >&2; exit 3'],
+        gpus=parse_gpus("none"), env={"GREETING": "hello from a container"},
+    )  # fmt: skip
+    run = run_container(cmd, timeout=60)
+    assert (run.exit_code, run.stdout, run.stderr, run.refused) == (
+        3,
+        "hello from a container\n",
+        "oops\n",
+        None,
+    )
+
+
+def test_a_cancelled_run_leaves_no_container(podman: str, test_image: str) -> None:
+    name = "acagpu-test-cancel"
+    cmd = container_command(
+        "podman", test_image, ["/bin/sh", "-c", "while :; do :; done"], gpus=parse_gpus("none"), name=name
+    )
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    run = run_container(cmd, timeout=60, cancel=cancel)
+    assert run.cancelled and run.exit_code is None and run.seconds < 20
+    left = subprocess.run(
+        [podman, "ps", "-a", "--filter", f"name={name}", "-q"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""
+
+
+def test_doctor_reads_what_podman_really_printed(podman: str, test_image: str) -> None:
+    refused = subprocess.run(
+        [podman, "run", "--rm", "--device", "nvidia.com/gpu=all", test_image, "nvidia-smi"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    result = acagpu("doctor", "--from-file", "-", "-o", "json", stdin=refused.stderr)
+    assert result.exit_code == 5
+    assert [f["kind"] for f in json.loads(result.stdout)["findings"]] == ["cdi-device-unresolvable"]
+
+
+def test_local_docker_without_an_engine_is_one_line_exit_2() -> None:
+    result = acagpu("local", "--runtime", "docker")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: --runtime docker: ") and (
+        "no Docker engine answers" in line or "docker is not installed" in line
+    )
