@@ -43,6 +43,7 @@ class Environment:
     deleting: bool = False
     delete_done_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # writable properties echoed back
+    updating: bool = False  # ready_at belongs to an update (new profile nodes), not the create
 
     def profile_type(self, profile_name: str | None) -> str | None:
         name = (profile_name or "Consumption").lower()

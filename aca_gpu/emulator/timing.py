@@ -14,7 +14,11 @@ DURATIONS: dict[str, float] = {
     "provider_register": 45.0,  # Microsoft.App Registering -> Registered
     "env_create": 80.0,  # PUT managedEnvironments: Waiting -> Succeeded
     "env_delete": 540.0,  # DELETE managedEnvironments: ~9 min of 202 polls
-    "app_provision": 12.0,  # containerApps PUT: InProgress -> Succeeded
+    "env_update": 60.0,  # a non-GPU workload profile added to an existing environment
+    "env_update_gpu": 490.0,  # adding a GPU profile to an existing environment (aca-2026.md §4: 490 s)
+    "app_provision": 18.0,  # containerApps PUT: InProgress -> Succeeded (aca-2026.md §4: app PUT 18 s)
+    # A GPU app's create, typical; 710 s (T4) is the slowest seen, reached with the slow_create fault.
+    "app_provision_gpu": 60.0,
     "job_provision": 8.0,  # jobs PUT: InProgress -> Succeeded
     "app_delete": 20.0,
     "job_delete": 10.0,

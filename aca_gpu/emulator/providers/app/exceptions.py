@@ -78,6 +78,15 @@ class EnvironmentNotReady(ConflictError):
         super().__init__(MSG_ENV_NOT_READY.format(env=env, state=state))
 
 
+class EnvironmentBusy(ConflictError):
+    """Another operation (create, or an update adding nodes) is still running on the environment."""
+
+    code = "ManagedEnvironmentOperationInProgress"
+
+    def __init__(self, env: str) -> None:
+        super().__init__(f"Cannot modify managed environment '{env}': another operation is in progress.")
+
+
 class EnvironmentBeingDeleted(ConflictError):
     def __init__(self, env: str) -> None:
         super().__init__(MSG_ENV_DELETING.format(env=env))

@@ -10,11 +10,13 @@ from typing import Any
 from aca_gpu.emulator import catalog
 from aca_gpu.emulator.arm import get_ci, rand_suffix, utc_now
 from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.providers.app import defaults
 from aca_gpu.emulator.providers.app.exceptions import (
     MSG_CONTAINERS,
     MSG_ENV_ID,
     MSG_JOB_CONFIG,
     EnvironmentBeingDeleted,
+    EnvironmentBusy,
     EnvironmentNotReady,
     InvalidProperty,
     LocationNotAvailable,
@@ -28,6 +30,7 @@ from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Revision, key
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_ENV_WRITABLE = ("appLogsConfiguration", "zoneRedundant")
 _ENV_ID_RE = re.compile(
     r"^/subscriptions/[^/]+/resourceGroups/(?P<rg>[^/]+)/providers/Microsoft\.App/managedEnvironments/(?P<env>[^/]+)$",
     re.IGNORECASE,
@@ -36,9 +39,12 @@ _ENV_ID_RE = re.compile(
 
 # ---- environments ------------------------------------------------------------------------------
 def env_state(ctx: Ctx, env: Environment) -> str:
+    """Create: Waiting -> Succeeded (recorded); an update that adds nodes: InfrastructureSetupInProgress."""
     if env.deleting:
         return "ScheduledForDelete"
-    return "Succeeded" if ctx.clock.now() >= env.ready_at else "Waiting"
+    if ctx.clock.now() >= env.ready_at:
+        return "Succeeded"
+    return "InfrastructureSetupInProgress" if env.updating else "Waiting"
 
 
 def get_env(ctx: Ctx, rg: str, name: str) -> Environment:
@@ -85,8 +91,20 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     if existing is not None:
         if existing.deleting:
             raise EnvironmentBeingDeleted(name)
+        before = {p["workloadProfileType"] for p in existing.profiles}
+        added = [p for p in profiles if p["workloadProfileType"] not in before]
+        if added and env_state(ctx, existing) != "Succeeded":
+            raise EnvironmentBusy(name)
         existing.tags = tags
         existing.profiles = profiles
+        existing.extra.update({k: v for k, v in props.items() if k in _ENV_WRITABLE and v is not None})
+        if added:
+            # Nodes for a new profile take minutes (aca-2026.md §4: ~8 min when it is a GPU profile).
+            gpu = any(catalog.gpus(p["workloadProfileType"]) for p in added)
+            fault = ctx.faults.fire("slow_create", path=name)
+            factor = float(fault.param("factor", "1.5")) if fault else 1.0
+            existing.ready_at = ctx.clock.after("env_update_gpu" if gpu else "env_update", factor)
+            existing.updating = True
         return existing, False
     if any(catalog.is_consumption_gpu(p["workloadProfileType"]) for p in profiles) and ctx.faults.fire(
         "quota", path=name
@@ -103,10 +121,22 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         created=utc_now(),
         default_domain=f"{rand_suffix(8, _LETTERS)}-{digest[:8]}.{location}.azurecontainerapps.io",
         static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
-        extra={k: v for k, v in props.items() if k in ("appLogsConfiguration", "zoneRedundant")},
+        extra={k: v for k, v in props.items() if k in _ENV_WRITABLE and v is not None},
     )
     ctx.state.envs[key(rg, name)] = env
     return env, True
+
+
+def patch_env(ctx: Ctx, env: Environment, body: dict[str, Any]) -> Environment:
+    """PATCH: the stored environment with the patch merged in (a new profile list replaces the old)."""
+    current = {
+        "location": env.location,
+        "tags": env.tags,
+        "properties": {"workloadProfiles": env.profiles, **env.extra},
+    }
+    merged = defaults.merge_patch(current, {k: v for k, v in body.items() if k != "location"})
+    updated, _ = create_or_update_env(ctx, env.rg, env.name, merged)
+    return updated
 
 
 def begin_delete_env(ctx: Ctx, env: Environment) -> None:
@@ -151,7 +181,7 @@ _ENUMS = {
 
 
 def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(config)
+    out: dict[str, Any] = defaults.drop_nulls(config)
     for field, values in _ENUMS.items():
         raw = out.get(field)
         if isinstance(raw, str):
@@ -166,6 +196,16 @@ def _check_template(template: dict[str, Any]) -> None:
 
 
 # ---- container apps ----------------------------------------------------------------------------
+def _provision_kind(profile_type: str) -> str:
+    return "app_provision_gpu" if catalog.gpus(profile_type) else "app_provision"
+
+
+def _slow_create(ctx: Ctx, name: str) -> float:
+    """`slow_create` stretches a create toward the slowest figures seen (a T4 app: up to ~12 min)."""
+    fault = ctx.faults.fire("slow_create", path=name)
+    return float(fault.param("factor", "12")) if fault else 1.0
+
+
 def get_app(ctx: Ctx, rg: str, name: str) -> App:
     rg_models.get_rg(ctx, rg)
     app = ctx.state.apps.get(key(rg, name))
@@ -200,14 +240,16 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
             "template": existing.template,
         }
         if patch:
-            merged_props.update({k: v for k, v in props.items() if v is not None})
+            merged_props = defaults.merge_patch(merged_props, props)
         else:
             merged_props.update(props)
         props = merged_props
     env = env_from_id(ctx, get_ci(props, "environmentId") or get_ci(props, "managedEnvironmentId"))
     profile_name, ptype = _profile_of(env, props)
-    template = copy.deepcopy(props.get("template") or {})
+    template = defaults.app_template(props.get("template") or {})
     _check_template(template)
+    if existing is not None and body.get("identity") is not None:
+        existing.identity = defaults.drop_nulls(body["identity"])
     tags = {
         str(k): str(v) for k, v in (body.get("tags") or (existing.tags if existing else {}) or {}).items()
     }
@@ -225,7 +267,8 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
             configuration=_canonical_config(props.get("configuration") or {}),
             template=template,
             created=utc_now(),
-            provisioned_at=ctx.clock.after("app_provision"),
+            provisioned_at=ctx.clock.after(_provision_kind(ptype), _slow_create(ctx, name)),
+            identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
         )
         ctx.state.apps[key(rg, name)] = app
         new_revision(ctx, app)
@@ -339,6 +382,22 @@ def job_state(ctx: Ctx, job: Job) -> str:
     return "Succeeded" if ctx.clock.now() >= job.provisioned_at else "InProgress"
 
 
+def patch_job(ctx: Ctx, job: Job, body: dict[str, Any]) -> Job:
+    """PATCH: the stored job with the patch merged in, then validated and stored like a PUT."""
+    current = {
+        "tags": job.tags,
+        "identity": job.identity,
+        "properties": {
+            "environmentId": f"/subscriptions/{ctx.subscription}/resourceGroups/{job.rg}/providers/"
+            f"Microsoft.App/managedEnvironments/{job.env}",
+            "workloadProfileName": job.profile_name,
+            "configuration": job.configuration,
+            "template": job.template,
+        },
+    }
+    return create_or_update_job(ctx, job.rg, job.name, defaults.merge_patch(current, body))
+
+
 def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> Job:
     rg_models.live_rg(ctx, rg)
     props = body.get("properties") or {}
@@ -348,13 +407,15 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     for field in ("triggerType", "replicaTimeout"):
         if config.get(field) in (None, ""):
             raise InvalidProperty(MSG_JOB_CONFIG.format(field=field))
-    template = copy.deepcopy(props.get("template") or {})
+    template = defaults.job_template(props.get("template") or {})
     _check_template(template)
     tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
     existing = ctx.state.jobs.get(key(rg, name))
     if existing is not None and not existing.deleting:
         existing.tags, existing.configuration, existing.template = tags, config, template
         existing.profile_name, existing.profile_type = profile_name, ptype
+        if body.get("identity") is not None:
+            existing.identity = defaults.drop_nulls(body["identity"])
         existing.provisioned_at = ctx.clock.after("job_provision")
         return existing
     job = Job(
@@ -369,6 +430,7 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         template=template,
         created=utc_now(),
         provisioned_at=ctx.clock.after("job_provision"),
+        identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
     )
     ctx.state.jobs[key(rg, name)] = job
     return job

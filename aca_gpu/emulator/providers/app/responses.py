@@ -13,9 +13,14 @@ from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.app import models, shapes
 from aca_gpu.emulator.providers.app.exceptions import ResourceNotFound
-from aca_gpu.emulator.state import App, Job, Operation, Revision
+from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision
 
 WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
+
+
+def _ticks() -> int:
+    """.NET ticks (100 ns since 0001-01-01), the form of the signed operation URLs' `t` parameter."""
+    return int((utc_now().timestamp() + 62135596800) * 10_000_000)
 
 
 def _ops_base(ctx: Ctx, location: str) -> str:
@@ -93,7 +98,8 @@ async def operation_result(ctx: Ctx, req: web.Request, p: Params) -> web.StreamR
     if op is None:
         raise ResourceNotFound("locations/operationResults", p["op"], "")
     if op.check() == "InProgress":
-        return empty_response(202, {"Location": str(req.url)})
+        # recorded: each 202 carries a freshly signed Location (a new `t`) for the same operation
+        return empty_response(202, {"Location": str(req.url.update_query(t=str(_ticks())))})
     if op.result is not None:
         return json_response(op.result(), status=op.final_status)
     return empty_response(op.final_status)
@@ -115,17 +121,30 @@ async def usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespon
 
 
 # ---- managed environments ----------------------------------------------------------------------
-async def managed_environments_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    env, _ = models.create_or_update_env(ctx, p["rg"], p["name"], read_json(await req.read()))
-    if models.env_state(ctx, env) == "Succeeded":
-        return json_response(shapes.env_body(ctx, env), status=200)
-    op = _new_op(
+def _env_op(ctx: Ctx, env: Environment) -> Operation:
+    return _new_op(
         ctx,
         "managedEnvironmentOperation",
         env.location,
         lambda: "Succeeded" if models.env_state(ctx, env) == "Succeeded" else "InProgress",
+        final_status=200,
+        result=lambda: shapes.env_body(ctx, env),
     )
-    return json_response(shapes.env_body(ctx, env), status=201, headers=async_operation_header(ctx, req, op))
+
+
+async def managed_environments_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    env, created = models.create_or_update_env(ctx, p["rg"], p["name"], read_json(await req.read()))
+    if models.env_state(ctx, env) == "Succeeded":
+        return json_response(shapes.env_body(ctx, env), status=200)
+    headers = async_operation_header(ctx, req, _env_op(ctx, env))
+    return json_response(shapes.env_body(ctx, env), status=201 if created else 200, headers=headers)
+
+
+async def managed_environments_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    """PATCH (`az containerapp env workload-profile add` uses it): 202 + Location, as recorded for the
+    workload-profile add; minutes-long when the patch adds profile nodes."""
+    env = models.patch_env(ctx, models.get_env(ctx, p["rg"], p["name"]), read_json(await req.read()))
+    return empty_response(202, location_header(ctx, req, _env_op(ctx, env)))
 
 
 async def managed_environments_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -326,6 +345,11 @@ async def jobs_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.St
     job = models.create_or_update_job(ctx, p["rg"], p["name"], read_json(await req.read()))
     op = _job_op(ctx, job)
     return json_response(shapes.job_body(ctx, job), status=201, headers=async_operation_header(ctx, req, op))
+
+
+async def jobs_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    job = models.patch_job(ctx, models.get_job(ctx, p["rg"], p["name"]), read_json(await req.read()))
+    return empty_response(202, location_header(ctx, req, _job_op(ctx, job)))
 
 
 async def jobs_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:

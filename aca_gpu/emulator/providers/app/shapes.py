@@ -7,7 +7,7 @@ from typing import Any
 from aca_gpu.emulator import catalog
 from aca_gpu.emulator.arm import iso_offset, iso_ticks, iso_z
 from aca_gpu.emulator.context import Ctx
-from aca_gpu.emulator.providers.app import models
+from aca_gpu.emulator.providers.app import defaults, models
 from aca_gpu.emulator.state import App, Environment, Execution, Job, Replica, Revision
 
 RP = "providers/Microsoft.App"
@@ -96,7 +96,7 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
     state = models.app_state(ctx, app)
     ready = state == "Succeeded"
     ingress = (app.configuration or {}).get("ingress")
-    config = dict(app.configuration)
+    config = defaults.app_configuration_answer(app.configuration)
     if ingress:
         config["ingress"] = {**ingress, "fqdn": f"{app.name}.{_env_domain(ctx, app)}"}
     return {
@@ -119,7 +119,7 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
             "latestRevisionFqdn": f"{app.latest_revision}.{_env_domain(ctx, app)}" if ingress else "",
             "customDomainVerificationId": DOMAIN_VERIFICATION_ID,
             "configuration": config,
-            "template": app.template,
+            "template": defaults.app_template_answer(app.template),
             "eventStreamEndpoint": data_url(ctx, app.rg, f"containerApps/{app.name}/eventstream"),
             "delegatedIdentities": [],
         },
@@ -244,8 +244,8 @@ def job_body(ctx: Ctx, job: Job) -> dict[str, Any]:
             "runningState": "Ready",
             "environmentId": env_id(ctx, job.rg, job.env),
             "workloadProfileName": job.profile_name,
-            "configuration": job.configuration,
-            "template": job.template,
+            "configuration": defaults.job_configuration_answer(job.configuration),
+            "template": defaults.job_template_answer(job.template),
             "outboundIpAddresses": ["20.75.1.10"],
             # sic: the recorded job body points its event stream at containerApps/{job}
             "eventStreamEndpoint": data_url(ctx, job.rg, f"containerApps/{job.name}/eventstream"),
@@ -262,7 +262,9 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
             {"name": "CONTAINER_APP_JOB_EXECUTION_NAME", "value": ""},
             {"name": "CONTAINER_APP_REPLICA_NAME", "value": ""},
         ]
-        containers.append({**c, "env": env})
+        # recorded: an execution's containers list ephemeralStorage as "" when the job did not set it
+        resources = {"ephemeralStorage": "", **(c.get("resources") or {})}
+        containers.append({**c, "env": env, "resources": resources})
     props: dict[str, Any] = {
         "status": ex.status,
         "startTime": iso_offset(ex.started),

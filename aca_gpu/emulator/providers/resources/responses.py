@@ -13,6 +13,8 @@ from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.resources import models
 from aca_gpu.emulator.state import Operation, ResourceGroup
 
+RG_DELETE_RETRY_AFTER_S = 15.0
+
 
 def rg_body(ctx: Ctx, rg: ResourceGroup) -> dict[str, Any]:
     return {
@@ -58,7 +60,14 @@ async def resource_groups_delete(ctx: Ctx, req: web.Request, p: Params) -> web.S
     location = (
         f"{ctx.endpoint}/subscriptions/{ctx.subscription}/operationresults/{op_id}?api-version={version}"
     )
-    return empty_response(202, {"Location": location})
+    return empty_response(202, {"Location": location, **retry_after(ctx)})
+
+
+def retry_after(ctx: Ctx) -> dict[str, str]:
+    """ARM asks for 15 s between polls of a group delete. `Retry-After` stays whole seconds (the SDK
+    reads it as an int); `retry-after-ms`, which azure-core prefers, carries the scaled-clock wait."""
+    scaled = ctx.clock.scaled(RG_DELETE_RETRY_AFTER_S)
+    return {"Retry-After": str(max(1, round(scaled))), "retry-after-ms": str(max(1, round(scaled * 1000)))}
 
 
 async def resource_groups_operation_result(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -66,7 +75,7 @@ async def resource_groups_operation_result(ctx: Ctx, req: web.Request, p: Params
     if op is None:
         return empty_response(404)
     if op.check() == "InProgress":
-        return empty_response(202, {"Location": str(req.url)})
+        return empty_response(202, {"Location": str(req.url), **retry_after(ctx)})
     return empty_response(op.final_status)
 
 

@@ -1,0 +1,227 @@
+"""ARM behaviour other clients depend on: nulls dropped, defaults filled, PATCH, LROs, stop/start."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import requests
+from azure.mgmt.appcontainers import ContainerAppsAPIClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+
+from aca_gpu.emulator.server import EmulatorServer
+from tests.emulator.helpers import (
+    LOCATION,
+    app_body,
+    env_id,
+    job_body,
+    make_env,
+    make_rg,
+    wait_for,
+)
+
+RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
+APPS = "2026-07-01"
+
+
+def _raw(server: EmulatorServer, method: str, path: str, body: Any = None, **query: str) -> requests.Response:
+    url = path if path.startswith("https://") else f"{server.endpoint}{path}"
+    params = {"api-version": APPS, **query} if "api-version=" not in url else None
+    return requests.request(
+        method,
+        url,
+        params=params,
+        json=body,
+        headers={"Authorization": f"Bearer {server.token}"},
+        verify=server.ca_bundle,
+        timeout=10,
+    )
+
+
+def _rgp(server: EmulatorServer) -> str:
+    return f"/subscriptions/{server.subscription}/resourceGroups/{RG}/providers/Microsoft.App"
+
+
+def _cli_style_app(server: EmulatorServer) -> dict[str, Any]:
+    """The body the Azure CLI sends (recorded): nulls everywhere it has nothing to say."""
+    return {
+        "location": "East US",
+        "identity": {"type": "None", "userAssignedIdentities": None},
+        "properties": {
+            "environmentId": env_id(server.subscription, RG, ENV),
+            "configuration": {"secrets": None, "activeRevisionsMode": "single", "ingress": None},
+            "template": {
+                "revisionSuffix": None,
+                "containers": [
+                    {
+                        "image": "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                        "name": "c",
+                        "command": None,
+                        "args": None,
+                        "env": None,
+                        "resources": None,
+                        "volumeMounts": None,
+                    }
+                ],
+                "initContainers": None,
+                "scale": None,
+            },
+            "workloadProfileName": None,
+        },
+        "tags": None,
+    }
+
+
+def test_app_put_drops_nulls_and_fills_recorded_defaults(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    resp = _raw(server, "PUT", f"{_rgp(server)}/containerApps/cli-app", _cli_style_app(server))
+    assert resp.status_code == 201, resp.text
+    props = resp.json()["properties"]
+    container = props["template"]["containers"][0]
+    assert set(container) == {"image", "name", "resources"}  # no "env": null, "command": null ...
+    assert container["resources"] == {"cpu": 0.5, "memory": "1Gi", "ephemeralStorage": "2Gi"}
+    assert props["template"]["scale"] == {"minReplicas": None, "maxReplicas": 10, "rules": None}
+    assert props["configuration"]["activeRevisionsMode"] == "Single"
+    assert props["configuration"]["maxInactiveRevisions"] == 100
+    assert props["workloadProfileName"] == "Consumption"
+    assert resp.json()["identity"] == {"type": "None"}
+    # the SDK reads the same answer back as a model
+    app = aca.container_apps.get(RG, "cli-app")
+    assert app.template.containers[0].env is None and app.template.containers[0].resources.cpu == 0.5
+
+
+def test_patch_app_merges_and_makes_a_revision(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    first = aca.container_apps.begin_create_or_update(
+        RG, "explorer", app_body(server.subscription, RG, ENV)
+    ).result()
+    patch = {
+        "tags": {"k": "v"},
+        "properties": {
+            "template": {
+                "containers": [
+                    {
+                        "name": "explorer",
+                        "image": "nvidia/cuda:12.6.3-base-ubuntu22.04",
+                        "env": [{"name": "A", "value": "1"}],
+                    }
+                ]
+            }
+        },
+    }
+    updated = aca.container_apps.begin_update(RG, "explorer", patch).result()
+    assert updated.tags == {"k": "v"}
+    assert updated.template.containers[0].image.endswith("12.6.3-base-ubuntu22.04")
+    assert updated.template.scale.max_replicas == 1  # untouched parts of the template stay
+    assert updated.workload_profile_name == "gpu"
+    assert updated.latest_revision_name != first.latest_revision_name
+
+
+def test_workload_profile_add_is_a_long_operation(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    aca.managed_environments.begin_create_or_update(
+        RG,
+        ENV,
+        {
+            "location": LOCATION,
+            "properties": {
+                "workloadProfiles": [{"name": "Consumption", "workloadProfileType": "Consumption"}]
+            },
+        },
+    ).result()
+    profiles = [
+        {"name": "Consumption", "workloadProfileType": "Consumption"},
+        {"name": "a100", "workloadProfileType": "Consumption-GPU-NC24-A100"},
+    ]
+    started = time.monotonic()
+    resp = _raw(
+        server,
+        "PATCH",
+        f"{_rgp(server)}/managedEnvironments/{ENV}",
+        {"properties": {"workloadProfiles": profiles}},
+    )
+    assert resp.status_code == 202 and resp.text == ""
+    location = resp.headers["Location"]
+    assert "/managedEnvironmentOperationResults/" in location
+    env = aca.managed_environments.get(RG, ENV)
+    assert env.provisioning_state == "InfrastructureSetupInProgress"
+    # apps cannot land on the environment while its nodes are being added
+    refused = _raw(
+        server, "PUT", f"{_rgp(server)}/containerApps/early", app_body(server.subscription, RG, ENV)
+    )
+    assert refused.status_code == 409
+    poll = _raw(server, "GET", location)
+    assert poll.status_code == 202 and poll.headers["Location"] != location  # freshly re-signed
+    final = wait_for(
+        lambda: (r := _raw(server, "GET", location)).status_code == 200 and r, what="profile add"
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed >= 490 * server.ctx.clock.scale * 0.9  # ~8 emulated minutes  # type: ignore[union-attr]
+    names = [p["name"] for p in final.json()["properties"]["workloadProfiles"]]
+    assert names == ["Consumption", "a100"]
+    assert aca.managed_environments.get(RG, ENV).provisioning_state == "Succeeded"
+
+
+def test_patch_job_keeps_what_it_does_not_name(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    aca.jobs.begin_create_or_update(RG, "tester", job_body(server.subscription, RG, ENV)).result()
+    job = aca.jobs.begin_update(
+        RG, "tester", {"properties": {"configuration": {"replicaTimeout": 99}}}
+    ).result()
+    assert job.configuration.replica_timeout == 99
+    assert job.configuration.trigger_type == "Manual"
+    assert job.template.containers[0].name == "tester"
+    assert "ephemeralStorage" not in job.template.containers[0].resources.as_dict()  # as recorded for jobs
+
+
+def test_stop_and_start_put_an_app_to_sleep(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    app = aca.container_apps.begin_create_or_update(
+        RG, "explorer", app_body(server.subscription, RG, ENV)
+    ).result()
+
+    def replicas() -> list[Any]:
+        return list(
+            aca.container_apps_revision_replicas.list_replicas(RG, "explorer", app.latest_revision_name).value
+        )
+
+    wait_for(replicas, what="a replica")
+    stopped = aca.container_apps.begin_stop(RG, "explorer").result()
+    assert stopped.running_status == "Stopped"
+    assert replicas() == []
+    billed = server.billing()
+    time.sleep(0.2)
+    assert server.billing() == billed  # a stopped app is not billed
+    started = aca.container_apps.begin_start(RG, "explorer").result()
+    assert started.running_status == "Running"
+    wait_for(replicas, what="a replica after start")
+
+
+def test_resource_group_delete_asks_for_retry_after(
+    server: EmulatorServer, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    resp = _raw(
+        server,
+        "DELETE",
+        f"/subscriptions/{server.subscription}/resourcegroups/{RG}",
+        **{"api-version": "2025-04-01"},
+    )
+    assert resp.status_code == 202
+    assert int(resp.headers["Retry-After"]) >= 1
+    assert int(resp.headers["retry-after-ms"]) == round(15_000 * server.ctx.clock.scale)  # type: ignore[union-attr]
+    wait_for(lambda: arm.resource_groups.check_existence(RG) is False, what="group gone")
