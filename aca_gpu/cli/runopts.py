@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -46,6 +47,20 @@ def waiter_for(settings: Settings) -> Waiter:
     return Waiter(interval=settings.polling_interval)
 
 
+def emulator_faults() -> str | None:
+    """`ACAGPU_EMULATOR_FAULTS` for the embedded emulator, checked before anything starts (bad: exit 2)."""
+    spec = os.environ.get("ACAGPU_EMULATOR_FAULTS", "").strip()
+    if not spec:
+        return None
+    from aca_gpu.emulator.faults import FaultSpecError, parse  # type: ignore[import-untyped,unused-ignore]
+
+    try:
+        parse(spec)
+    except FaultSpecError as exc:
+        raise click.UsageError(f"ACAGPU_EMULATOR_FAULTS: {exc}") from exc
+    return spec
+
+
 @contextmanager
 def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[Settings]:
     """Run the embedded emulator in a thread and point the settings at it; stop it afterwards."""
@@ -55,7 +70,8 @@ def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[
         raise click.UsageError(
             f"--emulator: the emulator's dependencies are missing ({exc}); reinstall acagpu"
         ) from exc
-    server = EmulatorServer(time_scale=time_scale or EMULATOR_TIME_SCALE, workload="simulated")
+    faults = emulator_faults()
+    server = EmulatorServer(time_scale=time_scale or EMULATOR_TIME_SCALE, workload="simulated", faults=faults)
     server.start()
     try:
         env = server.client_env()
