@@ -69,6 +69,7 @@ CASES = [
     c("up", "--yes", "--subscription", "", says="--subscription"),
     c("up", "--yes", "--time-scale", "0.5", says="--time-scale"),
     c("up", "--dry-run", "--emulator", says="--dry-run"),
+    c("up", "--emulator", "--yes", says="ACAGPU_EMULATOR_FAULTS", env={"ACAGPU_EMULATOR_FAULTS": "bogus"}),
     c("up", "--yes", "--image", "has space", says="has space"),
     c("up", "--run-id", "x1", says="--yes"),  # stdin is not a terminal: refuse without --yes
     c("up", "--yes", "--bogus", says="--bogus"),
