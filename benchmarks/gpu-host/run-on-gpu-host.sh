@@ -39,7 +39,46 @@ echo "== podman run without a GPU request (control)"
 podman run --rm --network none localhost/acagpu-probe:host nvidia-smi; echo "exit $?"
 echo "== podman run --device nvidia.com/gpu=all nvidia-smi"
 time podman run --rm --network none --device nvidia.com/gpu=all localhost/acagpu-probe:host nvidia-smi; echo "exit $?"
-echo "== where the tester's python and torch live"
-python3 -c "import sys, torch; print(sys.executable, torch.__file__)"; du -sh /usr/lib/python3.12 "$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')" 2>/dev/null
-echo "== acagpu local --runtime podman"
-time python3 -m aca_gpu local --runtime podman --image localhost/acagpu-probe:host --no-tester -o json; echo "local exit $?"
+if [ -z "${TESTER_ONLY:-}" ]; then
+echo "== acagpu local --runtime podman (probe; the control without a GPU first)"
+python3 -m aca_gpu local --runtime podman --image localhost/acagpu-probe:host --gpus none --no-tester; echo "local exit $?"
+time python3 -m aca_gpu local --runtime podman --image localhost/acagpu-probe:host --no-tester; echo "local exit $?"
+python3 -m aca_gpu local --runtime podman --image localhost/acagpu-probe:host --no-tester -o json >/tmp/local.json; echo "local exit $?"
+python3 -c 'import json; d = json.load(open("/tmp/local.json")); print(d["status"], d["explorer"]["driver_version"], d["explorer"]["cuda_version"], d["explorer"]["gpus"], d["phases"])'
+
+fi
+echo "== tester image: this host's python + stdlib + the libraries torch loads; the torch venv bind-mounted"
+venv=$(dirname "$(dirname "$(python3 -c 'import sys; print(sys.executable)')")")
+py=$(readlink -f "$venv/bin/python3"); echo "venv $venv python $py"
+troot=$(mktemp -d); mkdir -p -m 1777 "$troot/tmp"; mkdir -p "$troot/bin"; cp /bin/dash "$troot/bin/sh"
+mkdir -p "$troot$(dirname "$py")"; cp "$py" "$troot$py"; mkdir -p "$troot/usr/lib"; cp -a /usr/lib/python3.12 "$troot/usr/lib/"
+for lib in $( { ldd "$py" /bin/dash; find "$venv" /usr/lib/python3.12/lib-dynload \( -path '*torch/lib/*' -o -path '*numpy*' -o -path '*lib-dynload*' \) \
+      -name '*.so*' -exec ldd {} \; 2>/dev/null; } | awk '$3 ~ /^\// {print $3} $1 ~ /^\/lib/ {print $1}' \
+    | grep -v -e "^$venv" -e /usr/local/nvidia -e libcuda -e libnvidia | sort -u); do  # driver files come by CDI
+  mkdir -p "$troot$(dirname "$lib")"; cp -L "$lib" "$troot$lib"
+done
+printf '#!/bin/sh\nexec %s/bin/python3 "$@"\n' "$venv" >"$troot/usr/bin/python3"  # the mounted venv's python
+chmod +x "$troot/usr/bin/python3"
+du -sh "$troot"; tar -C "$troot" -cf /tmp/tester.tar . && podman import -q /tmp/tester.tar localhost/acagpu-tester:host
+echo "== the zero-build tester in a podman container with the GPU (CDI), built by aca_gpu.local"
+time python3 - "$venv" <<'PY'
+import json, sys
+from dataclasses import replace
+from aca_gpu.local.gpus import parse_gpus
+from aca_gpu.local.probe import LocalTarget
+from aca_gpu.local.runner import run_container
+from aca_gpu.tester import zero_build_container
+from aca_gpu.workflow.local import tester_facts
+venv = sys.argv[1]
+spec = zero_build_container("localhost/acagpu-tester:host", ["--quick"])
+target = LocalTarget("podman", "podman", parse_gpus("all"), run_id="gpu")
+cmd = target.command(spec.image, [*spec.command, *spec.args], role="tester", env=spec.env)
+at = cmd.argv.index(spec.image)  # the torch venv is data here, mounted read-only at its own path
+cmd = replace(cmd, argv=[*cmd.argv[:at], "-v", f"{venv}:{venv}:ro", *cmd.argv[at:]])
+print(cmd.display()[:400])
+run = run_container(cmd, timeout=400)
+facts = tester_facts(run)
+print("exit", run.exit_code, "seconds", round(run.seconds, 1), "refused", run.refused)
+print("stderr tail:", run.stderr[-1500:])
+print(json.dumps(facts.as_dict(), indent=1)[:3000])
+PY
