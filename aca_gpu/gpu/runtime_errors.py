@@ -35,6 +35,22 @@ NO_DEVICES = "no-devices-found"
 DRIVER_TOO_OLD = "driver-too-old-for-runtime"
 NO_KERNEL_IMAGE = "no-kernel-image-for-gpu"
 
+# kinds that mean the GPU never reached the container (as opposed to a driver/image mismatch)
+GPU_NOT_PASSED_IN = frozenset(
+    {
+        DOCKER_NO_GPU_DRIVER,
+        DOCKER_NO_NVIDIA_RUNTIME,
+        HOST_DRIVER_LIBRARY_MISSING,
+        LIBCUDA_MISSING,
+        NO_CUDA_DEVICE,
+        APPTAINER_NO_NV_FILES,
+        CDI_UNRESOLVABLE,
+        NVIDIA_SMI_NOT_IN_CONTAINER,
+        DRIVER_NOT_LOADED,
+        NO_DEVICES,
+    }
+)
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _REQUIRE = re.compile(r"unsatisfied condition:\s*cuda\s*>=\s*(\d+\.\d+)", re.IGNORECASE)
 _CDI_DEVICES = re.compile(r"unresolvable CDI devices?\s+([^\s:]+(?:,\s*[^\s:]+)*)", re.IGNORECASE)
@@ -54,6 +70,11 @@ class RuntimeFinding:
     evidence: str
     gpu: bool = True  # a GPU/driver/toolkit problem (exit 5); False: the runtime itself (exit 2)
     details: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_absent(self) -> bool:
+        """True when this failure means no GPU was visible in the container at all."""
+        return self.kind in GPU_NOT_PASSED_IN
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -98,8 +98,9 @@ def _no_gpu_reason(text: str, fallback: str) -> tuple[str, str | None]:
     found = runtime_errors.first(text)
     if found is None:
         return fallback, None
-    summary = found.summary if found.summary.startswith(NO_GPU) else f"{NO_GPU}: {found.summary}"
-    return summary, found.fix
+    if not found.gpu_absent or found.summary.startswith(NO_GPU):
+        return found.summary, found.fix
+    return f"{NO_GPU}: {found.summary}", found.fix
 
 
 def probe_facts(run: Any) -> ProbeFacts:
