@@ -277,3 +277,19 @@ def test_bad_input(case: Case, emu: Any, tmp_path: Path, monkeypatch: pytest.Mon
     assert _emulator_temp_dirs() <= before, "a temporary emulator folder was left behind"
     if "DIR" in names:
         assert not os.listdir(names["DIR"]), "ci init wrote files"
+
+
+def test_emulator_serve_on_a_port_in_use_is_bad_input() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        before = _emulator_temp_dirs()
+        result = CliRunner().invoke(cli, ["emulator", "serve", "--port", str(port), "-o", "json"])
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr.startswith(f"error: --port {port}: cannot listen")
+    assert "Traceback" not in result.stderr
+    assert json.loads(result.stdout)["error"]["exit_code"] == 2
+    assert _emulator_temp_dirs() <= before, "the temporary CA folder was left behind"
