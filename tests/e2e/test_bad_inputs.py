@@ -215,6 +215,14 @@ CASES = [
     c("emulator serve", "--workload", "gpu", says="--workload"),
     c("emulator serve", "--driver-version", "999", says="--driver-version"),
     c("emulator serve", "--env-file", "/nonexistent/dir/e.env", says="--env-file"),
+    # -- local and doctor (their flags get the same checks by name) ---------------------------------
+    c("local", "--runtime", "bogus", says="--runtime"),
+    c("local", "--image", "", says="--image"),
+    c("local", "--gpus", " ", says="--gpus"),
+    c("local", "--gpus", "banana", says="--gpus"),
+    c("doctor", "--from-file", "/nonexistent/run.log", says="cannot read"),
+    c("doctor", "--from-file", "", says="--from-file"),
+    c("doctor", "--cdi-path", "", says="--cdi-path"),
     # -- the group itself ----------------------------------------------------------------------
     c("nope", says="No such command"),
     c("ci nope", says="No such command"),
