@@ -158,10 +158,31 @@ class CdiSpec:
     kind: str | None
     devices: tuple[str, ...] = field(default_factory=tuple)
     error: str | None = None
+    host_paths: tuple[str, ...] = ()  # every device node and mounted host file it names
+
+    def missing(self) -> list[str]:
+        """Host files the spec names that are gone (a driver update since it was generated)."""
+        return [p for p in self.host_paths if not os.path.exists(p)]
 
 
 _YAML_KIND = re.compile(r"^kind:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
 _YAML_DEVICE = re.compile(r"^\s*-\s*name:\s*['\"]?([^'\"\s]+)", re.MULTILINE)
+_YAML_PATH = re.compile(r"^\s*-?\s*(?:hostPath|path):\s*['\"]?(/[^'\"\s]+)", re.MULTILINE)
+
+
+def _json_paths(doc: object) -> list[str]:
+    """Host files a CDI document names: mounts' hostPath, device nodes' (host)path, hook binaries."""
+    found: list[str] = []
+    if isinstance(doc, dict):
+        named = doc.get("hostPath") or doc.get("path")
+        if isinstance(named, str) and named.startswith("/"):
+            found.append(named)
+        for value in doc.values():
+            found.extend(_json_paths(value))
+    elif isinstance(doc, list):
+        for value in doc:
+            found.extend(_json_paths(value))
+    return found
 
 
 def read_cdi_spec(path: str) -> CdiSpec:
@@ -176,9 +197,10 @@ def read_cdi_spec(path: str) -> CdiSpec:
         except ValueError as exc:
             return CdiSpec(path, None, error=f"not JSON: {exc}")
         devices = tuple(str(d.get("name")) for d in doc.get("devices", []) if isinstance(d, dict))
-        return CdiSpec(path, doc.get("kind"), devices)
+        return CdiSpec(path, doc.get("kind"), devices, host_paths=tuple(dict.fromkeys(_json_paths(doc))))
     kind = _YAML_KIND.search(text)
-    return CdiSpec(path, kind.group(1) if kind else None, tuple(_YAML_DEVICE.findall(text)))
+    paths = tuple(dict.fromkeys(_YAML_PATH.findall(text)))
+    return CdiSpec(path, kind.group(1) if kind else None, tuple(_YAML_DEVICE.findall(text)), host_paths=paths)
 
 
 def cdi_specs(dirs: tuple[str, ...] = CDI_DIRS) -> list[CdiSpec]:

@@ -221,9 +221,24 @@ def _podman(findings: list[Finding], driver: DriverState) -> None:
         findings.append(Finding("podman", WARN, f"unreadable CDI spec {spec.path}: {spec.error}"))
     gpu_specs = [s for s in specs if s.kind == "nvidia.com/gpu" and not s.error]
     hooks = host.podman_hooks()
-    if gpu_specs:
+    stale = [(s, s.missing()) for s in gpu_specs if s.missing()]
+    for spec, gone in stale:
+        findings.append(
+            Finding(
+                "podman",
+                FAIL,
+                f"CDI spec {spec.path} names {len(gone)} host file(s) that are gone, e.g. {gone[0]}: the "
+                "driver changed since it was generated, so Podman cannot start GPU containers with it",
+                f"regenerate it: `sudo acagpu doctor --write-cdi --cdi-path {spec.path}`"
+                if spec.path.endswith(".json")
+                else f"regenerate it: `sudo nvidia-ctk cdi generate --output={spec.path}`",
+            )
+        )
+    if gpu_specs and not stale:
         names = "; ".join(f"{s.path}: {', '.join(s.devices) or 'no devices'}" for s in gpu_specs)
         findings.append(Finding("podman", OK, f"podman {status.version}: CDI nvidia.com/gpu from {names}"))
+    elif stale:
+        return
     elif hooks:
         findings.append(
             Finding(

@@ -182,3 +182,24 @@ def test_cdi_spec_written_and_read_back(tmp_path: Path) -> None:
     assert host.read_cdi_spec(str(yaml_spec)).devices == ("0", "all")
     with pytest.raises(BadInput, match=r"\.json"):
         cdi.write_spec(spec, str(tmp_path / "x.yaml"))
+
+
+def test_stale_cdi_spec_names_the_files_that_are_gone(tmp_path: Path) -> None:
+    present = tmp_path / "libcuda.so.1"
+    present.write_text("")
+    spec = cdi.build_spec(["/dev/nvidia0"], {"libcuda.so.1": str(present)}, {})
+    spec["containerEdits"]["mounts"].append(
+        {"hostPath": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1", "containerPath": "/x", "options": ["ro"]}
+    )
+    path = cdi.write_spec(spec, str(tmp_path / "nvidia.json"))
+    read = host.read_cdi_spec(path)
+    assert str(present) in read.host_paths and "/dev/nvidia0" in read.host_paths
+    assert (
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.535.1" in read.missing() and str(present) not in read.missing()
+    )
+    yaml_spec = tmp_path / "nvidia.yaml"
+    yaml_spec.write_text(
+        "kind: nvidia.com/gpu\ncontainerEdits:\n  deviceNodes:\n  - path: /dev/nvidia-gone-9\n"
+        "  mounts:\n  - hostPath: /usr/bin/nvidia-smi-gone\n    containerPath: /usr/bin/nvidia-smi\n"
+    )
+    assert host.read_cdi_spec(str(yaml_spec)).missing() == ["/dev/nvidia-gone-9", "/usr/bin/nvidia-smi-gone"]
