@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import sys
 from typing import Any
 
 import click
 
 from aca_gpu import __version__
-from aca_gpu.cli.checks import harden
-from aca_gpu.cli.options import CURRENT_OUTPUT, EXIT_INTERRUPTED, command_name
+from aca_gpu.cli.current import CURRENT_OUTPUT, EXIT_INTERRUPTED
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AcaGpuError
-from aca_gpu.output import FORMATS, Output
+
+FORMATS = ("table", "json", "tsv")  # output.FORMATS, repeated so `--help` need not import it
 
 # command name -> ("module:attribute" relative to aca_gpu.cli, short help). The short help is listed
 # here so `acagpu --help` imports no command module at all; a test keeps it equal to each command's
@@ -74,6 +73,8 @@ def _available(name: str) -> bool:
 
 def configure_logging(debug: bool) -> None:
     """SDK loggers are silent unless --debug; with it everything goes to stderr."""
+    import logging
+
     if debug:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
         for name in QUIET_LOGGERS:
@@ -131,6 +132,8 @@ class LazyGroup(click.Group):
         module_name, attr = target[0].split(":")
         module = importlib.import_module(f"aca_gpu.cli.{module_name}")
         command: click.Command = getattr(module, attr)
+        from aca_gpu.cli.checks import harden
+
         return harden(command, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -174,6 +177,8 @@ class LazyGroup(click.Group):
             _report(argv, exc.message, exc.exit_code, exc.code, exc.hint)
             return exc.exit_code
         except click.UsageError as exc:
+            from aca_gpu.cli.options import command_name
+
             if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:  # bare `acagpu ci`
                 click.echo(exc.ctx.get_help(), err=True)
                 return EXIT_BAD_INPUT
@@ -219,6 +224,8 @@ def _report(
     command: str | None = None,
 ) -> None:
     """Through the command's own Output when it had one, else one built from the raw arguments."""
+    from aca_gpu.output import Output
+
     output = CURRENT_OUTPUT.get()
     if output is None:
         fmt, github, _ = _peek(argv)

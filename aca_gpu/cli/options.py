@@ -7,20 +7,15 @@ import functools
 import re
 import sys
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import click
 
+from aca_gpu.cli.current import CURRENT_OUTPUT, EXIT_INTERRUPTED
 from aca_gpu.errors import AcaGpuError, BadInput
 from aca_gpu.output import FORMATS, Output
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_INTERRUPTED = 130  # errors.py's table: Ctrl-C or a declined prompt
-
-# the Output of the command now running, so the group can report a failure through it
-CURRENT_OUTPUT: ContextVar[Output | None] = ContextVar("acagpu_output", default=None)
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 

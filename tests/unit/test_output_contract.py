@@ -156,3 +156,10 @@ def test_piped_human_output_is_not_folded(monkeypatch: pytest.MonkeyPatch) -> No
     out = io.StringIO()
     Output("table", stdout=out, stderr=io.StringIO(), github=False).emit({}, "x" * 300)
     assert out.getvalue() == "x" * 300 + "\n"
+
+
+def test_the_group_knows_the_same_formats_as_output() -> None:
+    import aca_gpu.cli as group
+    import aca_gpu.output as output
+
+    assert group.FORMATS == output.FORMATS
