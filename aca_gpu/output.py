@@ -177,6 +177,14 @@ def wrap_lines(text: str, width: int) -> str:
     return "\n".join(out)
 
 
+def count_names(names: list[str]) -> str:
+    """'4 x NVIDIA A100 80GB PCIe' for four identical GPUs; different ones listed with their counts."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(name if n == 1 else f"{n} x {name}" for name, n in counts.items())
+
+
 def fit(line: str, width: int) -> str:
     """One line no wider than the terminal: cut with an ellipsis rather than wrap."""
     return line if len(line) <= width else line[: max(1, width - 1)] + "…"

@@ -163,3 +163,11 @@ def test_the_group_knows_the_same_formats_as_output() -> None:
     import aca_gpu.output as output
 
     assert group.FORMATS == output.FORMATS
+
+
+def test_identical_gpus_are_counted_not_repeated() -> None:
+    from aca_gpu.output import count_names
+
+    assert count_names(["NVIDIA A100 80GB PCIe"] * 4) == "4 x NVIDIA A100 80GB PCIe"
+    assert count_names(["T4", "A100", "T4"]) == "2 x T4, A100"
+    assert count_names([]) == ""
