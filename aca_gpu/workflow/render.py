@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from aca_gpu.output import count_names
+
 
 def _fmt_seconds(value: float | None) -> str:
     if value is None:
@@ -47,7 +49,9 @@ def render_plan(doc: dict[str, Any]) -> str:
 
 def render_up(doc: dict[str, Any]) -> str:
     exp, tester, res = doc["explorer"], doc["tester"], doc["resources"]
-    gpus = ", ".join(str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in exp.get("gpus") or [])
+    gpus = count_names(
+        [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in exp.get("gpus") or []]
+    )
     result = tester.get("result") or {}
     lines = [
         "",
