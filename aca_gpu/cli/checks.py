@@ -33,6 +33,8 @@ BY_NAME: dict[str, Callback] = {
     "run_id": options.run_id,
     "driver": options.driver_version,
     "ca_bundle": options.ca_bundle,
+    "password": options.non_blank,  # a secret is checked, never trimmed
+    "username": options.non_blank,
 }
 # where a name needs a stricter check in one command
 BY_COMMAND_AND_NAME: dict[tuple[str, str], Callback] = {

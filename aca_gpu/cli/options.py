@@ -123,6 +123,12 @@ def non_empty(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def non_blank(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback for secrets and user names: refuse empty or blank, keep the value exactly."""
+    non_empty(ctx, param, value)
+    return value
+
+
 def guid(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Click callback: subscription, tenant and client ids are GUIDs (repeatable options too)."""
     value = non_empty(ctx, param, value)

@@ -233,6 +233,14 @@ def _emulator_temp_dirs() -> set[str]:
     return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("acagpu-emulator-")}
 
 
+@pytest.fixture(autouse=True)
+def _own_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A temporary folder of this test's own, so other processes' emulators cannot blur the check."""
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+
+
 def test_there_are_enough_cases_and_every_command_has_some() -> None:
     assert len(CASES) >= 90
     from aca_gpu.cli import COMMANDS
