@@ -24,6 +24,7 @@ class Ctx:
     minter: TokenMinter
     subscription: str
     endpoint: str = ""  # https://127.0.0.1:<port>, set once listening
+    tenant: str = ""  # the `tid` of the ARM tokens
     registered_default: bool = False
 
     @property

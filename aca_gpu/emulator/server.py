@@ -11,7 +11,6 @@ import asyncio
 import importlib
 import json
 import logging
-import secrets
 import shutil
 import signal
 import tempfile
@@ -29,6 +28,7 @@ from aca_gpu.emulator.auth import TokenMinter
 from aca_gpu.emulator.context import Ctx, Route
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
+from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
 from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
@@ -45,6 +45,7 @@ T = TypeVar("T")
 SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
 ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES]
 TICK_S = 0.02
+METADATA_OBJECT_FORM = "2022-09-01"
 
 
 def _load_workload(kind: str, driver_version: str | None, workdir: Path) -> Workload:
@@ -78,7 +79,8 @@ class EmulatorServer:
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="acagpu-emulator-")) if workdir is None else workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.token = "acagpu-emulator-" + secrets.token_urlsafe(24)
+        self.tokens = ArmTokens()
+        self.token = self.tokens.static
         self.subscription = SUBSCRIPTION
         self.endpoint = ""
         self.ca_bundle = ""
@@ -110,6 +112,7 @@ class EmulatorServer:
             minter=TokenMinter(audience_host=f"https://{self.host}"),
             subscription=self.subscription,
             registered_default=self._registered,
+            tenant=self.tokens.tenant,
         )
         self._apply_registration(ctx)
         return ctx
@@ -265,7 +268,9 @@ class EmulatorServer:
         if path.startswith("/_emulator/"):
             return await self._control(req, path.removeprefix("/_emulator/"))
         if path.rstrip("/") == "/metadata/endpoints":
-            return json_response(self._metadata())
+            return json_response(self._metadata(req.query.get("api-version", "")))
+        if path.rstrip("/") == IDENTITY_PATH:
+            return token_endpoint(self.tokens, req)
         for route in DATA_ROUTES:
             params = route.match(req.method, path)
             if params is not None:
@@ -285,7 +290,7 @@ class EmulatorServer:
         return web.Response(status=404, text="not found")
 
     def _authorized(self, req: web.Request) -> bool:
-        return req.headers.get("Authorization") == f"Bearer {self.token}"
+        return self.tokens.accepts(req.headers.get("Authorization"))
 
     async def _arm(self, req: web.Request, route: Route, params: dict[str, str]) -> web.StreamResponse:
         assert self.ctx is not None
@@ -342,20 +347,29 @@ class EmulatorServer:
             return json_response(self.ctx.faults.describe())
         return web.Response(status=404, text="unknown control route")
 
-    def _metadata(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": "AzureCloud",
-                "resourceManager": self.endpoint + "/",
-                "authentication": {
-                    "loginEndpoint": "https://login.microsoftonline.com/",
-                    "audiences": ["https://management.core.windows.net/", "https://management.azure.com/"],
-                    "tenant": "common",
-                    "identityProvider": "AAD",
-                },
-                "suffixes": {"storage": "core.windows.net"},
-            }
-        ]
+    def identity_env(self) -> dict[str, str]:
+        """App Service managed-identity variables (`az login --identity`, azure-identity) for this server."""
+        return {"IDENTITY_ENDPOINT": self.endpoint + IDENTITY_PATH, "IDENTITY_HEADER": self.token}
+
+    def _metadata(self, api_version: str) -> Any:
+        """Cloud metadata: from 2022-09-01 on one object for this cloud (what `az cloud register
+        --endpoint-resource-manager` reads); older versions a list of clouds (ARM_CLOUD_METADATA_URL)."""
+        cloud = {
+            "name": "AcaGpuEmulator",
+            "portal": self.endpoint + "/",
+            "resourceManager": self.endpoint + "/",
+            "authentication": {
+                "loginEndpoint": "https://login.microsoftonline.com/",
+                "audiences": list(ARM_AUDIENCES),
+                "tenant": "common",
+                "identityProvider": "AAD",
+            },
+            "graphAudience": "https://graph.windows.net/",
+            "graph": "https://graph.windows.net/",
+            "microsoftGraphResourceId": "https://graph.microsoft.com/",
+            "suffixes": {"storage": "core.windows.net", "keyVaultDns": "vault.azure.net"},
+        }
+        return cloud if api_version >= METADATA_OBJECT_FORM else [cloud]
 
 
 async def _drop_default_content_type(req: web.Request, resp: web.StreamResponse) -> None:

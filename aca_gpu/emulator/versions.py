@@ -6,13 +6,18 @@ from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError
 
 APP_VERSIONS = tuple(v.strip() for v in APP_SUPPORTED_VERSIONS.split(","))
 # Microsoft.Resources: azure-mgmt-resource 26 sends 2025-04-01; azure-mgmt-core's auto-registration
-# policy uses 2016-02-01; the Azure CLI reads providers at 2022-09-01 / 2024-11-01.
+# policy uses 2016-02-01; the Azure CLI reads providers at 2022-09-01 / 2024-11-01 and subscriptions
+# and tenants at 2022-12-01.
 RESOURCES_VERSIONS = (
     "2016-02-01",
+    "2016-06-01",
+    "2020-01-01",
+    "2021-01-01",
     "2019-10-01",
     "2020-06-01",
     "2021-04-01",
     "2022-09-01",
+    "2022-12-01",
     "2023-07-01",
     "2024-03-01",
     "2024-07-01",

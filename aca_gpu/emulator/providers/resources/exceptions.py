@@ -12,7 +12,11 @@ MSG_NOT_REGISTERED = (
     "The subscription is not registered to use namespace '{namespace}'. "
     "See https://aka.ms/rps-not-found for how to register subscriptions."
 )
-MSG_BAD_FILTER = "Invalid $filter '{filter}'. Supported: tagName eq '<name>' [and tagValue eq '<value>']."
+MSG_BAD_FILTER = "Invalid $filter '{filter}'. Supported: {supported}."
+MSG_GROUP_FILTER = "tagName eq '<name>' [and tagValue eq '<value>']"
+MSG_RESOURCE_FILTER = (
+    "resourceGroup, resourceType, name, location, tagName [and tagValue] eq '<value>', joined by 'and'"
+)
 
 
 class ResourceGroupNotFound(NotFoundError):
@@ -39,8 +43,8 @@ class MissingSubscriptionRegistration(ConflictError):
 class InvalidFilter(ArmError):
     code = "InvalidFilter"
 
-    def __init__(self, text: str) -> None:
-        super().__init__(MSG_BAD_FILTER.format(filter=text))
+    def __init__(self, text: str, *, supported: str = MSG_GROUP_FILTER) -> None:
+        super().__init__(MSG_BAD_FILTER.format(filter=text, supported=supported))
 
 
 class LocationRequired(ArmError):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.emulator.catalog import REGIONS, normalize_location
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.resources.exceptions import (
+    MSG_RESOURCE_FILTER,
     InvalidFilter,
     LocationRequired,
     MissingSubscriptionRegistration,
@@ -111,6 +113,49 @@ def list_rgs(ctx: Ctx, filter_text: str | None) -> list[ResourceGroup]:
         for g in groups
         if any(k.lower() == tag.lower() and (value is None or v == value) for k, v in g.tags.items())
     ]
+
+
+_CLAUSE_RE = re.compile(r"^\s*(?P<field>\w+)\s+eq\s+'(?P<value>[^']*)'\s*$", re.IGNORECASE)
+_RESOURCE_FIELDS = ("resourcegroup", "resourcetype", "tagname", "tagvalue", "name", "location")
+Keep = Callable[[str, dict[str, Any]], bool]
+
+
+def resource_filter(filter_text: str | None) -> Keep:
+    """`Resources - List` `$filter`: `field eq 'value'` clauses joined by `and`, over resourceGroup,
+    resourceType, name, location and tagName [+ tagValue] (what `az resource list` sends)."""
+    if not filter_text:
+        return lambda group, body: True
+    wanted: dict[str, str] = {}
+    for clause in re.split(r"\s+and\s+", filter_text.strip(), flags=re.IGNORECASE):
+        m = _CLAUSE_RE.match(clause)
+        if not m or m.group("field").lower() not in _RESOURCE_FIELDS:
+            raise InvalidFilter(filter_text, supported=MSG_RESOURCE_FILTER)
+        wanted[m.group("field").lower()] = m.group("value")
+    if "tagvalue" in wanted and "tagname" not in wanted:
+        raise InvalidFilter(filter_text, supported=MSG_RESOURCE_FILTER)
+
+    def keep(group: str, body: dict[str, Any]) -> bool:
+        checks = {
+            "resourcegroup": group,
+            "resourcetype": body["type"],
+            "name": body["name"],
+            "location": normalize_location(str(body["location"])),
+        }
+        for field, value in wanted.items():
+            if (
+                field in checks
+                and checks[field].lower()
+                != (normalize_location(value) if field == "location" else value).lower()
+            ):
+                return False
+        if "tagname" in wanted:
+            tags = {k.lower(): v for k, v in (body.get("tags") or {}).items()}
+            tag = wanted["tagname"].lower()
+            if tag not in tags or ("tagvalue" in wanted and tags[tag] != wanted["tagvalue"]):
+                return False
+        return True
+
+    return keep
 
 
 def known_location(location: str) -> bool:

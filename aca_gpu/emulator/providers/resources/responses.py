@@ -87,44 +87,86 @@ async def resource_groups_list(ctx: Ctx, req: web.Request, p: Params) -> web.Str
     return json_response({"value": [rg_body(ctx, g) for g in groups]})
 
 
+def _generic(ctx: Ctx, kind: str, rg: str, name: str, location: str, tags: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": f"/subscriptions/{ctx.subscription}/resourceGroups/{rg}/providers/{kind}/{name}",
+        "name": name,
+        "type": kind,
+        "location": location,
+        "tags": tags,
+    }
+
+
+def generic_resources(ctx: Ctx) -> list[tuple[str, dict[str, Any]]]:
+    """(resource group, generic resource body) for every live resource, as `Resources - List` shows it."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for kind, items in (
+        ("Microsoft.App/managedEnvironments", list(ctx.state.envs.values())),
+        ("Microsoft.App/containerApps", [a for a in ctx.state.apps.values() if not a.deleting]),
+        ("Microsoft.App/jobs", [j for j in ctx.state.jobs.values() if not j.deleting]),
+    ):
+        for x in items:
+            out.append((x.rg, _generic(ctx, kind, x.rg, x.name, x.location, x.tags)))
+    return out
+
+
 async def resources_list_by_resource_group(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     rg = models.get_rg(ctx, p["rg"])
-    base = f"/subscriptions/{ctx.subscription}/resourceGroups/{rg.name}/providers/Microsoft.App"
-    value: list[dict[str, Any]] = []
-    for env in ctx.state.envs.values():
-        if env.rg.lower() == rg.name.lower():
-            value.append(
-                {
-                    "id": f"{base}/managedEnvironments/{env.name}",
-                    "name": env.name,
-                    "type": "Microsoft.App/managedEnvironments",
-                    "location": env.location,
-                    "tags": env.tags,
-                }
-            )
-    for app in ctx.state.apps.values():
-        if app.rg.lower() == rg.name.lower():
-            value.append(
-                {
-                    "id": f"{base}/containerApps/{app.name}",
-                    "name": app.name,
-                    "type": "Microsoft.App/containerApps",
-                    "location": app.location,
-                    "tags": app.tags,
-                }
-            )
-    for job in ctx.state.jobs.values():
-        if job.rg.lower() == rg.name.lower():
-            value.append(
-                {
-                    "id": f"{base}/jobs/{job.name}",
-                    "name": job.name,
-                    "type": "Microsoft.App/jobs",
-                    "location": job.location,
-                    "tags": job.tags,
-                }
-            )
+    keep = models.resource_filter(req.query.get("$filter"))
+    value = [
+        body
+        for group, body in generic_resources(ctx)
+        if group.lower() == rg.name.lower() and keep(group, body)
+    ]
     return json_response({"value": value})
+
+
+async def resources_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    keep = models.resource_filter(req.query.get("$filter"))
+    value = [body for group, body in generic_resources(ctx) if keep(group, body)]
+    top = req.query.get("$top")
+    if top and top.isdigit():
+        value = value[: int(top)]
+    return json_response({"value": value})
+
+
+def subscription_body(ctx: Ctx) -> dict[str, Any]:
+    return {
+        "id": f"/subscriptions/{ctx.subscription}",
+        "authorizationSource": "RoleBased",
+        "managedByTenants": [],
+        "subscriptionId": ctx.subscription,
+        "tenantId": ctx.tenant,
+        "displayName": "acagpu emulator",
+        "state": "Enabled",
+        "subscriptionPolicies": {
+            "locationPlacementId": "Public_2014-09-01",
+            "quotaId": "PayAsYouGo_2014-09-01",
+            "spendingLimit": "Off",
+        },
+    }
+
+
+async def subscriptions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response({"value": [subscription_body(ctx)], "count": {"type": "Total", "value": 1}})
+
+
+async def subscriptions_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return json_response(subscription_body(ctx))
+
+
+async def tenants_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    tenant = {
+        "id": f"/tenants/{ctx.tenant}",
+        "tenantId": ctx.tenant,
+        "tenantCategory": "Home",
+        "countryCode": "US",
+        "displayName": "acagpu emulator",
+        "domains": ["acagpu.emulator.local"],
+        "defaultDomain": "acagpu.emulator.local",
+        "tenantType": "AAD",
+    }
+    return json_response({"value": [tenant]})
 
 
 def provider_body(ctx: Ctx, namespace: str) -> dict[str, Any]:

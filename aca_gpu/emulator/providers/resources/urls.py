@@ -9,6 +9,10 @@ SUB = "/subscriptions/{sub}"
 RG = SUB + "/resourcegroups/{rg}"
 
 ROUTES = [
+    Route("GET", "/subscriptions", r.subscriptions_list),
+    Route("GET", SUB, r.subscriptions_get),
+    Route("GET", "/tenants", r.tenants_list),
+    Route("GET", SUB + "/resources", r.resources_list),
     Route("GET", SUB + "/resourcegroups", r.resource_groups_list),
     Route("PUT", RG, r.resource_groups_create_or_update),
     Route("GET", RG, r.resource_groups_get),

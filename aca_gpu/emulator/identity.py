@@ -1,0 +1,96 @@
+"""Who the caller is: ARM bearer tokens shaped like Entra ID's, and a managed-identity token endpoint.
+
+Standard Azure tools decode the ARM token before using it (the Azure CLI reads `tid` to pick the
+tenant after `az login --identity`), so the emulator's static token is a JWT with `tid`, `oid`, `aud`
+and `exp`, signed with a per-server key. The token endpoint has the App Service form
+(`IDENTITY_ENDPOINT` + `IDENTITY_HEADER`; `GET ?resource=…&api-version=2019-08-01`): the header's
+secret is the static token itself, so whoever holds the emulator's credentials can sign in with any
+tool that speaks managed identity, and nothing new has to be handed out.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from typing import Any
+
+import jwt
+from aiohttp import web
+
+from aca_gpu.emulator.arm import json_response
+
+ARM_AUDIENCES = ("https://management.core.windows.net/", "https://management.azure.com/")
+STATIC_LIFETIME_S = 30 * 24 * 3600  # the static token outlives any emulator run
+MINTED_LIFETIME_S = 3600
+IDENTITY_PATH = "/msi/token"
+IDENTITY_API_VERSION = "2019-08-01"
+
+
+class ArmTokens:
+    """The static token (exact match, as before) plus tokens the identity endpoint mints."""
+
+    def __init__(self) -> None:
+        self._key = secrets.token_bytes(32)
+        self.tenant = str(uuid.uuid4())
+        self.object_id = str(uuid.uuid4())
+        self.client_id = str(uuid.uuid4())
+        self.static = self.mint(ARM_AUDIENCES[0], lifetime_s=STATIC_LIFETIME_S)
+
+    def mint(self, audience: str, *, lifetime_s: int = MINTED_LIFETIME_S) -> str:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "aud": audience,
+            "iss": f"https://sts.windows.net/{self.tenant}/",
+            "iat": now,
+            "nbf": now,
+            "exp": now + lifetime_s,
+            "tid": self.tenant,
+            "oid": self.object_id,
+            "sub": self.object_id,
+            "appid": self.client_id,
+            "idtyp": "app",
+            "ver": "1.0",
+        }
+        return jwt.encode(claims, self._key, algorithm="HS256")
+
+    def accepts(self, header: str | None) -> bool:
+        if not header or not header.startswith("Bearer "):
+            return False
+        token = header[len("Bearer ") :]
+        if secrets.compare_digest(token, self.static):
+            return True
+        try:
+            jwt.decode(token, self._key, algorithms=["HS256"], audience=list(ARM_AUDIENCES))
+        except jwt.PyJWTError:
+            return False
+        return True
+
+
+def _error(status: int, message: str) -> web.Response:
+    return json_response({"statusCode": status, "message": message}, status=status)
+
+
+def token_endpoint(tokens: ArmTokens, req: web.Request) -> web.Response:
+    """App Service managed identity: `X-IDENTITY-HEADER` must carry the secret; `resource` is the audience."""
+    if req.method != "GET":
+        return _error(405, "Only GET is supported.")
+    if not secrets.compare_digest(req.headers.get("X-IDENTITY-HEADER", ""), tokens.static):
+        return _error(401, "The X-IDENTITY-HEADER header is missing or wrong.")
+    if req.query.get("api-version") != IDENTITY_API_VERSION:
+        return _error(400, f"api-version must be {IDENTITY_API_VERSION}.")
+    resource = req.query.get("resource", "").strip()
+    audience = resource.removesuffix("/.default")
+    if audience.rstrip("/") + "/" not in ARM_AUDIENCES:
+        return _error(400, f"No identity is configured for the resource '{resource}'.")
+    audience = audience.rstrip("/") + "/"
+    token = tokens.mint(audience)
+    return json_response(
+        {
+            "access_token": token,
+            "expires_on": str(int(time.time()) + MINTED_LIFETIME_S),
+            "resource": resource,
+            "token_type": "Bearer",
+            "client_id": tokens.client_id,
+        }
+    )
