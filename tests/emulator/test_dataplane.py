@@ -120,8 +120,8 @@ def test_log_stream_params_and_line_formats(server: EmulatorServer, explorer: An
     line = LogLine(datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), "hello")
     assert format_log(line, "text") == b"2026-01-02T03:04:05.000006000Z stdout F hello\n"
     assert json.loads(format_log(line, "json")) == {
-        "TimeStamp": "2026-01-02T03:04:05.000006000Z",
-        "Log": "hello",
+        "TimeStamp": "2026-01-02T03:04:05.0000060+00:00",
+        "Log": "F hello",
     }
 
 

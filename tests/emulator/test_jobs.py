@@ -192,8 +192,11 @@ def test_log_stream_text_and_json_read_the_banner(server: EmulatorServer, explor
         json.loads(line) for line in _get(server, url, token, follow="false", output="json").text.splitlines()
     ]
     assert all(set(d) == {"TimeStamp", "Log"} for d in docs)
-    assert [d["Log"] for d in docs] == expected
-    assert [d["TimeStamp"] for d in docs] == [line.split(" ", 1)[0] for line in text]
+    assert [d["Log"] for d in docs] == [f"F {line}" for line in expected]  # the CRI flag leads Log
+    # JSON stamps: seven fractional digits and an offset; the same instants as the text form's
+    json_stamps = [d["TimeStamp"] for d in docs]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}\+00:00", t) for t in json_stamps)
+    assert [t[:26] for t in json_stamps] == [line.split(" ", 1)[0][:26] for line in text]
 
 
 def test_log_stream_tail_lines(server: EmulatorServer, explorer: Any) -> None:
@@ -224,7 +227,9 @@ def test_log_stream_follow_gets_later_lines_and_ends_with_the_replica(
             stream=True,
         ) as resp:
             for raw in resp.iter_lines():
-                received.append(json.loads(raw)["Log"])
+                log = json.loads(raw)["Log"]
+                if not log.startswith("No logs since last"):  # the server's heartbeat
+                    received.append(log.removeprefix("F "))
         ended.set()
 
     reader = threading.Thread(target=follow, daemon=True)

@@ -1,7 +1,11 @@
 """Log stream and system event stream: line-per-record HTTP responses, optionally followed.
 
 Console lines: `output=text` gives CRI-style `<RFC3339Nano> stdout F <line>`; `output=json` gives
-`{"TimeStamp", "Log"}` objects (the reference marks the JSON field names UNCONFIRMED).
+`{"TimeStamp": "2026-06-03T04:45:59.2214149+00:00", "Log": "F <line>"}` (aca-2026.md §7: the CRI flag
+leads `Log`). A line longer than the runtime's 16 KiB limit goes out as partial (`P`) fragments and a
+final `F` one, as containerd writes it. A followed stream that stays quiet sends the heartbeat
+`No logs since last 60 seconds` (no CRI flag) every emulated minute and is closed by the server after
+three quiet minutes, as ACA does (azure-cli#33487); the text form of the heartbeat is UNCONFIRMED.
 Event lines: the recorded shape, with the two synthetic lines first.
 """
 
@@ -9,17 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 
-from aca_gpu.emulator.arm import iso_z
+from aca_gpu.emulator.arm import iso_z, utc_now
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.dataplane.resolve import event_scope, replica_target
 from aca_gpu.emulator.state import Event, LogLine
 
 POLL_S = 0.05
 MAX_TAIL = 300
+CRI_MAX_LINE = 16 * 1024  # containerd splits longer lines into partial records
+HEARTBEAT = "No logs since last 60 seconds"
+HEARTBEAT_EVERY_S = 60.0  # emulated seconds of silence between heartbeats
+QUIET_CLOSE_HEARTBEATS = 3  # the server closes a followed stream after three quiet minutes
 
 
 def _query(req: web.Request) -> tuple[bool, int, str]:
@@ -37,11 +47,35 @@ def _query(req: web.Request) -> tuple[bool, int, str]:
     return follow, tail, output
 
 
+def _json_stamp(at: datetime) -> str:
+    """`2026-06-03T04:45:59.2214149+00:00`: seven fractional digits and an offset, as ACA sends it."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond:06d}0+00:00"
+
+
+def cri_records(text: str) -> Iterator[tuple[str, str]]:
+    """(flag, piece): `P` for each 16 KiB fragment of a long line, `F` for its last piece."""
+    while len(text) > CRI_MAX_LINE:
+        yield "P", text[:CRI_MAX_LINE]
+        text = text[CRI_MAX_LINE:]
+    yield "F", text
+
+
 def format_log(line: LogLine, output: str) -> bytes:
     stamp = line.at.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
-    if output == "json":
-        return (json.dumps({"TimeStamp": stamp, "Log": line.text}) + "\n").encode()
-    return f"{stamp} stdout F {line.text}\n".encode()
+    out: list[str] = []
+    for flag, piece in cri_records(line.text):
+        if output == "json":
+            out.append(json.dumps({"TimeStamp": _json_stamp(line.at), "Log": f"{flag} {piece}"}))
+        else:
+            out.append(f"{stamp} stdout {flag} {piece}")
+    return ("\n".join(out) + "\n").encode()
+
+
+def format_heartbeat(at: datetime, output: str) -> bytes:
+    if output == "json":  # recorded: five fractional digits, no offset, no CRI flag
+        stamp = at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 10:05d}"
+        return (json.dumps({"TimeStamp": stamp, "Log": HEARTBEAT}) + "\n").encode()
+    return f"{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z {HEARTBEAT}\n".encode()
 
 
 async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -55,6 +89,7 @@ async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse
     budget = int(drop.param("after", "1")) if drop else None
     sent = 0
     index = max(0, len(lines) - tail)
+    quiet_since, heartbeats = ctx.clock.now(), 0
     try:
         while True:
             lines = rep.logs.get(target.container, [])
@@ -65,8 +100,15 @@ async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse
                 await resp.write(format_log(lines[index], output))
                 index += 1
                 sent += 1
+                quiet_since, heartbeats = ctx.clock.now(), 0
             if not follow or rep.gone or rep.phase == "Terminated":
                 break
+            quiet = ctx.clock.emulated(ctx.clock.now() - quiet_since)
+            if quiet >= HEARTBEAT_EVERY_S * (heartbeats + 1):
+                await resp.write(format_heartbeat(utc_now(), output))
+                heartbeats += 1
+                if heartbeats >= QUIET_CLOSE_HEARTBEATS:
+                    break  # quiet for three minutes: the server ends the stream
             await asyncio.sleep(POLL_S)
         await resp.write_eof()
     except ConnectionResetError:
