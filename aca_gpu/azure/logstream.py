@@ -1,10 +1,15 @@
-"""Console log streams and system event streams over HTTPS (aca-api.md §3.5-3.7).
+"""Console log streams and system event streams over HTTPS (aca-api.md §3.5-3.7, aca-2026.md §7).
 
 `GET <logStreamEndpoint>?follow=&tailLines=&output=json|text` with `Authorization: Bearer <ACA token>`
-returns one line per log line. JSON field names are UNCONFIRMED (`Log`, `log`, `Msg`, `message`), and
-text lines may carry a CRI prefix (`<timestamp> stdout F <message>`): `parse_log_line` accepts all.
-Streams drop (a third party saw `--follow` end after ~17 s), so following reconnects with tailLines
-and skips the lines it already yielded.
+returns one line per log record: JSON `{"TimeStamp": ..., "Log": "F <message>"}` (the CRI flag leads
+`Log`: `F` full, `P` partial) or CRI text `<timestamp> stdout F <message>`; other JSON field names and
+plain text are accepted too. What a follower must cope with, as ACA sends it:
+- a heartbeat `No logs since last 60 seconds` (no CRI flag) every quiet minute: dropped;
+- a followed stream closed by the server after about three quiet minutes (and drops at any time):
+  reconnected, with tailLines, until the caller's stop rule, `finished`, or deadline;
+- the overlap a reconnect replays: skipped by timestamp plus content, counted, so identical lines
+  with different timestamps, or printed twice in the same instant, all come through once each;
+- lines over the runtime's 16 KiB limit arrive as `P` fragments and a final `F`: joined into one.
 """
 
 from __future__ import annotations
@@ -12,39 +17,81 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from aca_gpu.errors import CloudError, WaitTimedOut
 
 MESSAGE_KEYS = ("Log", "log", "Msg", "msg", "message", "Message")
+STAMP_KEYS = ("TimeStamp", "timeStamp", "timestamp", "Timestamp", "time")
 CRI_RE = re.compile(r"^(?P<ts>\S+)\s+(?P<stream>stdout|stderr)\s+(?P<tag>[FP])(?: (?P<msg>.*))?$")
+FLAG_RE = re.compile(r"^(?P<tag>[FP])(?: (?P<msg>.*))?$", re.DOTALL)
+HEARTBEAT_RE = re.compile(r"^(?:(?P<ts>\S+)\s+)?No logs since last \d+ seconds$")
 MAX_TAIL = 300  # the service validates tailLines to 0-300
 READ_SLICE_S = 30.0
 RECONNECT_PAUSE_S = 1.0
 GONE_TEXT = ("no replicas found", "replica not found", "not found")
+SEEN_WINDOW = 5000  # records remembered for de-duplicating a reconnect's replay
 
 
-def parse_log_line(line: str) -> str:
-    """The message of one log-stream line (JSON object, CRI-prefixed text, or plain text)."""
+@dataclass(frozen=True)
+class LogRecord:
+    """One parsed stream line: its timestamp, CRI flag (`F`, `P`, or None when it has none), message."""
+
+    stamp: str | None
+    flag: str | None
+    message: str
+    heartbeat: bool = False
+
+    @property
+    def key(self) -> Hashable:
+        """What identifies a record across reconnects: timestamp, flag and content."""
+        return (self.stamp, self.flag, self.message)
+
+
+def parse_record(line: str) -> LogRecord:
+    """One log-stream line (JSON object, CRI-prefixed text, heartbeat, or plain text)."""
     text = line.rstrip("\r\n")
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
             doc = json.loads(stripped)
         except ValueError:
-            return text
+            return LogRecord(None, None, text)
         if isinstance(doc, dict):
+            stamp = next((str(doc[k]) for k in STAMP_KEYS if isinstance(doc.get(k), str)), None)
             for key in MESSAGE_KEYS:
                 value = doc.get(key)
-                if isinstance(value, str):
-                    return parse_log_line(value) if CRI_RE.match(value) else value.rstrip("\r\n")
-        return text
+                if not isinstance(value, str):
+                    continue
+                value = value.rstrip("\r\n")
+                if CRI_RE.match(value):
+                    inner = parse_record(value)
+                    return LogRecord(stamp or inner.stamp, inner.flag, inner.message)
+                flagged = FLAG_RE.match(value)
+                if flagged:
+                    return LogRecord(stamp, flagged.group("tag"), flagged.group("msg") or "")
+                return LogRecord(stamp, None, value, heartbeat=bool(HEARTBEAT_RE.match(value.strip())))
+        return LogRecord(None, None, text)
     match = CRI_RE.match(text)
     if match:
-        return match.group("msg") or ""
-    return text
+        return LogRecord(match.group("ts"), match.group("tag"), match.group("msg") or "")
+    beat = HEARTBEAT_RE.match(stripped)
+    if beat:
+        return LogRecord(beat.group("ts"), None, stripped, heartbeat=True)
+    return LogRecord(None, None, text)
+
+
+def parse_log_line(line: str) -> str:
+    """The message of one log-stream line (JSON object, CRI-prefixed text, or plain text)."""
+    return parse_record(line).message
+
+
+def is_heartbeat(line: str) -> bool:
+    """The server's keep-alive line, not something the container printed."""
+    return parse_record(line).heartbeat
 
 
 def parse_event_line(line: str) -> dict[str, Any] | None:
@@ -60,23 +107,31 @@ def parse_event_line(line: str) -> dict[str, Any] | None:
 
 
 class _Seen:
-    """The most recent raw lines, to skip the overlap a reconnect with tailLines replays."""
+    """How many times each recent record was delivered, to skip what a reconnect replays.
 
-    def __init__(self, size: int = 2000) -> None:
-        self._lines: OrderedDict[str, None] = OrderedDict()
+    A record counts as replayed while a connection has shown it no more often than it was delivered;
+    a record without a timestamp is keyed by its raw line. The window keeps memory bounded.
+    """
+
+    def __init__(self, size: int = SEEN_WINDOW) -> None:
+        self._counts: Counter[Hashable] = Counter()
+        self._order: deque[Hashable] = deque()
         self._size = size
 
-    def add(self, line: str) -> None:
-        self._lines[line] = None
-        self._lines.move_to_end(line)
-        while len(self._lines) > self._size:
-            self._lines.popitem(last=False)
+    def add(self, key: Hashable) -> None:
+        self._counts[key] += 1
+        self._order.append(key)
+        while len(self._order) > self._size:
+            old = self._order.popleft()
+            self._counts[old] -= 1
+            if self._counts[old] <= 0:
+                del self._counts[old]
 
-    def __contains__(self, line: object) -> bool:
-        return line in self._lines
+    def count(self, key: Hashable) -> int:
+        return self._counts.get(key, 0)
 
     def __len__(self) -> int:
-        return len(self._lines)
+        return len(self._order)
 
 
 class StreamGone(Exception):
@@ -157,13 +212,14 @@ def follow_lines(
 
     deadline = clock() + timeout
     seen = _Seen()
+    partial: list[str] = []  # P fragments waiting for their F line (kept across reconnects)
     first = True
     while True:
         remaining = deadline - clock()
         if remaining <= 0:
             break
-        replaying = not first
         delivered = False
+        shown: Counter[Hashable] = Counter()  # this connection's records, against `seen`
         try:
             lines = open_lines(
                 url,
@@ -176,31 +232,47 @@ def follow_lines(
                 get=get,
             )
             for line in lines:
-                if replaying and line in seen:
+                record = parse_record(line)
+                if record.heartbeat:
+                    if clock() >= deadline:
+                        break
                     continue
-                replaying = False
+                key = record.key if record.stamp is not None else ("raw", line)
+                shown[key] += 1
+                if shown[key] <= seen.count(key):
+                    continue  # replayed after a reconnect: already delivered
+                seen.add(key)
+                if record.flag == "P":
+                    partial.append(record.message)
+                    continue
+                message = "".join(partial) + record.message
+                partial.clear()
                 delivered = True
-                seen.add(line)
-                message = parse_log_line(line)
                 yield message
                 if stop_when is not None and stop_when(message):
                     return
                 if clock() >= deadline:
                     break
         except StreamGone:
-            return
+            break
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
-            pass  # dropped or idle: reconnect below unless finished
+            pass  # dropped, idle, or closed for quietness: reconnect below unless finished
         first = False
         if not follow:
-            return
+            break
         if finished is not None and finished():
-            return
+            break
         # A stream that was delivering and dropped comes back at once (a finished job's replica may
-        # linger only seconds); one that gave nothing waits before the next try.
+        # linger only seconds); one that gave nothing (only heartbeats) waits before the next try.
         if not delivered:
             sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
-    if stop_when is not None:
+    if partial:  # the stream ended inside a long line: what arrived of it is still output
+        message = "".join(partial)
+        partial.clear()
+        yield message
+        if stop_when is not None and stop_when(message):
+            return
+    if stop_when is not None and clock() >= deadline:
         raise WaitTimedOut(f"timed out after {timeout:.0f}s waiting for {what}", code="LogWaitTimeout")
 
 

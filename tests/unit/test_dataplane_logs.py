@@ -36,6 +36,10 @@ EVENTSTREAM_LINES = [
         ("plain text line\r\n", "plain text line"),
         ("{not json", "{not json"),
         ('{"other":"field"}', '{"other":"field"}'),
+        # aca-2026.md §7 (azure-cli#33487): the CRI flag leads `Log`
+        ('{"TimeStamp": "2026-06-03T04:45:59.2214149+00:00", "Log": "F 013c:fixme:file"}', "013c:fixme:file"),
+        ('{"TimeStamp": "t", "Log": "P first half"}', "first half"),
+        ('{"TimeStamp": "t", "Log": "F"}', ""),
     ],
 )
 def test_parse_log_line(line: str, message: str) -> None:
@@ -195,3 +199,90 @@ def test_reconnect_is_immediate_after_lines_and_paced_after_nothing() -> None:
     )
     assert lines == ["one", "DONE"]
     assert pauses == [ls.RECONNECT_PAUSE_S]  # only after the connection that delivered nothing
+
+
+# Heartbeat as recorded in azure-cli#33487 (json), and its text form.
+BEAT_JSON = '{"TimeStamp": "2026-06-03T04:48:25.34888", "Log": "No logs since last 60 seconds"}'
+BEAT_TEXT = "2026-06-03T04:48:25.348880000Z No logs since last 60 seconds"
+
+
+def test_heartbeats_are_recognised_and_a_printed_copy_is_not() -> None:
+    assert ls.is_heartbeat(BEAT_JSON) and ls.is_heartbeat(BEAT_TEXT)
+    assert ls.is_heartbeat("No logs since last 60 seconds")
+    # the same words printed by the container carry a CRI flag: they are output
+    assert not ls.is_heartbeat('{"TimeStamp": "t", "Log": "F No logs since last 60 seconds"}')
+    assert not ls.is_heartbeat("2026-06-03T04:48:25Z stdout F No logs since last 60 seconds")
+
+
+def test_follow_drops_heartbeats_and_reconnects_after_a_quiet_close() -> None:
+    get = Getter(
+        FakeResponse(200, ["t1 stdout F one", BEAT_TEXT, BEAT_TEXT, BEAT_TEXT]),  # closed for quietness
+        FakeResponse(200, ["t1 stdout F one", BEAT_TEXT, "t9 stdout F two"]),
+    )
+    done = iter([False, True])
+    out = list(
+        ls.follow_lines(
+            "u",
+            lambda: "t",
+            follow=True,
+            tail=5,
+            what="x",
+            get=get,
+            finished=lambda: next(done),
+            sleep=lambda s: None,
+        )
+    )
+    assert out == ["one", "two"]
+    assert len(get.params) == 2
+
+
+def test_dedup_is_by_timestamp_and_content_with_counts() -> None:
+    first = ["t1 stdout F same", "t1 stdout F same", "t2 stdout F same"]
+    get = Getter(
+        FakeResponse(200, first, drop=True),
+        FakeResponse(200, [*first, "t3 stdout F same", "t3 stdout F DONE"]),
+    )
+    out = list(
+        ls.follow_lines(
+            "u",
+            lambda: "t",
+            follow=True,
+            tail=5,
+            what="DONE",
+            get=get,
+            stop_when=lambda m: m == "DONE",
+            sleep=lambda s: None,
+        )
+    )
+    # twice in one instant, then at t2 and t3: four real lines; the replay of the first three is skipped
+    assert out == ["same", "same", "same", "same", "DONE"]
+
+
+def test_partial_records_join_into_the_full_line_and_stay_apart_from_it() -> None:
+    lines = [
+        '{"TimeStamp": "t1", "Log": "P abc"}',
+        '{"TimeStamp": "t1", "Log": "P def"}',
+        '{"TimeStamp": "t1", "Log": "F ghi"}',
+        '{"TimeStamp": "t1", "Log": "F abc"}',  # same stamp and text as the first partial: another record
+    ]
+    get = Getter(FakeResponse(200, lines[:2], drop=True), FakeResponse(200, lines))
+    done = iter([False, True])
+    out = list(
+        ls.follow_lines(
+            "u",
+            lambda: "t",
+            follow=True,
+            tail=5,
+            what="x",
+            get=get,
+            output="json",
+            finished=lambda: next(done),
+            sleep=lambda s: None,
+        )
+    )
+    assert out == ["abcdefghi", "abc"]
+
+
+def test_a_stream_ending_inside_a_long_line_still_yields_it() -> None:
+    get = Getter(FakeResponse(200, ["t1 stdout P half"]))
+    assert list(ls.follow_lines("u", lambda: "t", follow=False, tail=5, what="x", get=get)) == ["half"]
