@@ -768,6 +768,23 @@ def run_scenario(
 # ---- the summary ------------------------------------------------------------------------------
 
 
+def _normalize(line: str) -> str:
+    """One failure's last line with run ids, names, numbers and timings blurred, to group alike ones."""
+    line = re.sub(r"c\d{4}[a-k]", "<run>", line)
+    line = re.sub(r"gpu-tester-<run>-\w+", "gpu-tester-<run>-<exec>", line)
+    line = re.sub(r"\d+(\.\d+)?s\b", "<t>s", line)
+    return re.sub(r"\s{2,}", " ", line)
+
+
+def load_results(path: Path) -> tuple[list[ScenarioResult], float]:
+    doc = json.loads(path.read_text())
+    results = []
+    for raw in doc["scenarios"]:
+        steps = [StepResult(**s) for s in raw.pop("steps")]
+        results.append(ScenarioResult(**raw, steps=steps))
+    return results, float(doc["wall_seconds"])
+
+
 def _ok(results: list[ScenarioResult], kind: str) -> int:
     return sum(r.verdict == "ok" for r in results if r.kind == kind)
 
@@ -804,6 +821,14 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
     lines.append("-o json documents: " + ", ".join(f"{k or 'ok'}: {v}" for k, v in problems.most_common()))
     fired = Counter(f.split()[0] for r in results for f in r.fired)
     lines.append("faults fired: " + ", ".join(f"{k} {v}" for k, v in sorted(fired.items())))
+    causes = Counter(
+        f"{s.name}: {_normalize(s.last_line)}"
+        for r in results
+        for s in r.steps
+        if not s.clear or s.traceback or s.exit5_on_healthy
+    )
+    lines.append("most common unclear / traceback / exit-5-on-healthy endings:")
+    lines += [f"  {n:3d}  {text[:150]}" for text, n in causes.most_common(12)]
     weight = {
         "traceback": 5,
         "leftovers": 4,
@@ -840,7 +865,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, help="ACAGPU_POLLING_INTERVAL (default: acagpu's own)")
     parser.add_argument("--keep-dirs", action="store_true", help="keep each scenario's scratch directory")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--summarize", type=Path, help="print the summary of a results file and stop")
     args = parser.parse_args(argv)
+    if args.summarize is not None:
+        print(summarize(*load_results(args.summarize)))
+        return 0
     acagpu = [sys.executable, "-m", "aca_gpu"]
     seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
     started = time.monotonic()
