@@ -821,6 +821,7 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
     lines.append("-o json documents: " + ", ".join(f"{k or 'ok'}: {v}" for k, v in problems.most_common()))
     fired = Counter(f.split()[0] for r in results for f in r.fired)
     lines.append("faults fired: " + ", ".join(f"{k} {v}" for k, v in sorted(fired.items())))
+    lines.append(f"scenarios in which an injected fault fired: {sum(bool(r.fired) for r in results)}")
     causes = Counter(
         f"{s.name}: {_normalize(s.last_line)}"
         for r in results
