@@ -100,6 +100,7 @@ NOISE = re.compile(
     r"Retrying \(|Connection pool|^\w+(\.\w+)+Error: ",
     re.MULTILINE,
 )
+CAUGHT_CRASH = re.compile(r"error: unexpected\b")
 STOP = threading.Event()  # Ctrl-C / SIGTERM: start no new scenario, end the running ones
 SUMMARY = re.compile(
     r"^(run \S+: |\S+\s+(pass|fail|ok|skipped)\b|teardown: |reap: |nothing |no expired)", re.I
@@ -580,8 +581,8 @@ def judge(step: Step, rc: int | None, out: str, err: str) -> dict[str, Any]:
     if rc == 0:
         clear = True
     elif last_err.startswith("error:"):
-        # "unexpected failure: SomeError: ..." is a caught crash, not a statement of what went wrong
-        clear = not last_err.startswith("error: unexpected failure")
+        # "unexpected (failure:) SomeError: ..." is a caught crash, not a statement of what went wrong
+        clear = not CAUGHT_CRASH.match(last_err)
     elif step.json:
         error = doc.get("error") if isinstance(doc, dict) else None
         clear = bool(json_ok and isinstance(error, dict) and error.get("message"))
@@ -781,7 +782,12 @@ def load_results(path: Path) -> tuple[list[ScenarioResult], float]:
     results = []
     for raw in doc["scenarios"]:
         steps = [StepResult(**s) for s in raw.pop("steps")]
-        results.append(ScenarioResult(**raw, steps=steps))
+        for s in steps:  # the rule for a caught crash may be newer than the file
+            if s.exit_code != 0 and CAUGHT_CRASH.match(s.last_line):
+                s.clear = False
+        res = ScenarioResult(**raw, steps=steps)
+        classify(res)
+        results.append(res)
     return results, float(doc["wall_seconds"])
 
 
