@@ -144,7 +144,10 @@ ENV_LIMIT = 40
 GPU_LIMIT = 4
 
 
-def usages_body(location: str, env_count: int, gpus_in_use: dict[str, int]) -> dict[str, Any]:
+def usages_body(
+    location: str, env_count: int, gpus_in_use: dict[str, int], limits: dict[str, int | None] | None = None
+) -> dict[str, Any]:
+    """`limits` overrides GPU_LIMIT per profile type (a region's quota set by a `quota:limit=` fault)."""
     value: list[dict[str, Any]] = [
         {
             "name": {"value": "ManagedEnvironmentCount", "localizedValue": "Managed Environment Count"},
@@ -163,7 +166,7 @@ def usages_body(location: str, env_count: int, gpus_in_use: dict[str, int]) -> d
                 "name": {"value": value_name, "localizedValue": localized},
                 "usage": used,
                 "currentValue": used,
-                "limit": GPU_LIMIT,
+                "limit": GPU_LIMIT if (limits or {}).get(ptype) is None else (limits or {})[ptype],
                 "unit": "Count",
             }
         )

@@ -1,20 +1,35 @@
-"""Faults on demand, from `/_emulator/faults` or `ACAGPU_EMULATOR_FAULTS`.
+"""Faults on demand, from `/_emulator/faults`, `--faults` or `ACAGPU_EMULATOR_FAULTS`.
 
 Spec: `;`-separated entries `kind[:key=value,...]`, plus `seed=N`. Each fault fires with `rate=`
 (probability per opportunity, drawn from one seeded RNG) or for the first `count=` opportunities;
-with neither it always fires. Kinds:
+with neither it always fires. `match=` limits a fault to paths (or resource names) containing a
+substring, `method=` to one HTTP method, `region=` to one region (`eastus`, `East US`), `profile=`
+to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Kinds:
 
 - `429` (`retry_after=` seconds, default 1) and `5xx` (`status=` 500|502|503, default 500): ARM calls
-  fail before reaching the provider; `match=` limits them to paths containing a substring,
-  `method=` to one HTTP method.
+  fail before reaching the provider.
 - `ws_drop` (`after=` stdout/stderr frames, default 0): the exec websocket closes abruptly.
 - `log_drop` (`after=` lines, default 1): the log stream ends early.
-- `stuck`: a new replica stays in AssigningReplica.
-- `quota`: environment or app creation fails with "Maximum Allowed Cores exceeded".
+- `stuck`: a new replica stays in AssigningReplica (hours-long on ACA, regional: aca-2026.md §4).
+- `quota`: without `limit=`, environment or app creation with a GPU profile fails with "Maximum
+  Allowed Cores exceeded" (HTTP 400, code MaxNumberOfGpuCoresExceeded). With `limit=N`, it is the
+  subscription's GPU quota for that region and profile instead: the usages by location report N as
+  the limit, and an app or job create whose GPUs would take the region past N fails the same way.
+  Example: `quota:region=eastus,profile=A100,limit=0`.
+- `wpfull`: capacity exhausted, as #1705 reports it: the app create answers HTTP 504
+  (GatewayTimeout), the app exists, and its replica stays unplaced with the record
+  "WorkLoad Profile Full".
+- `nocapacity`: a region without capacity: the revision reports Provisioned/Healthy and its replica
+  count, but its replica list stays empty (operators saw 900 s and more); a job's replica stays
+  AssigningReplica.
+- `slow_create` (`factor=`, default 12 for an app, 1.5 for a profile added to an environment):
+  creates take toward the slowest figures seen (T4 app create up to ~12 min).
 - `slow_delete` (`factor=`, default 3): environment deletes take longer.
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
 
-Example: `429:count=2,retry_after=1;ws_drop:rate=0.5;seed=7`.
+Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
+GPU profile 490, environment delete 540, GPU app create 60 typical (x12 with `slow_create`).
+Example: `429:count=2,retry_after=1;ws_drop:rate=0.5;stuck:region=westus3;seed=7`.
 """
 
 from __future__ import annotations
@@ -22,7 +37,24 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-KINDS = ("429", "5xx", "ws_drop", "log_drop", "stuck", "quota", "slow_delete", "tty_echo")
+KINDS = (
+    "429",
+    "5xx",
+    "ws_drop",
+    "log_drop",
+    "stuck",
+    "quota",
+    "wpfull",
+    "nocapacity",
+    "slow_create",
+    "slow_delete",
+    "tty_echo",
+)
+
+
+def region_key(location: str) -> str:
+    """`East US` and `eastus` name the same region."""
+    return location.replace(" ", "").lower()
 
 
 class FaultSpecError(ValueError):
@@ -68,6 +100,9 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.rate = float(value)
                 elif key == "count":
                     fault.count = int(value)
+                elif key in ("limit", "factor", "after", "retry_after", "status"):
+                    int(value) if key == "limit" else float(value)
+                    fault.params[key] = value
                 else:
                     fault.params[key] = value
             except ValueError as exc:
@@ -98,13 +133,36 @@ class Faults:
     def active(self, kind: str) -> Fault | None:
         return next((f for f in self._faults if f.kind == kind), None)
 
-    def fire(self, kind: str, *, path: str = "", method: str = "") -> Fault | None:
+    def _applies(self, fault: Fault, path: str, method: str, location: str, profile: str) -> bool:
+        p = fault.params
+        if "match" in p and p["match"].lower() not in path.lower():
+            return False
+        if "method" in p and p["method"].upper() != method.upper():
+            return False
+        if "region" in p and region_key(p["region"]) != region_key(location):
+            return False
+        return not ("profile" in p and p["profile"].lower() not in profile.lower())
+
+    def quota_limit(self, location: str, profile_type: str) -> int | None:
+        """The GPU quota a `quota:limit=N` fault sets for this region and profile, if any."""
+        for fault in self._faults:
+            if (
+                fault.kind == "quota"
+                and "limit" in fault.params
+                and self._applies(fault, "", "", location, profile_type)
+            ):
+                return int(fault.params["limit"])
+        return None
+
+    def fire(
+        self, kind: str, *, path: str = "", method: str = "", location: str = "", profile: str = ""
+    ) -> Fault | None:
         for fault in self._faults:
             if fault.kind != kind:
                 continue
-            if "match" in fault.params and fault.params["match"].lower() not in path.lower():
-                continue
-            if "method" in fault.params and fault.params["method"].upper() != method.upper():
+            if kind == "quota" and "limit" in fault.params:
+                continue  # a quota limit is a standing rule (quota_limit), not a one-off failure
+            if not self._applies(fault, path, method, location, profile):
                 continue
             if fault.count is not None:
                 if fault.fired >= fault.count:

@@ -122,7 +122,9 @@ class Runtime:
             run_id=run_id,
             retry_limit=retry_limit,
         )
-        rep.stuck = self.faults.fire("stuck", path=name) is not None
+        env_rec = self.state.envs.get((rg.lower(), env.lower()))
+        where = {"location": env_rec.location if env_rec else "", "profile": profile_type}
+        rep.stuck = self.faults.fire("stuck", path=name, **where) is not None
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []

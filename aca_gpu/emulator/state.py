@@ -94,6 +94,7 @@ class Revision:
     active: bool = True
     replicas: dict[str, Replica] = field(default_factory=dict)
     scale_in_at: float | None = None  # minReplicas == 0: the replica leaves after the cooldown
+    unplaced: int = 0  # replicas the revision counts but no node could take (`nocapacity`)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class App:
     deleting: bool = False
     delete_done_at: float | None = None
     identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
+    placement: str = ""  # "" | "wpfull" | "nocapacity": a placement fault fired at its create
 
 
 @dataclass

@@ -111,3 +111,15 @@ class ServerError(ArmError):
     def __init__(self, status: int) -> None:
         codes = {500: "InternalServerError", 502: "BadGateway", 503: "ServiceUnavailable"}
         super().__init__(MSG_SERVER, status=status, code=codes.get(status, "InternalServerError"))
+
+
+class GatewayTimeout(ArmError):
+    """ARM's answer when the provider did not answer in time (seen with "WorkLoad Profile Full")."""
+
+    status = 504
+    code = "GatewayTimeout"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The gateway did not receive a response from 'Microsoft.App' within the specified time period."
+        )

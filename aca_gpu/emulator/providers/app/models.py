@@ -27,7 +27,7 @@ from aca_gpu.emulator.providers.app.exceptions import (
     WorkloadProfileTypeNotSupported,
 )
 from aca_gpu.emulator.providers.resources import models as rg_models
-from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Revision, key
+from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Replica, Revision, key
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ENV_WRITABLE = ("appLogsConfiguration", "zoneRedundant")
@@ -106,10 +106,11 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             existing.ready_at = ctx.clock.after("env_update_gpu" if gpu else "env_update", factor)
             existing.updating = True
         return existing, False
-    if any(catalog.is_consumption_gpu(p["workloadProfileType"]) for p in profiles) and ctx.faults.fire(
-        "quota", path=name
-    ):
-        raise QuotaExceeded()
+    for gpu in [
+        p["workloadProfileType"] for p in profiles if catalog.is_consumption_gpu(p["workloadProfileType"])
+    ]:
+        if ctx.faults.fire("quota", path=name, location=location, profile=gpu):
+            raise QuotaExceeded()
     digest = hashlib.sha256(f"{rg}/{name}".encode()).hexdigest()
     env = Environment(
         rg=group.name,
@@ -253,9 +254,12 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
     tags = {
         str(k): str(v) for k, v in (body.get("tags") or (existing.tags if existing else {}) or {}).items()
     }
-    if existing is None and catalog.gpus(ptype) and ctx.faults.fire("quota", path=name):
+    where = {"location": env.location, "profile": ptype}
+    if existing is None and catalog.gpus(ptype) and ctx.faults.fire("quota", path=name, **where):
         raise QuotaExceeded()
     if existing is None:
+        count, _ = desired_replicas(template)
+        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * max(1, count))
         app = App(
             rg=env.rg if env.rg.lower() == rg.lower() else rg,
             name=name,
@@ -270,6 +274,10 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
             provisioned_at=ctx.clock.after(_provision_kind(ptype), _slow_create(ctx, name)),
             identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
         )
+        for fault in ("wpfull", "nocapacity"):
+            if ctx.faults.fire(fault, path=name, **where):
+                app.placement = fault
+                break
         ctx.state.apps[key(rg, name)] = app
         new_revision(ctx, app)
         return app
@@ -330,6 +338,9 @@ def desired_replicas(template: dict[str, Any]) -> tuple[int, bool]:
 
 def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
     count, scale_to_zero = desired_replicas(rev.template)
+    if app.placement == "nocapacity":
+        rev.unplaced = count  # the revision counts them; no node takes them
+        return
     pod = hashlib.sha256(rev.name.encode()).hexdigest()[:9]
     while len(rev.replicas) < count:
         name = f"{rev.name}-{pod}-{rand_suffix(5)}"
@@ -344,9 +355,37 @@ def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
             run_id=run_id(ctx, app.rg, app.tags),
             name=name,
         )
+        if app.placement == "wpfull":
+            unplaceable(rev.replicas[name])
     if scale_to_zero:
         cooldown = float((rev.template.get("scale") or {}).get("cooldownPeriod") or 300)
         rev.scale_in_at = ctx.clock.after_seconds(cooldown + 60.0)
+
+
+WORKLOAD_PROFILE_FULL = "WorkLoad Profile Full"
+
+
+def unplaceable(rep: Replica) -> None:
+    """The replica record capacity exhaustion leaves behind: never placed, saying why."""
+    rep.stuck = True
+    rep.details = WORKLOAD_PROFILE_FULL
+
+
+def gpus_in_use(ctx: Ctx, location: str, profile_type: str) -> int:
+    """GPUs held by live replicas of this profile type in this region (what the quota counts)."""
+    total = 0
+    for rep in ctx.state.replicas():
+        env = ctx.state.envs.get((rep.rg.lower(), rep.env.lower()))
+        if not rep.gone and rep.profile_type == profile_type and env is not None and env.location == location:
+            total += catalog.gpus(profile_type)
+    return total
+
+
+def check_gpu_quota(ctx: Ctx, location: str, profile_type: str, needed: int) -> None:
+    """A `quota:limit=N` fault is the region's GPU quota for the profile: going past it fails the create."""
+    limit = ctx.faults.quota_limit(location, profile_type)
+    if limit is not None and needed and gpus_in_use(ctx, location, profile_type) + needed > limit:
+        raise QuotaExceeded()
 
 
 def stop_app(ctx: Ctx, app: App) -> None:
@@ -411,6 +450,9 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     _check_template(template)
     tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
     existing = ctx.state.jobs.get(key(rg, name))
+    if existing is None or existing.deleting:
+        parallelism = int((config.get("manualTriggerConfig") or {}).get("parallelism") or 1)
+        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * parallelism)
     if existing is not None and not existing.deleting:
         existing.tags, existing.configuration, existing.template = tags, config, template
         existing.profile_name, existing.profile_type = profile_name, ptype
@@ -472,6 +514,11 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None) -> Execution:
             },
         )
         ex.replica_names.append(name)
+        where = {"location": job.location, "profile": job.profile_type}
+        if ctx.faults.fire("wpfull", path=name, **where):
+            unplaceable(ex.replicas[name])
+        elif ctx.faults.fire("nocapacity", path=name, **where):
+            ex.replicas[name].stuck = True  # never assigned to a node
     job.executions[ex.name] = ex
     ctx.runtime.emit(
         None,

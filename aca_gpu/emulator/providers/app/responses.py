@@ -12,7 +12,7 @@ from aca_gpu.emulator.arm import empty_response, iso_ticks, json_response, new_o
 from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.app import models, shapes
-from aca_gpu.emulator.providers.app.exceptions import ResourceNotFound
+from aca_gpu.emulator.providers.app.exceptions import GatewayTimeout, ResourceNotFound
 from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision
 
 WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
@@ -113,11 +113,9 @@ async def available_workload_profiles_get(ctx: Ctx, req: web.Request, p: Params)
 async def usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     loc = catalog.normalize_location(p["location"])
     envs = [e for e in ctx.state.envs.values() if e.location == loc]
-    in_use: dict[str, int] = {}
-    for rep in ctx.state.replicas():
-        if not rep.gone and rep.profile_type in catalog.GPU_QUOTA_NAMES:
-            in_use[rep.profile_type] = in_use.get(rep.profile_type, 0) + catalog.gpus(rep.profile_type)
-    return json_response(catalog.usages_body(loc, len(envs), in_use))
+    in_use = {ptype: models.gpus_in_use(ctx, loc, ptype) for ptype in catalog.GPU_QUOTA_NAMES}
+    limits = {ptype: ctx.faults.quota_limit(loc, ptype) for ptype in catalog.GPU_QUOTA_NAMES}
+    return json_response(catalog.usages_body(loc, len(envs), in_use, limits))
 
 
 # ---- managed environments ----------------------------------------------------------------------
@@ -234,6 +232,8 @@ def _app_op(ctx: Ctx, app: App) -> Operation:
 async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()))
     op = _app_op(ctx, app)
+    if app.placement == "wpfull" and len(app.revisions) == 1:
+        raise GatewayTimeout()  # the app exists; its replica waits on a full profile (#1705)
     return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
 
 

@@ -152,7 +152,7 @@ def revision_body(ctx: Ctx, app: App, rev: Revision) -> dict[str, Any]:
             "fqdn": f"{rev.name}.{_env_domain(ctx, app)}",
             "template": rev.template,
             "active": rev.active,
-            "replicas": len(rev.replicas),
+            "replicas": len(rev.replicas) + rev.unplaced,
             # recorded: an app without ingress takes no traffic, so its revision's weight is 0
             "trafficWeight": 100 if rev.active and (app.configuration or {}).get("ingress") else 0,
             "healthState": "Healthy" if revision_running_state(rev) in ("Running", "Stopped") else "None",
@@ -193,11 +193,18 @@ def replica_body(ctx: Ctx, rep: Replica, *, path: str) -> dict[str, Any]:
         "properties": {
             "createdTime": iso_z(rep.created),
             "runningState": "Running" if running else "NotRunning",
-            "runningStateDetails": "" if running else _waiting_reason(rep.phase),
+            "runningStateDetails": ""
+            if running
+            else (rep.details if rep.stuck else "") or _waiting_reason(rep.phase),
             "containers": containers,
             "initContainers": [],
         },
     }
+
+
+def _replica_details(rep: Replica) -> str:
+    """An unplaced replica says why ("WorkLoad Profile Full"); otherwise the phase's reason."""
+    return (rep.details if rep.stuck else "") or _waiting_reason(rep.phase)
 
 
 def _waiting_reason(phase: str) -> str:
