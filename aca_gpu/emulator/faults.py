@@ -24,11 +24,12 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   AssigningReplica.
 - `slow_create` (`factor=`, default 12 for an app, 1.5 for a profile added to an environment):
   creates take toward the slowest figures seen (T4 app create up to ~12 min).
-- `slow_delete` (`factor=`, default 3): environment deletes take longer.
+- `slow_delete` (`factor=`, default 1.67): environment deletes take 15 minutes instead of 9.
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
-GPU profile 490, environment delete 540, GPU app create 60 typical (x12 with `slow_create`).
+GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
+with `slow_create`).
 Example: `429:count=2,retry_after=1;ws_drop:rate=0.5;stuck:region=westus3;seed=7`.
 """
 

@@ -1,8 +1,9 @@
 """`EmulatorServer`: ARM + ACA data plane over HTTPS on 127.0.0.1, in a background thread or the foreground.
 
 One aiohttp app dispatches by path: `/_emulator/*` control routes, data-plane routes (exec,
-log and event streams: JWT from getAuthToken), and ARM routes (static bearer token, api-version,
-provider registration, injected faults). A ticker advances replicas, executions and deletes.
+log and event streams: JWT from getAuthToken), cloud metadata, the managed-identity token endpoint
+(identity.py), and ARM routes (the static JWT or a minted one, api-version, provider registration,
+injected faults). A ticker advances replicas, executions and deletes.
 """
 
 from __future__ import annotations
