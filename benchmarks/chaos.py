@@ -872,12 +872,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, help="ACAGPU_POLLING_INTERVAL (default: acagpu's own)")
     parser.add_argument("--keep-dirs", action="store_true", help="keep each scenario's scratch directory")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument(
+        "--acagpu", help="how to run acagpu, e.g. 'OTHER/.venv/bin/python -m aca_gpu' (default: this Python)"
+    )
     parser.add_argument("--summarize", type=Path, help="print the summary of a results file and stop")
     args = parser.parse_args(argv)
     if args.summarize is not None:
         print(summarize(*load_results(args.summarize)))
         return 0
-    acagpu = [sys.executable, "-m", "aca_gpu"]
+    acagpu = args.acagpu.split() if args.acagpu else [sys.executable, "-m", "aca_gpu"]
     seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
     started = time.monotonic()
     results: list[ScenarioResult] = []

@@ -1,0 +1,103 @@
+"""The chaos runner's verdicts: a traceback, a clear line, exit 5 on a healthy GPU, a leftover."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("acagpu_chaos_judge", ROOT / "benchmarks" / "chaos.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+chaos = _load()
+
+
+def _step(**kw: Any) -> Any:
+    return chaos.Step(name="up", argv=["up"], timeout=60, **kw)
+
+
+TRACE = 'Traceback (most recent call last):\n  File "x.py", line 3, in <module>\nKeyboardInterrupt\n'
+
+
+@pytest.mark.parametrize(
+    ("rc", "out", "err", "clear"),
+    [
+        (0, "", "", True),
+        (2, "", "error: no run 'r1' found\nhint: `acagpu status` lists runs\n", True),
+        (1, "", "error: unexpected failure: JSONDecodeError: Expecting value\n", False),
+        (1, "", "error: unexpected ChunkedEncodingError: Response ended prematurely\n", False),
+        (5, "run r1: gpu_check_failed  (eastus, T4)\n", "✗ test run   5.0s  fail\n", True),
+        (130, "", "warning: interrupted: tearing down run r1 (Ctrl-C again to leave it)\n", False),
+        (130, "", TRACE, False),
+    ],
+)
+def test_clear_line(rc: int, out: str, err: str, clear: bool) -> None:
+    assert chaos.judge(_step(), rc, out, err)["clear"] is clear
+
+
+def test_traceback_and_library_noise_are_seen() -> None:
+    assert chaos.judge(_step(), 130, "", TRACE)["traceback"]
+    verdict = chaos.judge(_step(), 1, "", "WARNING:azure.core.pipeline:retrying\nerror: boom\n")
+    assert verdict["noise"] and not verdict["traceback"]
+
+
+def test_json_envelope_and_error_object() -> None:
+    step = _step(json=True)
+    ok = chaos.judge(step, 4, '{"schema": 1, "command": "up", "error": {"message": "timed out"}}', "")
+    assert ok["json_ok"] and ok["clear"]
+    no_error = chaos.judge(step, 5, '{"schema": 1, "command": "up", "error": null}', "")
+    assert no_error["json_ok"] and not no_error["clear"]
+    assert chaos.judge(step, 0, '{"schema": 1, "kind": "validate"}', "")["json_problem"] == "no command"
+    two = chaos.judge(step, 0, '{"schema": 1, "command": "up"}\n{"schema": 1, "command": "up"}', "")
+    assert two["json_problem"] == "not exactly one JSON document"
+
+
+def test_exit_5_is_right_only_for_the_too_new_image() -> None:
+    assert chaos.judge(_step(), 5, "", "error: gpu check failed\n")["exit5_on_healthy"]
+    assert not chaos.judge(_step(too_new=True), 5, "", "error: image needs a newer driver\n")[
+        "exit5_on_healthy"
+    ]
+    healthy = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+    rows = f"{chaos.TOO_NEW_IMAGE}  fail\n{healthy}  fail\n"
+    step = _step(too_new=True, healthy_images=[healthy])
+    assert chaos.judge(step, 5, rows, "")["exit5_on_healthy"]
+    assert not chaos.judge(step, 5, rows.replace(f"{healthy}  fail", f"{healthy}  pass"), "")[
+        "exit5_on_healthy"
+    ]
+
+
+def test_leftovers_skip_deleting_groups_and_kept_runs() -> None:
+    inv = {
+        "resource_groups": [
+            {"name": "rg-acagpu-a", "deleting": True},
+            {"name": "rg-acagpu-b", "deleting": False},
+            {"name": "rg-acagpu-live0", "deleting": False},
+        ],
+        "apps": [
+            {"name": "cuda-explorer-a", "resource_group": "rg-acagpu-a", "deleting": False},
+            {"name": "cuda-explorer-b", "resource_group": "rg-acagpu-b", "deleting": False},
+        ],
+        "jobs": [],
+        "replicas": [{"name": "rep-b", "phase": "Running", "owner": "cuda-explorer-b"}],
+    }
+    left = chaos.leftovers(inv, {"rg-acagpu-live0"})
+    assert left == ["group rg-acagpu-b", "app cuda-explorer-b", "replica rep-b (Running)"]
+
+
+def test_same_seed_same_scenario() -> None:
+    assert chaos.draw(17) == chaos.draw(17)
+    kinds = {chaos.draw(s).kind for s in range(60)}
+    assert kinds == set(chaos.KINDS)
