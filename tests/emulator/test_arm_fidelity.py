@@ -88,6 +88,8 @@ def test_app_put_drops_nulls_and_fills_recorded_defaults(
     assert props["configuration"]["maxInactiveRevisions"] == 100
     assert props["workloadProfileName"] == "Consumption"
     assert resp.json()["identity"] == {"type": "None"}
+    again = _raw(server, "PUT", f"{_rgp(server)}/containerApps/cli-app", _cli_style_app(server))
+    assert again.status_code == 200 and "Azure-AsyncOperation" in again.headers  # a replace, not a create
     # the SDK reads the same answer back as a model
     app = aca.container_apps.get(RG, "cli-app")
     assert app.template.containers[0].env is None and app.template.containers[0].resources.cpu == 0.5

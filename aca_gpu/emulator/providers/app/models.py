@@ -97,7 +97,9 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             raise EnvironmentBusy(name)
         existing.tags = tags
         existing.profiles = profiles
-        existing.extra.update({k: v for k, v in props.items() if k in _ENV_WRITABLE and v is not None})
+        existing.extra.update(
+            {k: defaults.drop_nulls(v) for k, v in props.items() if k in _ENV_WRITABLE and v is not None}
+        )
         if added:
             # Nodes for a new profile take minutes (aca-2026.md §4: ~8 min when it is a GPU profile).
             gpu = any(catalog.gpus(p["workloadProfileType"]) for p in added)
@@ -122,7 +124,7 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         created=utc_now(),
         default_domain=f"{rand_suffix(8, _LETTERS)}-{digest[:8]}.{location}.azurecontainerapps.io",
         static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
-        extra={k: v for k, v in props.items() if k in _ENV_WRITABLE and v is not None},
+        extra={k: defaults.drop_nulls(v) for k, v in props.items() if k in _ENV_WRITABLE and v is not None},
     )
     ctx.state.envs[key(rg, name)] = env
     return env, True
@@ -214,6 +216,11 @@ def get_app(ctx: Ctx, rg: str, name: str) -> App:
     if app is None or app.deleting:
         raise ResourceNotFound("containerApps", name, rg)
     return app
+
+
+def app_exists(ctx: Ctx, rg: str, name: str) -> bool:
+    app = ctx.state.apps.get(key(rg, name))
+    return app is not None and not app.deleting
 
 
 def app_state(ctx: Ctx, app: App) -> str:
