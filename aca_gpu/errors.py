@@ -1,7 +1,8 @@
 """Error types that carry their exit code, so the CLI maps failures to the documented contract once.
 
 Exit codes (README, DESIGN.md §3): 0 ok · 1 unexpected failure · 2 bad input / preflight refused ·
-3 quota or capacity · 4 timed out waiting · 5 GPU check failed · 6 teardown incomplete.
+3 quota or capacity · 4 timed out waiting · 5 GPU, driver or image failed · 6 teardown incomplete ·
+7 infrastructure (a connection or a result was lost; the GPU was not judged) · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ EXIT_QUOTA = 3
 EXIT_TIMEOUT = 4
 EXIT_GPU_CHECK = 5
 EXIT_TEARDOWN = 6
+EXIT_INFRA = 7
+EXIT_INTERRUPTED = 130
 
 
 class AcaGpuError(Exception):
@@ -70,6 +73,26 @@ class TeardownIncomplete(AcaGpuError):
     """Something this run made is still there after teardown."""
 
     exit_code = EXIT_TEARDOWN
+
+
+class ContainerRefused(GpuCheckFailed):
+    """The container runtime refused to start the image (CUDA requirement newer than the driver, pull
+    failure): the image or driver failed, so this is exit 5 like any GPU check."""
+
+
+class InfraError(AcaGpuError):
+    """Transport trouble lost something (an exec session, a log stream, a result line) after retries.
+
+    Never a verdict on the GPU: exit 7 tells a script to retry rather than to blame the image.
+    """
+
+    exit_code = EXIT_INFRA
+
+
+class Interrupted(AcaGpuError):
+    """Ctrl-C: the run stopped on the user's request (after tearing down, unless told to leave)."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class CloudError(AcaGpuError):

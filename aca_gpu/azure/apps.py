@@ -16,7 +16,7 @@ from urllib.parse import quote
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
-from aca_gpu.errors import CloudError, NotFound, WaitTimedOut
+from aca_gpu.errors import CloudError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
     AppSpec,
@@ -29,11 +29,13 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
 )
+from aca_gpu.naming import TAG_MANAGED, is_managed
 
 API_VERSION = "2026-07-01"  # azure-mgmt-appcontainers 5.1.0's default (aca-api.md §1.1)
 PREVIEW_API_VERSION = "2023-11-02-preview"  # job token / execution replicas (aca-api.md §1.9)
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
+DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reported, never waited forever
 
 
 def is_consumption_type(profile_type: str) -> bool:
@@ -205,6 +207,20 @@ def replica_info(obj: Any) -> ReplicaInfo:
     )
 
 
+def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
+    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1)."""
+    detailed = p.get("detailedStatus")
+    codes: list[int] = []
+    replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None
+    for replica in replicas if isinstance(replicas, list) else []:
+        containers = replica.get("containers") if isinstance(replica, Mapping) else None
+        for container in containers if isinstance(containers, list) else []:
+            code = container.get("code") if isinstance(container, Mapping) else None
+            if isinstance(code, int) and not isinstance(code, bool):
+                codes.append(code)
+    return tuple(codes)
+
+
 def execution_info(obj: Any) -> ExecutionInfo:
     doc = as_json(obj)
     p = props(doc)
@@ -213,6 +229,9 @@ def execution_info(obj: Any) -> ExecutionInfo:
         status=p.get("status"),
         start_time=_nonempty(p.get("startTime")),
         end_time=_nonempty(p.get("endTime")),
+        exit_codes=_exit_codes(p),
+        reason=_nonempty(p.get("reason")),
+        message=_nonempty(p.get("message")),
     )
 
 
@@ -259,6 +278,54 @@ def scale_app(clients: Clients, rg: str, name: str, min_replicas: int, max_repli
         template.setdefault("scale", {}).update({"minReplicas": min_replicas, "maxReplicas": max_replicas})
         poller = clients.apps.container_apps.begin_create_or_update(rg, name, ContainerApp(doc))
         return app_info(poller.result(), rg)
+
+
+def list_apps(clients: Clients, rg: str) -> list[AppInfo]:
+    with translate_errors("list container apps in", rg):
+        return [app_info(a, rg) for a in clients.apps.container_apps.list_by_resource_group(rg)]
+
+
+def list_jobs(clients: Clients, rg: str) -> list[JobInfo]:
+    with translate_errors("list jobs in", rg):
+        return [job_info(j, rg) for j in clients.apps.jobs.list_by_resource_group(rg)]
+
+
+def _refuse_unmanaged(kind: str, name: str, tags: Mapping[str, str]) -> None:
+    """The last-moment tag check before a delete, in the layer that sends it (as for groups)."""
+    if not is_managed(dict(tags)):
+        raise PreflightRefused(
+            f"refusing to delete {kind} {name}: it lacks the tag {TAG_MANAGED}=true", code="NotManaged"
+        )
+
+
+def delete_app(clients: Clients, rg: str, name: str) -> None:
+    """Delete one container app acagpu made and wait for the LRO (the replica stops billing)."""
+    current = get_app(clients, rg, name)
+    if current is None:
+        return
+    _refuse_unmanaged("container app", name, current.tags)
+    with translate_errors("delete container app", name):
+        clients.apps.container_apps.begin_delete(rg, name).result(timeout=DELETE_WAIT_S)
+
+
+def delete_job(clients: Clients, rg: str, name: str) -> None:
+    current = get_job(clients, rg, name)
+    if current is None:
+        return
+    _refuse_unmanaged("job", name, current.tags)
+    with translate_errors("delete job", name):
+        clients.apps.jobs.begin_delete(rg, name).result(timeout=DELETE_WAIT_S)
+
+
+def stop_app(clients: Clients, rg: str, name: str) -> None:
+    """The stable ContainerApps_Stop: no replica runs and nothing bills until start."""
+    with translate_errors("stop container app", name):
+        clients.apps.container_apps.begin_stop(rg, name).result()
+
+
+def start_app(clients: Clients, rg: str, name: str) -> None:
+    with translate_errors("start container app", name):
+        clients.apps.container_apps.begin_start(rg, name).result()
 
 
 def list_revision_replicas(clients: Clients, rg: str, app: str, revision: str) -> list[ReplicaInfo]:

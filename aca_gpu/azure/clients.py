@@ -93,12 +93,13 @@ def az_cli_subscription(az: str | None = None) -> str | None:
 def resolve_subscription(
     settings: Settings, flag: str | None = None, env: Mapping[str, str] | None = None
 ) -> str:
-    """flag > ACAGPU_SUBSCRIPTION > (config file) > AZURE_SUBSCRIPTION_ID > `az account show`."""
+    """flag > settings (which already holds --subscription > ACAGPU_SUBSCRIPTION > config file >
+    AZURE_SUBSCRIPTION_ID, resolved once in aca_gpu.config) > `az account show`."""
     env = os.environ if env is None else env
     for candidate in (
         flag,
-        env.get("ACAGPU_SUBSCRIPTION"),
         settings.subscription,
+        env.get("ACAGPU_SUBSCRIPTION"),
         env.get("AZURE_SUBSCRIPTION_ID"),
     ):
         if candidate and candidate.strip():

@@ -146,8 +146,26 @@ class AzureCloud:
             return []
         return apps.list_revision_replicas(self.clients, resource_group, app, info.latest_revision)
 
+    def list_apps(self, resource_group: str) -> list[AppInfo]:
+        return apps.list_apps(self.clients, resource_group)
+
+    def delete_app(self, resource_group: str, name: str) -> None:
+        apps.delete_app(self.clients, resource_group, name)
+
+    def stop_app(self, resource_group: str, name: str) -> None:
+        apps.stop_app(self.clients, resource_group, name)
+
+    def start_app(self, resource_group: str, name: str) -> None:
+        apps.start_app(self.clients, resource_group, name)
+
     def create_job(self, spec: JobSpec) -> JobInfo:
         return apps.create_job(self.clients, spec)
+
+    def list_jobs(self, resource_group: str) -> list[JobInfo]:
+        return apps.list_jobs(self.clients, resource_group)
+
+    def delete_job(self, resource_group: str, name: str) -> None:
+        apps.delete_job(self.clients, resource_group, name)
 
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return apps.get_job(self.clients, resource_group, name)

@@ -28,7 +28,7 @@ def render_verdict(result: CompatVerdict) -> str:
 
 
 def exit_code_for(result: CompatVerdict) -> int:
-    """0 for ok and unknown; 5 when the toolkit verdict or the runtime's requirement check says no."""
+    """0 for ok, minor-compat and unknown; 5 when incompatible or the runtime would refuse the image."""
     return 0 if result.ok else EXIT_GPU_CHECK
 
 
@@ -47,8 +47,8 @@ def compat(output: Output, image: str, driver: str, require: str | None) -> None
     Verdicts: ok (driver supports it natively), minor-compat (same major, above the family floor:
     most code runs, PTX JIT and newest features fail), incompatible, unknown (tag hides the CUDA
     version). Also reports whether the NVIDIA container runtime's NVIDIA_REQUIRE_CUDA check would
-    refuse to start the container. Exit codes: 0 ok or unknown, 5 minor-compat/incompatible or
-    refused, 2 bad input.
+    refuse to start the container. Exit codes: 0 ok, minor-compat or unknown (the same rule as `up`
+    and `validate`), 5 incompatible or refused, 2 bad input.
     """
     result = replace(verdict(parse_image_ref(image), driver, require), image=image.strip())
     if result.verdict == "unknown":

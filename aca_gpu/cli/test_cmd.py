@@ -9,7 +9,8 @@ from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.context import RunRef, find_run, open_cloud, resolve_owner
+from aca_gpu.workflow.render import finish, render_up
 from aca_gpu.workflow.test import run_test
 
 
@@ -24,8 +25,13 @@ def test_cmd(output: Output, ref: RunRef, settings: Settings, timeout: str, star
     start = naming.parse_ttl(start_timeout).total_seconds()
     cloud = open_cloud(settings)
     run = find_run(cloud, ref)
-    doc, code = run_test(cloud, run, output, waiter_for(settings), start_timeout=start, timeout=deadline)
-    result = doc["result"]
-    output.emit(doc, f"run {run.run_id}: tester {result.get('status', '?')} (execution {doc['execution']})")
-    if code:
-        raise SystemExit(code)
+    outcome = run_test(
+        cloud,
+        run,
+        output,
+        waiter_for(settings),
+        owner=resolve_owner(settings),
+        start_timeout=start,
+        timeout=deadline,
+    )
+    finish(output, outcome, render_up)

@@ -11,7 +11,7 @@ from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
 from aca_gpu.workflow.plan import UpRequest, make_plan
-from aca_gpu.workflow.render import render_plan, render_up, render_up_markdown
+from aca_gpu.workflow.render import finish, render_plan, render_up, render_up_markdown
 from aca_gpu.workflow.up import up as run_up
 
 
@@ -35,6 +35,11 @@ from aca_gpu.workflow.up import up as run_up
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan (names, profile, images, tags, cost); create nothing."
 )
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="After teardown, wait until the resource group is gone (404), not only billing.",
+)
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option(
     "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
@@ -54,6 +59,7 @@ def up(
     keep: bool,
     yes: bool,
     dry_run: bool,
+    wait: bool,
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
@@ -70,6 +76,7 @@ def up(
         max_minutes=max_minutes,
         start_timeout=start_timeout,
         keep=keep,
+        wait=wait,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
     if dry_run:
@@ -81,10 +88,5 @@ def up(
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
-        result = run_up(open_cloud(active), plan, output, waiter_for(active))
-    output.emit(result.doc, render_up(result.doc))
-    output.summary(render_up_markdown(result.doc))
-    if result.error is not None:
-        output.error(result.error.message, result.error.hint)
-    if result.exit_code:
-        raise SystemExit(result.exit_code)
+        outcome = run_up(open_cloud(active), plan, output, waiter_for(active))
+    finish(output, outcome, render_up, render_up_markdown)

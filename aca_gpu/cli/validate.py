@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TextIO
+from typing import Any
 
 import click
 
@@ -13,6 +13,7 @@ from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
 from aca_gpu.workflow import validate as validate_flow
 from aca_gpu.workflow.context import open_cloud, resolve_owner
+from aca_gpu.workflow.render import finish, render_validate
 
 
 @click.command()
@@ -29,6 +30,7 @@ from aca_gpu.workflow.context import open_cloud, resolve_owner
 @click.option("--driver", help="Host driver to predict against (default: the last one seen for the profile).")
 @click.option("--no-tester", is_flag=True, help="Only start the image and read nvidia-smi.")
 @click.option("--no-inspect", is_flag=True, help="Do not read digests and CUDA env from the registry.")
+@click.option("--wait", is_flag=True, help="After teardown, wait until the resource group is gone (404).")
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
@@ -46,6 +48,7 @@ def validate(
     driver: str | None,
     no_tester: bool,
     no_inspect: bool,
+    wait: bool,
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
@@ -67,28 +70,21 @@ def validate(
         tester_image=tester_image,
         driver=driver,
         run_tester=not no_tester,
+        wait=wait,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
-        doc, code = validate_flow.validate(open_cloud(active), plan, output, waiter_for(active), inspector)
-    results = doc["results"]
-    if results:
-        matrix = report_flow.Matrix(tuple(results))
-        output.summary(report_flow.render_markdown(matrix))
-        if output.github:
-            for pair in matrix.failed:
-                output.error(f"{pair['image']} on {pair['gpu']}: {pair.get('reason') or 'failed'}")
+        outcome = validate_flow.validate(open_cloud(active), plan, output, waiter_for(active), inspector)
+    results = [p.as_dict() for p in outcome.pairs]
+    if results and output.github:
+        for pair in report_flow.Matrix(tuple(results)).failed:
+            output.error(f"{pair['image']} on {pair['gpu']}: {pair.get('reason') or 'failed'}")
 
-    def human(stream: TextIO) -> None:
-        if results:
-            print(report_flow.render_text(report_flow.Matrix(tuple(results))), file=stream)
-        teardown = doc["teardown"]
-        print(f"teardown: {teardown.get('status')} (verified: {teardown.get('verified')})", file=stream)
-        if doc.get("error"):
-            print(f"error: {doc['error']['message']}", file=stream)
+    def markdown(doc: dict[str, Any]) -> str:
+        return (
+            report_flow.render_markdown(report_flow.Matrix(tuple(doc["results"]))) if doc["results"] else ""
+        )
 
-    output.emit(doc, human)
-    if code:
-        raise SystemExit(code)
+    finish(output, outcome, render_validate, markdown)

@@ -128,9 +128,11 @@ class CompatVerdict:
 
     @property
     def ok(self) -> bool:
-        """True for `ok` and `unknown` when the runtime would start the container; `minor-compat` is not
-        ok (features a newer driver provides fail), matching `acagpu compat`'s exit code 5."""
-        return self.verdict in ("ok", "unknown") and self.require_check != "fail"
+        """The one pass/fail rule (`compat`, `up`, `validate` alike): `incompatible`, or a container
+        runtime that would refuse the image, fails. `minor-compat` passes: the container starts and
+        most code runs under minor-version compatibility (PTX JIT and the newest APIs do not), so the
+        verdict says so and the tester shows whether the GPU really works."""
+        return self.verdict != "incompatible" and self.require_check != "fail"
 
     def as_dict(self) -> dict[str, str | None]:
         """The documented JSON contract of `acagpu compat` (exactly these keys)."""

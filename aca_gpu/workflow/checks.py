@@ -1,17 +1,18 @@
 """The GPU knowledge workflows use (profiles, nvidia-smi, CUDA compat, tester result, cost), in one place.
 
-Workflows speak plain dicts and a few verdict flags; this module is the only one that knows the
-shapes of aca_gpu.gpu.* and aca_gpu.cost, so the orchestration reads as orchestration.
+Workflows speak typed records; this module gathers the few calls into aca_gpu.gpu.* and
+aca_gpu.cost that they share, so the orchestration reads as orchestration.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aca_gpu import cost, tester
 from aca_gpu.errors import BadInput
-from aca_gpu.gpu import cuda_compat, nvidia_smi, profiles, tester_result
-from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.gpu import cuda_compat, profiles
+from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import ContainerDef
 
 Profile = profiles.GpuProfile
@@ -70,42 +71,16 @@ def tester_container(image: str, profile: Profile) -> ContainerDef:
     )
 
 
-def parse_smi(text: str) -> Any:
-    return nvidia_smi.parse(text)
-
-
-def smi_dict(parsed: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = parsed.as_dict()
-    return doc
-
-
-def compat(image: str, driver_version: str | None) -> dict[str, Any] | None:
-    """Verdict of an image's CUDA requirement against the driver nvidia-smi reported."""
+def compat_verdict(image: ImageRef | str, driver_version: str | None) -> cuda_compat.CompatVerdict | None:
+    """An image's CUDA requirement against the driver nvidia-smi reported (None without a driver)."""
     if not driver_version:
         return None
     try:
-        result = cuda_compat.verdict(parse_image_ref(image), driver_version)
-    except BadInput as exc:
-        return {"image": image, "verdict": "unknown", "reason": exc.message}
-    doc: dict[str, Any] = result.as_dict()
-    return doc
-
-
-def compat_failed(doc: dict[str, Any] | None) -> bool:
-    """Fails on "incompatible" or a runtime that would refuse the image; minor-compat runs (reported only)."""
-    return doc is not None and (doc.get("verdict") == "incompatible" or doc.get("require_check") == "fail")
-
-
-def parse_tester(text: str) -> dict[str, Any]:
-    """The tester's result; output without a result line is a failed test, with the reason."""
-    try:
-        return tester_result.parse_tester_output(text).as_dict()
-    except tester_result.NoTesterResult as exc:
-        return {"status": "fail", "reason": exc.message}
-
-
-def tester_failed(doc: dict[str, Any]) -> bool:
-    return doc.get("status") != "pass"
+        ref = parse_image_ref(image) if isinstance(image, str) else image
+        result = cuda_compat.verdict(ref, driver_version)
+    except BadInput:
+        return None
+    return replace(result, image=str(image).strip()) if isinstance(image, str) else result
 
 
 def cost_estimate(profile: Profile, replica_seconds: float, location: str, *, label: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Teardown: delete a run's resource group and wait until it is really gone (404), never anything untagged.
+"""`acagpu down`: remove a run through the one teardown path (billing first, then the group, verified).
 
-"Delete accepted" is not "deleted": the group is read back until ARM says it does not exist, and
-a group still there after the deadline is exit 6 with the command that finishes the job.
+A run that no longer exists is `absent` and exit 0, so a cleanup step that runs after a command
+that already tore down (CI's `if: always()`) is idempotent. Only groups tagged
+`acagpu:managed=true` are ever touched.
 """
 
 from __future__ import annotations
@@ -10,48 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from aca_gpu import naming
-from aca_gpu.errors import CloudError, PreflightRefused, TeardownIncomplete, WaitTimedOut
+from aca_gpu.errors import BadInput, NotFound, TeardownIncomplete
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import RunRef, Waiter, age_seconds, find_run
-
-DELETE_TIMEOUT_S = 45 * 60.0
-DELETE_ATTEMPTS = 3
-
-
-def teardown_group(
-    cloud: Cloud, name: str, waiter: Waiter, *, wait: bool = True, timeout: float | None = None
-) -> dict[str, Any]:
-    """Delete one managed resource group; returns {status, verified}. Untagged groups are refused."""
-    group = cloud.get_resource_group(name)
-    if group is None:
-        return {"status": "absent", "verified": True}
-    if not naming.is_managed(dict(group.tags)):
-        raise PreflightRefused(
-            f"resource group {name!r} is not tagged {naming.TAG_MANAGED}=true; acagpu never deletes it"
-        )
-    for attempt in range(1, DELETE_ATTEMPTS + 1):
-        try:
-            cloud.delete_resource_group(name, wait=wait)
-            break
-        except CloudError:
-            if attempt == DELETE_ATTEMPTS:
-                raise
-    if not wait:
-        return {"status": "deleting", "verified": False}
-    timeout = DELETE_TIMEOUT_S if timeout is None else timeout
-    try:
-        waiter.until(
-            f"resource group {name} to be deleted",
-            lambda: True if cloud.get_resource_group(name) is None else None,
-            timeout=timeout,
-        )
-    except WaitTimedOut as exc:
-        raise TeardownIncomplete(
-            f"resource group {name} still exists after teardown: {exc.message}",
-            hint=f"acagpu down -g {name}",
-        ) from exc
-    return {"status": "deleted", "verified": True}
+from aca_gpu.workflow.teardown import teardown_group
 
 
 @dataclass(frozen=True)
@@ -61,33 +25,68 @@ class DownResult:
 
 
 def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait: bool = True) -> DownResult:
-    """`acagpu down`: find the run by its tags, delete its group, verify (unless --no-wait)."""
-    run = find_run(cloud, ref)
-    doc: dict[str, Any] = {
+    """Find the run by its tags and remove it; `wait` reads the group back until ARM answers 404."""
+    try:
+        run = find_run(cloud, ref)
+    except NotFound:
+        if not ref.run_id:
+            raise
+        group = naming.RunNames(ref.run_id).resource_group
+        doc: dict[str, Any] = {
+            "command": "down",
+            "run_id": ref.run_id,
+            "resource_group": group,
+            "age_seconds": None,
+        }
+        doc["teardown"] = {"status": "absent", "verified": True, "billing_stopped": True}
+        progress.note(f"run {ref.run_id} does not exist (nothing to delete)")
+        return DownResult(doc, 0)
+    doc = {
         "command": "down",
         "run_id": run.run_id,
         "resource_group": run.resource_group,
         "age_seconds": age_seconds(run.tags),
     }
+    dedicated = _dedicated(run.tags.get(naming.TAG_GPU))
     with progress.step(f"delete {run.resource_group}") as step:
-        try:
-            doc["teardown"] = teardown_group(cloud, run.resource_group, waiter, wait=wait)
-        except TeardownIncomplete as exc:
+        result = teardown_group(
+            cloud, run.resource_group, wait_gone=wait, dedicated=dedicated, poll=max(0.05, waiter.interval)
+        )
+        doc["teardown"] = result.as_dict()
+        step.update(result.status + (" (verified gone)" if result.verified else ""))
+        if not result.clean:
             step.status = "fail"
-            doc["teardown"] = {"status": "incomplete", "verified": False}
-            doc["error"] = exc.as_dict()
-            return DownResult(doc, exc.exit_code)
-        step.update(doc["teardown"]["status"] + (" (verified)" if doc["teardown"]["verified"] else ""))
+            error = TeardownIncomplete(
+                result.message or f"{run.resource_group} is still there",
+                hint=f"acagpu down --run-id {run.run_id}",
+            )
+            doc["error"] = error.as_dict()
+            return DownResult(doc, error.exit_code)
     return DownResult(doc, 0)
+
+
+def _dedicated(gpus: str | None) -> bool:
+    from aca_gpu.gpu.profiles import resolve_profile
+
+    for alias in (gpus or "").split(","):
+        try:
+            if alias and not resolve_profile(alias).serverless:
+                return True
+        except BadInput:  # an unknown alias in a tag says nothing about billing
+            continue
+    return False
 
 
 def render_down(doc: dict[str, Any]) -> str:
     teardown = doc.get("teardown", {})
+    status = teardown.get("status")
+    if status == "absent":
+        return f"run {doc['run_id']}: {doc['resource_group']} does not exist (nothing to delete)"
     if teardown.get("verified"):
         return f"run {doc['run_id']}: {doc['resource_group']} is gone (verified)"
-    if teardown.get("status") == "deleting":
+    if status == "deleting":
         return (
-            f"run {doc['run_id']}: deletion of {doc['resource_group']} accepted; "
-            "`acagpu status` shows when it is gone"
+            f"run {doc['run_id']}: nothing bills any more; {doc['resource_group']} is deleting "
+            "(`acagpu status` shows it until it is gone)"
         )
     return f"run {doc['run_id']}: {doc['resource_group']} is still there"

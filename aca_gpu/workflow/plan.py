@@ -1,24 +1,143 @@
-"""`up`'s plan: every flag validated and every name derived before any cloud object exists.
+"""A run's plan: every flag validated, every name derived and every image parsed, before any cloud call.
 
-Bad input must create nothing (exit 2), so this module touches no cloud at all; `--dry-run`
-prints the plan and stops here.
+One `Plan` serves every flow the engine runs: `up` is one (image, GPU) pair, `validate` many pairs in
+one shared environment, `test` one tester-only pair on a run that already exists. Bad input must
+create nothing (exit 2), so this module touches no cloud at all; `--dry-run` prints the plan and stops.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
-from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.gpu import cuda_compat
+from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.workflow import checks
 
 DEFAULT_MAX_MINUTES = 30
 DEFAULT_START_TIMEOUT = "15m"
+VALIDATE_MAX_MINUTES = 20
+VALIDATE_START_TIMEOUT = "10m"
 GPU_PROFILE_NAME = "gpu"
+MAX_PAIRS = 16
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (explorer image, GPU profile) combination and the ACA names it runs under."""
+
+    index: int
+    image: str  # as the user wrote it (trimmed): what is deployed and reported
+    ref: ImageRef  # parsed once, here
+    gpu: str  # the alias the user gave (t4, a100, nc24-a100 ...)
+    profile: checks.Profile
+    profile_name: str  # the workload profile's name inside the environment
+    explorer: str  # container app name
+    tester: str  # job name
+
+    def label(self) -> str:
+        return f"{self.image} on {self.gpu}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Shared settings plus the pairs; the engine needs nothing else to run, resume or tear down."""
+
+    command: str  # up | validate | test | local: names the JSON document
+    run_id: str
+    names: naming.RunNames
+    location: str
+    pairs: tuple[Pair, ...]
+    tester_image: str
+    ttl: timedelta
+    max_minutes: int
+    start_timeout_s: float
+    owner: str
+    tags: dict[str, str] = field(default_factory=dict)
+    keep: bool = False  # skip teardown (the explorer is stopped, the TTL still applies)
+    probe: bool = True  # run nvidia-smi in an explorer per pair
+    run_tester: bool = True
+    existing: bool = False  # the place already exists (acagpu test): create nothing, remove nothing
+    wait_gone: bool = False  # teardown waits for the group's 404, not only for billing to stop
+    driver: str | None = None  # validate: predict against this driver instead of the last one seen
+
+    @property
+    def tester_timeout_s(self) -> int:
+        return self.max_minutes * 60
+
+    @property
+    def gpu_profiles(self) -> list[tuple[str, str]]:
+        """(workload profile name, type) of every GPU the pairs use, first one first."""
+        seen: dict[str, str] = {}
+        for pair in self.pairs:
+            seen.setdefault(pair.profile_name, pair.profile.type)
+        return list(seen.items())
+
+    @property
+    def dedicated(self) -> bool:
+        """A dedicated profile's node bills while the environment exists, replicas or not."""
+        return any(not pair.profile.serverless for pair in self.pairs)
+
+    @property
+    def gpu_label(self) -> str:
+        return ",".join(dict.fromkeys(pair.gpu for pair in self.pairs))
+
+    def estimate(self) -> dict[str, Any]:
+        """Upper bound: the explorer and the tester each billed for the whole --max-minutes."""
+        replicas = int(self.probe) + int(self.run_tester)
+        seconds = float(replicas * self.max_minutes * 60)
+        total: dict[str, Any] = {"gpu_seconds": 0.0, "usd_estimate": 0.0, "basis": ""}
+        for pair in self.pairs:
+            est = checks.cost_estimate(
+                pair.profile,
+                seconds,
+                self.location,
+                label=f"upper bound: {replicas} replica(s) x {self.max_minutes} min (--max-minutes)",
+            )
+            total["gpu_seconds"] = round(total["gpu_seconds"] + est["gpu_seconds"], 1)
+            total["usd_estimate"] = round(total["usd_estimate"] + est["usd_estimate"], 4)
+            total["basis"] = est["basis"]
+        return total
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `--dry-run` document (and the plan part of every run document)."""
+        first = self.pairs[0]
+        doc: dict[str, Any] = {
+            "run_id": self.run_id,
+            "location": self.location,
+            "profile": checks.profile_dict(first.profile, first.gpu),
+            "resources": resource_names(self.names),
+            "explorer": {"image": first.image},
+            "tester": {"image": self.tester_image},
+            "ttl_seconds": int(self.ttl.total_seconds()),
+            "max_minutes": self.max_minutes,
+            "keep": self.keep,
+            "tags": dict(self.tags),
+            "cost": self.estimate(),
+        }
+        if self.command == "validate":
+            doc["pairs"] = [
+                {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "explorer_app": p.explorer}
+                for p in self.pairs
+            ]
+        return doc
+
+
+def resource_names(names: naming.RunNames) -> dict[str, str]:
+    return {
+        "resource_group": names.resource_group,
+        "environment": names.environment,
+        "explorer_app": names.explorer,
+        "tester_job": names.tester,
+    }
+
+
+# ---- requests ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -34,97 +153,189 @@ class UpRequest:
     max_minutes: int | None = None
     start_timeout: str | None = None
     keep: bool = False
+    wait: bool = False
 
 
 @dataclass(frozen=True)
-class UpPlan:
-    run_id: str
-    names: naming.RunNames
-    location: str
-    gpu: str
-    profile: checks.Profile
-    image: str
-    tester_image: str
-    ttl: timedelta
-    max_minutes: int
-    start_timeout_s: float
-    keep: bool
-    owner: str
-    tags: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def tester_timeout_s(self) -> int:
-        return self.max_minutes * 60
-
-    def estimate(self) -> dict[str, Any]:
-        """List-price estimate for the planned run: both replicas billed for the whole deadline."""
-        seconds = 2.0 * self.max_minutes * 60
-        return checks.cost_estimate(
-            self.profile, seconds, self.location, label="upper bound for --max-minutes"
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "location": self.location,
-            "profile": checks.profile_dict(self.profile, self.gpu),
-            "resources": resource_names(self.names),
-            "explorer": {"image": self.image},
-            "tester": {"image": self.tester_image},
-            "ttl_seconds": int(self.ttl.total_seconds()),
-            "max_minutes": self.max_minutes,
-            "keep": self.keep,
-            "tags": dict(self.tags),
-            "cost": self.estimate(),
-        }
+class ValidateRequest:
+    images: tuple[str, ...]
+    gpus: tuple[str, ...]
+    location: str | None = None
+    run_id: str | None = None
+    ttl: str | None = None
+    max_minutes: int | None = None
+    start_timeout: str | None = None
+    tester_image: str | None = None
+    driver: str | None = None  # override the last known driver used for the prediction
+    run_tester: bool = True
+    wait: bool = False
 
 
-def resource_names(names: naming.RunNames) -> dict[str, str]:
-    return {
-        "resource_group": names.resource_group,
-        "environment": names.environment,
-        "explorer_app": names.explorer,
-        "tester_job": names.tester,
-    }
+def _text(value: str | None, flag: str) -> str | None:
+    """None stays None (use the default); an empty or blank value is an error, never a default."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise BadInput(f"{flag} is empty: give a value or leave the flag out")
+    return value.strip()
 
 
-def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> UpPlan:
-    """Validate every value (one-line BadInput on the first bad one) and derive names and tags."""
-    run_id = naming.validate_run_id(request.run_id) if request.run_id else naming.new_run_id()
-    names = naming.RunNames(run_id).validate()
-    location = naming.validate_location(request.location or settings.location)
-    gpu = (request.gpu or settings.gpu).strip().lower()
-    profile = checks.resolve_profile(gpu)
-    ttl = naming.parse_ttl(request.ttl or settings.ttl)
-    max_minutes = request.max_minutes if request.max_minutes is not None else DEFAULT_MAX_MINUTES
-    if max_minutes < 1 or max_minutes > 24 * 60:
-        raise BadInput(f"invalid --max-minutes {max_minutes}: use 1 to 1440")
-    start_timeout = naming.parse_ttl(request.start_timeout or DEFAULT_START_TIMEOUT).total_seconds()
-    image = _image(request.image or settings.image, "--image")
-    tester_image = _image(request.tester_image or checks.default_tester_image(), "--tester-image")
+def _image(ref: str, flag: str) -> tuple[str, ImageRef]:
+    try:
+        return ref.strip(), parse_image_ref(ref)
+    except BadInput as exc:
+        raise BadInput(f"{flag}: {exc.message}") from exc
+
+
+def _profile(alias: str) -> checks.Profile:
+    return checks.resolve_profile(alias)
+
+
+def _duration(value: str, flag: str) -> timedelta:
+    try:
+        return naming.parse_ttl(value)
+    except BadInput as exc:
+        raise BadInput(f"{flag}: {exc.message}") from exc
+
+
+def _minutes(value: int | None, default: int) -> int:
+    minutes = default if value is None else value
+    if not 1 <= minutes <= 24 * 60:
+        raise BadInput(f"invalid --max-minutes {minutes}: use 1 to 1440")
+    return minutes
+
+
+def _common(
+    settings: Settings, run_id: str | None, location: str | None, ttl: str | None
+) -> tuple[str, naming.RunNames, str, timedelta]:
+    rid = _text(run_id, "--run-id")
+    run = naming.validate_run_id(rid) if rid else naming.new_run_id()
+    names = naming.RunNames(run).validate()
+    where = naming.validate_location(_text(location, "--location") or settings.location)
+    expiry = _duration(_text(ttl, "--ttl") or settings.ttl, "--ttl")
+    return run, names, where, expiry
+
+
+def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
+    """Validate every `up` value (one-line BadInput on the first bad one) and derive names and tags."""
+    run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
+    gpu = (_text(request.gpu, "--gpu") or settings.gpu).lower()
+    profile = _profile(gpu)
+    image, ref = _image(_text(request.image, "--image") or settings.image, "--image")
+    tester_image, _ = _image(
+        _text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
+    )
+    start = _text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
+    pair = Pair(1, image, ref, gpu, profile, GPU_PROFILE_NAME, names.explorer, names.tester)
     # --keep only skips teardown now; the TTL still applies, so the reaper removes a forgotten run.
     # (acagpu:keep=true, which the reaper honours, is set deliberately by a person, never implied.)
-    tags = naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu)
-    return UpPlan(
+    return Plan(
+        command="up",
         run_id=run_id,
         names=names,
         location=location,
-        gpu=gpu,
-        profile=profile,
-        image=image,
+        pairs=(pair,),
         tester_image=tester_image,
         ttl=ttl,
-        max_minutes=max_minutes,
-        start_timeout_s=start_timeout,
-        keep=request.keep,
+        max_minutes=_minutes(request.max_minutes, DEFAULT_MAX_MINUTES),
+        start_timeout_s=_duration(start, "--start-timeout").total_seconds(),
         owner=owner,
-        tags=tags,
+        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu),
+        keep=request.keep,
+        wait_gone=request.wait,
     )
 
 
-def _image(ref: str, flag: str) -> str:
-    try:
-        parse_image_ref(ref)
-    except BadInput as exc:
-        raise BadInput(f"{flag}: {exc.message}") from exc
-    return ref.strip()
+def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
+    """`up`'s plan (the name the CLI and older callers use)."""
+    return make_up_plan(settings, request, owner=owner)
+
+
+def _profile_name(alias: str) -> str:
+    """Workload profile names stay short: the type string as a name is WorkloadProfileInvalidNameTooLong."""
+    return "gpu-" + "".join(ch for ch in alias if ch.isalnum())[:11]
+
+
+def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: str) -> Plan:
+    """Every (image, GPU) pair, checked before any cloud call: bad input creates nothing (exit 2)."""
+    if not request.images or not request.gpus:
+        raise BadInput("give at least one --image and one --gpu")
+    images = dict.fromkeys(_text(i, "--image") or "" for i in request.images)
+    parsed = {image: _image(image, "--image")[1] for image in images}
+    gpus = tuple(dict.fromkeys((_text(g, "--gpu") or "").lower() for g in request.gpus))
+    profiles = {gpu: _profile(gpu) for gpu in gpus}
+    if len(images) * len(gpus) > MAX_PAIRS:
+        raise BadInput(f"{len(images) * len(gpus)} pairs requested; at most {MAX_PAIRS} per validation")
+    run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
+    tester_image, _ = _image(
+        _text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
+    )
+    driver = _text(request.driver, "--driver")
+    if driver:
+        try:
+            cuda_compat.parse_driver_version(driver)
+        except BadInput as exc:
+            raise BadInput(f"--driver: {exc.message}") from exc
+    pairs = []
+    for index, (image, gpu) in enumerate(((i, g) for i in images for g in gpus), start=1):
+        explorer = naming.validate_aca_name(f"{names.explorer}-{index}", "app")
+        tester = naming.validate_aca_name(f"{names.tester}-{index}", "job")
+        pairs.append(
+            Pair(index, image, parsed[image], gpu, profiles[gpu], _profile_name(gpu), explorer, tester)
+        )
+    start = _text(request.start_timeout, "--start-timeout") or VALIDATE_START_TIMEOUT
+    return Plan(
+        command="validate",
+        run_id=run_id,
+        names=names,
+        location=location,
+        pairs=tuple(pairs),
+        tester_image=tester_image,
+        ttl=ttl,
+        max_minutes=_minutes(request.max_minutes, VALIDATE_MAX_MINUTES),
+        start_timeout_s=_duration(start, "--start-timeout").total_seconds(),
+        owner=owner,
+        # every GPU of the run is named, so status and reap price all of them
+        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
+        run_tester=request.run_tester,
+        wait_gone=request.wait,
+        driver=driver,
+    )
+
+
+def make_test_plan(
+    run_id: str,
+    location: str,
+    gpu: str,
+    tags: dict[str, str],
+    *,
+    owner: str,
+    start_timeout_s: float,
+    timeout_s: float,
+) -> Plan:
+    """`acagpu test`: the tester alone, on the pair of a run that already exists (nothing created)."""
+    names = naming.RunNames(run_id)
+    profile = _profile(gpu)
+    image = checks.default_tester_image()
+    pair = Pair(
+        1, image, parse_image_ref(image), gpu, profile, GPU_PROFILE_NAME, names.explorer, names.tester
+    )
+    return Plan(
+        command="test",
+        run_id=run_id,
+        names=names,
+        location=location,
+        pairs=(pair,),
+        tester_image=image,
+        ttl=timedelta(0),
+        max_minutes=max(1, int(timeout_s // 60)),
+        start_timeout_s=start_timeout_s,
+        owner=owner,
+        tags=dict(tags),
+        probe=False,
+        existing=True,
+    )
+
+
+def with_pairs(plan: Plan, pairs: Sequence[Pair]) -> Plan:
+    return replace(plan, pairs=tuple(pairs))

@@ -1,26 +1,84 @@
-"""nvidia-smi and arbitrary commands in a run's CUDA explorer (`acagpu smi`, `acagpu exec`, `up`'s probe).
+"""The explorer: wait for it to start (or for the runtime's refusal), then nvidia-smi through exec.
 
-The exec websocket can drop mid-command (the session then ends without the exit marker), so a
-command is retried a few times before the missing exit code is reported.
+Used by the engine's probe, `acagpu smi` and `acagpu exec`. The exec websocket can drop
+mid-command (the session then ends without the exit marker): nvidia-smi is retried, and a session
+that never completes is an infrastructure error that says so, never a GPU verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
-from aca_gpu.errors import CloudError, NotFound
+from aca_gpu.errors import AcaGpuError, CloudError, ContainerRefused, InfraError, NotFound
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
-from aca_gpu.models import Cloud, ExecResult
+from aca_gpu.models import Cloud, ExecResult, ReplicaInfo
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
-from aca_gpu.workflow.replicas import wait_app_replica
+from aca_gpu.workflow.outcome import ProbeResult
+from aca_gpu.workflow.replicas import replica_details, safe_events
 
 EXEC_ATTEMPTS = 3
 EXEC_TIMEOUT_S = 180.0
 WAKE_TIMEOUT_S = 15 * 60.0
+RUNNING = "Running"
+STOPPED = "Stopped"
+# Text that means a replica will never start, so waiting out the deadline would only cost money.
+FATAL_START_MARKERS = (
+    "requirement error",
+    "unsatisfied condition",
+    "ContainerCreateFailure",
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "CrashLoopBackOff",
+    "BackoffLimitExceeded",
+)
+
+
+def fatal_text(texts: Sequence[str]) -> str | None:
+    """The most telling fatal line: the runtime's own error beats a generic back-off state."""
+    for marker in FATAL_START_MARKERS:
+        for text in texts:
+            for line in text.splitlines():
+                if marker.lower() in line.lower():
+                    return line.strip()
+    return None
+
+
+def _running(replica: ReplicaInfo) -> bool:
+    return replica.running_state == RUNNING and all(
+        c.running_state in (None, RUNNING) for c in replica.containers
+    )
+
+
+def wait_started(
+    cloud: Cloud, resource_group: str, app: str, waiter: Waiter, *, timeout: float
+) -> ReplicaInfo:
+    """A running replica of `app`, or ContainerRefused as soon as the platform says it never will be.
+
+    A refusal (CUDA requirement newer than the driver, image pull failure) is reported within one
+    poll of the platform saying so, with the runtime's own text, instead of waiting out `timeout`.
+    """
+    last: list[ReplicaInfo] = []
+
+    def probe() -> ReplicaInfo | None:
+        last[:] = cloud.list_app_replicas(resource_group, app)
+        running = next((r for r in last if _running(r)), None)
+        if running is not None:
+            return running
+        details = replica_details(last)
+        if fatal_text(details) is not None:
+            # the events carry the runtime's message when the replica only shows a back-off state
+            reason = fatal_text(details + safe_events(cloud, resource_group, app=app))
+            raise ContainerRefused(f"{app}: {reason}", code="ContainerRefused")
+        return None
+
+    def describe() -> str:
+        why = replica_details(last) + safe_events(cloud, resource_group, app=app)
+        return "; ".join(why) if why else "no replica was scheduled"
+
+    return waiter.until(f"a running replica of {app}", probe, timeout=timeout, describe=describe)
 
 
 def run_exec(
@@ -33,61 +91,89 @@ def run_exec(
     timeout: float = EXEC_TIMEOUT_S,
     retry_incomplete: bool = True,
 ) -> ExecResult:
-    """One non-interactive command; reconnects when the session ends before reporting an exit code."""
+    """One non-interactive command; reconnects when the session ends before reporting an exit code.
+
+    With `retry_incomplete` (idempotent commands such as nvidia-smi) a session that never completes
+    is InfraError; otherwise the incomplete result is returned for the caller to judge.
+    """
     result: ExecResult | None = None
+    lost = ""
     for attempt in range(1, EXEC_ATTEMPTS + 1):
         try:
             result = cloud.exec(resource_group, app, list(argv), timeout=timeout)
-        except CloudError:
+        except (CloudError, InfraError) as exc:
+            lost = exc.message
             if attempt == EXEC_ATTEMPTS:
-                raise
+                raise InfraError(
+                    f"lost the exec session to {app} running {argv[0]} ({EXEC_ATTEMPTS} attempts): {lost}",
+                    code=exc.code or "ExecLost",
+                ) from exc
         else:
             if result.exit_code is not None or not retry_incomplete:
                 return result
+            lost = "the session ended before the command's exit status arrived"
         waiter.cancel.wait(waiter.interval)
-    assert result is not None
-    return result
+    raise InfraError(
+        f"lost the exec session to {app} running {argv[0]} ({EXEC_ATTEMPTS} attempts): {lost}",
+        code="ExecLost",
+    )
 
 
-def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> dict[str, Any]:
-    """Run `nvidia-smi` and its CSV query; returns parsed fields plus raw text of both."""
+def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> ProbeResult:
+    """`nvidia-smi` and its CSV query, parsed: a failure state of nvidia-smi itself is a GPU verdict."""
     table = run_exec(cloud, resource_group, app, ["nvidia-smi"], waiter)
-    query = run_exec(cloud, resource_group, app, checks.SMI_QUERY, waiter)
-    parsed = checks.smi_dict(checks.parse_smi(table.output))
-    csv_parsed = checks.smi_dict(checks.parse_smi(query.output)) if query.exit_code == 0 else {}
-    gpus = parsed.get("gpus") or csv_parsed.get("gpus") or []
-    error = parsed.get("error")
-    if table.exit_code not in (0, None) and not error:
+    try:
+        query = run_exec(cloud, resource_group, app, checks.SMI_QUERY, waiter)
+    except InfraError:
+        query = ExecResult(tuple(checks.SMI_QUERY), "", "", None)  # the table is what judges
+    parsed = nvidia_smi.parse(table.output)
+    csv_parsed = nvidia_smi.parse(query.output) if query.exit_code == 0 else None
+    gpus = [g.as_dict() for g in parsed.gpus] or (
+        [g.as_dict() for g in csv_parsed.gpus] if csv_parsed else []
+    )
+    error = parsed.error
+    if table.exit_code != 0 and not error:
         error = (table.output.strip() or table.stderr.strip() or f"nvidia-smi exited {table.exit_code}")[:300]
-    return {
-        "driver_version": parsed.get("driver_version") or csv_parsed.get("driver_version"),
-        "cuda_version": parsed.get("cuda_version"),
-        "gpus": gpus,
-        "error": error,
-        "exit_code": table.exit_code,
-        "raw": table.output,
-        "raw_query": query.output,
-    }
+    if error == nvidia_smi.UNRECOGNIZED and table.exit_code == 0 and csv_parsed is not None and csv_parsed.ok:
+        error = None  # an unfamiliar table layout, but the query answered: the GPU is fine
+    return ProbeResult(
+        driver_version=parsed.driver_version or (csv_parsed.driver_version if csv_parsed else None),
+        cuda_version=parsed.cuda_version,
+        gpus=tuple(gpus),
+        error=error,
+        exit_code=table.exit_code,
+        raw=table.output,
+        raw_query=query.output,
+    )
 
 
 @contextmanager
 def awake_explorer(
     cloud: Cloud, run: Run, waiter: Waiter, *, timeout: float = WAKE_TIMEOUT_S
 ) -> Iterator[None]:
-    """A kept run's explorer sleeps at zero replicas: wake it for one command, then put it back."""
+    """A kept run's explorer is stopped between uses: start it for one command, then stop it again."""
     rg, app = run.resource_group, run.names.explorer
     info = cloud.get_app(rg, app)
     if info is None:
         raise NotFound(f"run {run.run_id} has no explorer app {app}")
-    asleep = not info.max_replicas
+    asleep = (info.running_status or "").lower() == STOPPED.lower() or not info.max_replicas
     if asleep:
-        cloud.scale_app(rg, app, 1, 1)
+        if not info.max_replicas:  # put to sleep by an older acagpu, at zero replicas
+            cloud.scale_app(rg, app, 1, 1)
+        else:
+            cloud.start_app(rg, app)
     try:
-        wait_app_replica(cloud, rg, app, waiter, timeout=timeout)
+        wait_started(cloud, rg, app, waiter, timeout=timeout)
         yield
     finally:
         if asleep:
-            cloud.scale_app(rg, app, 0, 0)
+            try:
+                cloud.stop_app(rg, app)
+            except AcaGpuError as exc:
+                raise InfraError(
+                    f"could not stop the explorer {app} again: {exc.message}",
+                    hint=f"acagpu down --run-id {run.run_id} removes the run",
+                ) from exc
 
 
 def explorer_smi(cloud: Cloud, run: Run, waiter: Waiter) -> tuple[NvidiaSmi, ExecResult]:

@@ -8,11 +8,10 @@ patterns are always skipped. Deletions run in parallel with a bound, and each is
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from aca_gpu.config import Settings
@@ -29,11 +28,8 @@ from aca_gpu.naming import (
     parse_iso_utc,
 )
 from aca_gpu.output import NullProgress, Progress
-
-THROTTLE_CODES = frozenset(
-    {"TooManyRequests", "SubscriptionRequestsThrottled", "ResourceGroupRequestsThrottled"}
-)
-THROTTLE_ATTEMPTS = 3
+from aca_gpu.workflow.teardown import teardown_group
+from aca_gpu.workflow.threads import spawn, wait_for
 
 SpendFn = Callable[[str | None, float], float | None]
 
@@ -138,7 +134,7 @@ def reap(
     now: datetime | None = None,
     spend: SpendFn | None = None,
     progress: Progress | None = None,
-    throttle_backoff: float = 5.0,
+    poll: float = 5.0,
 ) -> ReapReport:
     """Plan across every subscription, then delete the expired groups when `delete` is set."""
     progress = progress or NullProgress()
@@ -159,28 +155,30 @@ def reap(
         return ReapReport(dry_run=True, items=tuple(items))
 
     def remove(item: ReapItem) -> ReapItem:
-        cloud = clouds[item.subscription]
-        for attempt in range(1, THROTTLE_ATTEMPTS + 1):
-            try:
-                cloud.delete_resource_group(item.resource_group, wait=True)
-                break
-            except AcaGpuError as exc:
-                # azure-core already retried 429/5xx; a throttle that outlasted it gets a slower second chance
-                if exc.code in THROTTLE_CODES and attempt < THROTTLE_ATTEMPTS:
-                    time.sleep(throttle_backoff * attempt)
-                    continue
-                return replace(item, status="failed", error=exc.message)
-        if cloud.get_resource_group(item.resource_group) is not None:
-            return replace(item, status="failed", error="still present after deletion")
+        """The one teardown path (billing first), verified gone; a failure is reported, not raised."""
+        try:
+            result = teardown_group(clouds[item.subscription], item.resource_group, wait_gone=True, poll=poll)
+        except AcaGpuError as exc:
+            return replace(item, status="failed", error=exc.message)
+        if not result.verified:
+            return replace(item, status="failed", error=result.message or "still present after deletion")
         return replace(item, status="deleted")
 
     with progress.step(f"delete {len(doomed)} resource group(s)") as step:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            done = {id(i): r for i, r in zip(doomed, pool.map(remove, doomed), strict=True)}
+        done = {id(i): r for i, r in zip(doomed, _bounded(remove, doomed, concurrency), strict=True)}
         failed = sum(1 for r in done.values() if r.status == "failed")
         step.update(f"{len(doomed) - failed} deleted, {failed} failed")
     final = tuple(done.get(id(i), i) for i in items)
     return ReapReport(dry_run=False, items=final)
+
+
+def _bounded(call: Callable[[ReapItem], ReapItem], items: Sequence[ReapItem], limit: int) -> list[ReapItem]:
+    """`call` over items, at most `limit` at once, in daemon threads so Ctrl-C is never held up."""
+    results: list[ReapItem] = []
+    for start in range(0, len(items), max(1, limit)):
+        batch = [spawn(partial(call, i), "acagpu-reap") for i in items[start : start + max(1, limit)]]
+        results.extend(wait_for(f) for f in batch)
+    return results
 
 
 def spend_estimate(gpu: str | None, seconds: float) -> float | None:

@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.output import count_names
+from aca_gpu.output import Output
+from aca_gpu.workflow.outcome import RunOutcome
+
+
+def finish(
+    output: Output,
+    outcome: RunOutcome,
+    human: Callable[[dict[str, Any]], str],
+    markdown: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
+    """Render a run once (JSON or text), its job summary, its one error line; exit with its code."""
+    doc = outcome.document()
+    output.emit(doc, human(doc))
+    if markdown is not None:
+        output.summary(markdown(doc))
+    if outcome.exit_code:  # emit printed the document's one error line
+        raise SystemExit(outcome.exit_code)
 
 
 def _fmt_seconds(value: float | None) -> str:
@@ -48,6 +66,7 @@ def render_plan(doc: dict[str, Any]) -> str:
 
 
 def render_up(doc: dict[str, Any]) -> str:
+    """`up`, `test` and `local`: the single pair's explorer and tester, phases, cost, teardown."""
     exp, tester, res = doc["explorer"], doc["tester"], doc["resources"]
     gpus = count_names(
         [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in exp.get("gpus") or []]
@@ -56,19 +75,31 @@ def render_up(doc: dict[str, Any]) -> str:
     lines = [
         "",
         f"run {doc['run_id']}: {doc['status']}  ({doc['location']}, {doc['profile']['type']})",
-        f"  GPU            {gpus or '?'}",
-        f"  driver / CUDA  {exp.get('driver_version') or '?'} / {exp.get('cuda_version') or '?'}",
     ]
-    if exp.get("error"):
-        lines.append(f"  nvidia-smi     error: {exp['error']}")
+    if doc["command"] != "test":
+        lines += [
+            f"  GPU            {gpus or '?'}",
+            f"  driver / CUDA  {exp.get('driver_version') or '?'} / {exp.get('cuda_version') or '?'}",
+        ]
+        if exp.get("refused"):
+            lines.append(f"  explorer       refused to start: {exp['refused']}")
+        if exp.get("error"):
+            lines.append(f"  nvidia-smi     error: {exp['error']}")
+        lines.append(f"  explorer image {exp['image']}: {_compat_line(exp.get('compat'))}")
+        lines.append(f"  tester image   {tester['image']}: {_compat_line(tester.get('compat'))}")
+    status = tester.get("status") or result.get("status") or "none"
     lines += [
-        f"  explorer image {exp['image']}: {_compat_line(exp.get('compat'))}",
-        f"  tester image   {tester['image']}: {_compat_line(tester.get('compat'))}",
-        f"  tester result  {result.get('status', 'none')}" + _tester_detail(result),
+        f"  tester result  {status}"
+        + _tester_detail({**result, "reason": tester.get("reason") or result.get("reason")}),
         "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()),
         f"  cost           {_cost_line(doc['cost'])}",
         f"  teardown       {doc['teardown'].get('status')}"
-        + (" (verified gone)" if doc["teardown"].get("verified") else ""),
+        + (" (verified gone)" if doc["teardown"].get("verified") else "")
+        + (
+            " (billing stopped)"
+            if doc["teardown"].get("billing_stopped") and not doc["teardown"].get("verified")
+            else ""
+        ),
     ]
     if doc["teardown"].get("status") in ("kept", "left", "incomplete", "failed"):
         lines.append(
@@ -76,6 +107,21 @@ def render_up(doc: dict[str, Any]) -> str:
         )
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
+    return "\n".join(lines)
+
+
+def render_validate(doc: dict[str, Any]) -> str:
+    from aca_gpu.workflow import report
+
+    lines = [report.render_text(report.Matrix(tuple(doc["results"])))] if doc["results"] else []
+    teardown = doc["teardown"]
+    state = teardown.get("status")
+    if teardown.get("verified"):
+        state += ", verified gone"
+    elif teardown.get("billing_stopped"):
+        state += ", billing stopped"
+    lines.append(f"teardown: {state}")
+    lines.append("phases: " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()))
     return "\n".join(lines)
 
 

@@ -11,15 +11,8 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud, ReplicaInfo
-from aca_gpu.workflow.context import Waiter
 
 RUNNING = "Running"
-
-
-def _is_running(replica: ReplicaInfo) -> bool:
-    if replica.running_state != RUNNING:
-        return False
-    return all(c.running_state in (None, RUNNING) for c in replica.containers)
 
 
 def replica_details(replicas: Iterable[ReplicaInfo]) -> list[str]:
@@ -46,28 +39,11 @@ def event_reasons(events: Iterable[dict[str, Any]], limit: int = 3) -> list[str]
 
 def event_reasons_of(cloud: Cloud, resource_group: str, environment: str) -> list[str]:
     """The environment's last system event reasons, for a message; empty when they cannot be read."""
-    return _safe_events(cloud, resource_group, environment=environment)
+    return safe_events(cloud, resource_group, environment=environment)
 
 
-def _safe_events(cloud: Cloud, resource_group: str, **where: str) -> list[str]:
+def safe_events(cloud: Cloud, resource_group: str, **where: str) -> list[str]:
     try:
         return event_reasons(cloud.system_events(resource_group, tail=30, **where))
     except AcaGpuError:
         return []
-
-
-def wait_app_replica(
-    cloud: Cloud, resource_group: str, app: str, waiter: Waiter, *, timeout: float
-) -> ReplicaInfo:
-    """Block until one replica of `app` runs; WaitTimedOut quotes replica details and system events."""
-    last: list[ReplicaInfo] = []
-
-    def probe() -> ReplicaInfo | None:
-        last[:] = cloud.list_app_replicas(resource_group, app)
-        return next((r for r in last if _is_running(r)), None)
-
-    def describe() -> str:
-        why = replica_details(last) + _safe_events(cloud, resource_group, app=app)
-        return "; ".join(why) if why else "no replica was scheduled"
-
-    return waiter.until(f"a running replica of {app}", probe, timeout=timeout, describe=describe)

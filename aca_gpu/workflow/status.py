@@ -39,8 +39,8 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
             app = cloud.get_app(rg, names.explorer)
             executions = cloud.list_executions(rg, names.tester) if cloud.get_job(rg, names.tester) else []
             if app is not None:
-                if not app.max_replicas:
-                    phase = "scaled-to-zero"
+                if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
+                    phase = "stopped"  # a kept run between smi/exec uses: no replica bills
                 else:
                     running = [
                         r for r in cloud.list_app_replicas(rg, names.explorer) if r.running_state == "Running"
@@ -52,7 +52,7 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
             gpu_seconds += sum(_execution_seconds(e, now) for e in executions)
         except AcaGpuError as exc:
             phase = f"unknown ({exc.code or 'error'})"
-    profile = _profile(tags.get(naming.TAG_GPU))
+    profile = _profile((tags.get(naming.TAG_GPU) or "").split(",")[0])
     spend = None if profile is None else run_spend(profile, gpu_seconds, run.group.location)
     cost = {
         "gpu_seconds": round(gpu_seconds, 1),

@@ -48,7 +48,7 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
 
     code, out, err = _run("test", "--run-id", "life1", "--start-timeout", "20s", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["result"]["status"] == "pass"
+    assert json.loads(out)["tester"]["result"]["status"] == "pass"
 
     code, out, err = _run("status", "-o", "json")
     assert code == 0, err

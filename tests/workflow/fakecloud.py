@@ -152,6 +152,25 @@ class FakeCloud:
         self.apps[(resource_group, name)] = app
         return app
 
+    def list_apps(self, resource_group: str) -> list[AppInfo]:
+        return [a for (rg, _), a in self.apps.items() if rg == resource_group]
+
+    def delete_app(self, resource_group: str, name: str) -> None:
+        self.apps.pop((resource_group, name), None)
+
+    def stop_app(self, resource_group: str, name: str) -> None:
+        self.apps[(resource_group, name)] = replace(self.apps[(resource_group, name)], running_status="Stopped")
+
+    def start_app(self, resource_group: str, name: str) -> None:
+        self.apps[(resource_group, name)] = replace(self.apps[(resource_group, name)], running_status="Running")
+
+    def list_jobs(self, resource_group: str) -> list[JobInfo]:
+        return [j for (rg, _), j in self.jobs.items() if rg == resource_group]
+
+    def delete_job(self, resource_group: str, name: str) -> None:
+        self.jobs.pop((resource_group, name), None)
+        self.executions.pop((resource_group, name), None)
+
     def _replica(self) -> ReplicaInfo:
         if self.replica_running:
             return ReplicaInfo("r1", "Running", (ReplicaContainerInfo("c", "Running"),))
@@ -160,7 +179,8 @@ class FakeCloud:
         )
 
     def list_app_replicas(self, resource_group: str, app: str) -> list[ReplicaInfo]:
-        return [self._replica()] if (resource_group, app) in self.apps else []
+        found = self.apps.get((resource_group, app))
+        return [self._replica()] if found and found.running_status != "Stopped" else []
 
     def create_job(self, spec: JobSpec) -> JobInfo:
         if self.barrier:
@@ -182,7 +202,8 @@ class FakeCloud:
         runs = self.executions[(resource_group, job)]
         for i, info in enumerate(runs):
             if info.name == execution:
-                runs[i] = replace(info, status=status, end_time="2026-11-22T12:01:00Z")
+                code = 0 if self.tester_doc.get("status") == "pass" else 1
+                runs[i] = replace(info, status=status, end_time="2026-11-22T12:01:00Z", exit_codes=(code,))
 
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
         return next(e for e in self.executions[(resource_group, job)] if e.name == execution)

@@ -36,7 +36,7 @@ def test_up_json_is_exactly_one_document(fake: FakeCloud) -> None:
     assert code == 0, err
     doc = json.loads(out)  # the whole stdout is one document
     assert set(doc) == UP_KEYS
-    assert doc["teardown"]["verified"] is True
+    assert doc["teardown"]["billing_stopped"] is True and doc["teardown"]["status"] == "deleting"
     assert not fake.groups
 
 
@@ -47,7 +47,7 @@ def test_up_keep_then_down_removes_everything(fake: FakeCloud) -> None:
     assert "rg-acagpu-r2" in fake.groups
     code, out, err = _run("down", "--run-id", "r2", "--yes", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True}
+    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
     assert not fake.groups
 
 
@@ -103,11 +103,11 @@ def test_status_logs_and_test_on_a_kept_run(fake: FakeCloud) -> None:
     assert code == 0
     runs = json.loads(out)["runs"]
     assert [r["run_id"] for r in runs] == ["s1"]
-    assert runs[0]["phase"] == "scaled-to-zero"
+    assert runs[0]["phase"] == "stopped"
     code, out, err = _run("logs", "--run-id", "s1", "--tester")
     assert code == 2 and out == "" and "ended" in err  # a finished execution has no log stream
     code, out, _ = _run("test", "--run-id", "s1", "-o", "json")
-    assert code == 0 and json.loads(out)["result"]["status"] == "pass"
+    assert code == 0 and json.loads(out)["tester"]["result"]["status"] == "pass"
     fake.tester_doc = {"status": "fail", "reason": "no-cuda"}
     code, out, _ = _run("test", "--run-id", "s1", "-o", "json")
     assert code == 5 and json.loads(out)["status"] == "gpu_check_failed"

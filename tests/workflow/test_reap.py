@@ -9,6 +9,7 @@ from aca_gpu.errors import CloudError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import iso_utc, run_tags
 from aca_gpu.workflow import reap as reap_flow
+from aca_gpu.workflow import teardown
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -79,9 +80,14 @@ def test_decide_rules(
 
 
 def _cloud(groups: list[ResourceGroupInfo]) -> Cloud:
+    """A Cloud autospec whose groups exist until their delete is accepted."""
     cloud = create_autospec(Cloud, instance=True)
+    alive = {g.name: g for g in groups}
     cloud.list_resource_groups.return_value = groups
-    cloud.get_resource_group.return_value = None
+    cloud.get_resource_group.side_effect = alive.get
+    cloud.delete_resource_group.side_effect = lambda name, wait=True: alive.pop(name, None) and None
+    cloud.list_apps.return_value = []
+    cloud.list_jobs.return_value = []
     return cloud  # type: ignore[no-any-return]
 
 
@@ -99,8 +105,10 @@ def test_delete_only_expired_and_verify() -> None:
     fresh = _run("x2", age=timedelta(minutes=5), ttl=timedelta(hours=1))
     stranger = _rg("rg-stranger", {"acagpu:managed": "nope"})
     cloud = _cloud([expired, fresh, stranger])
-    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, spend=lambda gpu, s: round(s / 3600, 2))
-    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-x1", wait=True)  # type: ignore[attr-defined]
+    report = reap_flow.reap(
+        {"sub": cloud}, delete=True, now=NOW, spend=lambda gpu, s: round(s / 3600, 2), poll=0.01
+    )
+    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-x1", wait=False)  # type: ignore[attr-defined]
     statuses = {i.resource_group: i.status for i in report.items}
     assert statuses == {"rg-acagpu-x1": "deleted", "rg-acagpu-x2": "skipped", "rg-stranger": "skipped"}
     assert report.as_dict()["spend_usd_estimate"] == 5.0
@@ -110,32 +118,42 @@ def test_delete_only_expired_and_verify() -> None:
 def test_throttling_is_retried_then_failure_is_reported() -> None:
     cloud = _cloud([_run("t1", age=timedelta(hours=5), ttl=timedelta(hours=1))])
     throttle = CloudError("throttled", code="TooManyRequests")
-    cloud.delete_resource_group.side_effect = [throttle, None]  # type: ignore[attr-defined]
-    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, throttle_backoff=0)
+    accept = cloud.delete_resource_group.side_effect  # type: ignore[attr-defined]
+    answers = iter([throttle, None])
+
+    def flaky(name: str, wait: bool = True) -> None:
+        answer = next(answers)
+        if answer is not None:
+            raise answer
+        accept(name, wait)
+
+    cloud.delete_resource_group.side_effect = flaky  # type: ignore[attr-defined]
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, poll=0.01)
     assert report.items[0].status == "deleted"
     assert cloud.delete_resource_group.call_count == 2  # type: ignore[attr-defined]
 
     cloud = _cloud([_run("t2", age=timedelta(hours=5), ttl=timedelta(hours=1))])
     cloud.delete_resource_group.side_effect = CloudError("boom", code="InternalServerError")  # type: ignore[attr-defined]
-    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, throttle_backoff=0)
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, poll=0.01)
     assert report.items[0].status == "failed"
     with pytest.raises(TeardownIncomplete):
         reap_flow.raise_for_failures(report)
 
 
-def test_still_present_after_delete_is_a_failure() -> None:
+def test_still_present_after_delete_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     group = _run("s1", age=timedelta(hours=5), ttl=timedelta(hours=1))
     cloud = _cloud([group])
-    cloud.get_resource_group.return_value = group  # type: ignore[attr-defined]
-    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW)
+    cloud.delete_resource_group.side_effect = None  # type: ignore[attr-defined]  # accepted, never gone
+    monkeypatch.setattr(teardown, "GONE_DEADLINE_S", 0.1)
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, poll=0.01)
     assert report.items[0].status == "failed"
-    assert "still present" in (report.items[0].error or "")
+    assert "still exists" in (report.items[0].error or "")
 
 
 def test_several_subscriptions() -> None:
     a = _cloud([_run("m1", age=timedelta(hours=5), ttl=timedelta(hours=1))])
     b = _cloud([_run("m2", age=timedelta(hours=5), ttl=timedelta(hours=1))])
-    report = reap_flow.reap({"sub-a": a, "sub-b": b}, delete=True, now=NOW, concurrency=2)
+    report = reap_flow.reap({"sub-a": a, "sub-b": b}, delete=True, now=NOW, concurrency=2, poll=0.01)
     assert sorted((i.subscription, i.status) for i in report.items) == [
         ("sub-a", "deleted"),
         ("sub-b", "deleted"),

@@ -11,10 +11,13 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, PreflightRefused
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow import down as down_flow
+from aca_gpu.errors import EXIT_INTERRUPTED
+from aca_gpu.workflow import teardown as teardown_mod
 from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import RunOutcome
 from aca_gpu.workflow.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import EXIT_INTERRUPTED, up
+from aca_gpu.workflow.teardown import teardown_group
+from aca_gpu.workflow.up import up
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names
 
 UP_KEYS = {
@@ -22,6 +25,10 @@ UP_KEYS = {
     "command",
     "run_id",
     "status",
+    "runtime",
+    "tester_image",
+    "results",
+    "timings",
     "location",
     "profile",
     "resources",
@@ -40,11 +47,20 @@ def _plan(**kw: Any) -> Any:
     return make_plan(Settings(), request, owner="tester@host")
 
 
-def _up(fake: FakeCloud, **kw: Any) -> tuple[Any, Any, NullProgress]:
+class Result:
+    """An outcome with its document rendered once, as the CLI does."""
+
+    def __init__(self, outcome: RunOutcome) -> None:
+        self.outcome = outcome
+        self.exit_code = outcome.exit_code
+        self.doc = outcome.document()
+
+
+def _up(fake: FakeCloud, **kw: Any) -> tuple[Result, Any, NullProgress]:
     cloud = autospec_cloud(fake)
     progress = NullProgress()
-    result = up(cloud, _plan(**kw), progress, Waiter(interval=0.01))
-    return result, cloud, progress
+    outcome = up(cloud, _plan(**kw), progress, Waiter(interval=0.01))
+    return Result(outcome), cloud, progress
 
 
 def test_happy_path_order_report_and_verified_teardown() -> None:
@@ -63,6 +79,9 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
     assert names.index("create_environment") < names.index("create_job")
     assert names.index("create_app") < names.index("exec") < names.index("delete_resource_group")
     assert names.index("start_job") < names.index("job_logs") < names.index("delete_resource_group")
+    # billing stops first: the app and the job are gone before the group delete is sent
+    assert names.index("delete_app") < names.index("delete_resource_group")
+    assert names.index("delete_job") < names.index("delete_resource_group")
     doc = result.doc
     assert set(doc) == UP_KEYS
     assert doc["status"] == "ok"
@@ -70,15 +89,10 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
     assert doc["explorer"]["compat"]["verdict"] == "ok"
     assert doc["tester"]["result"]["status"] == "pass"
     assert doc["tester"]["compat"]["verdict"] == "minor-compat"  # torch's CUDA 12.4 on R535: runs, reported
-    assert doc["teardown"] == {"status": "deleted", "verified": True}
-    assert {
-        "preflight",
-        "resource group",
-        "environment",
-        "explorer start",
-        "tester start",
-        "teardown",
-    } <= set(doc["phases"])
+    # the prompt returns once nothing bills; the group delete is accepted and the fake removes it at once
+    assert doc["teardown"] == {"status": "deleting", "verified": False, "billing_stopped": True}
+    assert {"preflight", "probe and test", "teardown"} <= set(doc["phases"])
+    assert {"time_to_verdict_s", "time_to_prompt_s"} <= set(doc["timings"])
     assert doc["cost"]["gpu_seconds"] >= 0 and "usd_estimate" in doc["cost"]
     assert not fake.groups
 
@@ -94,12 +108,13 @@ def test_same_run_id_resumes_without_creating_again() -> None:
     fake = FakeCloud()
     first, _, _ = _up(fake, keep=True)
     assert first.exit_code == 0 and first.doc["teardown"]["status"] == "kept"
-    assert fake.apps[("rg-acagpu-abc123", "cuda-explorer-abc123")].max_replicas == 0  # stopped billing
+    app = fake.apps[("rg-acagpu-abc123", "cuda-explorer-abc123")]
+    assert app.running_status == "Stopped"  # the stable Stop operation: nothing bills while kept
     again, cloud, _ = _up(fake)
     names = call_names(cloud)
     for create in ("create_resource_group", "create_environment", "create_app", "create_job"):
         assert create not in names
-    cloud.scale_app.assert_any_call("rg-acagpu-abc123", "cuda-explorer-abc123", 1, 1)
+    cloud.start_app.assert_any_call("rg-acagpu-abc123", "cuda-explorer-abc123")
     assert set(again.doc["resumed"]) == {"resource_group", "environment", "explorer", "tester"}
     assert again.exit_code == 0 and not fake.groups
 
@@ -109,8 +124,8 @@ def test_replica_never_running_times_out_with_reasons_and_tears_down() -> None:
     result, cloud, _ = _up(fake, start_timeout="1s")
     assert result.exit_code == 4
     assert "AssigningReplica" in result.doc["error"]["message"]
-    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-abc123", wait=True)
-    assert result.doc["teardown"]["verified"] is True and not fake.groups
+    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-abc123", wait=False)
+    assert result.doc["teardown"]["billing_stopped"] is True and not fake.groups
 
 
 def test_keyboard_interrupt_tears_down() -> None:
@@ -156,8 +171,9 @@ def test_teardown_refuses_untagged_group() -> None:
     fake.create_resource_group("rg-mine", "eastus", {})
     cloud = autospec_cloud(fake)
     with pytest.raises(PreflightRefused):
-        down_flow.teardown_group(cloud, "rg-mine", Waiter(interval=0.01))
+        teardown_group(cloud, "rg-mine", poll=0.01)
     cloud.delete_resource_group.assert_not_called()
+    cloud.delete_app.assert_not_called()
 
 
 def test_tester_fail_is_exit_5_after_teardown() -> None:
@@ -165,7 +181,8 @@ def test_tester_fail_is_exit_5_after_teardown() -> None:
     result, _, _ = _up(fake)
     assert result.exit_code == 5
     assert result.doc["status"] == "gpu_check_failed"
-    assert result.doc["teardown"]["verified"] is True
+    assert "no-cuda" in result.doc["error"]["message"]
+    assert result.doc["teardown"]["billing_stopped"] is True
 
 
 def test_image_newer_than_driver_is_exit_5() -> None:
@@ -184,14 +201,12 @@ def test_region_without_the_profile_is_refused_before_anything_is_made() -> None
 
 
 def test_group_that_does_not_go_away_is_exit_6(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(down_flow, "DELETE_TIMEOUT_S", 0.05)
-    result, _, _ = _up(FakeCloud(delete_sticks=True))
+    monkeypatch.setattr(teardown_mod, "GONE_DEADLINE_S", 0.05)
+    result, _, _ = _up(FakeCloud(delete_sticks=True), wait=True)
     assert result.exit_code == 6
-    assert result.doc["teardown"] == {
-        "status": "incomplete",
-        "verified": False,
-        "message": result.doc["teardown"]["message"],
-    }
+    assert result.doc["teardown"]["status"] == "incomplete"
+    assert result.doc["teardown"]["verified"] is False
+    assert "still exists" in result.doc["teardown"]["message"]
 
 
 @pytest.mark.parametrize(

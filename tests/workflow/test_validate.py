@@ -8,6 +8,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.workflow import drivers
 from aca_gpu.workflow import validate as v
+from aca_gpu.workflow.probe import fatal_text
 
 
 def _plan(**kw: object) -> v.ValidatePlan:
@@ -88,9 +89,9 @@ def test_predict_falls_back_to_registry_cuda_env() -> None:
 
 def test_fatal_prefers_the_runtime_message() -> None:
     texts = ["CrashLoopBackOff", "stderr: legacy\nnvidia-container-cli: requirement error: cuda>=13.0"]
-    assert v._fatal(texts) == "nvidia-container-cli: requirement error: cuda>=13.0"
-    assert v._fatal(["CrashLoopBackOff"]) == "CrashLoopBackOff"
-    assert v._fatal(["AssigningReplica"]) is None
+    assert fatal_text(texts) == "nvidia-container-cli: requirement error: cuda>=13.0"
+    assert fatal_text(["CrashLoopBackOff"]) == "CrashLoopBackOff"
+    assert fatal_text(["AssigningReplica"]) is None
 
 
 def test_driver_cache_survives_garbage(tmp_path: Path) -> None:

@@ -1,0 +1,247 @@
+"""Azure Container Apps as the engine's runtime: a tagged group and environment, an explorer app and
+a tester job per pair, and the billing-first teardown.
+
+Every create is get-before-create, so the same run id resumes. The group counts as this run's once
+a create was sent: after Ctrl-C mid-create it is found by its tags and removed like any other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
+from aca_gpu.models import AppSpec, Cloud, EnvInfo, EnvSpec, JobSpec
+from aca_gpu.output import Progress
+from aca_gpu.workflow import checks, drivers
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.probe import probe_smi, wait_started
+from aca_gpu.workflow.teardown import teardown_group
+from aca_gpu.workflow.tester_run import TesterRun, ensure_job, follow_result, start_execution
+
+T = TypeVar("T")
+
+PROVIDER = "Microsoft.App"
+REGISTER_TIMEOUT_S = 600.0
+REGISTER_ATTEMPTS = 3
+STOPPED = "stopped"
+
+
+class AcaRuntime:
+    """The engine's Runtime over a `Cloud` (Azure, the emulator, or a test double)."""
+
+    name = "aca"
+
+    def __init__(self, cloud: Cloud, waiter: Waiter) -> None:
+        self.cloud, self.waiter = cloud, waiter
+        self.env: EnvInfo | None = None
+        self._sent_group = False
+        self._lock = threading.Lock()
+        self._explorer_seconds: dict[str, tuple[float, float | None]] = {}
+        self._testers: list[TesterRun] = []
+        self._resumed: list[str] = []
+
+    def _resume(self, what: str) -> None:
+        with self._lock:
+            if what not in self._resumed:
+                self._resumed.append(what)
+
+    # -- preflight ----------------------------------------------------------------------------
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        cloud = self.cloud
+        with progress.step(f"provider {PROVIDER}") as step:
+            if self._retry(lambda: cloud.provider_registered(PROVIDER)):
+                step.update("registered")
+            else:
+                self._retry(lambda: cloud.register_provider(PROVIDER, timeout=REGISTER_TIMEOUT_S))
+                step.update("registered now")
+        offers = {o.name.lower() for o in self._retry(lambda: cloud.available_profiles(plan.location))}
+        missing = sorted({t for _, t in plan.gpu_profiles if t.lower() not in offers})
+        if missing:
+            raise PreflightRefused(
+                f"{plan.location} does not offer the {', '.join(missing)} workload profile",
+                hint=f"`acagpu profiles -l {plan.location}` lists what it offers",
+            )
+
+    def _retry(self, call: Callable[[], T]) -> T:
+        """Safe calls (reads, provider registration) get a few tries beyond azure-core's own."""
+        for attempt in range(1, REGISTER_ATTEMPTS):
+            try:
+                return call()
+            except InfraError:
+                self.waiter.cancel.wait(self.waiter.interval * attempt)
+        return call()
+
+    # -- the place ----------------------------------------------------------------------------
+    def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
+        cloud, rg = self.cloud, plan.names.resource_group
+        self._resumed = resumed
+        with progress.step("resource group") as step:
+            group = cloud.get_resource_group(rg)
+            if group is not None:
+                tags = dict(group.tags)
+                if not naming.is_managed(tags) or tags.get(naming.TAG_RUN_ID) != plan.run_id:
+                    raise PreflightRefused(f"resource group {rg} exists and is not run {plan.run_id}'s")
+                had = tags.get(naming.TAG_GPU)
+                if had and had != plan.tags.get(naming.TAG_GPU):
+                    raise BadInput(
+                        f"run {plan.run_id} was made for --gpu {had}, not {plan.tags.get(naming.TAG_GPU)}",
+                        hint=f"resume it with --gpu {had}, or start a new run without --run-id",
+                    )
+                self._sent_group = True
+                resumed.append("resource_group")
+                step.update(f"{rg} (resumed)")
+            else:
+                self._sent_group = True  # from here on, a group with this run's tags is ours
+                cloud.create_resource_group(rg, plan.location, plan.tags)
+                step.update(rg)
+        with progress.step("environment") as step:
+            env = cloud.get_environment(rg, plan.names.environment)
+            if env is not None and env.provisioning_state == "Succeeded":
+                resumed.append("environment")
+                step.update(f"{plan.names.environment} (resumed)")
+            else:
+                (first_name, first_type), *rest = plan.gpu_profiles
+                env = cloud.create_environment(
+                    EnvSpec(
+                        resource_group=rg,
+                        name=plan.names.environment,
+                        location=plan.location,
+                        tags=plan.tags,
+                        gpu_profile_name=first_name,
+                        gpu_profile_type=first_type,
+                        dedicated_counts=None if plan.pairs[0].profile.serverless else (1, 1),
+                        extra_gpu_profiles=tuple(rest),
+                    )
+                )
+                step.update(" + ".join(t for _, t in plan.gpu_profiles))
+            self.env = env
+
+    def has_place(self) -> bool:
+        return self._sent_group
+
+    # -- a pair -------------------------------------------------------------------------------
+    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        cloud, rg = self.cloud, plan.names.resource_group
+        app = cloud.get_app(rg, pair.explorer)
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the explorer was created", code="Cancelled")
+        if app is None:
+            assert self.env is not None
+            cloud.create_app(
+                AppSpec(
+                    resource_group=rg,
+                    name=pair.explorer,
+                    location=plan.location,
+                    environment_id=self.env.id,
+                    workload_profile_name=pair.profile_name,
+                    container=checks.explorer_container(pair.image, pair.profile, plan.max_minutes),
+                    tags=plan.tags,
+                )
+            )
+        else:
+            self._resume("explorer")
+            if (app.running_status or "").lower() == STOPPED:  # kept by an earlier --keep
+                cloud.start_app(rg, pair.explorer)
+            elif not app.max_replicas:  # put to sleep at zero replicas by an older acagpu
+                cloud.scale_app(rg, pair.explorer, 1, 1)
+        wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s)
+        with self._lock:
+            self._explorer_seconds[pair.explorer] = (time.monotonic(), None)
+        result = probe_smi(cloud, rg, pair.explorer, waiter)
+        if result.driver_version and not result.failed:
+            drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
+        return result
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        cloud, rg = self.cloud, plan.names.resource_group
+        if plan.existing:
+            if cloud.get_job(rg, pair.tester) is None:
+                raise PreflightRefused(
+                    f"run {plan.run_id} has no tester job {pair.tester}", hint="`acagpu up --keep` makes one"
+                )
+            reused = False
+        else:
+            assert self.env is not None
+            if waiter.cancel.is_set():
+                raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
+            reused = ensure_job(
+                cloud,
+                JobSpec(
+                    resource_group=rg,
+                    name=pair.tester,
+                    location=plan.location,
+                    environment_id=self.env.id,
+                    workload_profile_name=pair.profile_name,
+                    container=checks.tester_container(plan.tester_image, pair.profile),
+                    tags=plan.tags,
+                    replica_timeout_s=plan.tester_timeout_s,
+                ),
+            )
+        if reused:
+            self._resume("tester")
+        run = start_execution(cloud, rg, pair.tester, resume=reused)
+        with self._lock:
+            self._testers.append(run)
+        return follow_result(
+            cloud,
+            rg,
+            pair.tester,
+            run,
+            waiter,
+            timeout=plan.start_timeout_s + plan.tester_timeout_s,
+            environment=plan.names.environment,
+        )
+
+    # -- the end ------------------------------------------------------------------------------
+    def _explorers_stopped(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for name, (began, ended) in self._explorer_seconds.items():
+                self._explorer_seconds[name] = (began, ended or now)
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        """Stop every explorer (the stable Stop operation): nothing bills on a serverless profile."""
+        self._explorers_stopped()
+        rg, errors = plan.names.resource_group, []
+        for pair in plan.pairs:
+            try:
+                if self.cloud.get_app(rg, pair.explorer) is not None:
+                    self.cloud.stop_app(rg, pair.explorer)
+            except AcaGpuError as exc:
+                errors.append(f"stop {pair.explorer}: {exc.message}")
+        if plan.dedicated:
+            progress.warn(
+                f"the dedicated {plan.pairs[0].profile.type} node bills while the run is kept "
+                f"(`acagpu down --run-id {plan.run_id}` stops it)"
+            )
+        return TeardownResult(
+            "kept" if not errors else "incomplete",
+            billing_stopped=not errors and not plan.dedicated,
+            message="; ".join(errors) or None,
+        )
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        self._explorers_stopped()
+        try:
+            return teardown_group(
+                self.cloud,
+                plan.names.resource_group,
+                wait_gone=plan.wait_gone,
+                dedicated=plan.dedicated,
+                poll=max(0.05, self.waiter.interval),
+            )
+        except PreflightRefused as exc:
+            return TeardownResult("incomplete", message=exc.message)
+
+    def gpu_seconds(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            explorers = sum((ended or now) - began for began, ended in self._explorer_seconds.values())
+            testers = sum(run.seconds for run in self._testers)
+        return explorers + testers

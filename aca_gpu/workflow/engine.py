@@ -1,0 +1,274 @@
+"""The run engine: preflight → place → every pair (probe ∥ tester) → teardown in `finally`.
+
+`up`, `validate`, `test` and `local` are plans handed to this one engine with a runtime. A runtime
+(ACA here, local containers elsewhere) offers a few coarse operations; the engine owns the order,
+the concurrency, the phase timings, Ctrl-C and the decision to tear down. Ctrl-C is handled here
+only: the first one stops the work and tears down, a first one during teardown does not abandon
+it, and a second one leaves the run in place and prints the exact `down` command.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from types import FrameType
+from typing import Any, Protocol, TypeVar
+
+from aca_gpu.errors import AcaGpuError, GpuCheckFailed, Interrupted
+from aca_gpu.output import Progress
+from aca_gpu.workflow import checks
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import PairOutcome, ProbeResult, RunOutcome, TeardownResult, TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.threads import spawn, wait_for
+
+T = TypeVar("T")
+Prediction = tuple[dict[str, Any] | None, str | None]  # (predicted verdict, image digest) of a pair
+
+
+class Runtime(Protocol):
+    """What the engine needs from a place to run GPU containers (ACA, Docker, Podman, Apptainer)."""
+
+    name: str
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        """Refuse a plan that cannot work before anything exists (provider, offer, quota)."""
+
+    def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
+        """Make (or find again) where the pairs run; append what was found already to `resumed`."""
+
+    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        """Start the explorer image and read nvidia-smi in it (ContainerRefused if it never starts)."""
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        """Run the gpu-tester and judge its result."""
+
+    def has_place(self) -> bool:
+        """True once something of this run may exist (a create was at least sent)."""
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        """--keep: leave the place, with nothing billing that need not (the explorer stopped)."""
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        """Tear everything down, billing first (never raises for cloud failures)."""
+
+    def gpu_seconds(self) -> float:
+        """GPU-seconds billed so far, from measured replica lifetimes."""
+
+
+@dataclass
+class Interrupts:
+    """SIGINT in the main thread: counts presses and tells every wait to stop."""
+
+    progress: Progress
+    down_hint: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    count: int = 0
+    in_teardown: bool = False
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.cancel.set()
+        if self.in_teardown and self.count == 1:
+            self.progress.warn(f"tearing down; Ctrl-C again to leave the run in place ({self.down_hint})")
+            return
+        raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # tests and embedders call the engine from other threads: no signal handling there
+            return
+        previous = signal.signal(signal.SIGINT, self.handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+class Engine:
+    """One run of a plan on a runtime; `run()` returns a RunOutcome and never raises AcaGpuError."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        runtime: Runtime,
+        progress: Progress,
+        waiter: Waiter,
+        predictions: Mapping[int, Prediction] | None = None,
+    ) -> None:
+        self.plan, self.runtime, self.progress, self.waiter = plan, runtime, progress, waiter
+        self.predictions = dict(predictions or {})
+        self.outcome = RunOutcome(plan=plan, runtime=runtime.name)
+        self.interrupts = Interrupts(progress, f"acagpu down --run-id {plan.run_id}", cancel=waiter.cancel)
+        self._started = time.monotonic()
+
+    # -- phases -------------------------------------------------------------------------------
+    @contextmanager
+    def phase(self, name: str) -> Iterator[Any]:
+        started = time.monotonic()
+        try:
+            with self.progress.step(name) as handle:
+                yield handle
+        finally:
+            self.outcome.phases[name] = round(time.monotonic() - started, 3)
+
+    def _mark(self, key: str) -> None:
+        self.outcome.timings[key] = round(time.monotonic() - self._started, 3)
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        outcome = self.outcome
+        with self.interrupts.installed():
+            try:
+                try:
+                    self._work()
+                except KeyboardInterrupt:
+                    outcome.interrupted = True
+                    self.waiter.cancel.set()
+                    outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
+                except AcaGpuError as exc:
+                    outcome.error = exc
+                except Exception as exc:  # a programming or SDK error must still tear down
+                    outcome.error = AcaGpuError(f"unexpected failure: {type(exc).__name__}: {exc}")
+                self._mark("time_to_verdict_s")
+                self._finish()
+            except KeyboardInterrupt:
+                self._left("interrupted during teardown")
+        outcome.gpu_seconds = self.runtime.gpu_seconds()
+        self._mark("time_to_prompt_s")
+        return outcome
+
+    def _work(self) -> None:
+        plan = self.plan
+        if not plan.existing:
+            with self.phase("preflight"):
+                self.runtime.preflight(plan, self.progress)
+            self.runtime.create_place(plan, self.progress, self.outcome.resumed)
+        label = "test run" if not plan.probe else "probe and test"
+        if len(plan.pairs) > 1:
+            label = f"{len(plan.pairs)} pairs"
+        with self.phase(label) as step:
+            futures = [spawn(partial(self._pair, pair), f"acagpu-pair-{pair.index}") for pair in plan.pairs]
+            self.outcome.pairs = [wait_for(f) for f in futures]
+            passed = sum(1 for p in self.outcome.pairs if p.status == "pass")
+            step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
+            if passed < len(self.outcome.pairs):
+                step.status = "fail"
+
+    def _pair(self, pair: Pair) -> PairOutcome:
+        """Probe and tester side by side; a GPU verdict from the probe stops the tester early."""
+        plan = self.plan
+        result = PairOutcome(pair)
+        if pair.index in self.predictions:
+            result.predicted, result.image_digest = self.predictions[pair.index]
+        started = time.monotonic()
+        waiter = Waiter(interval=self.waiter.interval)
+        stop_children = threading.Event()
+
+        def relay() -> None:  # the run's cancel (Ctrl-C) reaches this pair's waits too
+            while not stop_children.is_set():
+                if self.waiter.cancel.wait(0.2):
+                    waiter.cancel.set()
+                    return
+
+        spawn(relay, f"acagpu-relay-{pair.index}")
+        probe = spawn(lambda: self.runtime.probe(plan, pair, waiter), "acagpu-probe") if plan.probe else None
+        tester = (
+            spawn(lambda: self.runtime.run_tester(plan, pair, waiter), "acagpu-tester")
+            if plan.run_tester
+            else None
+        )
+        try:
+            if probe is not None:
+                try:
+                    result.probe = probe.result()
+                    self._judge_probe(result)
+                except AcaGpuError as exc:
+                    result.error = exc
+                if result.gpu_failure:
+                    waiter.cancel.set()  # the verdict is known: do not pay for the tester
+            if tester is not None:
+                try:
+                    result.tester = tester.result()
+                except AcaGpuError as exc:
+                    if result.error is None and not result.gpu_failure:
+                        result.error = exc
+            if result.tester is not None and result.probe is not None and result.probe.driver_version:
+                result.tester_compat = checks.compat_verdict(plan.tester_image, result.probe.driver_version)
+        finally:
+            stop_children.set()
+            result.seconds = time.monotonic() - started
+        if result.tester is not None and result.tester.status == "unavailable" and result.error is None:
+            from aca_gpu.workflow.tester_run import unavailable_error
+
+            result.error = unavailable_error(result.tester)
+        if isinstance(result.error, GpuCheckFailed) and result.probe is None:
+            result.probe = ProbeResult(refused=result.error.message)
+            result.error = None
+        return result
+
+    def _judge_probe(self, result: PairOutcome) -> None:
+        probe = result.probe
+        if probe is None or probe.failed or not probe.driver_version:
+            return
+        result.compat = checks.compat_verdict(result.pair.ref, probe.driver_version)
+
+    # -- the end ------------------------------------------------------------------------------
+    def _finish(self) -> None:
+        plan, outcome = self.plan, self.outcome
+        if plan.existing:
+            outcome.teardown = TeardownResult("attached", billing_stopped=True)
+            return
+        if not self.runtime.has_place():
+            outcome.teardown = TeardownResult("nothing-created", verified=True, billing_stopped=True)
+            return
+        if outcome.interrupted:
+            self.progress.warn(f"interrupted: tearing down run {plan.run_id} (Ctrl-C again to leave it)")
+        elif outcome.error is not None and not plan.keep:
+            self.progress.warn(f"{outcome.error.message}: tearing down run {plan.run_id}")
+        self.interrupts.in_teardown = True
+        if plan.keep and not outcome.interrupted:
+            with self.phase("keep"):
+                outcome.teardown = self.runtime.keep_place(plan, self.progress)
+            self.progress.note(f"kept: `acagpu down --run-id {plan.run_id}` removes it")
+            return
+        with self.phase("teardown") as step:
+            outcome.teardown = self.runtime.remove_place(plan, self.progress)
+            step.update(outcome.teardown.status + (" (verified gone)" if outcome.teardown.verified else ""))
+            if not outcome.teardown.clean:
+                step.status = "fail"
+        if outcome.teardown.verified:
+            self._mark("time_to_gone_s")
+        if outcome.teardown.status == "deleting":
+            self.progress.note(
+                f"billing stopped; resource group {plan.names.resource_group} is still deleting "
+                "(`acagpu status` shows it until it is gone)"
+            )
+
+    def _left(self, why: str) -> None:
+        self.outcome.interrupted = True
+        self.outcome.teardown = TeardownResult("left", message=f"{why}: left in place")
+        self.outcome.error = Interrupted(
+            f"{why}: run {self.plan.run_id} left in place",
+            hint=f"acagpu down --run-id {self.plan.run_id}",
+        )
+        self.progress.warn(
+            f"{why}: run {self.plan.run_id} left in place; "
+            f"remove it with: acagpu down --run-id {self.plan.run_id}"
+        )
+
+
+def run_plan(
+    plan: Plan,
+    runtime: Runtime,
+    progress: Progress,
+    waiter: Waiter,
+    predictions: Mapping[int, Prediction] | None = None,
+) -> RunOutcome:
+    return Engine(plan, runtime, progress, waiter, predictions).run()

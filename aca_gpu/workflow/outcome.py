@@ -1,0 +1,309 @@
+"""Typed results of a run, the one pass/fail rule, the one exit-code rule, the one JSON document.
+
+Every runtime (ACA, local containers) fills the same records; `up`, `validate`, `test` and `local`
+render the same document from them. A verdict on the GPU (exit 5) needs evidence from the GPU, the
+driver or the image; anything lost on the way (a dropped session, a cut stream) is an
+infrastructure outcome (exit 7) that says what was lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aca_gpu.errors import (
+    EXIT_GPU_CHECK,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TEARDOWN,
+    AcaGpuError,
+    GpuCheckFailed,
+    TeardownIncomplete,
+)
+from aca_gpu.gpu.cuda_compat import CompatVerdict
+from aca_gpu.gpu.tester_result import TesterResult
+from aca_gpu.workflow import checks
+from aca_gpu.workflow.plan import Pair, Plan, resource_names
+
+SCHEMA = 1
+
+# Run statuses, derived from the exit code so the two can never disagree.
+STATUS_BY_EXIT = {0: "ok", 5: "gpu_check_failed", 7: "infra_error", 130: "interrupted"}
+
+
+def compat_passes(verdict: CompatVerdict | None) -> bool:
+    """`CompatVerdict.ok` is the one CUDA rule; no verdict (no driver read) fails nothing."""
+    return verdict is None or verdict.ok
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """nvidia-smi in the explorer: what it said, or the runtime's reason for not starting the image."""
+
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: tuple[dict[str, Any], ...] = ()
+    error: str | None = None  # nvidia-smi's own failure state (NVML mismatch, no devices ...)
+    exit_code: int | None = None
+    refused: str | None = None  # the container runtime refused to start the image
+    raw: str = ""
+    raw_query: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.refused)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version,
+            "gpus": [dict(g) for g in self.gpus],
+            "error": self.error,
+            "refused": self.refused,
+            "exit_code": self.exit_code,
+            "raw": self.raw,
+            "raw_query": self.raw_query,
+        }
+
+
+@dataclass(frozen=True)
+class TesterOutcome:
+    """One gpu-tester execution: `pass`/`fail` are verdicts; `unavailable` is a lost result (exit 7)."""
+
+    status: str  # pass | fail | unavailable
+    execution: str | None = None
+    result: TesterResult | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    seconds: float = 0.0  # measured replica lifetime, for the cost
+    started_after_s: float | None = None  # from the start request to the first log line
+
+    def as_dict(self) -> dict[str, Any]:
+        result = self.result.as_dict() if self.result is not None else None
+        if result is not None and self.reason and not result.get("reason"):
+            result["reason"] = self.reason
+        return {
+            "execution": self.execution,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "result": result,
+        }
+
+
+@dataclass
+class PairOutcome:
+    """Everything learnt about one (image, GPU) pair; `status` and `reason` follow one rule."""
+
+    pair: Pair
+    predicted: dict[str, Any] | None = None
+    probe: ProbeResult | None = None
+    compat: CompatVerdict | None = None
+    tester: TesterOutcome | None = None
+    tester_compat: CompatVerdict | None = None
+    error: AcaGpuError | None = None  # what stopped this pair other than a verdict
+    image_digest: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def gpu_failure(self) -> str | None:
+        """The reason the GPU, driver or image failed, or None when nothing says so."""
+        if self.probe is not None and self.probe.refused:
+            return f"container refused to start: {self.probe.refused}"
+        if self.probe is not None and self.probe.error:
+            return f"nvidia-smi: {self.probe.error}"
+        if not compat_passes(self.compat):
+            assert self.compat is not None
+            return f"incompatible: {self.compat.reason}"
+        if self.tester is not None and self.tester.status == "fail":
+            return f"tester failed: {self.tester.reason or 'fail'}"
+        if isinstance(self.error, GpuCheckFailed):
+            return self.error.message
+        return None
+
+    @property
+    def status(self) -> str:
+        if self.gpu_failure:
+            return "fail"
+        if self.error is not None or (self.tester is not None and self.tester.status == "unavailable"):
+            return "error"
+        return "pass"
+
+    @property
+    def reason(self) -> str:
+        failure = self.gpu_failure
+        if failure:
+            return failure
+        if self.error is not None:
+            return self.error.message
+        if self.tester is not None and self.tester.status == "unavailable":
+            return f"tester result unavailable: {self.tester.reason}"
+        driver = self.probe.driver_version if self.probe else None
+        verdict = self.compat.verdict if self.compat else "not checked"
+        parts = [f"driver {driver}, {verdict}" if driver else "tester passed"]
+        if self.compat is not None and self.compat.verdict == "minor-compat":
+            parts.append("runs under CUDA minor-version compatibility")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        probe = self.probe or ProbeResult()
+        result = self.tester.result if self.tester else None
+        bf16 = result.rates.get("bf16") if result else None
+        return {
+            "image": self.pair.image,
+            "gpu": self.pair.gpu,
+            "profile": self.pair.profile.type,
+            "status": self.status,
+            "reason": self.reason,
+            "driver_version": probe.driver_version,
+            "cuda_version": probe.cuda_version,
+            "gpu_name": probe.gpus[0].get("name") if probe.gpus else (result.gpu_name if result else None),
+            "bf16_tflops": bf16.tflops if bf16 else None,
+            "image_digest": self.image_digest,
+            "preflight": self.predicted,
+            "compat": self.compat.as_dict() if self.compat else None,
+            "refused": probe.refused,
+            "tester": self.tester.as_dict()["result"] if self.tester else None,
+            "tester_status": self.tester.status if self.tester else "not-run",
+            "error": self.error.as_dict() if self.error else None,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+@dataclass(frozen=True)
+class TeardownResult:
+    """What is left of a run: `deleted` (404 seen), `deleting` (billing stopped, the group is going),
+    `absent`, `kept`, `attached` (an existing run we only used), `nothing-created`, `left` (a second
+    Ctrl-C), `incomplete` (something billable may remain)."""
+
+    status: str
+    verified: bool = False  # the group's 404 was seen
+    billing_stopped: bool = False
+    message: str | None = None
+
+    CLEAN = frozenset({"deleted", "deleting", "absent", "kept", "attached", "nothing-created"})
+
+    @property
+    def clean(self) -> bool:
+        return self.status in self.CLEAN and (self.status != "deleting" or self.billing_stopped)
+
+    def as_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "status": self.status,
+            "verified": self.verified,
+            "billing_stopped": self.billing_stopped,
+        }
+        if self.message:
+            doc["message"] = self.message
+        return doc
+
+
+@dataclass
+class RunOutcome:
+    """A whole run, as the engine saw it; the exit code and the JSON document come from here only."""
+
+    plan: Plan
+    runtime: str = "aca"
+    pairs: list[PairOutcome] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, float | None] = field(default_factory=dict)
+    teardown: TeardownResult = field(default_factory=lambda: TeardownResult("not-started"))
+    resumed: list[str] = field(default_factory=list)
+    error: AcaGpuError | None = None  # what stopped the run itself (preflight, place, teardown)
+    interrupted: bool = False
+    gpu_seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """Interrupted > the run's own error > something left behind > a GPU verdict > a pair's error."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        if self.error is not None:
+            return self.error.exit_code
+        if not self.teardown.clean:
+            return EXIT_TEARDOWN
+        if any(p.status == "fail" for p in self.pairs):
+            return EXIT_GPU_CHECK
+        for pair in self.pairs:
+            if pair.status == "error":
+                return pair.error.exit_code if pair.error is not None else 7
+        return EXIT_OK
+
+    @property
+    def status(self) -> str:
+        return STATUS_BY_EXIT.get(self.exit_code, "failed")
+
+    def failure(self) -> AcaGpuError | None:
+        """The one error a non-zero exit is explained by (for the one-line message and `error`)."""
+        if self.interrupted:
+            return self.error
+        if self.error is not None:
+            return self.error
+        if not self.teardown.clean:
+            return TeardownIncomplete(
+                self.teardown.message or f"run {self.plan.run_id} was not fully removed",
+                hint=f"acagpu down --run-id {self.plan.run_id}",
+            )
+        failed = [p for p in self.pairs if p.status == "fail"]
+        if failed:
+            first = failed[0]
+            more = f" (and {len(failed) - 1} more pair(s))" if len(failed) > 1 else ""
+            return GpuCheckFailed(f"{first.pair.label()}: {first.reason}{more}")
+        for pair in self.pairs:
+            if pair.status == "error":
+                if pair.error is not None:
+                    return pair.error
+                from aca_gpu.errors import InfraError
+
+                return InfraError(f"{pair.pair.label()}: {pair.reason}")
+        return None
+
+    def cost(self) -> dict[str, Any]:
+        first = self.plan.pairs[0]
+        return checks.cost_estimate(
+            first.profile, self.gpu_seconds, self.plan.location, label="measured replica lifetimes"
+        )
+
+    def document(self) -> dict[str, Any]:
+        """The JSON envelope shared by up, validate, test and local."""
+        plan = self.plan
+        error = self.failure()
+        doc: dict[str, Any] = {
+            "schema": SCHEMA,
+            "command": plan.command,
+            "run_id": plan.run_id,
+            "status": self.status,
+            "runtime": self.runtime,
+            "location": plan.location,
+            "profile": checks.profile_dict(plan.pairs[0].profile, plan.pairs[0].gpu),
+            "resources": resource_names(plan.names),
+            "resumed": list(self.resumed),
+        }
+        if plan.command in ("up", "test", "local"):
+            doc.update(self._single_pair_sections())
+        doc.update(
+            {
+                "tester_image": plan.tester_image,
+                "results": [p.as_dict() for p in self.pairs],
+                "phases": dict(self.phases),
+                "timings": dict(self.timings),
+                "cost": self.cost(),
+                "teardown": self.teardown.as_dict(),
+                "error": error.as_dict() if error is not None else None,
+            }
+        )
+        return doc
+
+    def _single_pair_sections(self) -> dict[str, Any]:
+        plan = self.plan
+        pair = self.pairs[0] if self.pairs else PairOutcome(plan.pairs[0])
+        probe = pair.probe or ProbeResult()
+        explorer = {"image": pair.pair.image, **probe.as_dict()}
+        explorer["compat"] = pair.compat.as_dict() if pair.compat else None
+        tester: dict[str, Any] = {"image": plan.tester_image}
+        if pair.tester is not None:
+            tester.update(pair.tester.as_dict())
+        else:
+            tester.update({"execution": None, "status": "not-run", "result": None})
+        tester["compat"] = pair.tester_compat.as_dict() if pair.tester_compat else None
+        return {"explorer": explorer, "tester": tester}

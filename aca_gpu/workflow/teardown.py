@@ -1,0 +1,142 @@
+"""The only delete-and-verify path (up, validate, local's ACA twin, down, reap): billing stops first.
+
+1. The GPU apps and jobs of the group are deleted and verified gone: from then on nothing bills
+   (on a serverless GPU profile; a dedicated profile's node bills until the environment is gone).
+2. The group delete is accepted. With `wait_gone` (or a dedicated profile) the group is read back
+   until ARM answers 404; otherwise the command returns and the group is reported `deleting`.
+
+A failure in one step never stops the next: teardown keeps deleting and reports what is true.
+The `acagpu:managed=true` check is repeated in the Azure layer right before every delete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError, PreflightRefused
+from aca_gpu.models import Cloud
+from aca_gpu.workflow.outcome import TeardownResult
+from aca_gpu.workflow.threads import spawn, wait_for
+
+T = TypeVar("T")
+
+BILLING_DEADLINE_S = 15 * 60.0  # app and job deletes: ~20-30 s each on Azure (aca-2026.md §4)
+GONE_DEADLINE_S = 45 * 60.0  # group delete: environment deletes alone take 9-15 minutes
+CALL_ATTEMPTS = 3
+POLL_S = 5.0
+
+
+def _attempt(call: Callable[[], T], errors: list[str], what: str, pause: float) -> T | None:
+    """`call()` with a few tries: a transient failure must not leave a billing replica behind."""
+    for attempt in range(1, CALL_ATTEMPTS + 1):
+        try:
+            return call()
+        except PreflightRefused:
+            raise
+        except AcaGpuError as exc:
+            if attempt == CALL_ATTEMPTS:
+                errors.append(f"{what}: {exc.message}")
+                return None
+            time.sleep(pause * attempt)
+    return None
+
+
+def _parallel(calls: list[Callable[[], None]]) -> None:
+    """Deletes run side by side in daemon threads: a hung call must not hold the prompt forever."""
+    for future in [spawn(c, "acagpu-teardown") for c in calls]:
+        wait_for(future)
+
+
+def teardown_group(
+    cloud: Cloud,
+    name: str,
+    *,
+    wait_gone: bool = True,
+    dedicated: bool = False,
+    poll: float = POLL_S,
+    billing_deadline: float | None = None,
+    gone_deadline: float | None = None,
+) -> TeardownResult:
+    """Remove one managed resource group, billing first (see the module doc). Never raises for cloud
+    failures, except PreflightRefused for a group acagpu does not own."""
+    billing_deadline = BILLING_DEADLINE_S if billing_deadline is None else billing_deadline
+    gone_deadline = GONE_DEADLINE_S if gone_deadline is None else gone_deadline
+    errors: list[str] = []
+    group = _attempt(lambda: cloud.get_resource_group(name), errors, f"read {name}", poll)
+    if group is None and not errors:
+        return TeardownResult("absent", verified=True, billing_stopped=True)
+    if group is not None and not naming.is_managed(dict(group.tags)):
+        raise PreflightRefused(
+            f"resource group {name!r} is not tagged {naming.TAG_MANAGED}=true; acagpu never deletes it"
+        )
+    billing_stopped = _stop_billing(cloud, name, errors, poll=poll, deadline=billing_deadline)
+
+    def accept() -> bool:
+        cloud.delete_resource_group(name, wait=False)
+        return True
+
+    accepted = _attempt(accept, errors, f"delete {name}", poll)
+    if not accepted:
+        return TeardownResult("incomplete", billing_stopped=billing_stopped, message="; ".join(errors))
+    if not (wait_gone or dedicated):
+        status = "deleting" if billing_stopped and not errors else "incomplete"
+        return TeardownResult(
+            status, billing_stopped=billing_stopped and not dedicated, message="; ".join(errors) or None
+        )
+    gone = _wait_gone(cloud, name, errors, poll=poll, deadline=gone_deadline)
+    if gone:
+        return TeardownResult("deleted", verified=True, billing_stopped=True)
+    errors.append(f"resource group {name} still exists {gone_deadline:.0f}s after its delete was accepted")
+    return TeardownResult(
+        "incomplete", billing_stopped=billing_stopped and not dedicated, message="; ".join(errors)
+    )
+
+
+def _stop_billing(cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float) -> bool:
+    """Delete every app and job in the group until none is listed; True when none is left.
+
+    Listing again after each round also catches an app or job whose create was still in flight
+    when teardown began (Ctrl-C during the pairs).
+    """
+    end = time.monotonic() + deadline
+    failures: list[str] = []
+
+    def deleting(delete: Callable[[str, str], None], name: str) -> Callable[[], None]:
+        def call() -> None:
+            _attempt(lambda: delete(rg, name), failures, f"delete {name}", poll)
+
+        return call
+
+    while True:
+        apps = _attempt(lambda: cloud.list_apps(rg), failures, f"list apps in {rg}", poll)
+        jobs = _attempt(lambda: cloud.list_jobs(rg), failures, f"list jobs in {rg}", poll)
+        if apps == [] and jobs == []:
+            return True
+        names = [a.name for a in apps or []] + [j.name for j in jobs or []]
+        if time.monotonic() >= end:
+            errors.extend(dict.fromkeys(failures))
+            errors.append(f"still there after {deadline:.0f}s: {', '.join(names) or 'unknown (cannot list)'}")
+            return False
+        _parallel(
+            [deleting(cloud.delete_app, a.name) for a in apps or []]
+            + [deleting(cloud.delete_job, j.name) for j in jobs or []]
+        )
+        if apps is None or jobs is None or failures:
+            time.sleep(poll)
+
+
+def _wait_gone(cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float) -> bool:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            if cloud.get_resource_group(rg) is None:
+                return True
+        except AcaGpuError as exc:  # keep reading: one failed read says nothing about the group
+            last = exc.message
+            if time.monotonic() + poll >= end:
+                errors.append(f"read {rg}: {last}")
+        time.sleep(poll)
+    return False
