@@ -1,6 +1,9 @@
-"""`acagpu up` against the emulator: wall time vs the critical path, vs a sequential seed-style flow.
+"""`acagpu up` and `validate` against the emulator: time to verdict, to prompt and to gone, GPU-seconds.
 
 With realistic ACA durations scaled down (`--time-scale`), this measures:
+  0. For `up` (one T4 pair) and a 2 x 2 `validate` (two images x T4, A100): the engine's time to
+     verdict (every pair judged), time to prompt (the command returns: nothing bills any more) and
+     time to gone (the group's 404, measured by a second run with --wait), and GPU-seconds billed.
   1. `up`'s wall time against the critical path of provider latencies (the emulator's time model:
      env create, then max(explorer start + nvidia-smi, tester start + tester run), then the
      resource-group delete). Target ratio <= 1.05: orchestration adds almost nothing.
@@ -26,46 +29,92 @@ from aca_gpu.models import AppSpec, Cloud, EnvSpec, JobSpec
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter, open_cloud
-from aca_gpu.workflow.down import teardown_group
-from aca_gpu.workflow.plan import GPU_PROFILE_NAME, UpPlan, UpRequest, make_plan
-from aca_gpu.workflow.probe import probe_smi
-from aca_gpu.workflow.replicas import wait_app_replica
+from aca_gpu.workflow.plan import (
+    GPU_PROFILE_NAME,
+    Plan,
+    UpRequest,
+    ValidateRequest,
+    make_plan,
+    make_validate_plan,
+)
+from aca_gpu.workflow.probe import probe_smi, wait_started
+from aca_gpu.workflow.teardown import teardown_group
 from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
 from aca_gpu.workflow.up import up
+from aca_gpu.workflow.validate import validate
 
 SEED_TESTER_SLEEP_S = 4 * 3600  # the seed's tester sleeps 4 hours after printing its result
 
 
-def critical_path(plan: UpPlan, tester_elapsed: float) -> float:
-    """Emulated seconds along the longest chain of provider work `up` must wait for."""
+def critical_path(plan: Plan, tester_elapsed: float) -> float:
+    """Emulated seconds along the longest chain of provider work `up --wait` must wait for."""
     start = DURATIONS["assign_replica"] + DURATIONS["container_create"]
-    explorer = max(DURATIONS["app_provision"], start + image_pull_seconds(plan.image))
+    explorer = max(DURATIONS["app_provision"], start + image_pull_seconds(plan.pairs[0].image))
     tester = DURATIONS["job_provision"] + start + image_pull_seconds(plan.tester_image) + tester_elapsed
     teardown = DURATIONS["env_delete"] + DURATIONS["rg_delete_extra"]
     return DURATIONS["env_create"] + max(explorer, tester) + teardown
 
 
-def sequential(cloud: Cloud, plan: UpPlan, waiter: Waiter) -> dict[str, Any]:
+def sequential(cloud: Cloud, plan: Plan, waiter: Waiter) -> dict[str, Any]:
     """The seed's order: everything awaited one after another; returns timings and billing moments."""
-    rg, names = plan.names.resource_group, plan.names
+    rg, names, pair = plan.names.resource_group, plan.names, plan.pairs[0]
     t0 = time.monotonic()
     cloud.create_resource_group(rg, plan.location, plan.tags)
     env = cloud.create_environment(
-        EnvSpec(rg, names.environment, plan.location, plan.tags, GPU_PROFILE_NAME, plan.profile.type)
+        EnvSpec(rg, names.environment, plan.location, plan.tags, GPU_PROFILE_NAME, pair.profile.type)
     )
-    container = checks.explorer_container(plan.image, plan.profile, plan.max_minutes)
+    container = checks.explorer_container(pair.image, pair.profile, plan.max_minutes)
     cloud.create_app(
         AppSpec(rg, names.explorer, plan.location, env.id, GPU_PROFILE_NAME, container, plan.tags)
     )
-    wait_app_replica(cloud, rg, names.explorer, waiter, timeout=600)
+    wait_started(cloud, rg, names.explorer, waiter, timeout=600)
     probe_smi(cloud, rg, names.explorer, waiter)
-    tester = checks.tester_container(plan.tester_image, plan.profile)
+    tester = checks.tester_container(plan.tester_image, pair.profile)
     ensure_job(cloud, JobSpec(rg, names.tester, plan.location, env.id, GPU_PROFILE_NAME, tester, plan.tags))
     run = start_execution(cloud, rg, names.tester, resume=False)
     result = follow_result(cloud, rg, names.tester, run, waiter, timeout=600)
     t_result = time.monotonic() - t0
-    teardown_group(cloud, rg, waiter)
-    return {"wall": time.monotonic() - t0, "to_result": t_result, "status": result.get("status")}
+    teardown_group(cloud, rg, wait_gone=True, poll=waiter.interval)
+    return {"wall": time.monotonic() - t0, "to_result": t_result, "status": result.status}
+
+
+def engine_timings(args: argparse.Namespace) -> None:
+    """Time to verdict / prompt / gone and GPU-seconds for `up` and a 2 x 2 `validate`."""
+    images = ("nvidia/cuda:12.1.1-runtime-ubuntu22.04", "nvidia/cuda:12.2.2-base-ubuntu22.04")
+    with EmulatorServer(time_scale=args.time_scale, registered=True) as emu:
+        env = emu.client_env() | {"ACAGPU_POLLING_INTERVAL": str(args.poll)}
+        settings = load_settings(env=env, file={})
+        cloud = open_cloud(settings)
+        for label in ("up", "validate 2x2"):
+            rows = []
+            for i in range(args.runs):
+                figures: dict[str, float] = {}
+                for wait in (False, True):
+                    emu.reset()
+                    rid = f"t{i}{int(wait)}{label[0]}"
+                    if label == "up":
+                        plan = make_plan(settings, UpRequest(run_id=rid, gpu="t4", wait=wait), owner="bench")
+                        outcome = up(cloud, plan, NullProgress(), Waiter(interval=args.poll))
+                    else:
+                        request = ValidateRequest(images=images, gpus=("t4", "a100"), run_id=rid, wait=wait)
+                        plan = make_validate_plan(settings, request, owner="bench")
+                        outcome = validate(cloud, plan, NullProgress(), Waiter(interval=args.poll))
+                    assert outcome.exit_code == 0, outcome.document()["error"]
+                    if wait:
+                        figures["gone"] = outcome.timings["time_to_gone_s"] or 0.0
+                    else:
+                        figures["verdict"] = outcome.timings["time_to_verdict_s"] or 0.0
+                        figures["prompt"] = outcome.timings["time_to_prompt_s"] or 0.0
+                        figures["gpu_s"] = emu.billing()["total_gpu_seconds"]
+                rows.append(figures)
+            med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            scale = args.time_scale
+            print(
+                f"{label:<13} verdict {med['verdict']:6.2f}s ({med['verdict'] / scale:5.0f} emu s)  "
+                f"prompt {med['prompt']:6.2f}s ({med['prompt'] / scale:5.0f})  "
+                f"gone {med['gone']:6.2f}s ({med['gone'] / scale:5.0f})  "
+                f"GPU-s billed {med['gpu_s']:7.1f}  prompt/gone {med['prompt'] / med['gone']:.2f}"
+            )
 
 
 def main() -> None:
@@ -73,7 +122,11 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=0.02)
     parser.add_argument("--poll", type=float, default=0.02, help="client polling interval (wall seconds)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--engine-only", action="store_true", help="only the verdict/prompt/gone figures")
     args = parser.parse_args()
+    engine_timings(args)
+    if args.engine_only:
+        return
     scale = args.time_scale
     rows = []
     with EmulatorServer(time_scale=scale, registered=True) as emu:
@@ -82,12 +135,12 @@ def main() -> None:
         cloud = open_cloud(settings)
         for i in range(args.runs):
             emu.reset()
-            plan = make_plan(settings, UpRequest(run_id=f"bench{i}", gpu="t4"), owner="bench")
+            plan = make_plan(settings, UpRequest(run_id=f"bench{i}", gpu="t4", wait=True), owner="bench")
             started = time.monotonic()
             result = up(cloud, plan, NullProgress(), Waiter(interval=args.poll))
             wall = time.monotonic() - started
-            assert result.exit_code == 0, result.doc.get("error")
-            tester_elapsed = float(result.doc["tester"]["result"]["elapsed_s"])
+            assert result.exit_code == 0, result.document()["error"]
+            tester_elapsed = float(result.document()["tester"]["result"]["elapsed_s"])
             cp = critical_path(plan, tester_elapsed) * scale
             up_gpu_s = emu.billing()["total_gpu_seconds"]
 

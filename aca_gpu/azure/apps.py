@@ -16,7 +16,7 @@ from urllib.parse import quote
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
-from aca_gpu.errors import CloudError, NotFound, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
     AppSpec,
@@ -35,6 +35,7 @@ API_VERSION = "2026-07-01"  # azure-mgmt-appcontainers 5.1.0's default (aca-api.
 PREVIEW_API_VERSION = "2023-11-02-preview"  # job token / execution replicas (aca-api.md §1.9)
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
+START_ATTEMPTS = 3
 DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reported, never waited forever
 
 
@@ -426,7 +427,7 @@ def list_execution_replicas(clients: Clients, rg: str, job: str, execution: str)
         _, body, _ = send(clients, "GET", url, "list replicas of execution", f"{job}/{execution}")
     except NotFound:
         return []
-    except CloudError as exc:
+    except (CloudError, InfraError) as exc:
         if "no replicas found" in exc.message.lower():
             return []
         raise
@@ -454,9 +455,24 @@ def start_job(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> str:
-    """Start a manual job; the execution name comes from the 200 body or from the 202's Location poll."""
+    """Start a manual job; the execution name comes from the 200 body or from the 202's Location poll.
+
+    The POST is retried only when it provably started nothing: after a transport failure the
+    executions are listed again, and a new one means the start did happen (no second GPU bill).
+    """
     url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={_api_version(clients)}"
-    status, body, headers = send(clients, "POST", url, "start job", job)
+    before = {e.name for e in list_executions(clients, rg, job)}
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            status, body, headers = send(clients, "POST", url, "start job", job)
+            break
+        except InfraError:
+            started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
+            if started:
+                return started[0]
+            if attempt == START_ATTEMPTS:
+                raise
+            sleep(max(0.05, clients.settings.polling_interval) * attempt)
     name = _execution_name(body)
     if name:
         return name
@@ -472,10 +488,10 @@ def start_job(
         if name:
             return name
         location = headers.get("Location") or headers.get("location") or location
-    # the answer carried no name: the newest execution is the one just started
-    executions = list_executions(clients, rg, job)
-    if executions:
-        return executions[0].name
+    # the answer carried no name: the newest execution that was not there before is ours
+    fresh = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
+    if fresh:
+        return fresh[0]
     raise CloudError(f"job {job} started but no execution name came back", code="NoExecutionName")
 
 

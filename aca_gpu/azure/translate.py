@@ -17,6 +17,7 @@ from aca_gpu.errors import (
     AuthError,
     BadInput,
     CloudError,
+    InfraError,
     NotFound,
     PreflightRefused,
     QuotaError,
@@ -78,6 +79,8 @@ TEXT_RULES: tuple[tuple[re.Pattern[str], type[AcaGpuError]], ...] = (
 )
 
 STATUS_TABLE: dict[int, type[AcaGpuError]] = {401: AuthError, 403: AuthError, 404: NotFound}
+# statuses azure-core retries (429 with Retry-After, 5xx): still failing afterwards is infrastructure
+TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 HINTS: dict[type[AcaGpuError], str] = {
     AuthError: "run `az login` (or check the service principal's role on the subscription)",
@@ -102,6 +105,9 @@ def classify(code: str | None, status: int | None, message: str) -> type[AcaGpuE
 
 def make_error(action: str, target: str, code: str | None, status: int | None, message: str) -> AcaGpuError:
     kind = classify(code, status, message)
+    if kind is CloudError and status in TRANSIENT_STATUS:
+        # azure-core already retried these; what is left is the service being unwell, not the GPU
+        kind = InfraError
     summary = _one_line(message) or (f"HTTP {status}" if status else "unknown error")
     text = f"{action} {target}: {summary}" if target else f"{action}: {summary}"
     if code and code not in summary:
@@ -130,7 +136,10 @@ def arm_error_fields(body: Any) -> tuple[str | None, str]:
 def translate_exception(exc: BaseException, action: str, target: str = "") -> AcaGpuError | None:
     """The aca_gpu error for an azure-core exception, or None when `exc` is not one we know."""
     from azure.core.exceptions import (
+        AzureError,
         ClientAuthenticationError,
+        DecodeError,
+        DeserializationError,
         HttpResponseError,
         ResourceNotFoundError,
         ServiceRequestError,
@@ -147,18 +156,30 @@ def translate_exception(exc: BaseException, action: str, target: str = "") -> Ac
             code=code or "ClientAuthenticationError",
             hint=HINTS[AuthError],
         )
+    if isinstance(exc, DecodeError):  # a 2xx whose body is empty, cut off or not JSON
+        return InfraError(
+            f"{action} {target}: the answer could not be read ({_one_line(str(exc))[:120]})".replace(
+                "  ", " "
+            ),
+            code="DecodeError",
+        )
     if isinstance(exc, HttpResponseError):
         code, message = _http_fields(exc)
         status = exc.status_code or (404 if isinstance(exc, ResourceNotFoundError) else None)
         return make_error(action, target, code, status, message)
     if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         endpoint = _endpoint_of(exc)
-        return CloudError(
-            f"{action} {target}: cannot reach {endpoint}: {_one_line(str(exc))}".replace("  ", " "),
+        return InfraError(
+            f"{action} {target}: cannot reach {endpoint}: {_one_line(str(exc))[:200]}".replace("  ", " "),
             code=type(exc).__name__,
         )
     if isinstance(exc, TimeoutError):
         return WaitTimedOut(f"{action} {target}: timed out", code="Timeout")
+    if isinstance(exc, (AzureError, DeserializationError, ValueError)):
+        return InfraError(
+            f"{action} {target}: unreadable answer ({type(exc).__name__}: {_one_line(str(exc))[:120]})",
+            code=type(exc).__name__,
+        )
     return None
 
 

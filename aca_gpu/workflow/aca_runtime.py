@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from aca_gpu import naming
@@ -128,6 +129,7 @@ class AcaRuntime:
     # -- a pair -------------------------------------------------------------------------------
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
         cloud, rg = self.cloud, plan.names.resource_group
+        requested = time.monotonic()
         app = cloud.get_app(rg, pair.explorer)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the explorer was created", code="Cancelled")
@@ -151,9 +153,13 @@ class AcaRuntime:
             elif not app.max_replicas:  # put to sleep at zero replicas by an older acagpu
                 cloud.scale_app(rg, pair.explorer, 1, 1)
         wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s)
+        running = time.monotonic()
         with self._lock:
-            self._explorer_seconds[pair.explorer] = (time.monotonic(), None)
+            self._explorer_seconds[pair.explorer] = (running, None)
         result = probe_smi(cloud, rg, pair.explorer, waiter)
+        result = replace(
+            result, start_s=round(running - requested, 3), smi_s=round(time.monotonic() - running, 3)
+        )
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result

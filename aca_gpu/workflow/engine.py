@@ -204,7 +204,11 @@ class Engine:
         finally:
             stop_children.set()
             result.seconds = time.monotonic() - started
-        if result.tester is not None and result.tester.status == "unavailable" and result.error is None:
+        if (
+            result.tester is not None
+            and result.tester.status in ("unavailable", "timeout")
+            and not result.error
+        ):
             from aca_gpu.workflow.tester_run import unavailable_error
 
             result.error = unavailable_error(result.tester)

@@ -178,7 +178,7 @@ class LocalOutcome:
             return self.probe.refused
         if self.probe is not None and self.probe.error:
             return f"nvidia-smi: {self.probe.error}"
-        if checks.compat_failed(self.compat):
+        if _compat_failed(self.compat):
             assert self.compat is not None
             return f"incompatible: {self.compat.get('reason')}"
         if self.tester is not None and self.tester.status == "fail":
@@ -285,9 +285,9 @@ def run_local(request: LocalRequest, progress: Progress) -> LocalOutcome:
         runs["explorer"] = run_container(probe_cmd, request.probe_timeout_s)
         outcome.probe = probe_facts(runs["explorer"])
         if outcome.probe.driver_version:
-            outcome.compat = checks.compat(request.image, outcome.probe.driver_version)
+            outcome.compat = _compat(request.image, outcome.probe.driver_version)
         step.update(outcome.probe.refused or outcome.probe.error or f"driver {outcome.probe.driver_version}")
-        if outcome.probe.failed or checks.compat_failed(outcome.compat):
+        if outcome.probe.failed or _compat_failed(outcome.compat):
             step.status = "fail"
             stop_tester.set()  # the verdict is known: the tester cannot change it
     outcome.phases["probe"] = round(runs["explorer"].seconds, 3)
@@ -296,7 +296,7 @@ def run_local(request: LocalRequest, progress: Progress) -> LocalOutcome:
             worker.join()
             outcome.tester = tester_facts(runs["tester"])
             if outcome.probe.driver_version:
-                outcome.tester_compat = checks.compat(request.tester_image, outcome.probe.driver_version)
+                outcome.tester_compat = _compat(request.tester_image, outcome.probe.driver_version)
             step.update(
                 f"{outcome.tester.status}" + (f": {outcome.tester.reason}" if outcome.tester.reason else "")
             )
@@ -305,3 +305,13 @@ def run_local(request: LocalRequest, progress: Progress) -> LocalOutcome:
         outcome.phases["test run"] = round(runs["tester"].seconds, 3)
     outcome.phases["total"] = round(time.monotonic() - started, 3)
     return outcome
+
+
+def _compat(image: str, driver: str) -> dict[str, Any] | None:
+    verdict = checks.compat_verdict(image, driver)
+    return None if verdict is None else dict(verdict.as_dict())
+
+
+def _compat_failed(doc: dict[str, Any] | None) -> bool:
+    """The engine's rule (CompatVerdict.ok), read from the verdict's document."""
+    return doc is not None and (doc.get("verdict") == "incompatible" or doc.get("require_check") == "fail")

@@ -48,6 +48,8 @@ class ProbeResult:
     refused: str | None = None  # the container runtime refused to start the image
     raw: str = ""
     raw_query: str = ""
+    start_s: float | None = None  # from the create (or wake) request to a running replica
+    smi_s: float | None = None  # the nvidia-smi exec itself
 
     @property
     def failed(self) -> bool:
@@ -68,9 +70,10 @@ class ProbeResult:
 
 @dataclass(frozen=True)
 class TesterOutcome:
-    """One gpu-tester execution: `pass`/`fail` are verdicts; `unavailable` is a lost result (exit 7)."""
+    """One gpu-tester execution: `pass`/`fail` are verdicts; `unavailable` is a lost result (exit 7),
+    `timeout` an execution the platform ended at its deadline (exit 4)."""
 
-    status: str  # pass | fail | unavailable
+    status: str  # pass | fail | unavailable | timeout
     execution: str | None = None
     result: TesterResult | None = None
     exit_code: int | None = None
@@ -106,6 +109,19 @@ class PairOutcome:
     seconds: float = 0.0
 
     @property
+    def phases(self) -> dict[str, float]:
+        """Per-pair phase seconds: explorer start, nvidia-smi, tester start, test run."""
+        found: dict[str, float | None] = {}
+        if self.probe is not None:
+            found["explorer start"] = self.probe.start_s
+            found["nvidia-smi"] = self.probe.smi_s
+        if self.tester is not None:
+            found["tester start"] = self.tester.started_after_s
+            started = self.tester.started_after_s or 0.0
+            found["test run"] = round(max(0.0, self.tester.seconds), 3) if started is not None else None
+        return {k: round(v, 3) for k, v in found.items() if v is not None}
+
+    @property
     def gpu_failure(self) -> str | None:
         """The reason the GPU, driver or image failed, or None when nothing says so."""
         if self.probe is not None and self.probe.refused:
@@ -125,7 +141,9 @@ class PairOutcome:
     def status(self) -> str:
         if self.gpu_failure:
             return "fail"
-        if self.error is not None or (self.tester is not None and self.tester.status == "unavailable"):
+        if self.error is not None or (
+            self.tester is not None and self.tester.status in ("unavailable", "timeout")
+        ):
             return "error"
         return "pass"
 
@@ -167,6 +185,7 @@ class PairOutcome:
             "tester_status": self.tester.status if self.tester else "not-run",
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
+            "phases": self.phases,
         }
 
 
@@ -285,7 +304,7 @@ class RunOutcome:
             {
                 "tester_image": plan.tester_image,
                 "results": [p.as_dict() for p in self.pairs],
-                "phases": dict(self.phases),
+                "phases": self._phases(),
                 "timings": dict(self.timings),
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
@@ -293,6 +312,13 @@ class RunOutcome:
             }
         )
         return doc
+
+    def _phases(self) -> dict[str, float]:
+        """The run's phases; a single pair's own phases (explorer start, nvidia-smi ...) join them."""
+        phases = dict(self.phases)
+        if len(self.pairs) == 1:
+            phases.update(self.pairs[0].phases)
+        return phases
 
     def _single_pair_sections(self) -> dict[str, Any]:
         plan = self.plan

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from aca_gpu.output import count_names
-from aca_gpu.output import Output
+from aca_gpu.output import Output, count_names
 from aca_gpu.workflow.outcome import RunOutcome
 
 

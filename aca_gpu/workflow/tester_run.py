@@ -183,6 +183,9 @@ def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     if code not in (None, 0):
         return out("fail", f"the tester exited with code {code}" + (f": {tail}" if tail else ""))
     status = info.status if info else None
+    said = " ".join(filter(None, (info.reason, info.message))) if info else ""
+    if "deadline" in said.lower():  # the platform ended it at --max-minutes: a wait, not a verdict
+        return out("timeout", f"the tester did not finish within its deadline ({said})")
     if code is None and status == "Failed":
         message = (info.message or info.reason) if info else None
         return out("fail", "the tester's execution failed" + (f": {message}" if message else ""))
@@ -191,5 +194,8 @@ def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     return out("unavailable", f"the tester {what} but its {checks.RESULT_MARKER} line could not be read{why}")
 
 
-def unavailable_error(outcome: TesterOutcome) -> InfraError:
+def unavailable_error(outcome: TesterOutcome) -> AcaGpuError:
+    """What a tester outcome without a verdict means for the run: a lost result or a deadline."""
+    if outcome.status == "timeout":
+        return WaitTimedOut(f"tester: {outcome.reason}", code="TesterDeadline")
     return InfraError(f"tester result unavailable: {outcome.reason}", code="ResultUnavailable")

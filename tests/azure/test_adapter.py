@@ -390,20 +390,40 @@ def test_start_job_without_name_falls_back_to_newest_execution(clients: Clients)
     clients.apps.send_request.side_effect = [
         RawResponse(202, None, {}),
     ]
-    clients.apps.jobs_executions.list.return_value = iter(
-        [
-            m.JobExecution(
-                {
-                    "name": "old",
-                    "properties": {"status": "Succeeded", "startTime": "2024-08-17T10:00:00+00:00"},
-                }
-            ),
-            m.JobExecution(
-                {"name": "new", "properties": {"status": "Running", "startTime": "2024-08-17T10:36:07+00:00"}}
-            ),
-        ]
+    old = m.JobExecution(
+        {"name": "old", "properties": {"status": "Running", "startTime": "2024-08-17T10:00:00+00:00"}}
     )
+    new = m.JobExecution(
+        {"name": "new", "properties": {"status": "Running", "startTime": "2024-08-17T10:36:07+00:00"}}
+    )
+    # before the start only `old` exists; the nameless answer means the new execution is ours, even
+    # when an older one is still running
+    clients.apps.jobs_executions.list.side_effect = [iter([old]), iter([new, old])]
     assert cloud_of(clients).start_job(RG, "j") == "new"
+
+
+def test_start_job_is_not_repeated_when_the_lost_answer_did_start_one(clients: Clients) -> None:
+    from azure.core.exceptions import ServiceResponseError
+
+    new = m.JobExecution(
+        {"name": "new", "properties": {"status": "Running", "startTime": "2024-08-17T10:36:07+00:00"}}
+    )
+    clients.apps.send_request.side_effect = ServiceResponseError("Connection reset by peer")
+    clients.apps.jobs_executions.list.side_effect = [iter([]), iter([new])]
+    assert cloud_of(clients).start_job(RG, "j") == "new"
+    assert clients.apps.send_request.call_count == 1  # provably started: never a second POST
+
+
+def test_start_job_is_retried_when_provably_nothing_started(clients: Clients) -> None:
+    from azure.core.exceptions import ServiceRequestError
+
+    clients.apps.send_request.side_effect = [
+        ServiceRequestError("Connection refused"),
+        RawResponse(200, {"name": "exec-2", "id": "/x/executions/exec-2"}),
+    ]
+    clients.apps.jobs_executions.list.side_effect = [iter([]), iter([])]
+    assert cloud_of(clients).start_job(RG, "j") == "exec-2"
+    assert clients.apps.send_request.call_count == 2
 
 
 def test_execution_replicas_and_job_token_use_preview_endpoints(clients: Clients) -> None:

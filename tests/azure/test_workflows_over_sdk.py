@@ -49,7 +49,7 @@ class Groups:
             raise ResourceNotFoundError(f"Resource group '{name}' could not be found.")
         return self.live[name]
 
-    def begin_delete(self, name: str) -> Poller:
+    def begin_delete(self, name: str, **kwargs: Any) -> Poller:
         self.live.pop(name, None)
         return Poller()
 
@@ -73,11 +73,14 @@ def test_reap_deletes_only_the_expired_managed_group(clients: Clients) -> None:
     rgs.list.return_value = iter([expired, fresh, kept, impostor])
     Groups(rgs, expired, fresh, kept, impostor)
 
-    report = reap_flow.reap({"sub": cloud_of(clients)}, delete=True)
+    clients.apps.container_apps.list_by_resource_group.return_value = []
+    clients.apps.jobs.list_by_resource_group.return_value = []
+    report = reap_flow.reap({"sub": cloud_of(clients)}, delete=True, poll=0.01)
 
     rgs.list.assert_called_once()
     assert "tagName eq 'acagpu:managed'" in rgs.list.call_args.kwargs["filter"]
-    rgs.begin_delete.assert_called_once_with("rg-acagpu-old1")
+    rgs.begin_delete.assert_called_once_with("rg-acagpu-old1", polling=False)
+    clients.apps.container_apps.list_by_resource_group.assert_called_with("rg-acagpu-old1")
     assert {i.resource_group: i.status for i in report.items} == {
         "rg-acagpu-old1": "deleted",
         "rg-acagpu-new1": "skipped",
@@ -112,10 +115,16 @@ def test_up_quota_failure_tears_down_what_it_made_in_order(clients: Clients) -> 
         "Please check https://learn.microsoft.com/en-us/azure/container-apps/quotas for resource limits.",
     )
 
-    result = up(cloud_of(clients), plan, NullProgress(), Waiter(interval=0))
+    clients.apps.container_apps.list_by_resource_group.return_value = []
+    clients.apps.jobs.list_by_resource_group.return_value = []
+    outcome = up(cloud_of(clients), plan, NullProgress(), Waiter(interval=0))
 
-    assert result.exit_code == 3, result.doc["error"]
-    assert result.doc["teardown"] == {"status": "deleted", "verified": True}
+    assert outcome.exit_code == 3, outcome.document()["error"]
+    assert outcome.document()["teardown"] == {
+        "status": "deleting",
+        "verified": False,
+        "billing_stopped": True,
+    }
     body = rgs.create_or_update.call_args.args[1]
     assert dict(body["tags"] if isinstance(body, dict) else body.tags)["acagpu:managed"] == "true"
     env_body = envs.begin_create_or_update.call_args.args[2]
@@ -125,5 +134,5 @@ def test_up_quota_failure_tears_down_what_it_made_in_order(clients: Clients) -> 
     clients.apps.jobs.begin_create_or_update.assert_not_called()
     order = [c[0] for c in rgs.mock_calls]
     assert order.index("create_or_update") < order.index("begin_delete")
-    rgs.begin_delete.assert_called_once_with(plan.names.resource_group)
+    rgs.begin_delete.assert_called_once_with(plan.names.resource_group, polling=False)
     assert not groups.live

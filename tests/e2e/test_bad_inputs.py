@@ -79,7 +79,7 @@ CASES = [
     c("down", "--run-id", "x1", "-g", "rg-x", "--yes", says="--run-id and --resource-group"),
     c("down", "--run-id", "", "--yes", says="--run-id"),
     c("down", "-g", "", "--yes", says="--resource-group"),
-    c("down", "--run-id", "nope1", "--yes", says="nope1"),
+    # `down --run-id` of a run that does not exist is `absent`, exit 0 (idempotent cleanup; e2e tests)
     c("down", "-g", "bad group!", "--yes", says="bad group!"),
     c("down", "--subscription", "nope", "--yes", says="--subscription"),
     # -- status, and settings from the environment and the config file -------------------------

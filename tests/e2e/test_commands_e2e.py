@@ -22,6 +22,26 @@ def _empty(emu: Any) -> bool:
     return bool(emu.inventory()["empty"])
 
 
+def _nothing_bills(emu: Any) -> bool:
+    """No app, job or replica left: what is left is at most a group whose delete was accepted."""
+    inv = emu.inventory()
+    return not any(inv.get(k) for k in ("apps", "jobs", "replicas")) and all(
+        g["deleting"] for g in inv["resource_groups"]
+    )
+
+
+def _gone(emu: Any, timeout: float = 30.0) -> bool:
+    """The accepted group deletes finish on the emulator's clock; wait for the inventory to empty."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not _empty(emu):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     code, out, err = _run(*UP, "--run-id", "life1", "--keep", "-o", "json")
     assert code == 0, err
@@ -56,16 +76,30 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
 
     code, out, err = _run("down", "--run-id", "life1", "--yes", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True}
+    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
     assert _empty(emu)
+
+    code, out, err = _run("down", "--run-id", "life1", "--yes", "-o", "json")  # idempotent cleanup
+    assert code == 0 and json.loads(out)["teardown"]["status"] == "absent", err
 
 
 def test_up_without_keep_leaves_nothing(emu: Any) -> None:
     code, out, err = _run(*UP, "-o", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["teardown"] == {"status": "deleted", "verified": True}
+    # the prompt returns once nothing bills; the group finishes deleting on its own
+    assert doc["teardown"] == {"status": "deleting", "verified": False, "billing_stopped": True}
     assert doc["cost"]["gpu_seconds"] > 0
+    assert _nothing_bills(emu)
+    assert _gone(emu)
+
+
+def test_up_wait_returns_once_the_group_is_gone(emu: Any) -> None:
+    code, out, err = _run(*UP, "--wait", "-o", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
+    assert doc["timings"]["time_to_gone_s"] >= doc["timings"]["time_to_verdict_s"]
     assert _empty(emu)
 
 
@@ -102,7 +136,8 @@ def test_fault_matrix_ends_in_success_or_its_exit_code(emu: Any, faults: str, co
     code, out, err = _run(*UP, "--start-timeout", "3s", "-o", "json")
     assert code in codes, (code, err)
     doc = json.loads(out)  # even a failed run prints its one document
-    assert doc["teardown"]["verified"] is True, doc["teardown"]
+    assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
+    assert _nothing_bills(emu)
     emu.set_faults("")
     _run("down", "--run-id", doc["run_id"], "--yes")
     assert _empty(emu)
@@ -115,9 +150,9 @@ def test_up_github_summary_and_human_step_log(
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     code, out, err = _run(*UP, "--github")
     assert code == 0, err
-    assert "run " in out and "teardown       deleted (verified gone)" in out
-    for phase in ("resource group", "environment", "nvidia-smi", "teardown"):
+    assert "run " in out and "teardown       deleting (billing stopped)" in out
+    for phase in ("resource group", "environment", "probe and test", "teardown"):
         assert f"✓ {phase}" in err  # one step line per phase on stderr
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("## acagpu up — run ") and "| tester result | pass" in text
-    assert _empty(emu)
+    assert _gone(emu)

@@ -97,6 +97,7 @@ def test_validate_two_tags_two_gpus(emu: EmulatorServer) -> None:
         "--gpu",
         "a100",
         "--no-inspect",
+        "--wait",
         "-o",
         "json",
     )
@@ -111,7 +112,7 @@ def test_validate_two_tags_two_gpus(emu: EmulatorServer) -> None:
         assert "requirement error" in bad["reason"] and "cuda>=13.0" in bad["reason"]
         assert bad["preflight"]["verdict"] == "incompatible"
     assert results[(OLD_TAG, "a100")]["bf16_tflops"]
-    assert doc["teardown"] == {"status": "deleted", "verified": True} or doc["teardown"]["verified"]  # type: ignore[index]
+    assert doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}  # type: ignore[index]
     assert emu.inventory()["empty"]
 
 
@@ -133,6 +134,7 @@ def test_validate_github_summary_and_merge(
             "t4",
             "--no-inspect",
             "--no-tester",
+            "--wait",
             "--github",
             "-o",
             "json",
@@ -142,8 +144,8 @@ def test_validate_github_summary_and_merge(
     assert f"`{OLD_TAG}`" in summary.read_text(encoding="utf-8")
     (out / "one.json").write_text(result.stdout, encoding="utf-8")
     merged = CliRunner().invoke(cli, ["report", "merge", str(out / "one.json"), "-o", "json"])
-    assert merged.exit_code == 0
-    assert json.loads(merged.stdout)["passed"] == 1
+    assert merged.exit_code == 0, merged.stderr
+    assert json.loads(merged.stdout)["passed"] == 1, merged.stdout
     assert emu.inventory()["empty"]
 
 

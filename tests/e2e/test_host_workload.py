@@ -15,8 +15,9 @@ from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.outcome import RunOutcome
 from aca_gpu.workflow.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import UpResult, up
+from aca_gpu.workflow.up import up
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +26,15 @@ def host_emulator() -> Iterator[EmulatorServer]:
         yield emu
 
 
-def _up(emu: EmulatorServer, run_id: str) -> UpResult:
+class _Result:
+    def __init__(self, outcome: RunOutcome) -> None:
+        self.exit_code, self.doc = outcome.exit_code, outcome.document()
+
+
+def _up(emu: EmulatorServer, run_id: str) -> _Result:
     settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
-    plan = make_plan(settings, UpRequest(run_id=run_id, max_minutes=3), owner="test")
-    return up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1))
+    plan = make_plan(settings, UpRequest(run_id=run_id, max_minutes=3, wait=True), owner="test")
+    return _Result(up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1)))
 
 
 def test_up_runs_the_real_tester_on_this_host(host_emulator: EmulatorServer) -> None:
@@ -42,7 +48,7 @@ def test_up_runs_the_real_tester_on_this_host(host_emulator: EmulatorServer) -> 
         assert result.exit_code == 5
         assert (tester["status"], tester["reason"]) == ("fail", "no-cuda")
         assert tester["cpu_gflops"] and tester["cpu_gflops"] > 0 and tester["simulated"] is False
-    assert result.doc["teardown"] == {"status": "deleted", "verified": True}
+    assert result.doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
     assert host_emulator.inventory()["empty"]
 
 
@@ -64,6 +70,7 @@ def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(
     phases = result.doc["phases"]
     # explorer ready and nvidia-smi done long before the 6 s tester prints its line
     assert phases["explorer start"] + phases["nvidia-smi"] < 4.5, phases
-    assert phases["test run"] > 1.0, phases  # what was left of the tester after nvidia-smi
+    # the tester's first (and only) line came seconds after nvidia-smi was done
+    assert phases["tester start"] > phases["explorer start"] + phases["nvidia-smi"] + 1.0, phases
     assert result.doc["tester"]["result"]["reason"] == "slow"
     assert host_emulator.inventory()["empty"]

@@ -21,6 +21,7 @@ from aca_gpu.errors import (
     AuthError,
     BadInput,
     CloudError,
+    InfraError,
     NotFound,
     PreflightRefused,
     QuotaError,
@@ -102,7 +103,10 @@ CASES = [
         BadInput,
         2,
     ),
-    (500, "InternalServerError", "Something went wrong", CloudError, 1),
+    # 5xx after azure-core's own retries: the service is unwell, not the GPU (exit 7, never 5)
+    (500, "InternalServerError", "Something went wrong", InfraError, 7),
+    (503, "ServiceUnavailable", "Try later", InfraError, 7),
+    (429, "TooManyRequests", "Throttled", InfraError, 7),
 ]
 
 
@@ -136,10 +140,18 @@ def test_client_authentication_error() -> None:
 def test_connection_error_names_the_endpoint() -> None:
     exc = ServiceRequestError("Connection refused")
     exc.request = TransportRequest("GET", "https://127.0.0.1:9/subscriptions/s?api-version=1")  # type: ignore[attr-defined]
-    with pytest.raises(CloudError) as caught, translate_errors("read resource group", "rg"):
+    with pytest.raises(InfraError) as caught, translate_errors("read resource group", "rg"):
         raise exc
     assert "https://127.0.0.1:9/subscriptions/s" in caught.value.message
-    assert caught.value.exit_code == 1
+    assert caught.value.exit_code == 7
+
+
+def test_unreadable_2xx_body_is_infrastructure() -> None:
+    from azure.core.exceptions import DecodeError
+
+    with pytest.raises(InfraError) as caught, translate_errors("read container app", "a"):
+        raise DecodeError("JSON is invalid: Expecting value: line 1 column 1 (char 0)")
+    assert caught.value.code == "DecodeError" and "could not be read" in caught.value.message
 
 
 def test_lro_timeout_is_wait_timed_out() -> None:
@@ -160,7 +172,7 @@ def test_or_none_on_not_found_only() -> None:
         raise arm_error(500, "InternalServerError", "boom")
 
     assert or_none("read", "x", missing) is None
-    with pytest.raises(CloudError):
+    with pytest.raises(InfraError):
         or_none("read", "x", broken)
 
 

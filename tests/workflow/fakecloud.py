@@ -159,10 +159,12 @@ class FakeCloud:
         self.apps.pop((resource_group, name), None)
 
     def stop_app(self, resource_group: str, name: str) -> None:
-        self.apps[(resource_group, name)] = replace(self.apps[(resource_group, name)], running_status="Stopped")
+        app = self.apps[(resource_group, name)]
+        self.apps[(resource_group, name)] = replace(app, running_status="Stopped")
 
     def start_app(self, resource_group: str, name: str) -> None:
-        self.apps[(resource_group, name)] = replace(self.apps[(resource_group, name)], running_status="Running")
+        app = self.apps[(resource_group, name)]
+        self.apps[(resource_group, name)] = replace(app, running_status="Running")
 
     def list_jobs(self, resource_group: str) -> list[JobInfo]:
         return [j for (rg, _), j in self.jobs.items() if rg == resource_group]

@@ -9,9 +9,8 @@ import pytest
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, PreflightRefused
+from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress
-from aca_gpu.errors import EXIT_INTERRUPTED
 from aca_gpu.workflow import teardown as teardown_mod
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import RunOutcome
