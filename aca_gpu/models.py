@@ -39,10 +39,11 @@ class ProfileOffer(Record):
 
 @dataclass(frozen=True)
 class UsageInfo(Record):
-    name: str
+    name: str  # name.value, e.g. ManagedEnvironmentCount
     current: float
     limit: float
     unit: str | None = None
+    display_name: str | None = None  # name.localizedValue
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,7 @@ def usages(clients: Clients, location: str) -> list[UsageInfo]:
     for doc in items:
         name = doc.get("name")
         label = name.get("value") if isinstance(name, Mapping) else name
+        display = name.get("localizedValue") if isinstance(name, Mapping) else None
         current = doc.get("currentValue", doc.get("usage", 0))
         result.append(
             UsageInfo(
@@ -196,6 +197,7 @@ def usages(clients: Clients, location: str) -> list[UsageInfo]:
                 current=float(current or 0),
                 limit=float(doc.get("limit") or 0),
                 unit=doc.get("unit"),
+                display_name=str(display) if display else None,
             )
         )
     return result

@@ -84,9 +84,22 @@ TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 HINTS: dict[type[AcaGpuError], str] = {
     AuthError: "run `az login` (or check the service principal's role on the subscription)",
-    QuotaError: "request GPU quota for Azure Container Apps in this region, or try another --location",
+    QuotaError: "request GPU quota for Azure Container Apps in this region through the Quota Management "
+    "System (Azure portal → Quotas), or try other regions with --regions",
     PreflightRefused: "az provider register --namespace Microsoft.App",
 }
+# An environment's own quota is requested on that environment's Quota page, not through QMS (aca-2026.md §2).
+ENVIRONMENT_QUOTA_HINT = (
+    "request more on the environment's Quota page in the Azure portal, or try other regions with --regions"
+)
+
+
+def _hint(kind: type[AcaGpuError], code: str | None, message: str) -> str | None:
+    if kind is QuotaError and (
+        (code or "").lower() == "managedenvironmentquotaexceeded" or "managed environment" in message.lower()
+    ):
+        return ENVIRONMENT_QUOTA_HINT
+    return HINTS.get(kind)
 
 
 def classify(code: str | None, status: int | None, message: str) -> type[AcaGpuError]:
@@ -112,7 +125,7 @@ def make_error(action: str, target: str, code: str | None, status: int | None, m
     text = f"{action} {target}: {summary}" if target else f"{action}: {summary}"
     if code and code not in summary:
         text += f" ({code})"
-    return kind(text, code=code or (str(status) if status else None), hint=HINTS.get(kind))
+    return kind(text, code=code or (str(status) if status else None), hint=_hint(kind, code, message))
 
 
 def arm_error_fields(body: Any) -> tuple[str | None, str]:

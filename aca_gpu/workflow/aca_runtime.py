@@ -15,9 +15,9 @@ from typing import TypeVar
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
-from aca_gpu.models import AppSpec, Cloud, EnvInfo, EnvSpec, JobSpec
+from aca_gpu.models import AppSpec, Cloud, EnvInfo, EnvSpec, JobSpec, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, drivers
+from aca_gpu.workflow import checks, drivers, quota
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
@@ -66,8 +66,31 @@ class AcaRuntime:
         if missing:
             raise PreflightRefused(
                 f"{plan.location} does not offer the {', '.join(missing)} workload profile",
+                code="ProfileNotOffered",
                 hint=f"`acagpu profiles -l {plan.location}` lists what it offers",
             )
+        with progress.step("GPU quota") as step:
+            checks_ = self.quota_checks(plan.location, [pair.profile for pair in plan.pairs])
+            step.update("; ".join(c.summary() for c in checks_))
+            for found in checks_:
+                if found.usage is None:
+                    progress.note(f"{plan.location}: {found.summary()}; going on")
+                elif not found.ok:
+                    step.status = "fail"
+                    raise found.error()
+
+    def quota_checks(self, location: str, profiles: list[checks.Profile]) -> list[quota.QuotaCheck]:
+        """Each profile's GPU quota in `location` against one replica per pair (never raises)."""
+        usages: list[UsageInfo] = []
+        error: str | None = None
+        try:
+            usages = self._retry(lambda: self.cloud.usages(location))
+        except AcaGpuError as exc:
+            error = exc.message
+        return [
+            quota.check(location, usages, profile, needed, error)
+            for profile, needed in quota.needs(profiles).values()
+        ]
 
     def _retry(self, call: Callable[[], T]) -> T:
         """Safe calls (reads, provider registration) get a few tries beyond azure-core's own."""

@@ -23,4 +23,5 @@ def test_up_emulator_takes_its_faults_from_the_environment(
     assert result.exit_code == 3, result.output
     doc = json.loads(result.stdout)
     assert doc["error"]["exit_code"] == 3
-    assert "Maximum Allowed Cores exceeded" in doc["error"]["message"]
+    # the preflight reads the fault's quota from the emulator's usages and refuses before creating
+    assert "0 of 0 used (usage ManagedEnvironmentConsumptionT4Gpus)" in doc["error"]["message"]

@@ -15,7 +15,7 @@ from azure.core.pipeline.transport import HttpRequest as TransportRequest
 from azure.core.rest import HttpRequest
 from azure.core.rest._http_response_impl import HttpResponseImpl
 
-from aca_gpu.azure.translate import arm_error_fields, classify, or_none, translate_errors
+from aca_gpu.azure.translate import arm_error_fields, classify, make_error, or_none, translate_errors
 from aca_gpu.errors import (
     AcaGpuError,
     AuthError,
@@ -183,3 +183,18 @@ def test_arm_error_fields_shapes() -> None:
         "x",
     )
     assert arm_error_fields("plain") == (None, "plain")
+
+
+def test_quota_hints_name_where_to_ask() -> None:
+    """Subscription quota is asked for through QMS; an environment's quota on its own Quota page."""
+    sub = make_error("create container app", "x", "QuotaExceeded", 400, "quota exceeded for GPUs")
+    env = make_error(
+        "create container app",
+        "x",
+        "MaxNumberOfGpuCoresExceeded",
+        400,
+        "Maximum Allowed Cores exceeded for the Managed Environment. Please check ...",
+    )
+    assert sub.exit_code == env.exit_code == 3
+    assert "Quota Management System" in (sub.hint or "")
+    assert "environment's Quota page" in (env.hint or "")

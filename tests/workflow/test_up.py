@@ -67,10 +67,11 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
     result, cloud, _ = _up(fake)
     assert result.exit_code == 0, result.doc["error"]
     names = call_names(cloud)
-    assert names[:5] == [
+    assert names[:6] == [
         "provider_registered",
         "register_provider",
         "available_profiles",
+        "usages",
         "get_resource_group",
         "create_resource_group",
     ]
