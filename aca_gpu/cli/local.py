@@ -2,39 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TextIO
-
 import click
 
 from aca_gpu.cli.options import output_options
 from aca_gpu.config import DEFAULT_IMAGE
 from aca_gpu.output import Output
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
-
-_GLYPH = {"pass": "✓", "ok": "✓", "fail": "✗", "error": "✗", "not-run": "-", "unavailable": "?"}
-
-
-def render_local(doc: dict[str, Any], stream: TextIO) -> None:
-    explorer, tester, pair = doc["explorer"], doc["tester"], doc["results"][0]
-    print(f"runtime: {doc['runtime']} ({doc['runtime_reason']})", file=stream)
-    if explorer["driver_version"]:
-        names = ", ".join(g.get("name") or "?" for g in explorer["gpus"]) or "no GPU listed"
-        compat = (explorer.get("compat") or {}).get("verdict", "not checked")
-        print(
-            f"✓ explorer  driver {explorer['driver_version']}  CUDA {explorer['cuda_version'] or 'N/A'}  "
-            f"{names}  ({compat})",
-            file=stream,
-        )
-    else:
-        print(f"✗ explorer  {explorer['refused'] or explorer['error']}", file=stream)
-        if explorer.get("fix"):
-            print(f"  fix: {explorer['fix']}", file=stream)
-    result = tester.get("result") or {}
-    bf16 = ((result.get("rates") or {}).get("bf16") or {}).get("tflops")
-    detail = f"  bf16 {bf16:g} TFLOP/s" if isinstance(bf16, int | float) else ""
-    reason = f"  {tester['reason']}" if tester.get("reason") and tester["status"] != "pass" else ""
-    print(f"{_GLYPH.get(tester['status'], '?')} tester    {tester['status']}{detail}{reason}", file=stream)
-    print(f"{_GLYPH.get(pair['status'], '?')} {pair['status']}: {pair['reason']}", file=stream)
 
 
 @click.command()
@@ -83,9 +56,10 @@ def local(
 ) -> None:
     """Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.
 
-    Same verdicts as `up`: the GPU must be visible in the container, the host driver must support
-    the image's CUDA, the tester must pass. Exit codes: 0 ok, 5 no GPU in the container or a GPU
-    check failed, 2 bad input or no usable runtime (e.g. `--runtime docker` without a Docker engine).
+    The same engine, verdicts and JSON document as `up`: the GPU must be visible in the container,
+    the host driver must support the image's CUDA, the tester must pass. Exit codes: 0 ok, 5 no GPU
+    in the container or a GPU check failed, 4 the tester ran out of time, 2 bad input or no usable
+    runtime (e.g. `--runtime docker` without a Docker engine).
     """
     from aca_gpu.local.gpus import parse_gpus
     from aca_gpu.tester import tester_args
@@ -98,6 +72,8 @@ def local(
         script = render_sbatch(image, request, sif=sif)
         output.emit({"runtime": "apptainer", "sbatch": script}, script.rstrip("\n"))
         return
+    from aca_gpu.workflow.render import finish, render_up, render_up_markdown
+
     outcome = run_local(
         LocalRequest(
             runtime=runtime,
@@ -111,9 +87,4 @@ def local(
         ),
         output,
     )
-    doc = outcome.document()
-    output.emit(doc, lambda stream: render_local(doc, stream))
-    if outcome.exit_code:
-        fix = outcome.probe.fix if outcome.probe else None
-        output.error(outcome.reason, fix)
-        raise SystemExit(outcome.exit_code)
+    finish(output, outcome, render_up, render_up_markdown)

@@ -7,24 +7,34 @@ image, side by side. A container the runtime refuses to start is a GPU verdict o
 says the GPU could not be passed in (no toolkit, no CDI spec, CUDA requirement, no device); a
 runtime that cannot run at all (no Docker engine) is bad input, exit 2, before anything runs.
 
-The facts of each run (`ProbeFacts`, `TesterFacts`) carry the fields of the run engine's typed
-records, so the same runs can be handed to the engine as a runtime.
+It runs through the run engine like `up`: `LocalRuntime` is the engine's second runtime (no place
+to create or remove, so teardown is `nothing-created`), and the JSON document is `up`'s, with the
+run's local facts where Azure ones would be (profile: this machine; resources: container names;
+cost: nothing billed). `ProbeFacts`/`TesterFacts` judge one container run each.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-import uuid
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+from aca_gpu import naming
 from aca_gpu.config import DEFAULT_IMAGE
-from aca_gpu.errors import EXIT_FAILURE, EXIT_GPU_CHECK, EXIT_OK, BadInput
+from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, WaitTimedOut
 from aca_gpu.gpu import nvidia_smi, runtime_errors, tester_result
+from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
+from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.engine import Engine
+from aca_gpu.workflow.outcome import ProbeResult, RunOutcome, TeardownResult, TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+
+if TYPE_CHECKING:
+    from aca_gpu.local.probe import LocalTarget
 
 NO_GPU = "no GPU visible in the container"
 
@@ -39,8 +49,8 @@ class LocalRequest:
     sif: str | None = None
     run_tester: bool = True
     tester_args: tuple[str, ...] = ()
-    probe_timeout_s: float = 600.0
-    tester_timeout_s: float = 1800.0
+    probe_timeout_s: float = 900.0  # covers a first pull of a multi-GB CUDA image
+    tester_minutes: int = 30
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ class ProbeFacts:
 class TesterFacts:
     """One gpu-tester container (the fields of the engine's TesterOutcome)."""
 
-    status: str  # pass | fail | unavailable
+    status: str  # pass | fail | unavailable | timeout | not-run
     result: tester_result.TesterResult | None = None
     exit_code: int | None = None
     reason: str | None = None
@@ -157,161 +167,192 @@ def tester_facts(run: Any) -> TesterFacts:
     return TesterFacts(result.status, result, run.exit_code, result.reason, run.seconds)
 
 
+NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)
+
+
+class LocalRuntime:
+    """The engine's Runtime on this machine: each probe and tester is one `run --rm` container."""
+
+    def __init__(self, target: LocalTarget, why: str, tester_args: tuple[str, ...] = ()) -> None:
+        self.target, self.why, self.tester_args = target, why, tester_args
+        self.name = target.runtime
+        self.commands: dict[str, str] = {}
+        self.fixes: dict[int, str] = {}
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        progress.note(self.why)
+
+    def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
+        """Nothing to create: containers are removed as they exit (`--rm`)."""
+
+    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        from aca_gpu.local.probe import probe_command
+        from aca_gpu.local.runner import run_container
+
+        command = probe_command(self.target, pair.image)
+        self.commands["explorer"] = command.display()
+        run = run_container(command, plan.start_timeout_s, waiter.cancel)
+        if run.cancelled:
+            raise WaitTimedOut("cancelled before nvidia-smi finished in the explorer", code="Cancelled")
+        facts = probe_facts(run)
+        if facts.fix:
+            self.fixes[pair.index] = facts.fix
+        return ProbeResult(
+            facts.driver_version,
+            facts.cuda_version,
+            facts.gpus,
+            facts.error,
+            facts.exit_code,
+            facts.refused,
+            facts.raw,
+            smi_s=round(run.seconds, 3),
+        )
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        from aca_gpu.local.probe import tester_command
+        from aca_gpu.local.runner import run_container
+
+        command = tester_command(self.target, plan.tester_image, self.tester_args)
+        self.commands["tester"] = command.display()
+        run = run_container(command, plan.tester_timeout_s, waiter.cancel)
+        if run.cancelled:
+            raise WaitTimedOut(
+                "the tester was stopped: the probe's verdict was already known", code="Cancelled"
+            )
+        facts = tester_facts(run)
+        return TesterOutcome(facts.status, None, facts.result, facts.exit_code, facts.reason, facts.seconds)
+
+    def has_place(self) -> bool:
+        return False
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def gpu_seconds(self) -> float:
+        return 0.0  # this machine's own GPUs: nothing is billed
+
+
 @dataclass
-class LocalOutcome:
-    """One local run: the runtime chosen and why, what the probe and the tester found, one verdict."""
+class LocalRunOutcome(RunOutcome):
+    """`up`'s outcome and document, with this machine's facts where Azure's would be."""
 
-    request: LocalRequest
-    runtime: str
-    why: str
-    run_id: str
-    probe: ProbeFacts | None = None
-    compat: dict[str, Any] | None = None
-    tester: TesterFacts | None = None
-    tester_compat: dict[str, Any] | None = None
-    phases: dict[str, float] = field(default_factory=dict)
+    why: str = ""
+    gpus: str = "all"
     commands: dict[str, str] = field(default_factory=dict)
+    fixes: dict[int, str] = field(default_factory=dict)
 
-    @property
-    def gpu_failure(self) -> str | None:
-        if self.probe is not None and self.probe.refused:
-            return self.probe.refused
-        if self.probe is not None and self.probe.error:
-            return f"nvidia-smi: {self.probe.error}"
-        if _compat_failed(self.compat):
-            assert self.compat is not None
-            return f"incompatible: {self.compat.get('reason')}"
-        if self.tester is not None and self.tester.status == "fail":
-            return f"tester failed: {self.tester.reason or 'fail'}"
-        return None
+    def cost(self) -> dict[str, Any]:
+        return {"gpu_seconds": 0.0, "usd_estimate": 0.0, "basis": "this machine's own GPUs: nothing billed"}
 
-    @property
-    def exit_code(self) -> int:
-        if self.gpu_failure:
-            return EXIT_GPU_CHECK
-        if self.tester is not None and self.tester.status == "unavailable":
-            return EXIT_FAILURE
-        return EXIT_OK
-
-    @property
-    def status(self) -> str:
-        return {EXIT_OK: "ok", EXIT_GPU_CHECK: "gpu_check_failed"}.get(self.exit_code, "failed")
-
-    @property
-    def reason(self) -> str:
-        failure = self.gpu_failure
-        if failure:
-            return failure
-        if self.tester is not None and self.tester.status == "unavailable":
-            return f"tester result unavailable: {self.tester.reason}"
-        driver = self.probe.driver_version if self.probe else None
-        verdict = (self.compat or {}).get("verdict", "not checked")
-        return f"driver {driver}, {verdict}" if driver else "tester passed"
+    def failure(self) -> AcaGpuError | None:
+        """The engine's one error, with the fix for a GPU that never reached the container as its hint."""
+        error = super().failure()
+        failed = [p for p in self.pairs if p.status == "fail" and p.pair.index in self.fixes]
+        if isinstance(error, GpuCheckFailed) and failed and error.hint is None:
+            return GpuCheckFailed(error.message, code=error.code, hint=self.fixes[failed[0].pair.index])
+        return error
 
     def document(self) -> dict[str, Any]:
-        """The keys of `up`'s document that a local run has (no cloud resources, no cost)."""
-        req = self.request
-        probe = self.probe or ProbeFacts()
-        result = self.tester.result if self.tester else None
-        explorer = {"image": req.sif or req.image, **probe.as_dict(), "compat": self.compat}
-        tester: dict[str, Any] = {"image": req.tester_image}
-        tester.update(
-            self.tester.as_dict() if self.tester else {"execution": None, "status": "not-run", "result": None}
-        )
-        tester["compat"] = self.tester_compat
-        pair = {
-            "image": req.sif or req.image,
-            "gpu": req.gpus,
-            "status": "fail" if self.gpu_failure else ("error" if self.exit_code else "pass"),
-            "reason": self.reason,
-            "driver_version": probe.driver_version,
-            "cuda_version": probe.cuda_version,
-            "gpu_name": probe.gpus[0].get("name") if probe.gpus else (result.gpu_name if result else None),
-            "compat": self.compat,
-            "refused": probe.refused,
-            "tester_status": self.tester.status if self.tester else "not-run",
+        doc = super().document()
+        probe = self.pairs[0].probe if self.pairs else None
+        names = [str(g.get("name")) for g in (probe.gpus if probe else ()) if g.get("name")]
+        doc["profile"] = {
+            "alias": self.gpus,
+            "type": "local",
+            "gpu": names[0] if names else None,
+            "gpu_count": len(names) if probe and probe.driver_version else None,
+            "cpu": os.cpu_count(),
+            "memory": None,
+            "serverless": False,
         }
-        return {
-            "run_id": self.run_id,
-            "status": self.status,
-            "runtime": self.runtime,
-            "runtime_reason": self.why,
-            "location": "local",
-            "explorer": explorer,
-            "tester": tester,
-            "tester_image": req.tester_image,
-            "results": [pair],
-            "phases": dict(self.phases),
-            "commands": dict(self.commands),
-            "teardown": {"status": "nothing-created", "verified": True, "billing_stopped": True},
-        }
+        pair = self.plan.pairs[0]
+        doc["resources"] = {"explorer_container": pair.explorer, "tester_container": pair.tester}
+        doc["runtime_reason"] = self.why
+        doc["commands"] = dict(self.commands)
+        return doc
 
 
-def run_local(request: LocalRequest, progress: Progress) -> LocalOutcome:
-    """Choose the runtime (BadInput if none can run), then the probe ∥ the tester, then judge."""
+def _local_profile(count: int | None) -> GpuProfile:
+    cpus = os.cpu_count() or 1
+    return GpuProfile(
+        type="local",
+        aliases=("local",),
+        gpu="",
+        gpu_count=count or 0,
+        vcpu=cpus,
+        memory_gib=0,
+        serverless=False,
+        container_cpu=float(cpus),
+        container_memory_gib=0,
+        regions=("local",),
+        note="this machine",
+    )
+
+
+def _image_ref(image: str) -> ImageRef:
+    """The reference the CUDA verdict reads; an image file (SIF) has no tag, so its verdict is unknown."""
+    try:
+        return parse_image_ref(image)
+    except BadInput:
+        return parse_image_ref("localhost/image-file:latest")
+
+
+def make_local_plan(request: LocalRequest, run_id: str) -> Plan:
+    """One pair on this machine; names are the containers' (`acagpu-RUN-explorer`, `-tester`)."""
+    for flag, value in (("--image", request.image), ("--tester-image", request.tester_image)):
+        if not value.strip():
+            raise BadInput(f"{flag} is empty: give a value or leave the flag out")
+    image = (request.sif or request.image).strip()
+    pair = Pair(
+        1,
+        image,
+        _image_ref(image),
+        f"local:{request.gpus}",
+        _local_profile(None),
+        "local",
+        f"acagpu-{run_id}-explorer",
+        f"acagpu-{run_id}-tester",
+    )
+    return Plan(
+        command="local",
+        run_id=run_id,
+        names=naming.RunNames(run_id),
+        location="local",
+        pairs=(pair,),
+        tester_image=request.tester_image.strip(),
+        ttl=timedelta(0),
+        max_minutes=request.tester_minutes,
+        start_timeout_s=request.probe_timeout_s,
+        owner="local",
+        run_tester=request.run_tester,
+    )
+
+
+def run_local(request: LocalRequest, progress: Progress, waiter: Waiter | None = None) -> RunOutcome:
+    """Choose the runtime (BadInput if none can run), then the engine: probe ∥ tester, one verdict."""
     from aca_gpu.local import detect
     from aca_gpu.local.gpus import parse_gpus
-    from aca_gpu.local.probe import LocalTarget, probe_command, tester_command
-    from aca_gpu.local.runner import ContainerRun, run_container
+    from aca_gpu.local.probe import LocalTarget
 
     gpus = parse_gpus(request.gpus)
     if request.sif and request.runtime not in ("auto", "apptainer"):
         raise BadInput("--from-sif runs an Apptainer image file: use it with --runtime apptainer")
+    run_id = naming.new_run_id()
+    plan = make_local_plan(request, run_id)
     status, why = detect.choose("apptainer" if request.sif and request.runtime == "auto" else request.runtime)
     assert status.binary is not None
-    run_id = uuid.uuid4().hex[:6]
     target = LocalTarget(status.name, status.binary, gpus, request.podman_gpu, request.sif, run_id)
-    outcome = LocalOutcome(request, status.name, why, run_id)
-    probe_cmd = probe_command(target, request.image)
-    tester_cmd = (
-        tester_command(target, request.tester_image, request.tester_args) if request.run_tester else None
+    runtime = LocalRuntime(target, why, request.tester_args)
+    engine = Engine(plan, runtime, progress, waiter or Waiter(interval=0.5))
+    engine.outcome = LocalRunOutcome(
+        plan=plan,
+        runtime=runtime.name,
+        why=why,
+        gpus=str(gpus),
+        commands=runtime.commands,
+        fixes=runtime.fixes,
     )
-    outcome.commands["explorer"] = probe_cmd.display()
-    if tester_cmd is not None:
-        outcome.commands["tester"] = tester_cmd.display()
-    progress.note(why)
-    runs: dict[str, ContainerRun] = {}
-    stop_tester = threading.Event()
-
-    def tester_thread() -> None:
-        assert tester_cmd is not None
-        runs["tester"] = run_container(tester_cmd, request.tester_timeout_s, stop_tester)
-
-    started = time.monotonic()
-    worker = threading.Thread(target=tester_thread, name="acagpu-local-tester", daemon=True)
-    if tester_cmd is not None:
-        worker.start()
-    with progress.step("probe") as step:
-        runs["explorer"] = run_container(probe_cmd, request.probe_timeout_s)
-        outcome.probe = probe_facts(runs["explorer"])
-        if outcome.probe.driver_version:
-            outcome.compat = _compat(request.image, outcome.probe.driver_version)
-        step.update(outcome.probe.refused or outcome.probe.error or f"driver {outcome.probe.driver_version}")
-        if outcome.probe.failed or _compat_failed(outcome.compat):
-            step.status = "fail"
-            stop_tester.set()  # the verdict is known: the tester cannot change it
-    outcome.phases["probe"] = round(runs["explorer"].seconds, 3)
-    if tester_cmd is not None:
-        with progress.step("test run") as step:
-            worker.join()
-            outcome.tester = tester_facts(runs["tester"])
-            if outcome.probe.driver_version:
-                outcome.tester_compat = _compat(request.tester_image, outcome.probe.driver_version)
-            step.update(
-                f"{outcome.tester.status}" + (f": {outcome.tester.reason}" if outcome.tester.reason else "")
-            )
-            if outcome.tester.status != "pass":
-                step.status = "fail"
-        outcome.phases["test run"] = round(runs["tester"].seconds, 3)
-    outcome.phases["total"] = round(time.monotonic() - started, 3)
-    return outcome
-
-
-def _compat(image: str, driver: str) -> dict[str, Any] | None:
-    verdict = checks.compat_verdict(image, driver)
-    return None if verdict is None else dict(verdict.as_dict())
-
-
-def _compat_failed(doc: dict[str, Any] | None) -> bool:
-    """The engine's rule (CompatVerdict.ok), read from the verdict's document."""
-    return doc is not None and (doc.get("verdict") == "incompatible" or doc.get("require_check") == "fail")
+    return engine.run()

@@ -47,6 +47,7 @@ python3 -m aca_gpu local --runtime podman --image localhost/acagpu-probe:host --
 python3 -c 'import json; d = json.load(open("/tmp/local.json")); print(d["status"], d["explorer"]["driver_version"], d["explorer"]["cuda_version"], d["explorer"]["gpus"], d["phases"])'
 
 fi
+[ -n "${PROBE_ONLY:-}" ] && exit 0
 echo "== tester image: this host's python + stdlib + the libraries torch loads; the torch venv bind-mounted"
 venv=$(dirname "$(dirname "$(python3 -c 'import sys; print(sys.executable)')")")
 py=$(readlink -f "$venv/bin/python3"); echo "venv $venv python $py"

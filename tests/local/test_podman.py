@@ -28,19 +28,22 @@ def test_local_reports_no_gpu_in_the_container_exit_5(test_image: str) -> None:
     explorer = doc["explorer"]
     assert explorer["refused"].startswith("no GPU visible in the container: Podman has no CDI specification")
     assert "nvidia.com/gpu=all" in explorer["raw"] and explorer["exit_code"] in (125, 126)
-    assert "acagpu doctor --write-cdi" in explorer["fix"]
+    assert "acagpu doctor --write-cdi" in doc["error"]["hint"] and doc["error"]["exit_code"] == 5
     assert doc["results"][0]["status"] == "fail"
     # the image has no python: the tester fails to start, unless the probe's verdict stopped it first
     assert doc["tester"]["status"] in ("not-run", "fail")
     assert "podman run --rm --network none" in doc["commands"]["explorer"]
-    assert "error: no GPU visible in the container" in result.stderr
+    assert doc["teardown"]["status"] == "nothing-created" and doc["cost"]["usd_estimate"] == 0.0
+    assert "container refused to start: no GPU visible in the container" in result.stderr
 
 
 def test_local_without_a_gpu_request_sees_no_nvidia_smi(test_image: str) -> None:
     result = acagpu("local", "--runtime", "podman", "--image", test_image, "--gpus", "none", "--no-tester")
     assert result.exit_code == 5, result.output
-    assert "✗ explorer  no GPU visible in the container: nvidia-smi is not there" in result.stdout
-    assert "fix: Docker: `--gpus all`" in result.stdout
+    assert "explorer       refused to start: no GPU visible in the container: nvidia-smi is not there" in (
+        result.stdout
+    )
+    assert "hint: Docker: `--gpus all`" in result.stderr
 
 
 def test_a_real_container_run_is_a_plain_record(test_image: str) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from aca_gpu.local.runner import ContainerRun, refusal
 from aca_gpu.workflow import local as local_flow
-from aca_gpu.workflow.local import LocalOutcome, LocalRequest, probe_facts
+from aca_gpu.workflow.local import LocalRequest, LocalRunOutcome, make_local_plan, probe_facts
+from aca_gpu.workflow.outcome import PairOutcome, ProbeResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -74,12 +75,28 @@ def test_tester_results_and_stops() -> None:
     assert local_flow.tester_facts(run("podman", 0, stdout="nothing useful")).status == "unavailable"
 
 
-def test_one_verdict_and_exit_code() -> None:
-    outcome = LocalOutcome(LocalRequest(), "podman", "why", "abc123")
-    outcome.probe = probe_facts(run("podman", 0, body(next((FIXTURES / "nvidia_smi").glob("24-*.txt")))))
-    assert (outcome.exit_code, outcome.status) == (0, "ok")
-    outcome.compat = {"verdict": "incompatible", "reason": "needs 575"}
-    assert outcome.exit_code == 5 and outcome.reason == "incompatible: needs 575"
-    outcome.compat = None
-    outcome.tester = local_flow.tester_facts(run("podman", 0, stdout="nothing useful"))
-    assert (outcome.exit_code, outcome.document()["results"][0]["status"]) == (1, "error")
+def test_the_engine_outcome_for_a_local_run() -> None:
+    """The engine's one rule decides; the local document keeps up's keys with this machine's facts."""
+    plan = make_local_plan(LocalRequest(image="localhost/cuda:12.4.1-base", tester_image="t:1"), "abc123")
+    outcome = LocalRunOutcome(
+        plan=plan, runtime="podman", why="podman as asked", fixes={1: "write a CDI spec"}
+    )
+    refused = probe_facts(
+        run("podman", 126, stderr="Error: setting up CDI devices: unresolvable CDI devices x")
+    )
+    outcome.pairs = [PairOutcome(plan.pairs[0], probe=ProbeResult(refused=refused.refused, exit_code=126))]
+    outcome.teardown = local_flow.NOTHING_CREATED
+    doc = outcome.document()
+    assert (outcome.exit_code, doc["status"], doc["runtime"], doc["command"]) == (
+        5,
+        "gpu_check_failed",
+        "podman",
+        "local",
+    )
+    assert doc["error"]["hint"] == "write a CDI spec" and doc["cost"]["usd_estimate"] == 0.0
+    assert doc["resources"] == {
+        "explorer_container": "acagpu-abc123-explorer",
+        "tester_container": "acagpu-abc123-tester",
+    }
+    assert {"explorer", "tester", "results", "phases", "timings", "teardown", "profile"} <= set(doc)
+    assert doc["profile"]["type"] == "local" and doc["teardown"]["status"] == "nothing-created"
