@@ -34,6 +34,7 @@ from aca_gpu.models import (
 
 TOKEN_REUSE_S = 45 * 60  # ACA data-plane tokens live 1 h (aca-api.md §1.7)
 RUNNING = "running"
+REPLICA_LOOKUP_S = 1.0
 
 
 class _TokenCache:
@@ -333,7 +334,8 @@ class AzureCloud:
                 return None
             if self._clock() >= deadline:
                 raise WaitTimedOut(f"timed out waiting for {what}: {last}", code="ReplicaNotRunning")
-            self._sleep(min(self._poll, max(0.0, deadline - self._clock())))
+            # a short job's replica may live only seconds: look for it more often than the usual poll
+            self._sleep(min(self._poll, REPLICA_LOOKUP_S, max(0.0, deadline - self._clock())))
 
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50

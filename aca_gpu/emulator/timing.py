@@ -32,6 +32,15 @@ DURATIONS: dict[str, float] = {
 # Wall-clock floor for the linger: at test time scales a 5 s linger would be a few ms, shorter than a
 # client's own polling interval, and no client on Azure could ever read a job's last lines that fast.
 LINGER_FLOOR_S = 0.5
+# Wall-clock floor for the tester's stay after its result line: on Azure its 15 s outlast a client
+# polling every 5 s for the execution's replica; scaled to a few hundred ms they would not, and the
+# emulator would lose results that Azure keeps readable.
+GRACE_FLOOR_S = 3.0
+
+
+def grace_wall_seconds(grace: float, scale: float) -> float:
+    """The tester's grace on the scaled clock, never below GRACE_FLOOR_S when it has one at all."""
+    return max(grace * scale, GRACE_FLOOR_S) if grace > 0 else 0.0
 
 
 def image_pull_seconds(image: str) -> float:

@@ -76,3 +76,54 @@ def test_serve_then_a_second_shell_runs_up_and_status(tmp_path: Path) -> None:
     assert code == 0
     ca_dir = Path(_read_env(env_file)["ACAGPU_CA_BUNDLE"]).parent
     assert not ca_dir.exists(), "the emulator's temporary CA folder was left behind"
+
+
+def test_default_settings_serve_then_the_readme_journey_in_a_second_shell(tmp_path: Path) -> None:
+    """README's two-shell journey with nothing tuned: default time scale, default 5 s polling.
+
+    A short tester used to finish between two polls and lose its result line (exit 5 on a healthy
+    simulated GPU); now every step must succeed.
+    """
+    env_file = tmp_path / "emu.env"
+    server = subprocess.Popen(
+        [*ACAGPU, "emulator", "serve", "--env-file", str(env_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        assert env_file.exists(), "no env file"
+        shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_POLLING")}
+        shell |= _read_env(env_file)
+
+        def acagpu(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)
+
+        steps = [
+            ("up", "--keep", "--yes", "--run-id", "readme1", "-o", "json"),
+            ("smi", "--run-id", "readme1", "-o", "json"),
+            ("exec", "--run-id", "readme1", "--", "nvidia-smi", "-L"),
+            ("test", "--run-id", "readme1", "-o", "json"),
+            ("logs", "--run-id", "readme1", "--system"),
+            ("down", "--run-id", "readme1", "--yes", "-o", "json"),
+        ]
+        for args in steps:
+            done = acagpu(*args)
+            assert done.returncode == 0, (args, done.stderr[-2000:])
+            assert "Traceback" not in done.stderr, args
+            if args[0] == "exec":
+                assert "GPU 0:" in done.stdout, done.stdout
+            if args[0] == "test":
+                assert json.loads(done.stdout)["tester"]["result"]["status"] == "pass"
+        runs = json.loads(acagpu("status", "-o", "json").stdout)["runs"]
+        assert all(r["run_id"] != "readme1" or r["phase"] == "deleting" for r in runs), runs
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import aca_gpu
 from aca_gpu.emulator.banner import cuda_banner
+from aca_gpu.emulator.timing import grace_wall_seconds
 from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
@@ -97,10 +98,14 @@ class SimulatedWorkload:
                 host=spec.replica,
                 result_grace_s=grace,
             )
-            container.play([(delay * scale, line) for delay, line in script], 0, grace * scale)
+            container.play(
+                [(delay * scale, line) for delay, line in script], 0, grace_wall_seconds(grace, scale)
+            )
         elif spec.kind == "job" and is_gpu_tester(spec):
             script, _ = simulate_cpu_only(vcpu=4, host=spec.replica, result_grace_s=grace)
-            container.play([(delay * scale, line) for delay, line in script], 1, grace * scale)
+            container.play(
+                [(delay * scale, line) for delay, line in script], 1, grace_wall_seconds(grace, scale)
+            )
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS
