@@ -21,7 +21,7 @@ from aca_gpu.errors import (
     TeardownIncomplete,
 )
 from aca_gpu.gpu.cuda_compat import CompatVerdict
-from aca_gpu.gpu.tester_result import TesterResult
+from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.plan import Pair, Plan, resource_names
 
@@ -91,6 +91,8 @@ class TesterOutcome:
             "exit_code": self.exit_code,
             "reason": self.reason,
             "result": result,
+            # one readable line per GPU: rate, % of peak and of what its clock allows, telemetry
+            "gpu_lines": summary_lines(self.result) if self.result is not None else [],
         }
 
 

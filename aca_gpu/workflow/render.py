@@ -90,6 +90,7 @@ def render_up(doc: dict[str, Any]) -> str:
     lines += [
         f"  tester result  {status}"
         + _tester_detail({**result, "reason": tester.get("reason") or result.get("reason")}),
+        *(f"                 {line}" for line in tester.get("gpu_lines") or []),
         "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()),
         f"  cost           {_cost_line(doc['cost'])}",
         f"  teardown       {doc['teardown'].get('status')}"
