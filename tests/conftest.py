@@ -21,3 +21,11 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
         "ACAGPU_LOCATION",
     ):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def acagpu_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout's acagpu wheel, built once per session (`ci init --wheel` copies it)."""
+    from aca_gpu.workflow import wheel
+
+    return wheel.current_wheel(tmp_path_factory.mktemp("wheel")).path

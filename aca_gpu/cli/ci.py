@@ -52,7 +52,16 @@ def ci() -> None:
     show_default=True,
     help="Validation jobs running at once.",
 )
-@click.option("--pip-spec", help="What the workflows `pip install` (default: this acagpu version).")
+@click.option(
+    "--install-spec",
+    help="What the workflows install instead of this acagpu's wheel: a VCS URL pinned to a commit "
+    "(git+https://github.com/OWNER/REPO@SHA) or 'acagpu==VERSION --hash=sha256:HEX'.",
+)
+@click.option(
+    "--wheel",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="This acagpu version's wheel, if one is at hand (default: built or re-packed from the install).",
+)
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
 @output_options
 def init(
@@ -70,13 +79,17 @@ def init(
     since: str,
     limit: int,
     max_parallel: int,
-    pip_spec: str | None,
+    install_spec: str | None,
+    wheel: Path | None,
     force: bool,
     output: Output,
 ) -> None:
     """Write .github/workflows/acagpu-validate.yml and acagpu-reap.yml, then print the one-time
     `az` steps: federated credential, provider registration, a least-privilege role and its
-    assignment. Existing files are kept unless --force (exit 2)."""
+    assignment. Existing files are kept unless --force (exit 2).
+
+    The workflows install exactly this acagpu: its wheel goes to .github/acagpu/ with a
+    requirements file pinning its sha256 (pip --require-hashes --no-index)."""
     request = ci_flow.CiInitRequest(
         repo_dir=repo_dir,
         subscription=subscription,
@@ -92,8 +105,9 @@ def init(
         since=since,
         limit=limit,
         max_parallel=max_parallel,
+        install_spec=install_spec,
+        wheel=wheel,
         force=force,
-        **({"pip_spec": pip_spec} if pip_spec else {}),
     )
     result = ci_flow.init(request)
 

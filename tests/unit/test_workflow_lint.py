@@ -50,7 +50,7 @@ jobs:
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def rendered(tmp_path_factory: pytest.TempPathFactory, acagpu_wheel: Path) -> Path:
     repo = tmp_path_factory.mktemp("user-repo")
     ci_init.init(
         ci_init.CiInitRequest(
@@ -61,6 +61,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
             location="westus3",
             gpus=("t4", "a100"),
             github_repo="example/gpu-ci",
+            wheel=acagpu_wheel,
         )
     )
     return repo
