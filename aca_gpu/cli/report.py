@@ -23,18 +23,30 @@ def report() -> None:
 @click.option(
     "--markdown", "markdown_out", type=click.Path(path_type=Path), help="Also write the Markdown matrix here."
 )
+@click.option(
+    "--into",
+    "into",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Merge into this matrix file (e.g. compat/matrix.json; created if absent) and write it back.",
+)
 @output_options
-def merge(files: tuple[Path, ...], markdown_out: Path | None, output: Output) -> None:
+def merge(files: tuple[Path, ...], markdown_out: Path | None, into: Path | None, output: Output) -> None:
     """Merge `acagpu validate -o json` documents into one tag × GPU matrix.
 
-    Exits 5 when any (image, GPU) pair failed, so a CI step shows red.
+    With --into, the results are merged into that matrix file (a pair validated again replaces
+    its old verdict) and the file is written back. Exits 5 when any (image, GPU) pair given in
+    FILES failed, so a CI step shows red.
     """
-    matrix = report_flow.merge_files(files)
+    if into is not None:
+        matrix, new = report_flow.merge_into(into, files)
+        report_flow.write_matrix(matrix, into)
+    else:
+        matrix = new = report_flow.merge_files(files)
     markdown = report_flow.render_markdown(matrix)
     if markdown_out:
         markdown_out.write_text(markdown, encoding="utf-8")
     output.summary(markdown)
-    for pair in matrix.failed:
+    for pair in new.failed:
         if output.github:
             output.error(f"{pair['image']} on {pair['gpu']}: {pair.get('reason') or 'failed'}")
 
@@ -42,5 +54,5 @@ def merge(files: tuple[Path, ...], markdown_out: Path | None, output: Output) ->
         print(report_flow.render_text(matrix), file=stream)
 
     output.emit(matrix.as_dict(), human)
-    if matrix.failed:
+    if new.failed:
         raise SystemExit(EXIT_GPU_CHECK)

@@ -116,6 +116,8 @@ def _tags_in_json(doc: Any) -> Iterable[str]:
         for key, value in doc.items():
             if key in ("tag", "image") and isinstance(value, str):
                 yield _tag_of(value)
+            elif key == "gpus":
+                continue  # a matrix document (compat/matrix.json) lists GPU aliases there, not tags
             elif isinstance(value, list | Mapping):
                 yield from _tags_in_json(value)
 

@@ -1,7 +1,10 @@
 """Compatibility matrix: per-(image, GPU) validation results merged into one table.
 
 `acagpu validate` writes one JSON document per job; in GitHub Actions each matrix job uploads its
-own, and `acagpu report merge` folds them into one Markdown matrix for the job summary.
+own, and `acagpu report merge` folds them into one Markdown matrix for the job summary. With
+`--into FILE` the new results are merged into the matrix kept in the repository (compat/matrix.json):
+a (image, GPU) pair validated again replaces its old verdict, so the matrix grows run after run and
+`acagpu tags --not-in FILE` leaves out what it already holds.
 """
 
 from __future__ import annotations
@@ -75,6 +78,30 @@ def pairs_from_document(doc: Any, source: str = "<input>") -> list[Mapping[str, 
             raise BadInput(f"{source}: a result lacks one of {', '.join(PAIR_KEYS)}")
         pairs.append(item)
     return pairs
+
+
+def latest_per_pair(pairs: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """One result per (image, GPU): the last one given wins (new results come after old ones)."""
+    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for pair in pairs:
+        key = (str(pair["image"]), str(pair["gpu"]))
+        latest.pop(key, None)
+        latest[key] = pair
+    return tuple(latest.values())
+
+
+def merge_into(existing: Path, paths: Iterable[Path]) -> tuple[Matrix, Matrix]:
+    """(the matrix with the new results merged in, the new results alone); `existing` may be absent."""
+    new = merge_files(paths)
+    old: list[Mapping[str, Any]] = []
+    if existing.is_file():
+        old = list(merge_files([existing]).pairs) if existing.stat().st_size else []
+    return Matrix(latest_per_pair([*old, *new.pairs])), new
+
+
+def write_matrix(matrix: Matrix, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(matrix.as_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def merge_files(paths: Iterable[Path]) -> Matrix:

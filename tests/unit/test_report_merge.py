@@ -78,3 +78,39 @@ def test_cli_merge_missing_file_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", "merge", str(tmp_path / "nope.json")])
     assert result.exit_code == 2
     assert "no such file" in result.stderr
+
+
+def test_merge_into_grows_the_matrix_and_fails_only_on_new_failures(tmp_path: Path) -> None:
+    """compat/matrix.json across two runs: old verdicts stay, a pair validated again is replaced,
+    `tags --not-in` then leaves out every tag the matrix holds, and an old failure does not turn a
+    later run red."""
+    matrix = tmp_path / "compat" / "matrix.json"
+    old = "nvidia/cuda:13.1.0-runtime-ubuntu24.04"
+    first = _write(tmp_path / "1.json", {"results": [_pair(old, "t4", "fail", reason="cuda>=13.1")]})
+    result = CliRunner().invoke(cli, ["report", "merge", str(first), "--into", str(matrix), "-o", "json"])
+    assert result.exit_code == 5  # a new pair failed
+    assert json.loads(matrix.read_text(encoding="utf-8"))["failed"] == 1
+
+    new = "nvidia/cuda:12.9.1-runtime-ubuntu22.04"
+    second = _write(tmp_path / "2.json", {"results": [_pair(new, "t4"), _pair(new, "a100")]})
+    md = tmp_path / "compat" / "matrix.md"
+    result = CliRunner().invoke(
+        cli, ["report", "merge", str(second), "--into", str(matrix), "--markdown", str(md), "-o", "json"]
+    )
+    assert result.exit_code == 0, result.stderr  # the old failure is history, not this run's
+    doc = json.loads(matrix.read_text(encoding="utf-8"))
+    assert doc["images"] == [old, new] and doc["gpus"] == ["a100", "t4"]
+    assert (doc["passed"], doc["failed"]) == (2, 1)
+    assert "❌ fail" in md.read_text(encoding="utf-8") and "✅ pass" in md.read_text(encoding="utf-8")
+
+    again = _write(tmp_path / "3.json", [_pair(old, "t4", "pass")])  # re-validated after a driver update
+    assert CliRunner().invoke(cli, ["report", "merge", str(again), "--into", str(matrix)]).exit_code == 0
+    doc = json.loads(matrix.read_text(encoding="utf-8"))
+    assert (doc["passed"], doc["failed"], len(doc["results"])) == (3, 0, 3)
+
+    from aca_gpu.registry.tags import tags_in_text
+
+    assert tags_in_text(matrix.read_text(encoding="utf-8")) == {
+        "13.1.0-runtime-ubuntu24.04",
+        "12.9.1-runtime-ubuntu22.04",
+    }
