@@ -68,10 +68,21 @@ class Settings:
     ttl: str = DEFAULT_TTL
     owner: str | None = None
     polling_interval: float = 5.0
+    regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **values: Any) -> Settings:
         return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+
+def _regions(value: Any) -> tuple[str, ...]:
+    """`regions` as a TOML list or a comma-separated string; checked as regions by the plan."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise BadInput(f"regions must be a list of region names or 'r1,r2', not {value!r}")
+    return tuple(items)
 
 
 def load_settings(
@@ -112,6 +123,7 @@ def load_settings(
         ttl=pick("ttl", "ACAGPU_TTL", defaults.ttl),
         owner=pick("owner", "ACAGPU_OWNER", None),
         polling_interval=poll,
+        regions=_regions(env.get("ACAGPU_REGIONS") or cfg.get("regions")),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
     return check_settings(settings) if check else settings

@@ -135,10 +135,14 @@ class RunNames:
     """Every name a run uses, derived from its id (DESIGN.md §3)."""
 
     run_id: str
+    # a run that fails over to another region makes each later attempt in a group of its own
+    # (`rg-acagpu-<run>-2`), since the earlier attempt's group may still be deleting
+    attempt: int = 1
 
     @property
     def resource_group(self) -> str:
-        return f"rg-acagpu-{self.run_id}"
+        suffix = f"-{self.attempt}" if self.attempt > 1 else ""
+        return f"rg-acagpu-{self.run_id}{suffix}"
 
     @property
     def environment(self) -> str:

@@ -68,8 +68,16 @@ class Requires:
 
 
 RULES: dict[str, tuple[Excludes | Requires, ...]] = {
-    "up": (Requires("time_scale", "emulator"), Excludes("dry_run", "emulator")),
-    "validate": (Requires("time_scale", "emulator"), Excludes("no_tester", "tester_image")),
+    "up": (
+        Requires("time_scale", "emulator"),
+        Excludes("dry_run", "emulator"),
+        Excludes("location", "regions"),
+    ),
+    "validate": (
+        Requires("time_scale", "emulator"),
+        Excludes("no_tester", "tester_image"),
+        Excludes("location", "regions"),
+    ),
     "smi": (
         Excludes("from_file", "run_id"),
         Excludes("from_file", "resource_group"),

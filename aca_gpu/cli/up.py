@@ -17,6 +17,11 @@ from aca_gpu.workflow.up import up as run_up
 
 @click.command()
 @click.option("-l", "--location", help="Azure region, e.g. eastus (default: settings, else eastus).")
+@click.option(
+    "--regions",
+    help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
+    "up and the next one used (default: -l only; for a100 without -l, a documented order).",
+)
 @click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
@@ -49,6 +54,7 @@ from aca_gpu.workflow.up import up as run_up
 def up(
     output: Output,
     location: str | None,
+    regions: str | None,
     gpu: str | None,
     image: str | None,
     tester_image: str | None,
@@ -68,6 +74,7 @@ def up(
     settings = command_settings(subscription)
     request = UpRequest(
         location=location,
+        regions=regions,
         gpu=gpu,
         image=image,
         tester_image=tester_image,

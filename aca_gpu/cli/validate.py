@@ -22,6 +22,11 @@ from aca_gpu.workflow.render import finish, render_validate
 )
 @click.option("--gpu", "gpus", multiple=True, required=True, help="GPU alias (t4, a100, ...); repeat.")
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
+@click.option(
+    "--regions",
+    help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
+    "up and the next one used (default: -l only; for a100 without -l, a documented order).",
+)
 @click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
 @click.option("--ttl", help="Expiry tag for the reaper, e.g. 90m (default 2h).")
 @click.option("--max-minutes", type=click.IntRange(1, 1440), help="Deadline per tester run (default 20).")
@@ -40,6 +45,7 @@ def validate(
     images: tuple[str, ...],
     gpus: tuple[str, ...],
     location: str | None,
+    regions: str | None,
     run_id: str | None,
     ttl: str | None,
     max_minutes: int | None,
@@ -63,6 +69,7 @@ def validate(
         images=images,
         gpus=gpus,
         location=location,
+        regions=regions,
         run_id=run_id,
         ttl=ttl,
         max_minutes=max_minutes,

@@ -55,6 +55,7 @@ class AcaRuntime:
     # -- preflight ----------------------------------------------------------------------------
     def preflight(self, plan: Plan, progress: Progress) -> None:
         cloud = self.cloud
+        self.env, self._sent_group = None, False  # a new region attempt: the last one was torn down
         with progress.step(f"provider {PROVIDER}") as step:
             if self._retry(lambda: cloud.provider_registered(PROVIDER)):
                 step.update("registered")
@@ -178,7 +179,7 @@ class AcaRuntime:
         wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s)
         running = time.monotonic()
         with self._lock:
-            self._explorer_seconds[pair.explorer] = (running, None)
+            self._explorer_seconds[f"{rg}/{pair.explorer}"] = (running, None)
         result = probe_smi(cloud, rg, pair.explorer, waiter)
         result = replace(
             result, start_s=round(running - requested, 3), smi_s=round(time.monotonic() - running, 3)

@@ -21,8 +21,9 @@ from typing import Any, Protocol, TypeVar
 
 from aca_gpu.errors import AcaGpuError, GpuCheckFailed, Interrupted
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks
+from aca_gpu.workflow import checks, failover
 from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.failover import Attempt
 from aca_gpu.workflow.outcome import PairOutcome, ProbeResult, RunOutcome, TeardownResult, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.threads import spawn, wait_for
@@ -37,7 +38,10 @@ class Runtime(Protocol):
     name: str
 
     def preflight(self, plan: Plan, progress: Progress) -> None:
-        """Refuse a plan that cannot work before anything exists (provider, offer, quota)."""
+        """Refuse a plan that cannot work before anything exists (provider, offer, quota).
+
+        Each region attempt starts here: the runtime forgets the previous attempt's place (that
+        attempt was torn down) but keeps counting its GPU-seconds."""
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
         """Make (or find again) where the pairs run; append what was found already to `resumed`."""
@@ -103,6 +107,9 @@ class Engine:
         predictions: Mapping[int, Prediction] | None = None,
     ) -> None:
         self.plan, self.runtime, self.progress, self.waiter = plan, runtime, progress, waiter
+        self.base = plan  # every region attempt is this plan in another region (failover.py)
+        self.more_regions = False
+        self._attempt_began = (time.monotonic(), 0.0)
         self.predictions = dict(predictions or {})
         self.outcome = RunOutcome(plan=plan, runtime=runtime.name)
         self.interrupts = Interrupts(progress, f"acagpu down --run-id {plan.run_id}", cancel=waiter.cancel)
@@ -124,25 +131,87 @@ class Engine:
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         outcome = self.outcome
+        regions = (self.base.location,) if self.base.existing else self.base.region_order
         with self.interrupts.installed():
             try:
-                try:
-                    self._work()
-                except KeyboardInterrupt:
-                    outcome.interrupted = True
-                    self.waiter.cancel.set()
-                    outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
-                except AcaGpuError as exc:
-                    outcome.error = exc
-                except Exception as exc:  # a programming or SDK error must still tear down
-                    outcome.error = AcaGpuError(f"unexpected failure: {type(exc).__name__}: {exc}")
+                for number, region in enumerate(regions, start=1):
+                    self.more_regions = number < len(regions)
+                    attempt = self._attempt(number, region)
+                    if not self.more_regions or not self._leave_region(attempt, regions[number]):
+                        break
                 self._mark("time_to_verdict_s")
                 self._finish()
             except KeyboardInterrupt:
                 self._left("interrupted during teardown")
+            finally:
+                self._close_attempt()
         outcome.gpu_seconds = self.runtime.gpu_seconds()
         self._mark("time_to_prompt_s")
         return outcome
+
+    def _attempt(self, number: int, region: str) -> Attempt:
+        """One region: the whole lifecycle but teardown, with the run's errors caught into the outcome."""
+        outcome = self.outcome
+        self.plan = outcome.plan = self.base.for_attempt(region, number)
+        attempt = Attempt(region, self.plan.names.resource_group)
+        outcome.attempts.append(attempt)
+        self._attempt_began = (time.monotonic(), self.runtime.gpu_seconds())
+        try:
+            self._work()
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            self.waiter.cancel.set()
+            outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
+        except AcaGpuError as exc:
+            outcome.error = exc
+        except Exception as exc:  # a programming or SDK error must still tear down
+            outcome.error = AcaGpuError(f"unexpected failure: {type(exc).__name__}: {exc}")
+        return attempt
+
+    def _leave_region(self, attempt: Attempt, following: str) -> bool:
+        """True when this region cannot place the plan and its attempt is cleaned up: try `following`."""
+        outcome = self.outcome
+        errors = [outcome.error] if outcome.error is not None else [p.error for p in outcome.pairs if p.error]
+        if outcome.interrupted or not errors or any(p.gpu_failure for p in outcome.pairs):
+            return False
+        blast, reason = failover.classify(errors[0])
+        if blast != failover.NEXT_REGION:
+            return False
+        attempt.reason, attempt.blast = f"{reason}: {errors[0].message}", blast
+        attempt.status = "abandoned" if self.runtime.has_place() else "refused"
+        if self.runtime.has_place():
+            with self.phase(f"teardown {attempt.region}") as step:
+                result = self.runtime.remove_place(self.plan, self.progress)
+                step.update(result.status)
+            attempt.teardown = result.status
+            if not result.clean:  # never start paying in another region while this one may bill
+                outcome.teardown = result
+                return False
+        self._close_attempt()
+        self.progress.warn(f"{attempt.region}: {reason}; trying {following}")
+        outcome.error, outcome.pairs, outcome.resumed[:] = None, [], []
+        return True
+
+    def _close_attempt(self) -> None:
+        """Time and cost of the attempt in progress (called once per attempt)."""
+        attempt = self.outcome.attempts[-1] if self.outcome.attempts else None
+        if attempt is None or attempt.cost is not None:
+            return
+        began, gpu_before = self._attempt_began
+        attempt.seconds = time.monotonic() - began
+        attempt.gpu_seconds = self.runtime.gpu_seconds() - gpu_before
+        attempt.cost = checks.cost_estimate(
+            self.plan.pairs[0].profile,
+            attempt.gpu_seconds,
+            attempt.region,
+            label="measured replica lifetimes",
+        )
+        failure = self.outcome.failure()
+        if attempt.status == "used" and failure is not None:
+            attempt.status, attempt.reason = "failed", failure.message
+            attempt.blast = failover.classify(failure)[0]
+        if attempt.teardown is None:
+            attempt.teardown = self.outcome.teardown.status
 
     def _work(self) -> None:
         plan = self.plan
@@ -193,6 +262,8 @@ class Engine:
                     result.error = exc
                 if result.gpu_failure:
                     waiter.cancel.set()  # the verdict is known: do not pay for the tester
+                elif self._leaving(result.error):
+                    waiter.cancel.set()  # this region is being left: stop waiting for the tester
             if tester is not None:
                 try:
                     result.tester = tester.result()
@@ -216,6 +287,10 @@ class Engine:
             result.probe = ProbeResult(refused=result.error.message)
             result.error = None
         return result
+
+    def _leaving(self, error: AcaGpuError | None) -> bool:
+        """The run will leave this region over `error` (another region is left to try)."""
+        return error is not None and self.more_regions and failover.classify(error)[0] == failover.NEXT_REGION
 
     def _judge_probe(self, result: PairOutcome) -> None:
         probe = result.probe

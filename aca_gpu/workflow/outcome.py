@@ -23,6 +23,7 @@ from aca_gpu.errors import (
 from aca_gpu.gpu.cuda_compat import CompatVerdict
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow import checks
+from aca_gpu.workflow.failover import Attempt
 from aca_gpu.workflow.plan import Pair, Plan, resource_names
 
 SCHEMA = 1
@@ -233,6 +234,7 @@ class RunOutcome:
     error: AcaGpuError | None = None  # what stopped the run itself (preflight, place, teardown)
     interrupted: bool = False
     gpu_seconds: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)  # one per region tried (failover.py)
 
     @property
     def exit_code(self) -> int:
@@ -310,6 +312,7 @@ class RunOutcome:
                 "timings": dict(self.timings),
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
+                "attempts": [a.as_dict() for a in self.attempts],
                 "error": error.as_dict() if error is not None else None,
             }
         )

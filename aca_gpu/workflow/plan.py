@@ -17,7 +17,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
-from aca_gpu.workflow import checks
+from aca_gpu.workflow import checks, failover
 
 DEFAULT_MAX_MINUTES = 30
 DEFAULT_START_TIMEOUT = "15m"
@@ -65,6 +65,15 @@ class Plan:
     existing: bool = False  # the place already exists (acagpu test): create nothing, remove nothing
     wait_gone: bool = False  # teardown waits for the group's 404, not only for billing to stop
     driver: str | None = None  # validate: predict against this driver instead of the last one seen
+    regions: tuple[str, ...] = ()  # failover order (first = location); empty: `location` only
+
+    @property
+    def region_order(self) -> tuple[str, ...]:
+        return self.regions or (self.location,)
+
+    def for_attempt(self, region: str, attempt: int) -> Plan:
+        """The plan of one region attempt: its own resource group after the first (failover.py)."""
+        return replace(self, location=region, names=replace(self.names, attempt=attempt))
 
     @property
     def tester_timeout_s(self) -> int:
@@ -154,6 +163,7 @@ class UpRequest:
     start_timeout: str | None = None
     keep: bool = False
     wait: bool = False
+    regions: str | None = None  # --regions R1,R2,...
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,7 @@ class ValidateRequest:
     driver: str | None = None  # override the last known driver used for the prediction
     run_tester: bool = True
     wait: bool = False
+    regions: str | None = None
 
 
 def _text(value: str | None, flag: str) -> str | None:
@@ -216,6 +227,39 @@ def _common(
     return run, names, where, expiry
 
 
+def _regions(
+    settings: Settings,
+    flag: str | None,
+    location_flag: str | None,
+    location: str,
+    profiles: list[checks.Profile],
+) -> tuple[str, ...]:
+    """--regions > the `regions` setting (config key or ACAGPU_REGIONS) > failover's default order."""
+    text = _text(flag, "--regions")
+    if text is not None and location_flag is not None:
+        raise BadInput(
+            "give -l/--location or --regions, not both (the first of --regions is where it starts)"
+        )
+    raw: list[str] = []
+    if text is not None:
+        raw = text.split(",")
+    elif settings.regions and location_flag is None:
+        raw = list(settings.regions)
+    if not raw:
+        return failover.default_regions(location, [p.type for p in profiles], location_flag is not None)
+    parts = [r.strip() for r in raw]
+    if not all(parts):
+        raise BadInput(
+            f"--regions {','.join(raw)!r}: an empty region; separate regions by commas, e.g. eastus,westus3"
+        )
+    regions = tuple(naming.validate_location(r) for r in parts)
+    if len(set(regions)) != len(regions):
+        raise BadInput(f"--regions {','.join(raw)!r} names a region twice")
+    if len(regions) > failover.MAX_REGIONS:
+        raise BadInput(f"--regions names {len(regions)} regions; at most {failover.MAX_REGIONS}")
+    return regions
+
+
 def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
     """Validate every `up` value (one-line BadInput on the first bad one) and derive names and tags."""
     run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
@@ -227,13 +271,13 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
     )
     start = _text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
     pair = Pair(1, image, ref, gpu, profile, GPU_PROFILE_NAME, names.explorer, names.tester)
+    regions = _regions(settings, request.regions, request.location, location, [profile])
     # --keep only skips teardown now; the TTL still applies, so the reaper removes a forgotten run.
     # (acagpu:keep=true, which the reaper honours, is set deliberately by a person, never implied.)
     return Plan(
         command="up",
         run_id=run_id,
         names=names,
-        location=location,
         pairs=(pair,),
         tester_image=tester_image,
         ttl=ttl,
@@ -243,6 +287,8 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu),
         keep=request.keep,
         wait_gone=request.wait,
+        location=regions[0],
+        regions=regions,
     )
 
 
@@ -283,12 +329,12 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         pairs.append(
             Pair(index, image, parsed[image], gpu, profiles[gpu], _profile_name(gpu), explorer, tester)
         )
+    regions = _regions(settings, request.regions, request.location, location, list(profiles.values()))
     start = _text(request.start_timeout, "--start-timeout") or VALIDATE_START_TIMEOUT
     return Plan(
         command="validate",
         run_id=run_id,
         names=names,
-        location=location,
         pairs=tuple(pairs),
         tester_image=tester_image,
         ttl=ttl,
@@ -300,6 +346,8 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         run_tester=request.run_tester,
         wait_gone=request.wait,
         driver=driver,
+        location=regions[0],
+        regions=regions,
     )
 
 

@@ -105,9 +105,27 @@ def render_up(doc: dict[str, Any]) -> str:
         lines.append(
             f"  remove with    acagpu down --run-id {doc['run_id']}   (group {res['resource_group']})"
         )
+    lines += attempt_lines(doc, "  regions        ")
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
+    """Every region tried, when the run failed over (one region says nothing new)."""
+    attempts = doc.get("attempts") or []
+    if len(attempts) < 2:
+        return []
+    pad = " " * len(label)
+    lines = []
+    for index, a in enumerate(attempts):
+        usd = (a.get("cost") or {}).get("usd_estimate")
+        spent = f", ~${usd:.2f}" if isinstance(usd, (int, float)) else ""
+        why = f": {a['reason'][:160]}" if a.get("reason") else ""
+        lines.append(
+            f"{label if index == 0 else pad}{a['region']} {a['status']}{why} ({a['seconds']:.0f}s{spent})"
+        )
+    return lines
 
 
 def render_validate(doc: dict[str, Any]) -> str:
@@ -121,6 +139,7 @@ def render_validate(doc: dict[str, Any]) -> str:
     elif teardown.get("billing_stopped"):
         state += ", billing stopped"
     lines.append(f"teardown: {state}")
+    lines += attempt_lines(doc, "regions: ")
     lines.append("phases: " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()))
     return "\n".join(lines)
 

@@ -35,3 +35,47 @@ def test_zero_a100_quota_refuses_up_in_seconds_with_nothing_created(emu: Any) ->
     assert "Quota Management System" in doc["error"]["hint"]
     assert doc["teardown"]["status"] == "nothing-created"
     assert emu.inventory()["empty"], "a quota refusal created something"
+
+
+def test_regions_move_past_a_refused_region_and_report_it(emu: Any) -> None:
+    emu.set_faults("quota:region=eastus,profile=A100,limit=0")
+    code, doc, err = _run(*UP, "--gpu", "a100", "--regions", "eastus,westus3", "--run-id", "fail1")
+    assert code == 0, err
+    assert doc["location"] == "westus3" and doc["status"] == "ok"
+    first, second = doc["attempts"]
+    assert (first["region"], first["status"], first["blast"]) == ("eastus", "refused", "next-region")
+    assert "not enough GPU quota" in first["reason"] and first["gpu_seconds"] == 0
+    assert (second["region"], second["status"]) == ("westus3", "used")
+    assert second["resource_group"] == "rg-acagpu-fail1-2" == doc["resources"]["resource_group"]
+    assert "eastus: quota or capacity exhausted; trying westus3" in err
+    human = CliRunner().invoke(
+        cli, ["up", "--yes", "--max-minutes", "5", "--gpu", "a100", "--regions", "eastus,westus3"]
+    )
+    assert human.exit_code == 0, human.stderr
+    assert "regions        eastus refused: quota or capacity exhausted" in human.stdout
+
+
+def test_a_hung_region_is_abandoned_at_its_deadline_cleaned_up_and_the_next_used(emu: Any) -> None:
+    emu.set_faults("stuck:region=eastus")
+    started = time.monotonic()
+    code, doc, err = _run(
+        *UP, "--gpu", "t4", "--regions", "eastus,westus3", "--start-timeout", "3s", "--run-id", "hung1"
+    )
+    assert code == 0, err
+    assert time.monotonic() - started < 40
+    first, second = doc["attempts"]
+    assert (first["region"], first["status"], first["blast"]) == ("eastus", "abandoned", "next-region")
+    assert "replica not placed by its deadline" in first["reason"]
+    assert first["teardown"] in ("deleting", "deleted") and first["resource_group"] == "rg-acagpu-hung1"
+    assert (second["region"], second["status"]) == ("westus3", "used")
+    assert doc["explorer"]["driver_version"]
+    inventory = emu.inventory()
+    assert not inventory["apps"] and not inventory["jobs"], "the abandoned region still has apps or jobs"
+    assert all(g["deleting"] for g in inventory["resource_groups"])
+
+
+def test_a_region_without_a_fallback_still_exits_3(emu: Any) -> None:
+    """One region, refused: no failover, the refusal is the run's error."""
+    emu.set_faults("quota:region=westus3,profile=A100,limit=0")
+    code, doc, _ = _run(*UP, "--gpu", "a100", "--regions", "westus3", "--run-id", "fail2")
+    assert code == 3 and [a["status"] for a in doc["attempts"]] == ["failed"]

@@ -37,6 +37,7 @@ UP_KEYS = {
     "phases",
     "cost",
     "teardown",
+    "attempts",
     "error",
 }
 

@@ -1,0 +1,79 @@
+"""The blast-radius table and the region order a plan gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from aca_gpu.config import Settings
+from aca_gpu.errors import (
+    AcaGpuError,
+    AuthError,
+    BadInput,
+    CloudError,
+    GpuCheckFailed,
+    InfraError,
+    PreflightRefused,
+    QuotaError,
+    WaitTimedOut,
+)
+from aca_gpu.workflow import failover
+from aca_gpu.workflow.plan import UpRequest, make_up_plan
+
+
+@pytest.mark.parametrize(
+    ("error", "blast"),
+    [
+        (AuthError("token expired", code="ExpiredAuthenticationToken"), failover.ABORT),
+        (CloudError("subscription disabled", code="SubscriptionDisabled"), failover.ABORT),
+        (BadInput("invalid --gpu"), failover.ABORT),
+        (PreflightRefused("not registered", code="MissingSubscriptionRegistration"), failover.ABORT),
+        (GpuCheckFailed("incompatible"), failover.ABORT),
+        (PreflightRefused("x does not offer", code="ProfileNotOffered"), failover.NEXT_REGION),
+        (BadInput("type not supported", code="WorkloadProfileTypeNotSupported"), failover.NEXT_REGION),
+        (QuotaError("not enough GPU quota", code="InsufficientGpuQuota"), failover.NEXT_REGION),
+        (
+            InfraError("create app: The gateway did not receive a response (WorkLoad Profile Full)"),
+            "next-region",
+        ),
+        (
+            WaitTimedOut(
+                "timed out after 900s waiting for a running replica of app: no replica was scheduled"
+            ),
+            failover.NEXT_REGION,
+        ),
+        (WaitTimedOut("stopped waiting for a running replica of app: cancelled"), failover.ABORT),
+        (InfraError("create app: HTTP 503", code="503"), failover.RETRY_HERE),
+        (CloudError("throttled", code="429"), failover.RETRY_HERE),
+        (AcaGpuError("unexpected failure: KeyError"), failover.ABORT),
+    ],
+)
+def test_blast_radius(error: AcaGpuError, blast: str) -> None:
+    assert failover.classify(error)[0] == blast
+
+
+def _plan(**kw: str) -> tuple[str, ...]:
+    settings = Settings(location=kw.pop("settings_location", "eastus"))
+    return make_up_plan(settings, UpRequest(run_id="r1", **kw), owner="me").region_order  # type: ignore[arg-type]
+
+
+def test_region_orders() -> None:
+    assert _plan(gpu="t4") == ("eastus",)
+    assert _plan(gpu="a100", location="eastus") == ("eastus",)  # -l pins one region
+    assert _plan(gpu="a100") == ("eastus", "westus3", "swedencentral")
+    assert _plan(gpu="a100", settings_location="westus3") == ("westus3", "swedencentral", "australiaeast")
+    assert _plan(gpu="t4", regions="West US 3, eastus") == ("westus3", "eastus")
+
+
+@pytest.mark.parametrize(
+    ("kw", "text"),
+    [
+        ({"regions": "eastus,,westus3"}, "an empty region"),
+        ({"regions": "eastus,eastus"}, "twice"),
+        ({"regions": "east_us"}, "invalid location"),
+        ({"regions": "eastus", "location": "westus3"}, "not both"),
+        ({"regions": ",".join(f"region{i}" for i in range(9))}, "at most 8"),
+    ],
+)
+def test_bad_regions_are_bad_input(kw: dict[str, str], text: str) -> None:
+    with pytest.raises(BadInput, match=text):
+        _plan(gpu="t4", **kw)
