@@ -38,6 +38,25 @@ class ProfileOffer(Record):
 
 
 @dataclass(frozen=True)
+class IdentityInfo(Record):
+    """Who a credential is, from its token's claims (never the token itself)."""
+
+    kind: str  # user | application | unknown | opaque token (not a JWT)
+    tenant_id: str | None = None
+    object_id: str | None = None
+    upn: str | None = None
+    app_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SubscriptionInfo(Record):
+    id: str
+    display_name: str | None = None
+    state: str | None = None  # Enabled, Disabled, Warned, PastDue, Deleted
+    tenant_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UsageInfo(Record):
     name: str  # name.value, e.g. ManagedEnvironmentCount
     current: float
@@ -183,6 +202,8 @@ class Cloud(Protocol):
     subscription_id: str
 
     # subscription-level
+    def identity(self) -> IdentityInfo: ...
+    def subscription(self) -> SubscriptionInfo: ...
     def provider_registered(self, namespace: str) -> bool: ...
     def register_provider(self, namespace: str, *, timeout: float) -> None: ...
     def available_profiles(self, location: str) -> list[ProfileOffer]: ...

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure import apps, dataplane, logstream, resources
+from aca_gpu.azure import account, apps, dataplane, logstream, resources
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
@@ -23,12 +23,14 @@ from aca_gpu.models import (
     EnvSpec,
     ExecResult,
     ExecutionInfo,
+    IdentityInfo,
     JobInfo,
     JobSpec,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    SubscriptionInfo,
     UsageInfo,
 )
 
@@ -83,6 +85,12 @@ class AzureCloud:
         return max(0.05, self.clients.settings.polling_interval)
 
     # ---- subscription-level ------------------------------------------------------------------
+
+    def identity(self) -> IdentityInfo:
+        return account.identity(self.clients)
+
+    def subscription(self) -> SubscriptionInfo:
+        return account.subscription(self.clients)
 
     def provider_registered(self, namespace: str) -> bool:
         return resources.provider_registered(self.clients, namespace)

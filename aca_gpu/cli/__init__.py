@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "logs": ("logs:logs", "Show a run's logs."),
     "test": ("test_cmd:test_cmd", "Start the tester job of a kept run, follow it, and report its result."),
+    "check": (
+        "check:check",
+        "Check credentials, subscription, provider, and per region and GPU: offer, quota, price, driver.",
+    ),
     "profiles": (
         "profiles:profiles",
         "List the ACA GPU workload profiles: type, aliases, GPU, size, regions and an hourly estimate.",

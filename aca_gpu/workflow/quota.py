@@ -90,7 +90,7 @@ class QuotaCheck:
     def error(self) -> QuotaError:
         return QuotaError(
             f"{self.location}: not enough GPU quota for {self.profile_type}: {self.used:g} of "
-            f"{self.limit:g} used (usage {self.usage}), the plan needs {self.needed}",
+            f"{self.limit:g} used (usage {self.usage}), {self.needed} needed",
             code="InsufficientGpuQuota",
             hint=SUBSCRIPTION_QUOTA_HINT,
         )
