@@ -22,12 +22,14 @@ from aca_gpu.models import (
     EnvSpec,
     ExecResult,
     ExecutionInfo,
+    IdentityInfo,
     JobInfo,
     JobSpec,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    SubscriptionInfo,
     UsageInfo,
 )
 
@@ -97,6 +99,14 @@ class FakeCloud:
 
     def usages(self, location: str) -> list[UsageInfo]:
         return []
+
+    def identity(self) -> IdentityInfo:
+        return IdentityInfo("user", "tenant", "object", "someone@example.com")
+
+    def subscription(self) -> SubscriptionInfo:
+        return SubscriptionInfo(
+            self.subscription_id if hasattr(self, "subscription_id") else "sub", "test", "Enabled"
+        )
 
     # groups
     def create_resource_group(self, name: str, location: str, tags: Mapping[str, str]) -> ResourceGroupInfo:
