@@ -610,8 +610,9 @@ def _healthy_image_failed(healthy: list[str], out: str, doc: Any) -> bool:
     if isinstance(doc, dict):
         for row in doc.get("results") or doc.get("pairs") or []:
             if isinstance(row, dict) and any(h in json.dumps(row) for h in healthy):
+                # "error" (result unavailable, transport) is not a verdict on the GPU; "fail" is
                 status = str(row.get("status") or row.get("verdict") or "").lower()
-                if status and status not in ("pass", "ok", "passed", "warn", "unavailable"):
+                if status in ("fail", "failed"):
                     return True
         return False
     for line in out.splitlines():
