@@ -77,6 +77,12 @@ def test_exit_5_is_right_only_for_the_too_new_image() -> None:
     assert not chaos.judge(step, 5, rows.replace(f"{healthy}  fail", f"{healthy}  pass"), "")[
         "exit5_on_healthy"
     ]
+    doc = '{"schema": 1, "command": "validate", "results": [%s]}'
+    row = '{"image": "%s", "status": "%s"}'
+    json_step = _step(too_new=True, healthy_images=[healthy], json=True)
+    for status, wrong in (("fail", True), ("error", False), ("pass", False)):
+        out = doc % ", ".join([row % (chaos.TOO_NEW_IMAGE, "fail"), row % (healthy, status)])
+        assert chaos.judge(json_step, 5, out, "")["exit5_on_healthy"] is wrong
 
 
 def test_leftovers_skip_deleting_groups_and_kept_runs() -> None:
