@@ -44,6 +44,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import ssl
 import struct
@@ -210,7 +211,8 @@ class ChaosProxy:
         self.upstream_netloc = self.upstream.split("://", 1)[1]
         self.upstream_ca = upstream_ca
         self.port = port
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="acagpu-chaos-"))
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="acagpu-chaos-proxy-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
         self.events: list[dict[str, Any]] = []
@@ -335,6 +337,8 @@ class ChaosProxy:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
         self._thread = None
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> ChaosProxy:
         return self.start()
