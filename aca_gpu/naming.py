@@ -76,6 +76,26 @@ def validate_location(location: str) -> str:
     return short
 
 
+# A workload profile's name inside an environment. Azure refuses the 24-character type string as a
+# name (WorkloadProfileInvalidNameTooLong, azure-cli#31239); its exact limit is not published, so
+# acagpu keeps names to 15 characters, which every accepted name seen so far fits.
+WORKLOAD_PROFILE_NAME_MAX = 15
+WORKLOAD_PROFILE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+
+def validate_workload_profile_name(name: str) -> str:
+    if len(name) > WORKLOAD_PROFILE_NAME_MAX:
+        raise BadInput(
+            f"workload profile name {name!r} is too long: {len(name)} > {WORKLOAD_PROFILE_NAME_MAX} "
+            "characters (Azure refuses long names with WorkloadProfileInvalidNameTooLong)"
+        )
+    if not WORKLOAD_PROFILE_NAME_RE.fullmatch(name) or name.endswith("-"):
+        raise BadInput(
+            f"invalid workload profile name {name!r}: letters, digits and hyphens, starting with a letter"
+        )
+    return name
+
+
 def validate_aca_name(name: str, what: str = "name") -> str:
     if len(name) > ACA_NAME_MAX:
         raise BadInput(f"{what} {name!r} is too long: {len(name)} > {ACA_NAME_MAX} characters")

@@ -1,8 +1,9 @@
 """Managed environments, container apps, jobs, replicas and ACA data-plane tokens.
 
 Request bodies are REST-shaped dicts wrapped in SDK models, so what is sent is visible in one place
-and tests compare it field by field. Endpoints the SDK lacks (job tokens, execution replicas, and
-job start, whose answer may be 200 `{id,name}` or 202 + Location) go through `send_request`.
+and tests compare it field by field; a body is always built here, never a document read back from
+the server. Job start (whose answer may be 200 `{id,name}` or 202 + Location) goes through
+`send_request`; the preview-only calls live in preview.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from aca_gpu.azure import api_versions
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
@@ -31,8 +33,6 @@ from aca_gpu.models import (
 )
 from aca_gpu.naming import TAG_MANAGED, is_managed
 
-API_VERSION = "2026-07-01"  # azure-mgmt-appcontainers 5.1.0's default (aca-api.md §1.1)
-PREVIEW_API_VERSION = "2023-11-02-preview"  # job token / execution replicas (aca-api.md §1.9)
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
 START_ATTEMPTS = 3
@@ -50,12 +50,6 @@ def _q(value: str) -> str:
 
 def app_path(clients: Clients, rg: str) -> str:
     return f"/subscriptions/{_q(clients.subscription_id)}/resourceGroups/{_q(rg)}/providers/Microsoft.App"
-
-
-def _api_version(clients: Clients) -> str:
-    config = getattr(clients.apps, "_config", None)
-    value = getattr(config, "api_version", None)
-    return value if isinstance(value, str) and value else API_VERSION
 
 
 # ---- request bodies -------------------------------------------------------------------------
@@ -270,15 +264,18 @@ def get_app(clients: Clients, rg: str, name: str) -> AppInfo | None:
 
 
 def scale_app(clients: Clients, rg: str, name: str, min_replicas: int, max_replicas: int) -> AppInfo:
-    """GET, change template.scale, PUT: a full PUT keeps the template the service already has."""
+    """PATCH template.scale alone (ContainerApps_Update): nothing read from the server is sent back."""
     from azure.mgmt.appcontainers.models import ContainerApp
 
+    body = ContainerApp(
+        {"properties": {"template": {"scale": {"minReplicas": min_replicas, "maxReplicas": max_replicas}}}}
+    )
     with translate_errors("scale container app", name):
-        doc = as_json(clients.apps.container_apps.get(rg, name))
-        template = doc.setdefault("properties", {}).setdefault("template", {})
-        template.setdefault("scale", {}).update({"minReplicas": min_replicas, "maxReplicas": max_replicas})
-        poller = clients.apps.container_apps.begin_create_or_update(rg, name, ContainerApp(doc))
-        return app_info(poller.result(), rg)
+        clients.apps.container_apps.begin_update(rg, name, body).result()
+    found = get_app(clients, rg, name)
+    if found is None:
+        raise NotFound(f"container app {name} is gone after its update", code="ResourceNotFound")
+    return found
 
 
 def list_apps(clients: Clients, rg: str) -> list[AppInfo]:
@@ -411,30 +408,6 @@ def environment_token(clients: Clients, rg: str, env: str) -> str:
         return _token_of(clients.apps.managed_environments.get_auth_token(rg, env), env)
 
 
-def job_token(clients: Clients, rg: str, job: str) -> str:
-    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/getAuthToken?api-version={PREVIEW_API_VERSION}"
-    _, body, _ = send(clients, "POST", url, "get access token for job", job)
-    return _token_of(body, job)
-
-
-def list_execution_replicas(clients: Clients, rg: str, job: str, execution: str) -> list[ReplicaInfo]:
-    """Replicas of one execution (preview endpoint); empty once the execution's pod is cleaned up."""
-    url = (
-        f"{app_path(clients, rg)}/jobs/{_q(job)}/executions/{_q(execution)}/replicas"
-        f"?api-version={PREVIEW_API_VERSION}"
-    )
-    try:
-        _, body, _ = send(clients, "GET", url, "list replicas of execution", f"{job}/{execution}")
-    except NotFound:
-        return []
-    except (CloudError, InfraError) as exc:
-        if "no replicas found" in exc.message.lower():
-            return []
-        raise
-    items = body.get("value") if isinstance(body, dict) else None
-    return [replica_info(r) for r in items or []]
-
-
 def _execution_name(body: Any) -> str | None:
     if isinstance(body, dict):
         name = body.get("name")
@@ -460,7 +433,8 @@ def start_job(
     The POST is retried only when it provably started nothing: after a transport failure the
     executions are listed again, and a new one means the start did happen (no second GPU bill).
     """
-    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={_api_version(clients)}"
+    version = api_versions.working(api_versions.STABLE)
+    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
     before = {e.name for e in list_executions(clients, rg, job)}
     for attempt in range(1, START_ATTEMPTS + 1):
         try:

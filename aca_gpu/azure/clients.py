@@ -165,11 +165,15 @@ class Clients:
         return self.settings.ca_bundle or True
 
     def pipeline_options(self) -> dict[str, Any]:
+        from aca_gpu.azure.api_versions import ApiVersionFallback
+
         options: dict[str, Any] = {
             **RETRY_OPTIONS,
             **TIMEOUT_OPTIONS,
             "polling_interval": self.settings.polling_interval,
             "credential_scopes": [ARM_SCOPE],
+            # a region that refuses an api-version gets the next one (api_versions.py)
+            "custom_hook_policy": ApiVersionFallback(),
         }
         if self.settings.arm_endpoint:
             options["base_url"] = self.settings.arm_endpoint.rstrip("/")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure import account, apps, dataplane, logstream, resources
+from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
@@ -189,7 +189,7 @@ class AzureCloud:
         return apps.list_executions(self.clients, resource_group, job)
 
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
-        return apps.list_execution_replicas(self.clients, resource_group, job, execution)
+        return preview.list_execution_replicas(self.clients, resource_group, job, execution)
 
     # ---- data plane --------------------------------------------------------------------------
 
@@ -306,7 +306,7 @@ class AzureCloud:
         container = self._execution_container(resource_group, job, execution, deadline, what)
         if container is None:
             return
-        token = _TokenCache(lambda: apps.job_token(self.clients, resource_group, job), self._clock)
+        token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
         def finished() -> bool:
             if self.get_execution(resource_group, job, execution).finished:

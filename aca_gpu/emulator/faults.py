@@ -26,6 +26,8 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   creates take toward the slowest figures seen (T4 app create up to ~12 min).
 - `slow_delete` (`factor=`, default 1.67): environment deletes take 15 minutes instead of 9.
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
+- `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
+  NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
@@ -50,6 +52,7 @@ KINDS = (
     "slow_create",
     "slow_delete",
     "tty_echo",
+    "apiversion",
 )
 
 

@@ -311,7 +311,22 @@ class EmulatorServer:
             broken = ctx.faults.fire("5xx", path=req.path, method=req.method)
             if broken is not None:
                 raise ServerError(int(broken.param("status", "500")))
-            versions.check(req.query.get("api-version"), namespace=route.namespace or "Microsoft.Resources")
+            refusal = ctx.faults.active("apiversion")
+            version = req.query.get("api-version")
+            if (
+                refusal is not None
+                and refusal.param("version", "") == version
+                and ctx.faults.fire("apiversion", path=req.path, method=req.method) is not None
+            ):
+                where = refusal.param("region", "eastus")
+                raise ArmError(
+                    f"No registered resource provider found for location '{where}' "
+                    f"and API version '{version}' for type '{route.pattern.rsplit('/', 2)[-2]}'. "
+                    f"The supported api-versions are '{versions.supported(route.namespace)}'.",
+                    code="NoRegisteredProviderFound",
+                    status=400,
+                )
+            versions.check(version, namespace=route.namespace or "Microsoft.Resources")
             if route.namespace is not None:
                 rg_models.require_registered(ctx, route.namespace)
             resp = await route.handler(ctx, req, params)

@@ -27,6 +27,11 @@ RESOURCES_VERSIONS = (
 )
 
 
+def supported(namespace: str | None) -> str:
+    versions = APP_VERSIONS if (namespace or "").lower() == "microsoft.app" else RESOURCES_VERSIONS
+    return ", ".join(versions)
+
+
 def check(api_version: str | None, *, namespace: str) -> None:
     if not api_version:
         raise ArmError(

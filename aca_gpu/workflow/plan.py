@@ -270,7 +270,16 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         _text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
     )
     start = _text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
-    pair = Pair(1, image, ref, gpu, profile, GPU_PROFILE_NAME, names.explorer, names.tester)
+    pair = Pair(
+        1,
+        image,
+        ref,
+        gpu,
+        profile,
+        naming.validate_workload_profile_name(GPU_PROFILE_NAME),
+        names.explorer,
+        names.tester,
+    )
     regions = _regions(settings, request.regions, request.location, location, [profile])
     # --keep only skips teardown now; the TTL still applies, so the reaper removes a forgotten run.
     # (acagpu:keep=true, which the reaper honours, is set deliberately by a person, never implied.)
@@ -299,7 +308,7 @@ def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
 
 def _profile_name(alias: str) -> str:
     """Workload profile names stay short: the type string as a name is WorkloadProfileInvalidNameTooLong."""
-    return "gpu-" + "".join(ch for ch in alias if ch.isalnum())[:11]
+    return naming.validate_workload_profile_name("gpu-" + "".join(ch for ch in alias if ch.isalnum())[:11])
 
 
 def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: str) -> Plan:

@@ -77,3 +77,16 @@ def test_region_orders() -> None:
 def test_bad_regions_are_bad_input(kw: dict[str, str], text: str) -> None:
     with pytest.raises(BadInput, match=text):
         _plan(gpu="t4", **kw)
+
+
+def test_workload_profile_names_stay_short() -> None:
+    from aca_gpu import naming
+    from aca_gpu.workflow.plan import _profile_name
+
+    for alias in ("t4", "a100", "consumption-gpu-a100", "dedicated-nc96-a100", "Consumption-GPU-NC8as-T4"):
+        name = _profile_name(alias.lower())
+        assert len(name) <= naming.WORKLOAD_PROFILE_NAME_MAX and name.startswith("gpu-")
+    with pytest.raises(BadInput, match="WorkloadProfileInvalidNameTooLong"):
+        naming.validate_workload_profile_name("Consumption-GPU-NC8as-T4")
+    with pytest.raises(BadInput, match="starting with a letter"):
+        naming.validate_workload_profile_name("4gpu")
