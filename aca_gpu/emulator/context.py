@@ -25,6 +25,7 @@ class Ctx:
     subscription: str
     endpoint: str = ""  # https://127.0.0.1:<port>, set once listening
     tenant: str = ""  # the `tid` of the ARM tokens
+    ca_bundle: str = ""  # the CA the server's certificate chains to (the containers' trust store)
     registered_default: bool = False
 
     @property
@@ -33,6 +34,9 @@ class Ctx:
 
 
 Params = dict[str, str]
+# who called an ARM route (the token's object id) and the emulator's own principal, for handlers
+CALLER = web.RequestKey("acagpu_caller", str)
+ADMIN = web.RequestKey("acagpu_admin", str)
 Handler = Callable[[Ctx, web.Request, Params], Awaitable[web.StreamResponse]]
 
 

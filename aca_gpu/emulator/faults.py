@@ -28,6 +28,9 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
 - `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
   NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
+- `deny` (`action=`, an RBAC action or glob, e.g. `Microsoft.Authorization/roleAssignments/write`):
+  the emulator's own credentials lose that action (their permissions list it under notActions and
+  ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles.
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
@@ -53,6 +56,7 @@ KINDS = (
     "slow_delete",
     "tty_echo",
     "apiversion",
+    "deny",
 )
 
 
@@ -133,6 +137,9 @@ class Faults:
 
     def clear(self) -> None:
         self.set("")
+
+    def all(self, kind: str) -> list[Fault]:
+        return [f for f in self._faults if f.kind == kind]
 
     def active(self, kind: str) -> Fault | None:
         return next((f for f in self._faults if f.kind == kind), None)

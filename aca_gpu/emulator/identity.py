@@ -5,7 +5,9 @@ tenant after `az login --identity`), so the emulator's static token is a JWT wit
 and `exp`, signed with a per-server key. The token endpoint has the App Service form
 (`IDENTITY_ENDPOINT` + `IDENTITY_HEADER`; `GET ?resource=…&api-version=2019-08-01`): the header's
 secret is the static token itself, so whoever holds the emulator's credentials can sign in with any
-tool that speaks managed identity, and nothing new has to be handed out.
+tool that speaks managed identity, and nothing new has to be handed out. A container of a job or app
+with a system-assigned identity gets its own secret instead (providers/app/identity.py): the token
+minted for it carries that identity's principal id as `oid`, and ARM checks its role assignments.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jwt
@@ -37,8 +40,11 @@ class ArmTokens:
         self.client_id = str(uuid.uuid4())
         self.static = self.mint(ARM_AUDIENCES[0], lifetime_s=STATIC_LIFETIME_S)
 
-    def mint(self, audience: str, *, lifetime_s: int = MINTED_LIFETIME_S) -> str:
+    def mint(
+        self, audience: str, *, lifetime_s: int = MINTED_LIFETIME_S, object_id: str | None = None
+    ) -> str:
         now = int(time.time())
+        oid = object_id or self.object_id
         claims: dict[str, Any] = {
             "aud": audience,
             "iss": f"https://sts.windows.net/{self.tenant}/",
@@ -46,36 +52,46 @@ class ArmTokens:
             "nbf": now,
             "exp": now + lifetime_s,
             "tid": self.tenant,
-            "oid": self.object_id,
-            "sub": self.object_id,
-            "appid": self.client_id,
+            "oid": oid,
+            "sub": oid,
+            "appid": self.client_id if object_id is None else oid,
             "idtyp": "app",
             "ver": "1.0",
         }
         return jwt.encode(claims, self._key, algorithm="HS256")
 
     def accepts(self, header: str | None) -> bool:
+        return self.caller(header) is not None
+
+    def caller(self, header: str | None) -> str | None:
+        """The object id a valid ARM bearer token speaks for, or None."""
         if not header or not header.startswith("Bearer "):
-            return False
+            return None
         token = header[len("Bearer ") :]
         if secrets.compare_digest(token, self.static):
-            return True
+            return self.object_id
         try:
-            jwt.decode(token, self._key, algorithms=["HS256"], audience=list(ARM_AUDIENCES))
+            claims = jwt.decode(token, self._key, algorithms=["HS256"], audience=list(ARM_AUDIENCES))
         except jwt.PyJWTError:
-            return False
-        return True
+            return None
+        return str(claims.get("oid") or self.object_id)
 
 
 def _error(status: int, message: str) -> web.Response:
     return json_response({"statusCode": status, "message": message}, status=status)
 
 
-def token_endpoint(tokens: ArmTokens, req: web.Request) -> web.Response:
-    """App Service managed identity: `X-IDENTITY-HEADER` must carry the secret; `resource` is the audience."""
+def token_endpoint(
+    tokens: ArmTokens, req: web.Request, principal_of: Callable[[str], str | None] = lambda _: None
+) -> web.Response:
+    """App Service managed identity: `X-IDENTITY-HEADER` must carry the secret; `resource` is the audience.
+
+    `principal_of(secret)` names the managed identity a container's secret belongs to, if any."""
     if req.method != "GET":
         return _error(405, "Only GET is supported.")
-    if not secrets.compare_digest(req.headers.get("X-IDENTITY-HEADER", ""), tokens.static):
+    header = req.headers.get("X-IDENTITY-HEADER", "")
+    principal = principal_of(header) if header else None
+    if principal is None and not secrets.compare_digest(header, tokens.static):
         return _error(401, "The X-IDENTITY-HEADER header is missing or wrong.")
     if req.query.get("api-version") != IDENTITY_API_VERSION:
         return _error(400, f"api-version must be {IDENTITY_API_VERSION}.")
@@ -84,13 +100,13 @@ def token_endpoint(tokens: ArmTokens, req: web.Request) -> web.Response:
     if audience.rstrip("/") + "/" not in ARM_AUDIENCES:
         return _error(400, f"No identity is configured for the resource '{resource}'.")
     audience = audience.rstrip("/") + "/"
-    token = tokens.mint(audience)
+    token = tokens.mint(audience, object_id=principal)
     return json_response(
         {
             "access_token": token,
             "expires_on": str(int(time.time()) + MINTED_LIFETIME_S),
             "resource": resource,
             "token_type": "Bearer",
-            "client_id": tokens.client_id,
+            "client_id": principal or tokens.client_id,
         }
     )

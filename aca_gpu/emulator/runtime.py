@@ -323,6 +323,8 @@ class Runtime:
         for rep in ex.replicas.values():
             ex.codes[rep.name] = rep.exit_code
             self.stop_replica(rep)
+            for lines in rep.logs.values():
+                ex.console.extend(lines)
         ex.replicas.clear()  # as on Azure: the replica is gone once the execution ends
         self.emit(
             None,

@@ -26,12 +26,16 @@ from aiohttp import web
 from aca_gpu.emulator import control, versions
 from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
-from aca_gpu.emulator.context import Ctx, Route
+from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
 from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
+from aca_gpu.emulator.providers.app import schedule
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
+from aca_gpu.emulator.providers.app.identity import principal_for_secret
 from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
+from aca_gpu.emulator.providers.authorization import models as authz
+from aca_gpu.emulator.providers.authorization.urls import ROUTES as AUTHORIZATION_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.runtime import Runtime
@@ -44,7 +48,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
-ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES]
+ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES]
 TICK_S = 0.02
 METADATA_OBJECT_FORM = "2022-09-01"
 
@@ -126,6 +130,7 @@ class EmulatorServer:
         self.ctx = self._build()
         ssl_ctx, ca_path = make_tls(self.workdir)
         self.ca_bundle = str(ca_path)
+        self.ctx.ca_bundle = self.ca_bundle
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         app.on_response_prepare.append(_drop_default_content_type)
@@ -146,6 +151,7 @@ class EmulatorServer:
             try:
                 assert self.ctx is not None
                 await self.ctx.runtime.tick()
+                schedule.fire_due(self.ctx)
             except Exception:
                 log.exception("emulator tick failed")
             await asyncio.sleep(TICK_S)
@@ -271,7 +277,7 @@ class EmulatorServer:
         if path.rstrip("/") == "/metadata/endpoints":
             return json_response(self._metadata(req.query.get("api-version", "")))
         if path.rstrip("/") == IDENTITY_PATH:
-            return token_endpoint(self.tokens, req)
+            return token_endpoint(self.tokens, req, self._principal_of)
         for route in DATA_ROUTES:
             params = route.match(req.method, path)
             if params is not None:
@@ -293,11 +299,18 @@ class EmulatorServer:
     def _authorized(self, req: web.Request) -> bool:
         return self.tokens.accepts(req.headers.get("Authorization"))
 
+    def _principal_of(self, secret: str) -> str | None:
+        assert self.ctx is not None
+        principal = principal_for_secret(self.ctx, secret)
+        return None if principal is None else principal.principal_id
+
     async def _arm(self, req: web.Request, route: Route, params: dict[str, str]) -> web.StreamResponse:
         assert self.ctx is not None
         ctx = self.ctx
-        if not self._authorized(req):
+        caller = self.tokens.caller(req.headers.get("Authorization"))
+        if caller is None:
             return _unauthorized(req)
+        req[CALLER], req[ADMIN] = caller, self.tokens.object_id
         try:
             if params.get("sub", self.subscription) != self.subscription:
                 raise ArmError(
@@ -305,6 +318,10 @@ class EmulatorServer:
                     code="SubscriptionNotFound",
                     status=404,
                 )
+            action = authz.action_of(req.method, req.path)
+            permissions = authz.permissions_of(ctx, caller, self.tokens.object_id)
+            if action is not None and not authz.allowed(permissions, action):
+                raise authz.refuse(ctx, caller, action)
             throttle = ctx.faults.fire("429", path=req.path, method=req.method)
             if throttle is not None:
                 raise Throttled(throttle.param("retry_after", "1"))
@@ -334,7 +351,7 @@ class EmulatorServer:
             resp = exc.response()
         # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
         versioned = not route.pattern.endswith("/usages")
-        if route.namespace is not None and versioned and resp.status < 400 and not resp.prepared:
+        if route.namespace == "Microsoft.App" and versioned and resp.status < 400 and not resp.prepared:
             resp.headers.setdefault("api-supported-versions", APP_SUPPORTED_VERSIONS)
         return resp
 
@@ -349,6 +366,18 @@ class EmulatorServer:
         if name == "reset" and req.method == "POST":
             await self._areset()
             return json_response({"reset": True})
+        if name == "console" and req.method == "GET":
+            # a job execution's console after its replica is gone: what Log Analytics keeps on Azure
+            job = self.ctx.state.jobs.get((req.query.get("rg", "").lower(), req.query.get("job", "").lower()))
+            ex = job.executions.get(req.query.get("execution", "")) if job else None
+            if ex is None:
+                return json_response(
+                    {"error": {"code": "NotFound", "message": "no such execution"}}, status=404
+                )
+            lines = [line.text for line in ex.console]
+            for rep in ex.replicas.values():
+                lines += [line.text for lines_ in rep.logs.values() for line in lines_]
+            return json_response({"execution": ex.name, "status": ex.status, "lines": lines})
         if name == "faults" and req.method == "GET":
             return json_response(self.ctx.faults.describe())
         if name == "faults" and req.method in ("POST", "PUT"):

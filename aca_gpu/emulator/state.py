@@ -134,6 +134,8 @@ class Execution:
     reason: str | None = None
     message: str | None = None
     linger_until: float | None = None  # monotonic time the ended replica is cleaned up
+    console: list[LogLine] = field(default_factory=list)  # what its containers printed, kept after it ends
+    trigger: str = "Manual"  # Manual | Schedule: who started it
 
 
 @dataclass
@@ -153,6 +155,17 @@ class Job:
     deleting: bool = False
     delete_done_at: float | None = None
     identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
+    schedule_mark: datetime | None = None  # the last emulated minute the schedule trigger looked at
+
+
+@dataclass
+class Principal:
+    """A system-assigned managed identity: its object id and the IDENTITY_HEADER secret that its
+    containers present to the token endpoint."""
+
+    principal_id: str
+    secret: str
+    resource_id: str
 
 
 @dataclass
@@ -205,6 +218,9 @@ class State:
     operations: dict[str, Operation] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     billing: list[BillingRecord] = field(default_factory=list)
+    principals: dict[str, Principal] = field(default_factory=dict)  # principal id -> identity
+    role_definitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by id (lower)
+    role_assignments: dict[str, dict[str, Any]] = field(default_factory=dict)  # by id (lower)
 
     def provider(self, namespace: str) -> Provider:
         key = namespace.lower()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 DURATIONS: dict[str, float] = {
     "provider_register": 45.0,  # Microsoft.App Registering -> Registered
@@ -60,6 +61,13 @@ class Clock:
     """Monotonic scheduling; `after(kind)` is the monotonic time at which a `kind` step completes."""
 
     scale: float
+    origin_mono: float = field(default_factory=time.monotonic)
+    origin_utc: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def emulated_utc(self) -> datetime:
+        """The emulated wall clock: it started at the server's start and runs 1/scale times faster
+        (what a schedule trigger fires on, so `*/15 * * * *` comes round every 18 s at scale 0.02)."""
+        return self.origin_utc + timedelta(seconds=self.emulated(self.now() - self.origin_mono))
 
     def now(self) -> float:
         return time.monotonic()

@@ -27,9 +27,18 @@ RESOURCES_VERSIONS = (
 )
 
 
+# Microsoft.Authorization: the Azure CLI uses 2022-04-01 (roles, assignments) and 2018-01-01-preview.
+AUTHORIZATION_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2020-04-01-preview", "2022-04-01")
+
+
+def _versions(namespace: str | None) -> tuple[str, ...]:
+    return {"microsoft.app": APP_VERSIONS, "microsoft.authorization": AUTHORIZATION_VERSIONS}.get(
+        (namespace or "").lower(), RESOURCES_VERSIONS
+    )
+
+
 def supported(namespace: str | None) -> str:
-    versions = APP_VERSIONS if (namespace or "").lower() == "microsoft.app" else RESOURCES_VERSIONS
-    return ", ".join(versions)
+    return ", ".join(_versions(namespace))
 
 
 def check(api_version: str | None, *, namespace: str) -> None:
@@ -38,10 +47,10 @@ def check(api_version: str | None, *, namespace: str) -> None:
             "The api-version query parameter (?api-version=) is required for all requests.",
             code="MissingApiVersionParameter",
         )
-    supported = APP_VERSIONS if namespace.lower() == "microsoft.app" else RESOURCES_VERSIONS
-    if api_version not in supported:
+    known = _versions(namespace)
+    if api_version not in known:
         raise ArmError(
             f"The api-version '{api_version}' is invalid. The supported versions are "
-            f"'{','.join(sorted(supported, reverse=True))}'.",
+            f"'{','.join(sorted(known, reverse=True))}'.",
             code="InvalidApiVersionParameter",
         )

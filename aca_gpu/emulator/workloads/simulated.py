@@ -4,7 +4,9 @@ Each container gets a sandbox directory whose `bin/` (first in PATH) holds an `n
 renders the replica's GPUs in the driver's real layout, so exec runs real processes (`sh` reading
 stdin, real `$?`) and nvidia-smi inside them answers like the real thing. Main processes are played,
 not run: an explorer idles, the gpu-tester prints a datasheet-based run, any other job prints a line
-and exits 0. An image whose CUDA requirement is newer than the driver does not start at all.
+and exits 0, except the acagpu guard (a stdlib script injected into a stock Python image), which runs
+for real against the emulator with its job's managed identity. An image whose CUDA requirement is
+newer than the driver does not start at all.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _counter = itertools.count()
+
+
+def is_guard(spec: ContainerSpec) -> bool:
+    """The guard job (`acagpu guard install`): its zero-build env var carries the script."""
+    return "ACAGPU_GUARD_SRC" in spec.env
 
 
 def is_gpu_tester(spec: ContainerSpec) -> bool:
@@ -106,6 +113,10 @@ class SimulatedWorkload:
             container.play(
                 [(delay * scale, line) for delay, line in script], 1, grace_wall_seconds(grace, scale)
             )
+        elif spec.kind == "job" and is_guard(spec):
+            # a stock Python image's `python3`: this interpreter (the script needs only the stdlib)
+            container.env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{BASE_PATH}"
+            container.run_process(list(spec.command + spec.args))
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS

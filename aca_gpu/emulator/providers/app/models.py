@@ -7,7 +7,7 @@ import hashlib
 import re
 from typing import Any
 
-from aca_gpu.emulator import catalog
+from aca_gpu.emulator import catalog, cron
 from aca_gpu.emulator.arm import get_ci, rand_suffix, utc_now
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import defaults
@@ -26,6 +26,7 @@ from aca_gpu.emulator.providers.app.exceptions import (
     WorkloadProfilePropertyNotSupported,
     WorkloadProfileTypeNotSupported,
 )
+from aca_gpu.emulator.providers.app.identity import assign_identity, identity_env
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Replica, Revision, key
 
@@ -454,18 +455,26 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     for field in ("triggerType", "replicaTimeout"):
         if config.get(field) in (None, ""):
             raise InvalidProperty(MSG_JOB_CONFIG.format(field=field))
+    if config["triggerType"] == "Schedule":
+        expression = get_ci(config.get("scheduleTriggerConfig") or {}, "cronExpression")
+        if not expression:
+            raise InvalidProperty(MSG_JOB_CONFIG.format(field="scheduleTriggerConfig.cronExpression"))
+        try:
+            cron.parse(str(expression))
+        except cron.CronError as exc:
+            raise InvalidProperty(f"Invalid cron expression '{expression}': {exc}.") from None
     template = defaults.job_template(props.get("template") or {})
     _check_template(template)
     tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
     existing = ctx.state.jobs.get(key(rg, name))
+    job_id = f"/subscriptions/{ctx.subscription}/resourceGroups/{env.rg}/providers/Microsoft.App/jobs/{name}"
     if existing is None or existing.deleting:
-        parallelism = int((config.get("manualTriggerConfig") or {}).get("parallelism") or 1)
-        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * parallelism)
+        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * _parallelism(config))
     if existing is not None and not existing.deleting:
         existing.tags, existing.configuration, existing.template = tags, config, template
         existing.profile_name, existing.profile_type = profile_name, ptype
         if body.get("identity") is not None:
-            existing.identity = defaults.drop_nulls(body["identity"])
+            existing.identity = assign_identity(ctx, body["identity"], job_id, existing.identity)
         existing.provisioned_at = ctx.clock.after("job_provision")
         return existing
     job = Job(
@@ -480,22 +489,26 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         template=template,
         created=utc_now(),
         provisioned_at=ctx.clock.after("job_provision"),
-        identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
+        identity=assign_identity(ctx, body.get("identity"), job_id, None),
     )
     ctx.state.jobs[key(rg, name)] = job
     return job
 
 
-def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None) -> Execution:
+def _parallelism(config: dict[str, Any]) -> int:
+    trigger = "scheduleTriggerConfig" if config.get("triggerType") == "Schedule" else "manualTriggerConfig"
+    return int((config.get(trigger) or {}).get("parallelism") or 1)
+
+
+def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: str = "Manual") -> Execution:
     template = copy.deepcopy(job.template)
     if override and override.get("containers"):
         template["containers"] = override["containers"]
     if override and override.get("initContainers"):
         template["initContainers"] = override["initContainers"]
     _check_template(template)
-    ex = Execution(name=f"{job.name}-{rand_suffix(7)}", template=template, started=utc_now())
-    manual = job.configuration.get("manualTriggerConfig") or {}
-    parallelism = int(manual.get("parallelism") or 1)
+    ex = Execution(name=f"{job.name}-{rand_suffix(7)}", template=template, started=utc_now(), trigger=trigger)
+    parallelism = _parallelism(job.configuration)
     retry_limit = int(job.configuration.get("replicaRetryLimit") or 0)
     timeout = float(job.configuration.get("replicaTimeout") or 1800)
     # Simulated containers live on the scaled clock; the host workload runs real processes in real
@@ -519,6 +532,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None) -> Execution:
                 "CONTAINER_APP_JOB_NAME": job.name,
                 "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,
                 "CONTAINER_APP_REPLICA_NAME": name,
+                **identity_env(ctx, job.identity),
             },
         )
         ex.replica_names.append(name)
@@ -553,6 +567,7 @@ def stop_execution(ctx: Ctx, job: Job, ex: Execution) -> None:
 
 
 def begin_delete_job(ctx: Ctx, job: Job) -> None:
+    ctx.state.principals.pop(str(job.identity.get("principalId") or ""), None)  # a system identity goes too
     job.deleting = True
     job.delete_done_at = ctx.clock.after("job_delete")
     for ex in job.executions.values():

@@ -34,7 +34,12 @@ def provider(ctx: Ctx, namespace: str) -> Provider:
     return prov
 
 
+ALWAYS_REGISTERED = frozenset({"microsoft.authorization", "microsoft.resources"})
+
+
 def require_registered(ctx: Ctx, namespace: str) -> None:
+    if namespace.lower() in ALWAYS_REGISTERED:
+        return
     if provider(ctx, namespace).state != "Registered":
         raise MissingSubscriptionRegistration(namespace)
 

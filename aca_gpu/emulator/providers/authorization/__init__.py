@@ -1,0 +1,1 @@
+"""Microsoft.Authorization: role definitions, role assignments, the caller's permissions, and the check."""
