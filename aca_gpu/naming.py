@@ -16,6 +16,7 @@ TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_OWNER = "acagpu:owner"
 TAG_KEEP = "acagpu:keep"
 TAG_GPU = "acagpu:gpu"
+TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
 
 ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
 ACA_NAME_MAX = 32

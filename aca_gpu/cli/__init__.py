@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tester-report": ("tester_report:tester_report", "Parse gpu-tester output into a result."),
     "validate": ("validate:validate", "Validate CUDA images on ACA GPU profiles; exit 5 if any pair fails."),
     "reap": ("reap:reap", "Delete expired acagpu resource groups."),
+    "guard": ("guard:guard", "A scheduled reaper in Azure: deletes expired runs without a laptop or CI."),
     "tags": ("tags:tags", "List REPOSITORY's CUDA tags (nvidia/cuda naming), newest first."),
     "report": ("report:report", "Combine and render validation reports."),
     "ci": ("ci:ci", "Set up acagpu in a repository's CI."),

@@ -40,6 +40,8 @@ BY_NAME: dict[str, Callback] = {
 BY_COMMAND_AND_NAME: dict[tuple[str, str], Callback] = {
     ("profiles", "location"): options.region,
     ("ci init", "location"): options.region,
+    ("guard install", "location"): options.region,
+    ("guard install", "every"): options.duration,
     ("test", "timeout"): options.duration,
 }
 

@@ -120,7 +120,11 @@ def find_run(cloud: Cloud, ref: RunRef) -> Run:
 
 def list_runs(cloud: Cloud) -> list[Run]:
     groups = cloud.list_resource_groups(naming.TAG_MANAGED, "true")
-    return [run_from_group(g) for g in groups if naming.is_managed(dict(g.tags))]
+    return [
+        run_from_group(g)
+        for g in groups
+        if naming.is_managed(dict(g.tags)) and g.tags.get(naming.TAG_ROLE) != "guard"
+    ]
 
 
 def age_seconds(tags: Mapping[str, str], now: datetime | None = None) -> float | None:

@@ -166,6 +166,14 @@ CASES = [
     c("validate", "--image", IMAGE, "--gpu", "t4", "--driver", "999", says="--driver"),
     c("validate", "--image", IMAGE, "--gpu", "t4", "--subscription", "nope", says="--subscription"),
     c("validate", "--image", IMAGE, "--gpu", "t4", "-l", "east us!", says="--location"),
+    # -- guard ---------------------------------------------------------------------------------
+    c("guard install", says="--location"),
+    c("guard install", "-l", "not a region!", says="--location"),
+    c("guard install", "-l", "westus3", "--every", "7m", says="--every"),
+    c("guard install", "-l", "westus3", "--every", "5x", says="--every"),
+    c("guard install", "-l", "westus3", "--image", "", says="--image"),
+    c("guard status", "--limit", "0", says="--limit"),
+    c("guard uninstall", says="without --yes"),
     # -- reap ----------------------------------------------------------------------------------
     c("reap", "--subscription", "nope", says="--subscription"),
     c("reap", "--subscription", GUID, "--subscription", "", says="--subscription"),

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""acagpu guard: delete expired acagpu resource groups from inside Azure, on a schedule.
+
+Runs as a scheduled Container Apps job (`acagpu guard install`), injected into a stock Python image
+the way acagpu's tester is (the source travels in an environment variable; nothing is built or
+pushed). Standard library only. It signs in with the job's managed identity (IDENTITY_ENDPOINT +
+IDENTITY_HEADER), lists the subscription's groups tagged acagpu:managed=true through ARM's REST
+API and deletes the expired ones with the rules of `acagpu reap`:
+
+- never a group without acagpu:managed=true, never one tagged acagpu:keep=true;
+- expired = acagpu:expires-at in the past (or, with ACAGPU_GUARD_OLDER_THAN_S, created longer ago);
+- right before deleting, the group is read again and the rules applied to its fresh tags;
+- billing stops first: the group's container apps and jobs are deleted, then the group.
+
+Every decision is one log line `acagpu-guard {json}`; the last line sums the run up, and the same
+summary is written to the tag acagpu:guard-last-run of the guard's own resource group (ACAGPU_GUARD_GROUP),
+so `acagpu guard status` can say what the last run deleted after the execution's console is gone.
+Exit 0 when every delete went through, 6 when one did not, 2 when the configuration is unusable.
+
+Environment: ACAGPU_SUBSCRIPTION (required), ACAGPU_ARM_ENDPOINT (default Azure's),
+ACAGPU_GUARD_DRY_RUN=true (decide and log, delete nothing), ACAGPU_GUARD_OLDER_THAN_S,
+ACAGPU_GUARD_EXCLUDES (comma-separated glob patterns of group names), ACAGPU_GUARD_WAIT_S (how long
+to wait for a deleted group to be gone; default 1200).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+TAG_MANAGED = "acagpu:managed"
+TAG_KEEP = "acagpu:keep"
+TAG_RUN_ID = "acagpu:run-id"
+TAG_CREATED_AT = "acagpu:created-at"
+TAG_EXPIRES_AT = "acagpu:expires-at"
+TAG_ROLE = "acagpu:role"
+TAG_LAST_RUN = "acagpu:guard-last-run"
+TAG_LAST_DELETION = "acagpu:guard-last-deletion"  # the last run that deleted (or failed to delete) something
+TAG_VALUE_MAX = 256  # ARM's limit on a tag value
+ARM = "https://management.azure.com"
+ARM_RESOURCE = "https://management.azure.com/"
+RESOURCES_API = "2021-04-01"
+APP_API = "2025-07-01"  # a stable Microsoft.App version every region serves
+IDENTITY_API = "2019-08-01"
+EXIT_BAD_CONFIG = 2
+EXIT_INCOMPLETE = 6
+LOG_PREFIX = "acagpu-guard"
+
+
+# ---- the rules (the same as aca_gpu.workflow.reap.decide; a test keeps them equal) -------------
+
+
+def parse_iso_utc(text: str) -> datetime | None:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def human(seconds_total: float) -> str:
+    seconds = int(seconds_total)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def decide(
+    name: str,
+    tags: dict[str, str] | None,
+    now: datetime,
+    older_than: timedelta | None = None,
+    excludes: tuple[str, ...] = (),
+) -> tuple[str, str]:
+    """("delete" | "skip", why) for one resource group."""
+    tags = dict(tags or {})
+    created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
+    if not (tags and tags.get(TAG_MANAGED) == "true"):
+        return "skip", f"not tagged {TAG_MANAGED}=true"
+    if tags.get(TAG_KEEP, "").lower() == "true":
+        return "skip", f"tagged {TAG_KEEP}=true"
+    for pattern in excludes:
+        if fnmatch.fnmatchcase(name, pattern):
+            return "skip", f"excluded by pattern {pattern!r}"
+    expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if expires is not None and expires <= now:
+        return "delete", f"expired at {tags[TAG_EXPIRES_AT]}"
+    if older_than is not None and created is not None and now - created >= older_than:
+        return "delete", f"created {tags[TAG_CREATED_AT]}, older than {human(older_than.total_seconds())}"
+    if expires is not None:
+        return "skip", f"not expired (expires {tags[TAG_EXPIRES_AT]})"
+    return "skip", "no expiry tag (use --older-than to include it)"
+
+
+# ---- ARM over HTTPS with the managed identity's token ------------------------------------------
+
+
+class ArmFailure(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Arm:
+    def __init__(self, endpoint: str, token: str, timeout: float = 60.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self._token = token
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"Arm({self.endpoint!r}, token=<hidden>)"
+
+    def call(
+        self, method: str, path: str, api: str, query: dict[str, str] | None = None, body: Any = None
+    ) -> Any:
+        """One ARM call with a few tries on 429/5xx; 404 is None; other errors raise ArmFailure."""
+        url = path if path.startswith("https://") else f"{self.endpoint}{path}"
+        if "api-version=" not in url:
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(
+                {"api-version": api, **(query or {})}
+            )
+        for attempt in range(5):
+            data = None if body is None else json.dumps(body).encode("utf-8")
+            request = urllib.request.Request(url, data=data, method=method)
+            if data is not None:
+                request.add_header("Content-Type", "application/json")
+            request.add_header("Authorization", f"Bearer {self._token}")
+            request.add_header("Accept", "application/json")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                    body = resp.read()
+                    return json.loads(body) if body else {}
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return None
+                text = exc.read().decode("utf-8", "replace")
+                if exc.code in (429, 500, 502, 503, 504) and attempt < 4:
+                    time.sleep(min(30.0, float(exc.headers.get("Retry-After") or 2**attempt)))
+                    continue
+                raise ArmFailure(exc.code, _arm_message(text) or f"HTTP {exc.code}") from None
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                if attempt < 4:
+                    time.sleep(2**attempt)
+                    continue
+                raise ArmFailure(0, f"cannot reach {self.endpoint}: {exc}") from None
+        raise ArmFailure(0, "unreachable")
+
+    def pages(self, path: str, api: str, query: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        doc = self.call("GET", path, api, query)
+        while doc:
+            items.extend(doc.get("value") or [])
+            link = doc.get("nextLink")
+            doc = self.call("GET", link, api) if link else None
+        return items
+
+
+def _arm_message(text: str) -> str:
+    try:
+        err = json.loads(text).get("error") or {}
+        return f"{err.get('code')}: {err.get('message')}"
+    except (ValueError, AttributeError):
+        return text.strip()[:300]
+
+
+def identity_token(env: dict[str, str]) -> str:
+    """The job's managed identity token for ARM (the App Service form ACA gives containers)."""
+    endpoint, header = env.get("IDENTITY_ENDPOINT"), env.get("IDENTITY_HEADER")
+    if not endpoint or not header:
+        raise SystemExit(_config_error("no managed identity: IDENTITY_ENDPOINT/IDENTITY_HEADER are not set"))
+    query = urllib.parse.urlencode({"resource": ARM_RESOURCE, "api-version": IDENTITY_API})
+    request = urllib.request.Request(f"{endpoint}?{query}", headers={"X-IDENTITY-HEADER": header})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            token = json.loads(resp.read())["access_token"]
+    except (urllib.error.URLError, ValueError, KeyError) as exc:
+        raise SystemExit(_config_error(f"could not get a token from the managed identity: {exc}")) from None
+    return str(token)
+
+
+# ---- one sweep ---------------------------------------------------------------------------------
+
+
+def log(event: dict[str, Any]) -> None:
+    print(f"{LOG_PREFIX} {json.dumps(event, sort_keys=True)}", flush=True)
+
+
+def _config_error(message: str) -> int:
+    log({"event": "error", "message": message})
+    return EXIT_BAD_CONFIG
+
+
+def _stop_billing(arm: Arm, sub: str, group: str) -> None:
+    """Container apps and jobs first: once they are gone nothing in the group bills per second."""
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    for kind in ("containerApps", "jobs"):
+        for item in arm.pages(f"{base}/{kind}", APP_API):
+            arm.call("DELETE", f"{base}/{kind}/{urllib.parse.quote(str(item['name']))}", APP_API)
+
+
+def sweep(env: dict[str, str], now: datetime | None = None) -> int:
+    sub = env.get("ACAGPU_SUBSCRIPTION", "").strip()
+    if not sub:
+        return _config_error("ACAGPU_SUBSCRIPTION is not set")
+    dry_run = env.get("ACAGPU_GUARD_DRY_RUN", "").lower() == "true"
+    older = env.get("ACAGPU_GUARD_OLDER_THAN_S", "").strip()
+    older_than = timedelta(seconds=int(older)) if older.isdigit() and int(older) > 0 else None
+    excludes = tuple(p.strip() for p in env.get("ACAGPU_GUARD_EXCLUDES", "").split(",") if p.strip())
+    wait_s = float(env.get("ACAGPU_GUARD_WAIT_S", "1200") or 1200)
+    arm = Arm(env.get("ACAGPU_ARM_ENDPOINT") or ARM, identity_token(env))
+    now = now or datetime.now(UTC)
+    flt = {"$filter": f"tagName eq '{TAG_MANAGED}' and tagValue eq 'true'"}
+    groups = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+    counts = {"deleted": 0, "would-delete": 0, "skipped": 0, "failed": 0}
+    deleted: list[str] = []
+    for group in groups:
+        name = str(group["name"])
+        tags = group.get("tags") or {}
+        action, reason = decide(name, tags, now, older_than, excludes)
+        event = {"event": "decision", "group": name, "run_id": tags.get(TAG_RUN_ID), "reason": reason}
+        if action == "skip":
+            counts["skipped"] += 1
+            log(event | {"status": "skipped"})
+            continue
+        if dry_run:
+            counts["would-delete"] += 1
+            log(event | {"status": "would-delete"})
+            continue
+        path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(name)}"
+        try:
+            fresh = arm.call("GET", path, RESOURCES_API)  # the re-check right before the delete
+            if fresh is None:
+                counts["skipped"] += 1
+                log(event | {"status": "skipped", "reason": "already gone"})
+                continue
+            again, why = decide(name, fresh.get("tags") or {}, datetime.now(UTC), older_than, excludes)
+            if again != "delete":
+                counts["skipped"] += 1
+                log(event | {"status": "skipped", "reason": f"re-checked before delete: {why}"})
+                continue
+            _stop_billing(arm, sub, name)
+            arm.call("DELETE", path, RESOURCES_API)
+            gone = _wait_gone(arm, path, wait_s)
+        except ArmFailure as exc:
+            counts["failed"] += 1
+            log(event | {"status": "failed", "error": str(exc)})
+            continue
+        counts["deleted"] += 1
+        deleted.append(name)
+        log(event | {"status": "deleted", "verified": gone})
+    log({"event": "summary", "dry_run": dry_run, "counts": counts, "deleted": deleted, "at": _iso(now)})
+    own = env.get("ACAGPU_GUARD_GROUP", "").strip()
+    if own:
+        try:
+            path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(own)}"
+            acted = bool(counts["deleted"] or counts["failed"])
+            record(arm, path, summary_text(now, counts, deleted), acted)
+        except ArmFailure as exc:
+            log({"event": "error", "message": f"could not record the summary on {own}: {exc}"})
+    return EXIT_INCOMPLETE if counts["failed"] else 0
+
+
+def summary_text(now: datetime, counts: dict[str, int], deleted: list[str]) -> str:
+    """One tag value: when, what was deleted (by name while it fits), the counts."""
+    tail = f"; would-delete {counts['would-delete']}; skipped {counts['skipped']}; failed {counts['failed']}"
+    head = f"{_iso(now)} deleted {counts['deleted']}"
+    names = ",".join(deleted)
+    room = TAG_VALUE_MAX - len(head) - len(tail) - 2
+    if names and len(names) > room:
+        names = names[: max(0, room - 1)] + "…"
+    return f"{head}{': ' + names if names else ''}{tail}"[:TAG_VALUE_MAX]
+
+
+def record(arm: Arm, path: str, text: str, acted: bool) -> None:
+    """Write the summary to the guard's own group, only if that group is tagged as the guard's."""
+    group = arm.call("GET", path, RESOURCES_API)
+    if not group or (group.get("tags") or {}).get(TAG_ROLE) != "guard":
+        raise ArmFailure(0, "it is not tagged acagpu:role=guard")
+    tags = dict(group.get("tags") or {})
+    tags[TAG_LAST_RUN] = text
+    if acted:
+        tags[TAG_LAST_DELETION] = text
+    arm.call("PATCH", path, RESOURCES_API, body={"tags": tags})
+
+
+def _wait_gone(arm: Arm, path: str, wait_s: float) -> bool:
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        if arm.call("GET", path, RESOURCES_API) is None:
+            return True
+        time.sleep(2.0 if wait_s > 60 else 0.5)
+    return False
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def main() -> int:
+    try:
+        return sweep(dict(os.environ))
+    except ArmFailure as exc:
+        log({"event": "error", "message": str(exc)})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

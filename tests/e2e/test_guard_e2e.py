@@ -1,0 +1,189 @@
+"""`acagpu guard` end to end with real processes: `emulator serve`, `guard install`, `up --keep`, then
+nothing from this side until the guard's scheduled job has deleted the expired run, and only it.
+
+The run's TTL is 10 s here to keep the suite quick (ACAGPU_GUARD_E2E_TTL=1m runs the issue's exact
+scenario); the guard period is 15 emulated minutes, 4.5 wall seconds at time scale 0.005.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+from aca_gpu.naming import parse_iso_utc
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+SCALE = 0.005
+PERIOD_S = 15 * 60 * SCALE
+TTL = os.environ.get("ACAGPU_GUARD_E2E_TTL", "10s")
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[dict[str, str]]:
+    env_file = tmp_path / "emu.env"
+    server = subprocess.Popen(
+        [*ACAGPU, "emulator", "serve", "--time-scale", str(SCALE), "--env-file", str(env_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        assert env_file.exists(), "the emulator did not start"
+        found = {}
+        for line in env_file.read_text(encoding="utf-8").splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            found[key] = value.strip("'")
+        yield found
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _acagpu(shell: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=timeout)
+
+
+class Arm:
+    """The emulator's ARM as the test's own admin client (plain HTTPS)."""
+
+    def __init__(self, emu: dict[str, str]) -> None:
+        self.base = f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}"
+        self.root = emu["ACAGPU_ARM_ENDPOINT"]
+        self.headers = {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}
+        self.verify = emu["ACAGPU_CA_BUNDLE"]
+
+    def call(self, method: str, path: str, api: str = "2021-04-01", **kwargs: Any) -> Any:
+        params = {"api-version": api, **kwargs.pop("params", {})}
+        resp = requests.request(
+            method,
+            f"{self.base}{path}",
+            params=params,
+            headers=self.headers,
+            verify=self.verify,
+            timeout=30,
+            **kwargs,
+        )
+        return resp.json() if resp.content else None
+
+    def groups(self) -> dict[str, dict[str, str]]:
+        return {g["name"]: g.get("tags") or {} for g in self.call("GET", "/resourcegroups")["value"]}
+
+    def console(self, job: str, execution: str) -> list[str]:
+        resp = requests.get(
+            f"{self.root}/_emulator/console",
+            params={"rg": "rg-acagpu-guard", "job": job, "execution": execution},
+            headers=self.headers,
+            verify=self.verify,
+            timeout=30,
+        )
+        lines: list[str] = resp.json().get("lines", [])
+        return lines
+
+
+def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served: dict[str, str]) -> None:
+    shell = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+    arm = Arm(served)
+
+    installed = _acagpu(shell, "guard", "install", "-l", "westus3", "--every", "15m", "-o", "json")
+    assert installed.returncode == 0, installed.stderr
+    doc = json.loads(installed.stdout)
+    assert doc["cron"] == "*/15 * * * *" and doc["dry_run"] is False
+    assert served["ACAGPU_TOKEN"] not in installed.stdout + installed.stderr
+    assert arm.groups()["rg-acagpu-guard"] == {**doc["tags"]}
+    assert doc["tags"]["acagpu:keep"] == "true"  # the reaper's rule keeps the guard's own group
+
+    expired = {"acagpu:managed": "true", "acagpu:expires-at": "2020-01-01T00:00:00Z"}
+    arm.call("PUT", "/resourcegroups/rg-not-ours", json={"location": "westus3"})
+    arm.call(
+        "PUT",
+        "/resourcegroups/rg-kept",
+        json={"location": "westus3", "tags": {**expired, "acagpu:keep": "true"}},
+    )
+
+    up = _acagpu(shell, "up", "--yes", "--keep", "--ttl", TTL, "--run-id", "guarded", "-o", "json")
+    assert up.returncode == 0, up.stderr
+    expires = parse_iso_utc(arm.groups()["rg-acagpu-guarded"]["acagpu:expires-at"])
+    assert expires is not None
+
+    # nothing from this side now: only watch
+    wait_until = expires.timestamp() + PERIOD_S + 30
+    while "rg-acagpu-guarded" in arm.groups() and time.time() < wait_until:
+        time.sleep(0.2)
+    groups = arm.groups()
+    assert "rg-acagpu-guarded" not in groups, "the guard did not delete the expired run"
+    assert {"rg-not-ours", "rg-kept", "rg-acagpu-guard"} <= set(groups)
+
+    jobs = "/resourceGroups/rg-acagpu-guard/providers/Microsoft.App/jobs/acagpu-guard/executions"
+
+    def deleters() -> list[dict[str, Any]]:
+        found = []
+        for execution in arm.call("GET", jobs, api="2025-07-01")["value"]:
+            for line in arm.console("acagpu-guard", execution["name"]):
+                if not line.startswith("acagpu-guard {"):
+                    continue
+                event = json.loads(line.split(" ", 1)[1])
+                if event.get("group") == "rg-acagpu-guarded" and event.get("status") == "deleted":
+                    found.append(execution)
+                if event.get("group") in ("rg-not-ours", "rg-kept"):
+                    assert event["status"] == "skipped", event
+        return found
+
+    end = time.monotonic() + 20  # the deleting execution logs once it has seen the group gone
+    while not deleters() and time.monotonic() < end:
+        time.sleep(0.5)
+    deleted_by = deleters()
+    assert len(deleted_by) == 1, "exactly one guard execution logs the deletion"
+    started = datetime.fromisoformat(deleted_by[0]["properties"]["startTime"])
+    assert started.timestamp() <= expires.timestamp() + PERIOD_S + 1.0  # within one guard period
+
+    end = time.monotonic() + 20  # the execution records its summary on the guard's group last
+    while True:
+        status = _acagpu(shell, "guard", "status", "-o", "json")
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        if report.get("last_deletion") or time.monotonic() > end:
+            break
+        time.sleep(0.5)
+    assert report["installed"] and report["cron"] == "*/15 * * * *" and len(report["role_assignments"]) == 1
+    assert "rg-acagpu-guarded" in report["last_deletion"]
+    assert any(e["name"] == deleted_by[0]["name"] for e in report["executions"])
+
+    removed = _acagpu(shell, "guard", "uninstall", "--yes", "-o", "json")
+    assert removed.returncode == 0, removed.stderr
+    gone = json.loads(removed.stdout)
+    assert gone["teardown"]["status"] == "deleted" and len(gone["role_assignments_removed"]) == 1
+    assert "rg-acagpu-guard" not in arm.groups()
+    after = arm.call("GET", "/providers/Microsoft.Authorization/roleAssignments", api="2022-04-01")["value"]
+    assert after == []
+    assert json.loads(_acagpu(shell, "guard", "status", "-o", "json").stdout)["installed"] is False
+
+
+def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
+    emu.set_faults("deny:action=Microsoft.Authorization/*/write")  # a Contributor, say
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    assert result.exit_code == 2
+    assert "Microsoft.Authorization/roleAssignments/write" in result.stderr
+    assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
+    assert "az role definition create --role-definition" in result.stderr  # the role does not exist yet
+    errors = [line for line in result.stderr.splitlines() if line.startswith(("error:", "hint:"))]
+    assert "Traceback" not in result.stderr and len(errors) == 2
+    inventory = emu.inventory()
+    assert not inventory.get("resource_groups") and not inventory.get("jobs"), inventory

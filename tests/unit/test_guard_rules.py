@@ -1,0 +1,115 @@
+"""The guard script is standalone (stdlib only, shipped into a stock image), so it carries its own
+copy of the reaper's rules: this keeps its decisions equal to `aca_gpu.workflow.reap.decide`."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+
+import pytest
+
+from aca_gpu.errors import BadInput
+from aca_gpu.models import ResourceGroupInfo
+from aca_gpu.resources import template_path
+from aca_gpu.workflow import guard, reap
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+PAST, FUTURE = "2026-11-23T11:00:00Z", "2026-11-23T13:00:00Z"
+M = {"acagpu:managed": "true"}
+
+
+def _script() -> ModuleType:
+    path = template_path("guard", "acagpu_guard.py")
+    spec = importlib.util.spec_from_file_location("acagpu_guard_under_test", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SCRIPT = _script()
+
+CASES = [
+    ("untagged", {}, None, ()),
+    ("managed-false", {"acagpu:managed": "false", "acagpu:expires-at": PAST}, None, ()),
+    ("managed-True-case", {"acagpu:managed": "True", "acagpu:expires-at": PAST}, None, ()),
+    ("expired", {**M, "acagpu:expires-at": PAST}, None, ()),
+    ("expired-keep", {**M, "acagpu:expires-at": PAST, "acagpu:keep": "true"}, None, ()),
+    ("expired-keep-caps", {**M, "acagpu:expires-at": PAST, "acagpu:keep": "TRUE"}, None, ()),
+    ("expired-keep-false", {**M, "acagpu:expires-at": PAST, "acagpu:keep": "false"}, None, ()),
+    ("not-expired", {**M, "acagpu:expires-at": FUTURE}, None, ()),
+    ("expires-now", {**M, "acagpu:expires-at": "2026-11-23T12:00:00Z"}, None, ()),
+    ("expiry-offset", {**M, "acagpu:expires-at": "2026-11-23T12:30:00+01:00"}, None, ()),
+    ("expiry-naive", {**M, "acagpu:expires-at": "2026-11-23T11:59:00"}, None, ()),
+    ("expiry-garbage", {**M, "acagpu:expires-at": "soon"}, None, ()),
+    ("no-expiry", {**M, "acagpu:created-at": "2026-11-20T12:00:00Z"}, None, ()),
+    ("no-expiry-old", {**M, "acagpu:created-at": "2026-11-20T12:00:00Z"}, timedelta(days=1), ()),
+    ("no-expiry-young", {**M, "acagpu:created-at": "2026-11-23T11:30:00Z"}, timedelta(hours=1), ()),
+    ("old-90m", {**M, "acagpu:created-at": "2026-11-23T10:00:00Z"}, timedelta(minutes=90), ()),
+    ("old-odd", {**M, "acagpu:created-at": "2026-11-23T10:00:00Z"}, timedelta(seconds=61), ()),
+    ("excluded", {**M, "acagpu:expires-at": PAST}, None, ("rg-acagpu-ex*",)),
+    ("guard-own", {**M, "acagpu:keep": "true", "acagpu:role": "guard"}, None, ()),
+]
+
+
+@pytest.mark.parametrize(("name", "tags", "older_than", "excludes"), CASES, ids=[c[0] for c in CASES])
+def test_script_decides_like_the_reaper(
+    name: str, tags: dict[str, str], older_than: timedelta | None, excludes: tuple[str, ...]
+) -> None:
+    group = f"rg-acagpu-{name}"
+    ours = reap.decide(
+        ResourceGroupInfo(group, "westus3", tags), "sub", now=NOW, older_than=older_than, excludes=excludes
+    )
+    theirs = SCRIPT.decide(group, tags, NOW, older_than, excludes)
+    assert theirs == (ours.action, ours.reason)
+
+
+def test_the_table_covers_both_outcomes() -> None:
+    actions = {SCRIPT.decide(f"rg-acagpu-{c[0]}", c[1], NOW, c[2], c[3])[0] for c in CASES}
+    assert actions == {"delete", "skip"}
+
+
+def test_the_script_imports_only_the_standard_library() -> None:
+    tree = ast.parse(template_path("guard", "acagpu_guard.py").read_text(encoding="utf-8"))
+    modules = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert modules <= set(sys.stdlib_module_names) | {"__future__"}, modules
+
+
+def test_summary_fits_a_tag_value() -> None:
+    counts = {"deleted": 40, "would-delete": 0, "skipped": 2, "failed": 0}
+    text = SCRIPT.summary_text(NOW, counts, [f"rg-acagpu-{i:09d}" for i in range(40)])
+    assert len(text) <= 256 and text.startswith("2026-11-23T12:00:00Z deleted 40: rg-acagpu-000000000")
+    assert text.endswith("; skipped 2; failed 0") and "…" in text
+
+
+@pytest.mark.parametrize(
+    ("every", "cron"),
+    [("1m", "* * * * *"), ("15m", "*/15 * * * *"), ("60m", "7 */1 * * *"), ("6h", "7 */6 * * *"),
+     ("1d", "7 3 * * *")],
+)  # fmt: skip
+def test_every_becomes_a_cron(every: str, cron: str) -> None:
+    assert guard.every_to_cron(every) == cron
+
+
+@pytest.mark.parametrize("every", ["7m", "90m", "5h", "2d", "30s", "0m", "soon"])
+def test_periods_that_do_not_divide_an_hour_or_a_day_are_refused(every: str) -> None:
+    with pytest.raises(BadInput):
+        guard.every_to_cron(every)
+
+
+def test_permission_rule_is_arms() -> None:
+    owner = [{"actions": ["*"], "notActions": []}]
+    contributor = [{"actions": ["*"], "notActions": ["Microsoft.Authorization/*/Write"]}]
+    assert guard.allowed(owner, guard.ASSIGN)
+    assert not guard.allowed(contributor, guard.ASSIGN)
+    assert guard.allowed(contributor, "Microsoft.App/jobs/write")
+    assert not guard.allowed([], guard.ASSIGN)
