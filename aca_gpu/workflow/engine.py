@@ -105,13 +105,15 @@ class Engine:
         progress: Progress,
         waiter: Waiter,
         predictions: Mapping[int, Prediction] | None = None,
+        outcome: RunOutcome | None = None,
     ) -> None:
+        """`outcome` lets a runtime bring its own RunOutcome subclass (the document's runtime facts)."""
         self.plan, self.runtime, self.progress, self.waiter = plan, runtime, progress, waiter
         self.base = plan  # every region attempt is this plan in another region (failover.py)
         self.more_regions = False
         self._attempt_began = (time.monotonic(), 0.0)
         self.predictions = dict(predictions or {})
-        self.outcome = RunOutcome(plan=plan, runtime=runtime.name)
+        self.outcome = outcome or RunOutcome(plan=plan, runtime=runtime.name)
         self.interrupts = Interrupts(progress, f"acagpu down --run-id {plan.run_id}", cancel=waiter.cancel)
         self._started = time.monotonic()
 

@@ -346,8 +346,7 @@ def run_local(request: LocalRequest, progress: Progress, waiter: Waiter | None =
     assert status.binary is not None
     target = LocalTarget(status.name, status.binary, gpus, request.podman_gpu, request.sif, run_id)
     runtime = LocalRuntime(target, why, request.tester_args)
-    engine = Engine(plan, runtime, progress, waiter or Waiter(interval=0.5))
-    engine.outcome = LocalRunOutcome(
+    outcome = LocalRunOutcome(
         plan=plan,
         runtime=runtime.name,
         why=why,
@@ -355,4 +354,4 @@ def run_local(request: LocalRequest, progress: Progress, waiter: Waiter | None =
         commands=runtime.commands,
         fixes=runtime.fixes,
     )
-    return engine.run()
+    return Engine(plan, runtime, progress, waiter or Waiter(interval=0.5), outcome=outcome).run()
