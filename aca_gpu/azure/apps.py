@@ -17,7 +17,7 @@ from urllib.parse import quote
 from aca_gpu.azure import api_versions
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, props
-from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
+from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
 from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
@@ -237,11 +237,14 @@ def create_environment(clients: Clients, spec: EnvSpec) -> EnvInfo:
     from azure.mgmt.appcontainers.models import ManagedEnvironment
 
     body = ManagedEnvironment(environment_body(spec))
-    with translate_errors("create environment", spec.name):
+
+    def put() -> EnvInfo:  # a PUT is idempotent: an unreadable answer is sent again
         poller = clients.apps.managed_environments.begin_create_or_update(
             spec.resource_group, spec.name, body
         )
         return env_info(poller.result(), spec.resource_group)
+
+    return retrying("create environment", spec.name, put)
 
 
 def get_environment(clients: Clients, rg: str, name: str) -> EnvInfo | None:
@@ -253,9 +256,12 @@ def create_app(clients: Clients, spec: AppSpec) -> AppInfo:
     from azure.mgmt.appcontainers.models import ContainerApp
 
     body = ContainerApp(app_body(spec))
-    with translate_errors("create container app", spec.name):
+
+    def put() -> AppInfo:
         poller = clients.apps.container_apps.begin_create_or_update(spec.resource_group, spec.name, body)
         return app_info(poller.result(), spec.resource_group)
+
+    return retrying("create container app", spec.name, put)
 
 
 def get_app(clients: Clients, rg: str, name: str) -> AppInfo | None:
@@ -343,9 +349,12 @@ def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
     from azure.mgmt.appcontainers.models import Job
 
     body = Job(job_body(spec))
-    with translate_errors("create job", spec.name):
+
+    def put() -> JobInfo:
         poller = clients.apps.jobs.begin_create_or_update(spec.resource_group, spec.name, body)
         return job_info(poller.result(), spec.resource_group)
+
+    return retrying("create job", spec.name, put)
 
 
 def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:

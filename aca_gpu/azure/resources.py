@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aca_gpu.azure.clients import Clients
-from aca_gpu.azure.translate import or_none, translate_errors
+from aca_gpu.azure.translate import or_none, retrying, translate_errors
 from aca_gpu.errors import PreflightRefused, TeardownIncomplete, WaitTimedOut
 from aca_gpu.models import ProfileOffer, ResourceGroupInfo, UsageInfo
 from aca_gpu.naming import TAG_MANAGED, is_managed
@@ -65,8 +65,11 @@ def create_resource_group(
     clients: Clients, name: str, location: str, tags: Mapping[str, str]
 ) -> ResourceGroupInfo:
     body = {"location": location, "tags": dict(tags)}
-    with translate_errors("create resource group", name):
-        return rg_info(clients.resources.resource_groups.create_or_update(name, body))
+    return retrying(
+        "create resource group",
+        name,
+        lambda: rg_info(clients.resources.resource_groups.create_or_update(name, body)),
+    )
 
 
 def get_resource_group(clients: Clients, name: str) -> ResourceGroupInfo | None:

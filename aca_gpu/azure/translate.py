@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -210,11 +211,27 @@ def translate_errors(action: str, target: str = "") -> Iterator[None]:
         raise translated from exc
 
 
+IDEMPOTENT_ATTEMPTS = 3
+
+
+def retrying(action: str, target: str, call: Callable[[], T], *, pause: float = 0.5) -> T:
+    """`call()` for an idempotent request (GET, PUT, DELETE), tried again after an infrastructure
+    failure that azure-core does not retry itself: a 2xx with an empty, cut-off or non-JSON body."""
+    for attempt in range(1, IDEMPOTENT_ATTEMPTS + 1):
+        try:
+            with translate_errors(action, target):
+                return call()
+        except InfraError:
+            if attempt == IDEMPOTENT_ATTEMPTS:
+                raise
+            time.sleep(pause * attempt)
+    raise AssertionError("unreachable")
+
+
 def or_none(action: str, target: str, call: Callable[[], T]) -> T | None:
     """`call()`, or None when ARM says the resource does not exist (404 / *NotFound)."""
     try:
-        with translate_errors(action, target):
-            return call()
+        return retrying(action, target, call)
     except NotFound:
         return None
 

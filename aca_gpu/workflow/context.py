@@ -18,10 +18,11 @@ from typing import TypeVar
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, NotFound, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import BadInput, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import Cloud, ResourceGroupInfo
 
 T = TypeVar("T")
+PROBE_LOSSES = 3  # consecutive infrastructure failures a wait shrugs off before giving up
 
 
 def open_cloud(settings: Settings) -> Cloud:
@@ -151,10 +152,18 @@ class Waiter:
     ) -> T:
         """Call `probe` until it returns something other than None, or raise WaitTimedOut naming `what`."""
         deadline = time.monotonic() + timeout
+        lost = 0
         while True:
             if self.cancel.is_set():
                 raise WaitTimedOut(f"stopped waiting for {what}: cancelled")
-            value = probe()
+            try:
+                value = probe()
+                lost = 0
+            except InfraError:  # one unreadable answer says nothing about what is awaited
+                lost += 1
+                if lost > PROBE_LOSSES:
+                    raise
+                value = None
             if value is not None:
                 return value
             if time.monotonic() >= deadline:

@@ -63,7 +63,10 @@ def wait_started(
     last: list[ReplicaInfo] = []
 
     def probe() -> ReplicaInfo | None:
-        last[:] = cloud.list_app_replicas(resource_group, app)
+        try:
+            last[:] = cloud.list_app_replicas(resource_group, app)
+        except NotFound:  # ARM may answer 404 for a moment right after the create: not yet
+            return None
         running = next((r for r in last if _running(r)), None)
         if running is not None:
             return running
