@@ -19,7 +19,7 @@ from functools import partial
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from aca_gpu.errors import AcaGpuError, GpuCheckFailed, Interrupted
+from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks, failover
 from aca_gpu.workflow.context import Waiter
@@ -202,12 +202,19 @@ class Engine:
         began, gpu_before = self._attempt_began
         attempt.seconds = time.monotonic() - began
         attempt.gpu_seconds = self.runtime.gpu_seconds() - gpu_before
-        attempt.cost = checks.cost_estimate(
-            self.plan.pairs[0].profile,
-            attempt.gpu_seconds,
-            attempt.region,
-            label="measured replica lifetimes",
-        )
+        try:
+            attempt.cost = checks.cost_estimate(
+                self.plan.pairs[0].profile,
+                attempt.gpu_seconds,
+                attempt.region,
+                label="measured replica lifetimes",
+            )
+        except BadInput:  # a profile without a price (this machine's own GPUs): nothing is billed
+            attempt.cost = {
+                "gpu_seconds": round(attempt.gpu_seconds, 1),
+                "usd_estimate": None,
+                "basis": "no price",
+            }
         failure = self.outcome.failure()
         if attempt.status == "used" and failure is not None:
             attempt.status, attempt.reason = "failed", failure.message
