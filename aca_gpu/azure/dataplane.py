@@ -287,47 +287,66 @@ def _session(
     pattern = marker_regex(nonce) if nonce else None
     connected_by = clock() + CONNECTED_WAIT_S
     try:
-        ws.send_binary(encode_resize(*TERMINAL_SIZE))
-        drain_until: float | None = None
-        while True:
-            now = clock()
-            if now >= deadline or (drain_until is not None and now >= drain_until):
-                return
-            if stdin is not None and not out.sent and (now >= connected_by or _looks_connected(out)):
-                payload = stdin.encode("utf-8")
-                for start in range(0, len(payload), STDIN_FRAME):  # large input: several frames
-                    ws.send_binary(encode_stdin(payload[start : start + STDIN_FRAME]))
-                out.sent = True
-            ws.settimeout(max(0.05, min(RECV_SLICE_S, (drain_until or deadline) - now)))
-            try:
-                opcode, data = ws.recv_data()
-            except websocket.WebSocketTimeoutException:
-                continue
-            except websocket.WebSocketConnectionClosedException:
-                out.closed = True
-                if stdin is not None and not out.sent:
-                    raise _Dropped("closed before the command was sent") from None
-                return
-            except (OSError, websocket.WebSocketException) as exc:
-                if stdin is not None and not out.sent:
-                    raise _Dropped(str(exc)) from exc
-                out.closed = True
-                return
-            if opcode == websocket.ABNF.OPCODE_CLOSE or (not data and opcode != websocket.ABNF.OPCODE_TEXT):
-                out.closed = True
-                if stdin is not None and not out.sent and not out.errors:
-                    raise _Dropped("closed before the command was sent")
-                return
-            frame = decode_frame(data if opcode == websocket.ABNF.OPCODE_BINARY else _text(data))
-            _collect(out, frame)
-            if frame.kind == "error":
-                return
-            if pattern is not None and drain_until is None and pattern.search(out.stdout):
-                # stderr and the close can trail the marker: collect them for a moment, then stop
-                drain_until = min(deadline, clock() + DRAIN_S)
+        _converse(ws, stdin, pattern, deadline, connected_by, clock, out)
+    except (OSError, websocket.WebSocketException) as exc:  # a send on a socket that just dropped
+        out.closed = True
+        if stdin is not None and not out.sent:
+            raise _Dropped(str(exc)) from exc
     finally:
         with contextlib.suppress(Exception):
             ws.close()
+
+
+def _converse(
+    ws: Any,
+    stdin: str | None,
+    pattern: Any,
+    deadline: float,
+    connected_by: float,
+    clock: Callable[[], float],
+    out: Transcript,
+) -> None:
+    """Resize, stdin once, frames until the marker (and a short drain), the close, or the deadline."""
+    import websocket
+
+    ws.send_binary(encode_resize(*TERMINAL_SIZE))
+    drain_until: float | None = None
+    while True:
+        now = clock()
+        if now >= deadline or (drain_until is not None and now >= drain_until):
+            return
+        if stdin is not None and not out.sent and (now >= connected_by or _looks_connected(out)):
+            payload = stdin.encode("utf-8")
+            for start in range(0, len(payload), STDIN_FRAME):  # large input: several frames
+                ws.send_binary(encode_stdin(payload[start : start + STDIN_FRAME]))
+            out.sent = True
+        ws.settimeout(max(0.05, min(RECV_SLICE_S, (drain_until or deadline) - now)))
+        try:
+            opcode, data = ws.recv_data()
+        except websocket.WebSocketTimeoutException:
+            continue
+        except websocket.WebSocketConnectionClosedException:
+            out.closed = True
+            if stdin is not None and not out.sent:
+                raise _Dropped("closed before the command was sent") from None
+            return
+        except (OSError, websocket.WebSocketException) as exc:
+            if stdin is not None and not out.sent:
+                raise _Dropped(str(exc)) from exc
+            out.closed = True
+            return
+        if opcode == websocket.ABNF.OPCODE_CLOSE or (not data and opcode != websocket.ABNF.OPCODE_TEXT):
+            out.closed = True
+            if stdin is not None and not out.sent and not out.errors:
+                raise _Dropped("closed before the command was sent")
+            return
+        frame = decode_frame(data if opcode == websocket.ABNF.OPCODE_BINARY else _text(data))
+        _collect(out, frame)
+        if frame.kind == "error":
+            return
+        if pattern is not None and drain_until is None and pattern.search(out.stdout):
+            # stderr and the close can trail the marker: collect them for a moment, then stop
+            drain_until = min(deadline, clock() + DRAIN_S)
 
 
 def _looks_connected(out: Transcript) -> bool:

@@ -137,3 +137,24 @@ def test_deadline_stops_an_idle_session() -> None:
         clock=lambda: next(ticks),
     )
     assert out.stdout == "" and out.sent  # stdin went out after the connected-wait, then the deadline hit
+
+
+class ClosedOnSend(ScriptedSocket):
+    """A socket the server closed just after the handshake: the first send raises."""
+
+    def send_binary(self, data: bytes) -> None:
+        raise websocket.WebSocketConnectionClosedException("socket is already closed.")
+
+
+def test_a_socket_closed_under_a_send_is_a_drop_not_a_crash() -> None:
+    connect, calls = connector(ClosedOnSend([]), ClosedOnSend([]))
+    with pytest.raises(CloudError, match="exec connection"):  # a clear transport error, retried once
+        dp.run_exec("wss://h/exec", "tok", stdin=SCRIPT, nonce=NONCE, connect=connect)
+    assert len(calls) == 2
+
+
+def test_a_socket_closed_under_a_send_then_a_good_one() -> None:
+    good = ScriptedSocket([b"\x01Successfully connected to container: 'c'.", _answer_after_stdin])
+    connect, _ = connector(ClosedOnSend([]), good)
+    out = dp.run_exec("wss://h/exec", "tok", stdin=SCRIPT, nonce=NONCE, connect=connect, timeout=5)
+    assert dp.clean_transcript(out.stdout, NONCE)[1] == 3
