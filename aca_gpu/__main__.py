@@ -1,5 +1,5 @@
 """acagpu as a module: python -m aca_gpu."""
 
-from aca_gpu.cli import main
+from aca_gpu.entry import main
 
 main()

@@ -26,6 +26,7 @@ T = TypeVar("T")
 BILLING_DEADLINE_S = 15 * 60.0  # app and job deletes: ~20-30 s each on Azure (aca-2026.md §4)
 GONE_DEADLINE_S = 45 * 60.0  # group delete: environment deletes alone take 9-15 minutes
 CALL_ATTEMPTS = 3
+ABSENT_CONFIRMATIONS = 4  # every caller has just seen (or made) the group: one 404 is not enough
 POLL_S = 5.0
 
 
@@ -66,6 +67,11 @@ def teardown_group(
     gone_deadline = GONE_DEADLINE_S if gone_deadline is None else gone_deadline
     errors: list[str] = []
     group = _attempt(lambda: cloud.get_resource_group(name), errors, f"read {name}", poll)
+    for _ in range(ABSENT_CONFIRMATIONS):  # ARM can answer 404 for a moment right after the PUT
+        if group is not None or errors:
+            break
+        time.sleep(min(poll, 2.0))
+        group = _attempt(lambda: cloud.get_resource_group(name), errors, f"read {name}", poll)
     if group is None and not errors:
         return TeardownResult("absent", verified=True, billing_stopped=True)
     if group is not None and not naming.is_managed(dict(group.tags)):
