@@ -3,6 +3,7 @@ other (one line, exit 130, a JSON document with `-o json`), never in a traceback
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -11,7 +12,7 @@ MESSAGE = "interrupted (Ctrl-C) while acagpu was starting; nothing was done"
 
 def _wants_json(argv: list[str]) -> bool:
     return any(a in ("-ojson", "--output=json") for a in argv) or any(
-        a in ("-o", "--output") and b == "json" for a, b in zip(argv, argv[1:], strict=False)
+        a in ("-o", "--output") and b == "json" for a, b in itertools.pairwise(argv)
     )
 
 
