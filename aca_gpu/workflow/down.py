@@ -39,7 +39,6 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
             "age_seconds": None,
         }
         doc["teardown"] = {"status": "absent", "verified": True, "billing_stopped": True}
-        progress.note(f"run {ref.run_id} does not exist (nothing to delete)")
         return DownResult(doc, 0)
     doc = {
         "command": "down",
@@ -81,7 +80,7 @@ def render_down(doc: dict[str, Any]) -> str:
     teardown = doc.get("teardown", {})
     status = teardown.get("status")
     if status == "absent":
-        return f"run {doc['run_id']}: {doc['resource_group']} does not exist (nothing to delete)"
+        return f"run {doc['run_id']}: {doc['resource_group']} is absent (nothing to delete)"
     if teardown.get("verified"):
         return f"run {doc['run_id']}: {doc['resource_group']} is gone (verified)"
     if status == "deleting":
