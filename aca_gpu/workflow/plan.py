@@ -113,6 +113,26 @@ class Plan:
             total["basis"] = est["basis"]
         return total
 
+    def warnings(self) -> list[str]:
+        """What the plan should say before anything bills: a kept dedicated node keeps billing."""
+        if not (self.keep and self.dedicated):
+            return []
+        from aca_gpu import cost
+
+        found = []
+        for pair in self.pairs:
+            if pair.profile.serverless:
+                continue
+            hourly = cost.price_per_hour(pair.profile)
+            ttl = cost.run_spend(pair.profile, self.ttl.total_seconds(), self.location)
+            found.append(
+                f"{pair.profile.type} is a dedicated profile: its node bills while the environment exists, "
+                f"with or without a replica (≈${hourly:.2f}/h, estimate); kept, it bills until "
+                f"`acagpu down` or the reaper at the TTL "
+                f"({self.ttl.total_seconds() / 60:g} min: ≈${ttl.usd:.2f})"
+            )
+        return found
+
     def as_dict(self) -> dict[str, Any]:
         """The `--dry-run` document (and the plan part of every run document)."""
         first = self.pairs[0]
@@ -128,6 +148,7 @@ class Plan:
             "keep": self.keep,
             "tags": dict(self.tags),
             "cost": self.estimate(),
+            "warnings": self.warnings(),
         }
         if self.command == "validate":
             doc["pairs"] = [

@@ -182,7 +182,9 @@ def _bounded(call: Callable[[ReapItem], ReapItem], items: Sequence[ReapItem], li
 
 
 def spend_estimate(gpu: str | None, seconds: float) -> float | None:
-    """Upper bound: as if one GPU replica of the run's profile had run for the group's whole life."""
+    """The group's whole life priced by `cost.run_spend` (the figure `status` shows): on a dedicated
+    profile that is the node's time, which bills replicas or not; on a serverless one an upper bound,
+    as if one GPU replica had run all along."""
     if not gpu:
         return None
     from aca_gpu import cost

@@ -61,6 +61,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),
         f"  cost           {_cost_line(doc['cost'])}",
     ]
+    lines += [f"  warning        {w}" for w in doc.get("warnings") or []]
     return "\n".join(lines)
 
 
@@ -196,7 +197,15 @@ def render_status(doc: dict[str, Any]) -> str:
             f"{run.get('gpu') or '?':<10} "
             f"{_fmt_seconds(run.get('age_seconds')):>6} {exp_txt:>8} {run['phase']:<12} {spend}"
         )
-    lines.append("spend: list-price estimate from replica lifetimes so far")
+    dedicated = any(run["cost"].get("node_seconds") is not None for run in runs)
+    lines.append(
+        "spend: list-price estimate from replica lifetimes so far"
+        + (
+            "; dedicated profiles: node time since creation (the node bills replicas or not)"
+            if dedicated
+            else ""
+        )
+    )
     return "\n".join(lines)
 
 

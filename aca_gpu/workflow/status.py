@@ -1,8 +1,10 @@
 """`acagpu status`: the runs that exist, read from tags and live state (age, expiry, phase, spend so far).
 
 Spend is an estimate: tester executions count from their start/end times, the explorer from the
-run's creation while it has a running replica (an upper bound, labelled as such). The money comes
-from `cost.run_spend`, the function `reap` prices a group with too.
+run's creation while it has a running replica (an upper bound, labelled as such). On a dedicated
+profile the node bills while the environment exists, replicas or not, so a dedicated run counts node
+time (its whole age) instead: a kept, stopped dedicated run is not "≈$0.00". The money comes from
+`cost.run_spend`, the function `reap` prices a group with too.
 """
 
 from __future__ import annotations
@@ -53,11 +55,17 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         except AcaGpuError as exc:
             phase = f"unknown ({exc.code or 'error'})"
     profile = _profile((tags.get(naming.TAG_GPU) or "").split(",")[0])
-    spend = None if profile is None else run_spend(profile, gpu_seconds, run.group.location)
+    node = profile is not None and not profile.serverless
+    billed = (age or 0.0) if node else gpu_seconds
+    spend = None if profile is None else run_spend(profile, billed, run.group.location)
+    what = (
+        "node time since creation (a dedicated node bills replicas or not)" if node else "replica lifetimes"
+    )
     cost = {
         "gpu_seconds": round(gpu_seconds, 1),
+        "node_seconds": round(billed, 1) if node else None,
         "usd_estimate": None if spend is None else round(spend.usd, 4),
-        "basis": "unknown GPU" if spend is None else f"replica lifetimes so far; {spend.basis}",
+        "basis": "unknown GPU" if spend is None else f"{what} so far; {spend.basis}",
     }
     return {
         "run_id": run.run_id,

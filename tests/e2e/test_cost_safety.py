@@ -155,3 +155,35 @@ def test_validate_bad_input_creates_nothing(emu: EmulatorServer) -> None:
         assert code == 2
         assert err.startswith("error:")
     assert emu.inventory()["empty"]
+
+
+def test_a_kept_dedicated_run_says_its_node_bills(emu: EmulatorServer) -> None:
+    """A kept run on a dedicated profile: its explorer is stopped, but the node bills while the
+    environment exists. The plan warns, and `status` and `reap` price node time with the same function."""
+    from aca_gpu import cost
+    from aca_gpu.gpu.profiles import resolve_profile
+
+    code, plan, err = _invoke("up", "--gpu", "nc24-a100", "--keep", "--dry-run", "-o", "json")
+    assert code == 0, err
+    warnings = plan["warnings"]
+    assert isinstance(warnings, list) and len(warnings) == 1 and "its node bills" in warnings[0], plan
+    assert "≈$" in warnings[0] and "/h" in warnings[0]
+    code, _, err = _invoke(
+        "up", "--gpu", "nc24-a100", "-l", "westus3", "--keep", "--run-id", "ded1", "--yes", "-o", "json"
+    )
+    assert code == 0, err
+    time.sleep(1.0)
+    code, status, err = _invoke("status", "-o", "json")
+    assert code == 0, err
+    (run,) = status["runs"]  # type: ignore[misc]
+    node_s = run["cost"]["node_seconds"]
+    assert node_s is not None and node_s >= 1.0  # the node bills from the run's creation...
+    assert node_s >= run["cost"]["gpu_seconds"]  # ...whatever its replicas did
+    expected = cost.run_spend(resolve_profile("nc24-a100"), node_s).usd
+    assert run["cost"]["usd_estimate"] == pytest.approx(expected, abs=1e-4) and expected > 0
+    assert "node time" in run["cost"]["basis"]
+    code, reap_doc, err = _invoke("reap", "-o", "json")
+    assert code == 0, err
+    (item,) = [i for i in reap_doc["items"] if i["resource_group"] == "rg-acagpu-ded1"]  # type: ignore[union-attr,index]
+    assert item["spend_usd_estimate"] == pytest.approx(expected, abs=0.02)  # the same node-time figure
+    assert _invoke("down", "--run-id", "ded1", "--yes")[0] == 0
