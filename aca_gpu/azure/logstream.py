@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aca_gpu.errors import CloudError, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, WaitTimedOut
 
 MESSAGE_KEYS = ("Log", "log", "Msg", "msg", "message", "Message")
 STAMP_KEYS = ("TimeStamp", "timeStamp", "timestamp", "Timestamp", "time")
@@ -152,6 +152,7 @@ def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_
 
 
 Getter = Callable[[str, str, dict[str, Any], "str | bool", float], Any]
+SNAPSHOT_ATTEMPTS = 3
 
 
 def open_lines(
@@ -284,13 +285,27 @@ def read_events(
     verify: str | bool = True,
     get: Getter = _get,
 ) -> list[dict[str, Any]]:
-    """A snapshot of the system event stream (follow=false, json)."""
-    events: list[dict[str, Any]] = []
-    try:
-        for line in open_lines(url, token, follow=False, tail=tail, output="json", verify=verify, get=get):
-            event = parse_event_line(line)
-            if event is not None:
-                events.append(event)
-    except StreamGone:
+    """A snapshot of the system event stream (follow=false, json); a cut stream is read again."""
+    import requests
+
+    for attempt in range(1, SNAPSHOT_ATTEMPTS + 1):
+        events: list[dict[str, Any]] = []
+        try:
+            for line in open_lines(
+                url, token, follow=False, tail=tail, output="json", verify=verify, get=get
+            ):
+                event = parse_event_line(line)
+                if event is not None:
+                    events.append(event)
+        except StreamGone:
+            return events
+        except requests.RequestException as exc:
+            if attempt == SNAPSHOT_ATTEMPTS:
+                raise InfraError(
+                    f"the event stream {url.split('?')[0]} was cut {SNAPSHOT_ATTEMPTS} times "
+                    f"({type(exc).__name__})",
+                    code="EventStreamCut",
+                ) from exc
+            continue
         return events
-    return events
+    return []

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from aca_gpu.azure import logstream as ls
-from aca_gpu.errors import CloudError, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, WaitTimedOut
 
 # Source: Azure CLI recording test_containerapp_eventstream.yaml (app eventstream, output=json),
 # raw body lines verbatim, including the service's \u002B escape.
@@ -175,6 +175,18 @@ def test_read_events_snapshot() -> None:
     events = ls.read_events("https://h/eventstream", "tok", tail=20, get=get)
     assert [e["Reason"] for e in events] == ["StartingGettingEvents", "RevisionUpdate"]
     assert get.params[0] == {"follow": "false", "tailLines": 20, "output": "json"}
+
+
+def test_read_events_reads_a_cut_snapshot_again() -> None:
+    get = Getter(FakeResponse(200, EVENTSTREAM_LINES[:1], drop=True), FakeResponse(200, EVENTSTREAM_LINES))
+    events = ls.read_events("https://h/eventstream", "tok", tail=20, get=get)
+    assert [e["Reason"] for e in events] == ["StartingGettingEvents", "RevisionUpdate"]
+
+
+def test_read_events_cut_every_time_is_infrastructure() -> None:
+    get = Getter(*(FakeResponse(200, [], drop=True) for _ in range(ls.SNAPSHOT_ATTEMPTS)))
+    with pytest.raises(InfraError, match="cut 3 times"):
+        ls.read_events("https://h/eventstream", "tok", tail=20, get=get)
 
 
 def test_reconnect_is_immediate_after_lines_and_paced_after_nothing() -> None:
