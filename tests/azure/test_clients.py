@@ -95,3 +95,16 @@ def test_endpoint_override_reaches_the_sdk_pipeline(tmp_path: Path) -> None:
     assert apps._config.subscription_id == "sub-1"
     assert apps._config.polling_interval == 0.5
     assert clients.resources._config.subscription_id == "sub-1"
+
+
+def test_a_flag_beats_the_exported_variable_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resolved once: `--subscription` lands in Settings, and the client never re-reads the variable."""
+    from aca_gpu.config import load_settings
+
+    monkeypatch.setenv("ACAGPU_SUBSCRIPTION", "11111111-1111-1111-1111-111111111111")
+    flagged = load_settings(file={}).with_overrides(subscription="22222222-2222-2222-2222-222222222222")
+    assert cl.make_clients(flagged).subscription_id == "22222222-2222-2222-2222-222222222222"
+    # reap --subscription A --subscription B: one settings object per flag, each honoured
+    subs = ["33333333-3333-3333-3333-333333333333", "44444444-4444-4444-4444-444444444444"]
+    clients = [cl.make_clients(load_settings(file={}).with_overrides(subscription=s)) for s in subs]
+    assert [c.subscription_id for c in clients] == subs

@@ -234,3 +234,30 @@ def test_plan_tags_and_names() -> None:
     assert naming.TAG_KEEP not in plan.tags  # --keep defers teardown; the reaper still honours the TTL
     assert plan.keep
     assert plan.ttl.total_seconds() == 5400
+
+
+def test_resuming_with_another_gpu_is_refused_before_anything_changes() -> None:
+    fake = FakeCloud()
+    first, _, _ = _up(fake, keep=True)
+    assert first.exit_code == 0
+    again, cloud, _ = _up(fake, gpu="a100")
+    assert again.exit_code == 2
+    assert "was made for --gpu t4" in again.doc["error"]["message"]
+    cloud.create_environment.assert_not_called()
+    cloud.delete_resource_group.assert_not_called()  # a refused resume leaves the kept run alone
+
+
+def test_ctrl_c_while_the_group_create_is_in_flight_still_removes_the_group() -> None:
+    fake = FakeCloud()
+    create = fake.create_resource_group
+
+    def create_then_interrupt(name: str, location: str, tags: Any) -> Any:
+        create(name, location, tags)  # ARM made it, but the answer never reached us
+        raise KeyboardInterrupt
+
+    fake.create_resource_group = create_then_interrupt  # type: ignore[method-assign]
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.doc["teardown"]["status"] != "nothing-created"
+    cloud.delete_resource_group.assert_called_once_with("rg-acagpu-abc123", wait=False)
+    assert not fake.groups

@@ -100,3 +100,12 @@ def test_driver_cache_survives_garbage(tmp_path: Path) -> None:
     assert drivers.known_driver("NC24-A100", "eastus", path)[0] == drivers.BUNDLED_DRIVER
     drivers.remember_driver("NC24-A100", "eastus", "580.65.06", path)
     assert drivers.known_driver("NC24-A100", "EastUS", path)[0] == "580.65.06"
+
+
+def test_validate_tags_every_gpu_of_the_run() -> None:
+    plan = v.make_plan(
+        Settings(),
+        v.ValidateRequest(images=("nvidia/cuda:12.2.2-base-ubuntu22.04",), gpus=("t4", "a100")),
+        owner="me",
+    )
+    assert plan.tags["acagpu:gpu"] == "t4,a100"
