@@ -127,6 +127,7 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
     wait_until = expires.timestamp() + PERIOD_S + 30
     while "rg-acagpu-guarded" in arm.groups() and time.time() < wait_until:
         time.sleep(0.2)
+    gone_at = time.time()
     groups = arm.groups()
     assert "rg-acagpu-guarded" not in groups, "the guard did not delete the expired run"
     assert {"rg-not-ours", "rg-kept", "rg-acagpu-guard"} <= set(groups)
@@ -153,6 +154,11 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
     assert len(deleted_by) == 1, "exactly one guard execution logs the deletion"
     started = datetime.fromisoformat(deleted_by[0]["properties"]["startTime"])
     assert started.timestamp() <= expires.timestamp() + PERIOD_S + 1.0  # within one guard period
+    print(
+        f"guard timing: ttl {TTL}, period {PERIOD_S:g} s; expiry -> deleting execution started "
+        f"{started.timestamp() - expires.timestamp():.1f} s, "
+        f"expiry -> group gone {gone_at - expires.timestamp():.1f} s"
+    )
 
     end = time.monotonic() + 20  # the execution records its summary on the guard's group last
     while True:
