@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -187,16 +188,39 @@ def served(tmp_path: Path) -> Iterator[dict[str, str]]:
             server.kill()
 
 
-def test_validate_job_steps_all_exit_0_against_the_emulator(
+def run_steps(
+    workflow: Path, job: str, context: Mapping[str, str], base: Mapping[str, str], cwd: Path, gh_env: Path
+) -> dict[str, str]:
+    """A job's `run:` steps in order, as a runner would run them; {step name: its output}."""
+    outputs: dict[str, str] = {}
+    for step in job_steps(workflow, job):
+        if "run" not in step or str(step.get("name", "")).startswith("Install acagpu"):
+            continue  # `uses:` steps belong to the runner; the install step has its own test above
+        own = {k: expand(str(v), context) for k, v in (step.get("env") or {}).items()}
+        env = dict(base) | github_env(gh_env) | own
+        proc = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
+            cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        outputs[step["name"]] = proc.stdout + proc.stderr
+        assert proc.returncode == 0, (
+            f"{job}: step {step['name']!r} exited {proc.returncode}: {proc.stderr[-2000:]}"
+        )
+    return outputs
+
+
+def test_the_jobs_steps_agree_against_the_emulator(
     tmp_path: Path, acagpu_wheel: Path, served: dict[str, str]
 ) -> None:
+    """discover (tags given by a caller) → validate (one matrix job) → report (merge into
+    compat/matrix.json, sweep), every `run:` step exiting 0, the teardown included."""
     repo = tmp_path / "repo"
     init_repo(repo, acagpu_wheel)
     workflow = repo / ".github/workflows/acagpu-validate.yml"
     tag = "12.4.1-runtime-ubuntu22.04"
-    context = {"matrix.tag": tag, "matrix.gpu": "t4", "strategy.job-index": "0"}
+    context = {"matrix.tag": tag, "matrix.gpu": "t4", "strategy.job-index": "0", "inputs.tags": f'["{tag}"]'}
     bin_dir = Path(sys.executable).parent
-    gh_env, summary = tmp_path / "github_env", tmp_path / "summary.md"
+    gh_env, gh_output, summary = tmp_path / "github_env", tmp_path / "github_output", tmp_path / "summary.md"
     gh_env.touch()
     base = (
         os.environ
@@ -208,35 +232,33 @@ def test_validate_job_steps_all_exit_0_against_the_emulator(
             "GITHUB_RUN_ID": "4242",
             "GITHUB_RUN_ATTEMPT": "1",
             "GITHUB_ENV": str(gh_env),
+            "GITHUB_OUTPUT": str(gh_output),
             "GITHUB_STEP_SUMMARY": str(summary),
         }
     )
     base |= workflow_env(workflow, context)
     base["ACAGPU_SUBSCRIPTION"] = served["ACAGPU_SUBSCRIPTION"]  # the emulator's, not the placeholder id
-    ran: list[str] = []
-    outputs: dict[str, str] = {}
-    for step in job_steps(workflow, "validate"):
-        if "run" not in step or str(step.get("name", "")).startswith("Install acagpu"):
-            continue  # `uses:` steps belong to the runner; the install step has its own test above
-        own = {k: expand(str(v), context) for k, v in (step.get("env") or {}).items()}
-        env = base | github_env(gh_env) | own
-        proc = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", step["run"]],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        ran.append(step["name"])
-        outputs[step["name"]] = proc.stdout + proc.stderr
-        assert proc.returncode == 0, f"step {step['name']!r} exited {proc.returncode}: {proc.stderr[-2000:]}"
-        if step["name"] == "Validate":
-            doc = json.loads((repo / f"results/t4-{tag}.json").read_text(encoding="utf-8"))
-            assert doc["status"] == "ok", doc
+
+    if shutil.which("jq"):  # on GitHub's runners it always is
+        run_steps(workflow, "discover", context, base, repo, gh_env)
+        assert github_env(gh_output) == {"tags": f'["{tag}"]', "gpus": '["t4"]'}
+
+    outputs = run_steps(workflow, "validate", context, base, repo, gh_env)
+    ran = list(outputs)
     assert ran[0] == "Name this run" and ran[1] == "Validate" and ran[-1].startswith("Tear down")
-    run_id = github_env(gh_env)["ACAGPU_RUN_ID"]
-    assert re.fullmatch(r"g[0-9a-f]{9}", run_id)
+    doc = json.loads((repo / f"results/t4-{tag}.json").read_text(encoding="utf-8"))
+    assert doc["status"] == "ok", doc
+    assert re.fullmatch(r"g[0-9a-f]{9}", github_env(gh_env)["ACAGPU_RUN_ID"])
     listing = subprocess.run(
         [*ACAGPU, "status", "-o", "json"], env=base, capture_output=True, text=True, timeout=60, check=True
     )
-    assert json.loads(listing.stdout)["runs"] == []  # validate tore down; the teardown found it absent
+    assert json.loads(listing.stdout)["runs"] == []
     # validate already tore down (its group may still be finishing its delete): the cleanup step
     # finds nothing, or waits for that delete, and exits 0 either way
     assert "absent" in outputs[ran[-1]] or "gone (verified)" in outputs[ran[-1]]
+
+    run_steps(workflow, "report", context, base, repo, gh_env)
+    matrix = json.loads((repo / "compat/matrix.json").read_text(encoding="utf-8"))
+    assert matrix["images"] == [f"nvidia/cuda:{tag}"] and matrix["passed"] == 1
+    assert "✅ pass" in (repo / "compat/matrix.md").read_text(encoding="utf-8")
+    assert "acagpu CUDA image validation" in summary.read_text(encoding="utf-8")
