@@ -228,6 +228,9 @@ def az_commands(req: CiInitRequest, github_repo: str | None) -> tuple[str, ...]:
         f'--assignee-object-id "$(az ad sp show --id {req.client_id} --query id -o tsv)"',
         "# 5. Optional: deletion by the scheduled reaper (dry run until then)",
         f"gh variable set ACAGPU_REAP_DELETE --body true --repo {repo}",
+        "# 6. Recommended: a reaper inside Azure that needs neither CI nor a laptop (exit 2 and the",
+        "#    commands for an administrator if you may not assign roles)",
+        f"acagpu guard install -l {validate_location(req.location)} --subscription {sub}",
     )
 
 
