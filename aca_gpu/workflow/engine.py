@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +30,7 @@ from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.threads import spawn, wait_for
 
 T = TypeVar("T")
+LEAVING_GRACE_S = 1.0  # how long a pair waits for its tester once its region is being left
 Prediction = tuple[dict[str, Any] | None, str | None]  # (predicted verdict, image digest) of a pair
 
 
@@ -275,7 +277,12 @@ class Engine:
                     waiter.cancel.set()  # this region is being left: stop waiting for the tester
             if tester is not None:
                 try:
-                    result.tester = tester.result()
+                    # a region being left does not wait out the tester's own deadline: its teardown
+                    # deletes the job, which ends whatever call the tester is still in
+                    grace = LEAVING_GRACE_S if self._leaving(result.error) else None
+                    result.tester = tester.result(timeout=grace)
+                except FutureTimeout:
+                    pass
                 except AcaGpuError as exc:
                     if result.error is None and not result.gpu_failure:
                         result.error = exc

@@ -1,0 +1,191 @@
+# Facts from Azure/azure-rest-api-specs specification/app/resource-manager/Microsoft.App/ContainerApps/stable/2026-07-01/openapi.json (commit 020ca526bf3930998a836e62d75d8b17b81cd6de) and specification/resources/resource-manager/Microsoft.Resources/resources/stable/2025-04-01/resources.json (commit cc8565c7ac0ed5ae4a6937d69f621bc6fec61a95).  # noqa: E501
+"""The operations and request-body schemas acagpu's main journeys use, as the official specs state them.
+
+Only facts are kept: each operation's method, path and api-version, and for each body the properties
+acagpu may send (a subset of the writable ones: read-only properties such as provisioningState,
+latestRevisionName, eventStreamEndpoint or ephemeralStorage are never allowed in a request) and the
+required ones. A property acagpu starts sending fails the spec test until it is checked against the
+spec and added here.
+
+Read in openapi.json itself: the Configuration, Container/BaseContainer, ContainerResources,
+ContainerApp/ContainerAppProperties, Template, JobConfiguration (required triggerType and
+replicaTimeout), JobConfigurationManualTriggerConfig, JobProperties, ManagedEnvironment and
+WorkloadProfile (required name and workloadProfileType) definitions, and the usages,
+availableManagedEnvironmentsWorkloadProfileTypes and revision replicas paths. The other Microsoft.App
+paths, Scale, EnvironmentVar, JobTemplate and ManagedEnvironmentProperties.workloadProfiles were
+taken from azure-mgmt-appcontainers 5.1.0, which is generated from this same file. TrackedResource
+(location required) and ResourceGroup come from the common types and resources.json.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+APP_VERSION = "2026-07-01"
+RESOURCES_VERSION = "2025-04-01"
+
+S = "scalar"  # a string, number or boolean
+STRINGS: dict[str, Any] = {"items": S}
+TAGS: dict[str, Any] = {"map": S}
+
+ENV_VAR = {"props": {"name": S, "value": S, "secretRef": S}}
+CONTAINER = {
+    "props": {
+        "name": S,
+        "image": S,
+        "command": STRINGS,
+        "args": STRINGS,
+        "env": {"items": ENV_VAR},
+        "resources": {"props": {"cpu": S, "memory": S}},  # ephemeralStorage is readOnly
+    }
+}
+CONTAINERS = {"items": CONTAINER}
+SCALE = {"props": {"minReplicas": S, "maxReplicas": S, "cooldownPeriod": S, "pollingInterval": S}}
+
+CONTAINER_APP_PROPERTIES = {
+    "props": {
+        "environmentId": S,
+        "workloadProfileName": S,
+        "configuration": {"props": {"activeRevisionsMode": S, "maxInactiveRevisions": S}},
+        "template": {"props": {"containers": CONTAINERS, "scale": SCALE, "revisionSuffix": S}},
+    }
+}
+CONTAINER_APP = {
+    "required": ["location"],
+    "props": {"location": S, "tags": TAGS, "properties": CONTAINER_APP_PROPERTIES},
+}
+CONTAINER_APP_PATCH = {"props": {"tags": TAGS, "properties": CONTAINER_APP_PROPERTIES}}
+
+JOB = {
+    "required": ["location"],
+    "props": {
+        "location": S,
+        "tags": TAGS,
+        "properties": {
+            "props": {
+                "environmentId": S,
+                "workloadProfileName": S,
+                "configuration": {
+                    "required": ["triggerType", "replicaTimeout"],
+                    "props": {
+                        "triggerType": S,
+                        "replicaTimeout": S,
+                        "replicaRetryLimit": S,
+                        "manualTriggerConfig": {"props": {"replicaCompletionCount": S, "parallelism": S}},
+                    },
+                },
+                "template": {"props": {"containers": CONTAINERS}},
+            }
+        },
+    },
+}
+
+WORKLOAD_PROFILE = {
+    "required": ["name", "workloadProfileType"],
+    "props": {"name": S, "workloadProfileType": S, "minimumCount": S, "maximumCount": S},
+}
+MANAGED_ENVIRONMENT = {
+    "required": ["location"],
+    "props": {
+        "location": S,
+        "tags": TAGS,
+        "properties": {"props": {"workloadProfiles": {"items": WORKLOAD_PROFILE}}},
+    },
+}
+RESOURCE_GROUP = {"required": ["location"], "props": {"location": S, "tags": TAGS, "managedBy": S}}
+
+SUB = "/subscriptions/{subscriptionId}"
+RG = SUB + "/resourceGroups/{resourceGroupName}"
+APP = RG + "/providers/Microsoft.App"
+
+# (method, path template, api-version, body schema or None for no body, operationId)
+OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
+    ("GET", SUB + "/providers/{resourceProviderNamespace}", RESOURCES_VERSION, None, "Providers_Get"),
+    (
+        "POST",
+        SUB + "/providers/{resourceProviderNamespace}/register",
+        RESOURCES_VERSION,
+        None,
+        "Providers_Register",
+    ),
+    ("GET", SUB + "/resourcegroups", RESOURCES_VERSION, None, "ResourceGroups_List"),
+    ("GET", SUB + "/resourcegroups/{resourceGroupName}", RESOURCES_VERSION, None, "ResourceGroups_Get"),
+    (
+        "PUT",
+        SUB + "/resourcegroups/{resourceGroupName}",
+        RESOURCES_VERSION,
+        RESOURCE_GROUP,
+        "ResourceGroups_CreateOrUpdate",
+    ),
+    ("DELETE", SUB + "/resourcegroups/{resourceGroupName}", RESOURCES_VERSION, None, "ResourceGroups_Delete"),
+    (
+        "GET",
+        SUB
+        + "/providers/Microsoft.App/locations/{location}/availableManagedEnvironmentsWorkloadProfileTypes",
+        APP_VERSION,
+        None,
+        "AvailableWorkloadProfiles_Get",
+    ),
+    ("GET", SUB + "/providers/Microsoft.App/locations/{location}/usages", APP_VERSION, None, "Usages_List"),
+    ("GET", APP + "/managedEnvironments/{environmentName}", APP_VERSION, None, "ManagedEnvironments_Get"),
+    (
+        "PUT",
+        APP + "/managedEnvironments/{environmentName}",
+        APP_VERSION,
+        MANAGED_ENVIRONMENT,
+        "ManagedEnvironments_CreateOrUpdate",
+    ),
+    (
+        "POST",
+        APP + "/managedEnvironments/{environmentName}/getAuthtoken",
+        APP_VERSION,
+        None,
+        "ManagedEnvironments_GetAuthToken",
+    ),
+    ("GET", APP + "/containerApps", APP_VERSION, None, "ContainerApps_ListByResourceGroup"),
+    ("GET", APP + "/containerApps/{containerAppName}", APP_VERSION, None, "ContainerApps_Get"),
+    (
+        "PUT",
+        APP + "/containerApps/{containerAppName}",
+        APP_VERSION,
+        CONTAINER_APP,
+        "ContainerApps_CreateOrUpdate",
+    ),
+    (
+        "PATCH",
+        APP + "/containerApps/{containerAppName}",
+        APP_VERSION,
+        CONTAINER_APP_PATCH,
+        "ContainerApps_Update",
+    ),
+    ("DELETE", APP + "/containerApps/{containerAppName}", APP_VERSION, None, "ContainerApps_Delete"),
+    ("POST", APP + "/containerApps/{containerAppName}/start", APP_VERSION, None, "ContainerApps_Start"),
+    ("POST", APP + "/containerApps/{containerAppName}/stop", APP_VERSION, None, "ContainerApps_Stop"),
+    (
+        "POST",
+        APP + "/containerApps/{containerAppName}/getAuthtoken",
+        APP_VERSION,
+        None,
+        "ContainerApps_GetAuthToken",
+    ),
+    (
+        "GET",
+        APP + "/containerApps/{containerAppName}/revisions/{revisionName}/replicas",
+        APP_VERSION,
+        None,
+        "ContainerAppsRevisionReplicas_ListReplicas",
+    ),
+    ("GET", APP + "/jobs", APP_VERSION, None, "Jobs_ListByResourceGroup"),
+    ("GET", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Get"),
+    ("PUT", APP + "/jobs/{jobName}", APP_VERSION, JOB, "Jobs_CreateOrUpdate"),
+    ("DELETE", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Delete"),
+    ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, None, "Jobs_Start"),
+    ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),
+    ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}", APP_VERSION, None, "JobExecution"),
+)
+
+# The preview-only calls (in no public spec; aca_gpu/azure/preview.py): excluded, but only these.
+PREVIEW_ONLY = (
+    ("POST", APP + "/jobs/{jobName}/getAuthToken"),
+    ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}/replicas"),
+)

@@ -1,0 +1,198 @@
+"""Every request acagpu sends in its main journeys is valid for the official spec of its api-version.
+
+The journeys (`up`; `up --keep`, `smi`, `down`; `validate`) run against the emulator over HTTPS while
+azure-core's transport records each request. Each one must be an operation the spec has at the
+api-version it names, with every path segment filled, and its body must match the operation's
+schema (no unknown or read-only property, every required one present): facts in spec_facts.py. LRO
+status URLs are the service's own and are followed as given; the isolated preview-only calls are
+the only other exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import pytest
+from azure.core.pipeline.transport import RequestsTransport
+from click.testing import CliRunner
+
+from aca_gpu.azure import api_versions
+from aca_gpu.cli import cli
+from tests.e2e import spec_facts as spec
+
+Sent = tuple[str, str, Any]  # method, url, parsed JSON body (None when there is none)
+STATUS_URL = re.compile(r"operationstatuses|operationresults|/operations/", re.I)
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Sent]]:
+    seen: list[Sent] = []
+    real = RequestsTransport.send
+
+    def recording(self: RequestsTransport, request: Any, **kwargs: Any) -> Any:
+        raw = (
+            getattr(request, "content", None)
+            or getattr(request, "data", None)
+            or getattr(request, "body", None)
+        )
+        if isinstance(raw, (bytes, bytearray)):
+            raw = raw.decode()
+        body = json.loads(raw) if isinstance(raw, str) and raw.strip() else None
+        seen.append((request.method, request.url, body))
+        return real(self, request, **kwargs)
+
+    monkeypatch.setattr(RequestsTransport, "send", recording)
+    api_versions.forget()
+    yield seen
+    api_versions.forget()
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    parts = re.split(r"(\{[^}]+\})", template)
+    regex = "".join("[^/]+" if p.startswith("{") else re.escape(p) for p in parts)
+    return re.compile(f"^{regex}$", re.I)
+
+
+OPERATIONS = [(m, _pattern(p), v, body, op) for m, p, v, body, op in spec.OPERATIONS]
+PREVIEW = [(m, _pattern(p)) for m, p in spec.PREVIEW_ONLY]
+
+
+def body_errors(doc: Any, schema: dict[str, Any], where: str = "body") -> list[str]:
+    """What in `doc` the schema does not allow: unknown properties, missing required ones, wrong shapes."""
+    if schema == spec.S:
+        return [] if not isinstance(doc, (dict, list)) else [f"{where}: expected a scalar"]
+    if "items" in schema:
+        if not isinstance(doc, list):
+            return [f"{where}: expected an array"]
+        return [e for i, item in enumerate(doc) for e in body_errors(item, schema["items"], f"{where}[{i}]")]
+    if "map" in schema:
+        if not isinstance(doc, dict):
+            return [f"{where}: expected an object"]
+        return [e for k, v in doc.items() for e in body_errors(v, schema["map"], f"{where}.{k}")]
+    if not isinstance(doc, dict):
+        return [f"{where}: expected an object"]
+    errors = [f"{where}.{k}: required, missing" for k in schema.get("required", []) if doc.get(k) is None]
+    for key, value in doc.items():
+        if key not in schema["props"]:
+            errors.append(f"{where}.{key}: not a writable property of this schema")
+        elif value is None:
+            errors.append(f"{where}.{key}: null")
+        else:
+            errors += body_errors(value, schema["props"][key], f"{where}.{key}")
+    return errors
+
+
+def check(requests: list[Sent]) -> tuple[list[str], dict[str, int]]:
+    """Problems, and how many requests each operation (or exclusion) accounted for."""
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for method, url, body in requests:
+        parts = urlsplit(url)
+        path, query = unquote(parts.path), dict(parse_qsl(parts.query))
+        version = query.get("api-version")
+        if STATUS_URL.search(path):
+            seen["(LRO status URL from the service)"] = seen.get("(LRO status URL from the service)", 0) + 1
+            continue
+        if version and version.endswith("-preview"):
+            if any(m == method and p.match(path) for m, p in PREVIEW):
+                seen["(preview-only, excluded)"] = seen.get("(preview-only, excluded)", 0) + 1
+            else:
+                problems.append(f"{method} {path}: preview api-version {version} outside the isolated calls")
+            continue
+        found = [o for o in OPERATIONS if o[0] == method and o[1].match(path)]
+        if not found:
+            problems.append(f"{method} {path}: no such operation in the spec table")
+            continue
+        _, _, want, schema, operation = found[0]
+        seen[operation] = seen.get(operation, 0) + 1
+        if version != want:
+            problems.append(f"{operation}: api-version {version!r}, the table's spec is {want}")
+        if "//" in path or path.endswith("/"):
+            problems.append(f"{operation}: an empty path segment in {path}")
+        if schema is None and body not in (None, {}):
+            problems.append(f"{operation}: sends a body the operation does not take")
+        if schema is not None:
+            if body is None:
+                problems.append(f"{operation}: no body")
+            else:
+                problems += [f"{operation}: {e}" for e in body_errors(body, schema)]
+    return problems, seen
+
+
+def _run(*args: str) -> None:
+    result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+
+
+def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent]) -> None:
+    _run("up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5")
+    _run("up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5", "--keep", "--run-id", "spec1")
+    _run("smi", "--run-id", "spec1")
+    _run("down", "--run-id", "spec1", "--yes")
+    _run(
+        "validate",
+        "--image",
+        "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+        "--gpu",
+        "t4",
+        "--gpu",
+        "a100",
+        "--no-inspect",
+        "-l",
+        "eastus",
+    )
+    problems, seen = check(sent)
+    assert not problems, "\n".join(problems)
+    for operation in (
+        "ResourceGroups_CreateOrUpdate",
+        "ManagedEnvironments_CreateOrUpdate",
+        "ContainerApps_CreateOrUpdate",
+        "Jobs_CreateOrUpdate",
+        "Jobs_Start",
+        "ContainerApps_Stop",
+        "ContainerApps_Start",
+        "Usages_List",
+    ):
+        assert seen.get(operation), f"{operation} was never exercised: {seen}"
+    print(json.dumps({"requests": len(sent), "by_operation": dict(sorted(seen.items()))}, indent=1))
+
+
+def test_the_checker_catches_what_the_spec_forbids() -> None:
+    """A read-back document (server-only fields), a missing required field and an unknown path fail."""
+    base = "https://x/subscriptions/s/resourceGroups/rg/providers/Microsoft.App"
+    read_back = {
+        "location": "eastus",
+        "properties": {
+            "provisioningState": "Succeeded",
+            "template": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "i",
+                        "resources": {"cpu": 1, "memory": "2Gi", "ephemeralStorage": "8Gi"},
+                    }
+                ]
+            },
+        },
+    }
+    job = {"location": "eastus", "properties": {"configuration": {"triggerType": "Manual"}}}
+    problems, _ = check(
+        [
+            ("PUT", f"{base}/containerApps/a?api-version=2026-07-01", read_back),
+            ("PUT", f"{base}/jobs/j?api-version=2026-07-01", job),
+            ("POST", f"{base}/containerApps/a/scale?api-version=2026-07-01", None),
+            ("GET", f"{base}/containerApps/a?api-version=2023-05-01", None),
+            ("POST", f"{base}/containerApps/a/getAuthToken?api-version=2024-10-02-preview", None),
+        ]
+    )
+    text = "\n".join(problems)
+    assert "properties.provisioningState: not a writable property" in text
+    assert "ephemeralStorage: not a writable property" in text
+    assert "configuration.replicaTimeout: required, missing" in text
+    assert "containerApps/a/scale: no such operation" in text
+    assert "api-version '2023-05-01'" in text
+    assert "outside the isolated calls" in text
