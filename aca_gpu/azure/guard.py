@@ -22,7 +22,7 @@ from aca_gpu.azure.apps import execution_info
 from aca_gpu.azure.clients import ARM_SCOPE, Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors
-from aca_gpu.errors import AcaGpuError, NotFound
+from aca_gpu.errors import AcaGpuError, BadInput, NotFound
 from aca_gpu.models import ExecutionInfo
 
 AUTH_API = "2022-04-01"
@@ -62,9 +62,17 @@ def _call(clients: Clients, method: str, url: str, action: str, target: str, bod
 # ---- who is calling, and what may they do ------------------------------------------------------
 
 
-def caller_permissions(clients: Clients) -> list[dict[str, list[str]]]:
+def caller_permissions(clients: Clients) -> list[dict[str, list[str]]] | None:
+    """What the caller may do in the subscription, or None when ARM does not say.
+
+    The documented Permissions list is per resource group and per resource; the same path at
+    subscription scope is what is read here (UNCONFIRMED against live Azure: if ARM answers 400 or
+    404 the caller's rights are unknown, and the role assignment itself is the test)."""
     url = f"{_sub(clients)}{AUTH}/permissions?api-version={AUTH_API}"
-    doc = _call(clients, "GET", url, "read your permissions on", clients.subscription_id) or {}
+    try:
+        doc = _call(clients, "GET", url, "read your permissions on", clients.subscription_id) or {}
+    except (NotFound, BadInput):
+        return None
     return [
         {k: [str(a) for a in entry.get(k) or []] for k in ("actions", "notActions")}
         for entry in doc.get("value") or []

@@ -30,7 +30,9 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
 - `deny` (`action=`, an RBAC action or glob, e.g. `Microsoft.Authorization/roleAssignments/write`):
   the emulator's own credentials lose that action (their permissions list it under notActions and
-  ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles.
+  ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With
+  `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
+  does not serve, so a client must find out from the refusal itself.
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from aca_gpu import guard as guard_container
 from aca_gpu import naming
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, PreflightRefused
+from aca_gpu.errors import AuthError, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow.ci_init import ROLE_NAME, role_definition
 
@@ -92,6 +92,18 @@ def admin_commands(subscription: str, object_id: str | None, missing: Sequence[s
     return lines
 
 
+def _refusal(subscription: str, missing: Sequence[str], object_id: str | None, done: str) -> PreflightRefused:
+    rights = {ASSIGN: "assign roles", DEFINE: "define roles"}
+    lacking = " or ".join(f"{rights[a]} ({a})" for a in missing)
+    return PreflightRefused(
+        f"you may not {lacking} on /subscriptions/{subscription}, which installing the guard needs; "
+        f"{done}. An administrator ({' or '.join(ADMIN_ROLES[:2])}) can run `acagpu guard install` "
+        "instead, or run the commands below and you run it again",
+        code="AuthorizationFailed",
+        hint=" && ".join(admin_commands(subscription, object_id, missing)),
+    )
+
+
 @dataclass(frozen=True)
 class InstallRequest:
     location: str
@@ -130,19 +142,13 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
         permissions = az.caller_permissions(clients)
         role = az.find_role(clients, ROLE_NAME)
         needed = [ASSIGN] + ([] if role is not None else [DEFINE])
-        missing = [a for a in needed if not allowed(permissions, a)]
-        if missing:
-            commands = admin_commands(sub, az.caller_object_id(clients), missing)
-            rights = {ASSIGN: "assign roles", DEFINE: "define roles"}
-            lacking = " or ".join(f"{rights[a]} ({a})" for a in missing)
-            raise PreflightRefused(
-                f"you may not {lacking} on /subscriptions/{sub}, which installing the guard needs; "
-                f"nothing was created. An administrator ({' or '.join(ADMIN_ROLES[:2])}) can run "
-                "`acagpu guard install` instead, or run the commands below and you run it again",
-                code="AuthorizationFailed",
-                hint=" && ".join(commands),
-            )
-        step.update("may assign roles" + ("" if role else " and define the role"))
+        if permissions is None:
+            step.update("ARM does not list them here; the role assignment will tell")
+        else:
+            missing = [a for a in needed if not allowed(permissions, a)]
+            if missing:
+                raise _refusal(sub, missing, az.caller_object_id(clients), "nothing was created")
+            step.update("may assign roles" + ("" if role else " and define the role"))
     cloud = open_cloud(settings)
     with progress.step("provider Microsoft.App") as step:
         if cloud.provider_registered("Microsoft.App"):
@@ -187,7 +193,21 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
     if not job.principal_id:
         raise PreflightRefused(f"job {JOB} came back without a managed identity; nothing can sign in as it")
     with progress.step(f"assign {ROLE_NAME!r} to the job's identity"):
-        assignment = az.assign_role(clients, role_id, job.principal_id)
+        try:
+            assignment = az.assign_role(clients, role_id, job.principal_id)
+        except AuthError as exc:
+            if (exc.code or "").lower() != "authorizationfailed":
+                raise
+            # the permission listing was not available: undo what was made (nothing of it bills)
+            from aca_gpu.workflow.teardown import teardown_group
+
+            teardown_group(cloud, RESOURCE_GROUP, wait_gone=False)
+            raise _refusal(
+                sub,
+                [ASSIGN],
+                az.caller_object_id(clients),
+                f"what install had made ({RESOURCE_GROUP}) is deleted",
+            ) from exc
     return {
         "schema": 1,
         "kind": "guard",

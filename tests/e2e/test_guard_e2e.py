@@ -193,3 +193,16 @@ def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
     assert "Traceback" not in result.stderr and len(errors) == 2
     inventory = emu.inventory()
     assert not inventory.get("resource_groups") and not inventory.get("jobs"), inventory
+
+
+def test_when_arm_does_not_list_permissions_the_refused_assignment_undoes_the_install(emu: Any) -> None:
+    emu.set_faults("deny:action=Microsoft.Authorization/roleAssignments/write,permissions=hidden")
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    assert result.exit_code == 2, result.stderr
+    assert "may not assign roles" in result.stderr and "is deleted" in result.stderr
+    assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
+    assert "Traceback" not in result.stderr
+    groups = {g["name"]: g for g in emu.inventory()["resource_groups"]}
+    guard_group = groups.get("rg-acagpu-guard")
+    assert guard_group is None or guard_group.get("deleting"), guard_group  # on its way out
+    assert not emu.inventory().get("jobs"), "the scheduled job was removed first"

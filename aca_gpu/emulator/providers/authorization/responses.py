@@ -97,5 +97,11 @@ async def role_assignments_delete(ctx: Ctx, req: web.Request, p: Params) -> web.
 
 
 async def permissions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    if any(f.param("permissions", "") == "hidden" for f in ctx.faults.all("deny")):
+        raise ArmError(
+            f"No HTTP resource was found that matches the request URI '{req.url}'.",
+            code="InvalidResourceType",
+            status=404,
+        )
     value: list[dict[str, Any]] = models.permissions_of(ctx, _caller(req), _admin(req))
     return json_response({"value": value})
