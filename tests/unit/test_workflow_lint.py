@@ -50,21 +50,26 @@ jobs:
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory, acagpu_wheel: Path) -> Path:
-    repo = tmp_path_factory.mktemp("user-repo")
-    ci_init.init(
-        ci_init.CiInitRequest(
-            repo_dir=repo,
-            subscription="11111111-2222-3333-4444-555555555555",
-            tenant="66666666-7777-8888-9999-000000000000",
-            client_id="aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
-            location="westus3",
-            gpus=("t4", "a100"),
-            github_repo="example/gpu-ci",
-            wheel=acagpu_wheel,
-        )
-    )
-    return repo
+def rendered(tmp_path_factory: pytest.TempPathFactory, acagpu_wheel: Path) -> list[Path]:
+    """`acagpu ci init` run as a user would, in temporary git repositories: with this acagpu's wheel,
+    and with a pinned --install-spec instead."""
+    repos = []
+    for extra in (
+        ["--wheel", str(acagpu_wheel)],
+        ["--install-spec", "git+https://github.com/o/acagpu@" + "a" * 40],
+    ):
+        repo = tmp_path_factory.mktemp("user-repo")
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "aca_gpu", "ci", "init", "--repo-dir", str(repo),
+             "--subscription", "11111111-2222-3333-4444-555555555555",
+             "--tenant", "66666666-7777-8888-9999-000000000000",
+             "--client-id", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
+             "-l", "westus3", "--gpus", "t4,a100", "--github-repo", "example/gpu-ci", *extra],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        repos.append(repo)
+    return repos
 
 
 @pytest.fixture(scope="module")
@@ -118,14 +123,14 @@ def test_there_are_workflows_to_lint() -> None:
     assert RENDERED == [".github/workflows/acagpu-reap.yml", ".github/workflows/acagpu-validate.yml"]
 
 
-def test_actionlint_passes_every_workflow(runner: Path, rendered: Path) -> None:
-    paths = [*OWN, *(rendered / p for p in RENDERED)]
+def test_actionlint_passes_every_workflow(runner: Path, rendered: list[Path]) -> None:
+    paths = [*OWN, *(repo / p for repo in rendered for p in RENDERED)]
     findings = _actionlint(runner, paths)
     assert not findings, _show(findings)
 
 
-def test_zizmor_passes_every_workflow(rendered: Path) -> None:
-    paths = [*OWN, *(rendered / p for p in RENDERED)]
+def test_zizmor_passes_every_workflow(rendered: list[Path]) -> None:
+    paths = [*OWN, *(repo / p for repo in rendered for p in RENDERED)]
     findings = _zizmor(paths)
     assert not findings, _show(findings)
 
