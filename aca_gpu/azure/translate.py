@@ -211,7 +211,7 @@ def translate_errors(action: str, target: str = "") -> Iterator[None]:
         raise translated from exc
 
 
-IDEMPOTENT_ATTEMPTS = 3
+IDEMPOTENT_ATTEMPTS = 5
 
 
 def retrying(action: str, target: str, call: Callable[[], T], *, pause: float = 0.5) -> T:

@@ -186,6 +186,7 @@ class PairOutcome:
             "refused": probe.refused,
             "tester": self.tester.as_dict()["result"] if self.tester else None,
             "tester_status": self.tester.status if self.tester else "not-run",
+            "gpu_lines": self.tester.as_dict()["gpu_lines"] if self.tester else [],
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
             "phases": self.phases,

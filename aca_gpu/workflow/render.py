@@ -133,6 +133,11 @@ def render_validate(doc: dict[str, Any]) -> str:
     from aca_gpu.workflow import report
 
     lines = [report.render_text(report.Matrix(tuple(doc["results"])))] if doc["results"] else []
+    for row in doc["results"]:
+        gpu_lines = row.get("gpu_lines") or []
+        if gpu_lines:
+            lines.append(f"{row['image']} on {row['gpu']}:")
+            lines += [f"  {line}" for line in gpu_lines]
     teardown = doc["teardown"]
     state = teardown.get("status")
     if teardown.get("verified"):

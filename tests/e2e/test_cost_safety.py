@@ -108,6 +108,8 @@ def test_validate_two_tags_two_gpus(emu: EmulatorServer) -> None:
         good, bad = results[(OLD_TAG, gpu)], results[(NEW_TAG, gpu)]
         assert good["status"] == "pass", good["reason"]
         assert good["driver_version"] and good["cuda_version"]
+        # the per-GPU summary `up` prints reaches validate's results too
+        assert good["gpu_lines"] and all("TFLOP/s" in line for line in good["gpu_lines"]), good
         assert bad["status"] == "fail"
         assert "requirement error" in bad["reason"] and "cuda>=13.0" in bad["reason"]
         assert bad["preflight"]["verdict"] == "incompatible"

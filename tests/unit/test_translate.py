@@ -198,3 +198,25 @@ def test_quota_hints_name_where_to_ask() -> None:
     assert sub.exit_code == env.exit_code == 3
     assert "Quota Management System" in (sub.hint or "")
     assert "environment's Quota page" in (env.hint or "")
+
+
+def test_idempotent_reads_survive_several_unreadable_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unreadable 2xx (empty, cut-off, non-JSON) is read again, up to the attempt limit; the last
+    failure is an infrastructure error, never a verdict."""
+    from aca_gpu.azure import translate
+
+    monkeypatch.setattr(translate.time, "sleep", lambda _s: None)
+    calls: list[int] = []
+
+    def flaky(failures: int) -> str:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise InfraError("read resource group rg: unreadable answer")
+        return "ok"
+
+    assert translate.retrying("read", "rg", lambda: flaky(translate.IDEMPOTENT_ATTEMPTS - 1)) == "ok"
+    assert len(calls) == translate.IDEMPOTENT_ATTEMPTS >= 4  # three empty answers in a row are survived
+    calls.clear()
+    with pytest.raises(InfraError):
+        translate.retrying("read", "rg", lambda: flaky(translate.IDEMPOTENT_ATTEMPTS))
+    assert len(calls) == translate.IDEMPOTENT_ATTEMPTS
