@@ -232,17 +232,54 @@ def execution_info(obj: Any) -> ExecutionInfo:
 
 # ---- calls -----------------------------------------------------------------------------------
 
+READ_AFTER_CREATE_ATTEMPTS = 4
+
+
+def _is_404(exc: BaseException) -> bool:
+    from azure.core.exceptions import HttpResponseError
+
+    return isinstance(exc, HttpResponseError) and exc.status_code == 404
+
+
+def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *, pause: float = 0.5) -> Any:
+    """The created resource. ARM accepted the PUT (`begin_*` returned), so a 404 from the operation's
+    final read is its eventual consistency, not a missing resource: read it again for a few seconds.
+    Still 404 after that is an infrastructure error, and the PUT is not sent again: a teardown that
+    deleted the resource meanwhile must not see it made a second time."""
+    try:
+        return poller.result()
+    except Exception as exc:
+        if not _is_404(exc):
+            raise
+    for attempt in range(1, READ_AFTER_CREATE_ATTEMPTS + 1):
+        time.sleep(pause * attempt)
+        try:
+            return get()
+        except Exception as exc:
+            if not _is_404(exc):
+                raise
+    waited = pause * sum(range(1, READ_AFTER_CREATE_ATTEMPTS + 1))
+    raise InfraError(
+        f"create {kind} {name}: ARM accepted it but still answers 404 when it is read "
+        f"({READ_AFTER_CREATE_ATTEMPTS + 1} reads over {waited:.0f} s)",
+        code="NotFoundAfterCreate",
+    )
+
 
 def create_environment(clients: Clients, spec: EnvSpec) -> EnvInfo:
     from azure.mgmt.appcontainers.models import ManagedEnvironment
 
     body = ManagedEnvironment(environment_body(spec))
+    rg = spec.resource_group
 
     def put() -> EnvInfo:  # a PUT is idempotent: an unreadable answer is sent again
         poller = clients.apps.managed_environments.begin_create_or_update(
             spec.resource_group, spec.name, body
         )
-        return env_info(poller.result(), spec.resource_group)
+        found = _result_or_read(
+            poller, "environment", spec.name, lambda: clients.apps.managed_environments.get(rg, spec.name)
+        )
+        return env_info(found, rg)
 
     return retrying("create environment", spec.name, put)
 
@@ -259,7 +296,13 @@ def create_app(clients: Clients, spec: AppSpec) -> AppInfo:
 
     def put() -> AppInfo:
         poller = clients.apps.container_apps.begin_create_or_update(spec.resource_group, spec.name, body)
-        return app_info(poller.result(), spec.resource_group)
+        found = _result_or_read(
+            poller,
+            "container app",
+            spec.name,
+            lambda: clients.apps.container_apps.get(spec.resource_group, spec.name),
+        )
+        return app_info(found, spec.resource_group)
 
     return retrying("create container app", spec.name, put)
 
@@ -285,13 +328,17 @@ def scale_app(clients: Clients, rg: str, name: str, min_replicas: int, max_repli
 
 
 def list_apps(clients: Clients, rg: str) -> list[AppInfo]:
-    with translate_errors("list container apps in", rg):
-        return [app_info(a, rg) for a in clients.apps.container_apps.list_by_resource_group(rg)]
+    return retrying(
+        "list container apps in",
+        rg,
+        lambda: [app_info(a, rg) for a in clients.apps.container_apps.list_by_resource_group(rg)],
+    )
 
 
 def list_jobs(clients: Clients, rg: str) -> list[JobInfo]:
-    with translate_errors("list jobs in", rg):
-        return [job_info(j, rg) for j in clients.apps.jobs.list_by_resource_group(rg)]
+    return retrying(
+        "list jobs in", rg, lambda: [job_info(j, rg) for j in clients.apps.jobs.list_by_resource_group(rg)]
+    )
 
 
 def _refuse_unmanaged(kind: str, name: str, tags: Mapping[str, str]) -> None:
@@ -352,7 +399,10 @@ def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
 
     def put() -> JobInfo:
         poller = clients.apps.jobs.begin_create_or_update(spec.resource_group, spec.name, body)
-        return job_info(poller.result(), spec.resource_group)
+        found = _result_or_read(
+            poller, "job", spec.name, lambda: clients.apps.jobs.get(spec.resource_group, spec.name)
+        )
+        return job_info(found, spec.resource_group)
 
     return retrying("create job", spec.name, put)
 
@@ -363,14 +413,20 @@ def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:
 
 
 def get_execution(clients: Clients, rg: str, job: str, execution: str) -> ExecutionInfo:
-    with translate_errors("read job execution", f"{job}/{execution}"):
-        return execution_info(clients.apps.job_execution(rg, job, execution))
+    return retrying(
+        "read job execution",
+        f"{job}/{execution}",
+        lambda: execution_info(clients.apps.job_execution(rg, job, execution)),
+    )
 
 
 def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
     """Newest first (by start time), so [0] is the latest execution."""
-    with translate_errors("list executions of", job):
-        items = [execution_info(e) for e in clients.apps.jobs_executions.list(rg, job)]
+    items = retrying(
+        "list executions of",
+        job,
+        lambda: [execution_info(e) for e in clients.apps.jobs_executions.list(rg, job)],
+    )
     return sorted(items, key=lambda e: e.start_time or "", reverse=True)
 
 
@@ -408,13 +464,20 @@ def _token_of(obj: Any, what: str) -> str:
 
 
 def app_token(clients: Clients, rg: str, app: str) -> str:
-    with translate_errors("get access token for app", app):
-        return _token_of(clients.apps.container_apps.get_auth_token(rg, app), app)
+    # getAuthToken is a POST that only issues a token: safe to send again
+    return retrying(
+        "get access token for app",
+        app,
+        lambda: _token_of(clients.apps.container_apps.get_auth_token(rg, app), app),
+    )
 
 
 def environment_token(clients: Clients, rg: str, env: str) -> str:
-    with translate_errors("get access token for environment", env):
-        return _token_of(clients.apps.managed_environments.get_auth_token(rg, env), env)
+    return retrying(
+        "get access token for environment",
+        env,
+        lambda: _token_of(clients.apps.managed_environments.get_auth_token(rg, env), env),
+    )
 
 
 def _execution_name(body: Any) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from aca_gpu.azure.api_versions import preview_call
 from aca_gpu.azure.apps import _q, _token_of, app_path, replica_info, send
 from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.translate import retrying
 from aca_gpu.errors import CloudError, InfraError, NotFound
 from aca_gpu.models import ReplicaInfo
 
@@ -18,8 +19,12 @@ from aca_gpu.models import ReplicaInfo
 def job_token(clients: Clients, rg: str, job: str) -> str:
     def call(version: str) -> str:
         url = f"{app_path(clients, rg)}/jobs/{_q(job)}/getAuthToken?api-version={version}"
-        _, body, _ = send(clients, "POST", url, "get access token for job", job)
-        return _token_of(body, job)
+
+        def post() -> str:  # a POST that only issues a token: safe to send again
+            _, body, _ = send(clients, "POST", url, "get access token for job", job)
+            return _token_of(body, job)
+
+        return retrying("get access token for job", job, post)
 
     return preview_call(f"get access token for job {job}", call)
 

@@ -81,8 +81,11 @@ def list_resource_groups(
     clients: Clients, tag_name: str | None = None, tag_value: str | None = None
 ) -> list[ResourceGroupInfo]:
     odata = tag_filter(tag_name, tag_value)
-    with translate_errors("list resource groups", f"tag {tag_name}" if tag_name else ""):
-        groups = [rg_info(g) for g in clients.resources.resource_groups.list(filter=odata)]
+    groups = retrying(
+        "list resource groups",
+        f"tag {tag_name}" if tag_name else "",
+        lambda: [rg_info(g) for g in clients.resources.resource_groups.list(filter=odata)],
+    )
     if tag_name:  # the service applies the filter; re-check so a proxy that ignores it cannot widen it
         groups = [
             g for g in groups if tag_name in g.tags and (tag_value is None or g.tags[tag_name] == tag_value)
@@ -130,8 +133,7 @@ def delete_resource_group(
 
 
 def provider_registered(clients: Clients, namespace: str) -> bool:
-    with translate_errors("read provider", namespace):
-        doc = as_json(clients.resources.providers.get(namespace))
+    doc = retrying("read provider", namespace, lambda: as_json(clients.resources.providers.get(namespace)))
     return str(doc.get("registrationState", "")).lower() == "registered"
 
 
@@ -167,8 +169,11 @@ def _int(value: Any) -> int | None:
 
 
 def available_profiles(clients: Clients, location: str) -> list[ProfileOffer]:
-    with translate_errors("list workload profile types in", location):
-        items = [as_json(i) for i in clients.apps.available_workload_profiles.get(location)]
+    items = retrying(
+        "list workload profile types in",
+        location,
+        lambda: [as_json(i) for i in clients.apps.available_workload_profiles.get(location)],
+    )
     offers = []
     for doc in items:
         p = props(doc)
@@ -186,8 +191,9 @@ def available_profiles(clients: Clients, location: str) -> list[ProfileOffer]:
 
 
 def usages(clients: Clients, location: str) -> list[UsageInfo]:
-    with translate_errors("list usages in", location):
-        items = [as_json(i) for i in clients.apps.usages.list(location)]
+    items = retrying(
+        "list usages in", location, lambda: [as_json(i) for i in clients.apps.usages.list(location)]
+    )
     result = []
     for doc in items:
         name = doc.get("name")

@@ -212,17 +212,38 @@ def translate_errors(action: str, target: str = "") -> Iterator[None]:
 
 
 IDEMPOTENT_ATTEMPTS = 5
+# what azure-core's RetryPolicy (clients.RETRY_OPTIONS) already sent again, with its own backoff
+CORE_RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# infrastructure errors that already include their own repeated reads: never sent again
+NOT_RESENT = frozenset({"NotFoundAfterCreate"})
+
+
+def _core_already_retried(exc: InfraError) -> bool:
+    """True when azure-core retried this status itself: sending it again would only multiply a
+    service outage's backoff. Its RetryPolicy resends a POST or PATCH only after 500, 503 or 504,
+    or when the answer carries Retry-After; other methods after any of CORE_RETRIED_STATUS."""
+    cause = exc.__cause__
+    status = getattr(cause, "status_code", None)
+    if status not in CORE_RETRIED_STATUS:
+        return False
+    response = getattr(cause, "response", None)
+    method = str(getattr(getattr(response, "request", None), "method", "") or "").upper()
+    if method not in ("POST", "PATCH"):
+        return True
+    headers = getattr(response, "headers", None) or {}
+    return status in (500, 503, 504) or "retry-after" in {str(k).lower() for k in headers}
 
 
 def retrying(action: str, target: str, call: Callable[[], T], *, pause: float = 0.5) -> T:
-    """`call()` for an idempotent request (GET, PUT, DELETE), tried again after an infrastructure
-    failure that azure-core does not retry itself: a 2xx with an empty, cut-off or non-JSON body."""
+    """`call()` for an idempotent request (GET, PUT, DELETE, a safe POST), tried again after an
+    infrastructure failure that azure-core does not retry itself: a 2xx with an empty, cut-off or
+    non-JSON body, a connection lost mid-answer."""
     for attempt in range(1, IDEMPOTENT_ATTEMPTS + 1):
         try:
             with translate_errors(action, target):
                 return call()
-        except InfraError:
-            if attempt == IDEMPOTENT_ATTEMPTS:
+        except InfraError as exc:
+            if attempt == IDEMPOTENT_ATTEMPTS or exc.code in NOT_RESENT or _core_already_retried(exc):
                 raise
             time.sleep(pause * attempt)
     raise AssertionError("unreachable")

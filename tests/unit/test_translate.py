@@ -205,7 +205,7 @@ def test_idempotent_reads_survive_several_unreadable_answers(monkeypatch: pytest
     failure is an infrastructure error, never a verdict."""
     from aca_gpu.azure import translate
 
-    monkeypatch.setattr(translate.time, "sleep", lambda _s: None)
+    monkeypatch.setattr("aca_gpu.azure.translate.time.sleep", lambda _s: None)
     calls: list[int] = []
 
     def flaky(failures: int) -> str:
@@ -220,3 +220,42 @@ def test_idempotent_reads_survive_several_unreadable_answers(monkeypatch: pytest
     with pytest.raises(InfraError):
         translate.retrying("read", "rg", lambda: flaky(translate.IDEMPOTENT_ATTEMPTS))
     assert len(calls) == translate.IDEMPOTENT_ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("method", "status", "sent"),
+    [
+        ("GET", 503, 1),  # azure-core already retried it with its backoff: not multiplied
+        ("PUT", 429, 1),
+        ("POST", 503, 1),  # azure-core resends a POST or PATCH after 500/503/504 only
+        ("POST", 502, 5),  # ... so a safe POST that got 502 is ours to send again
+        ("PATCH", 429, 5),
+    ],
+)
+def test_a_status_azure_core_already_retried_is_not_sent_again(
+    monkeypatch: pytest.MonkeyPatch, method: str, status: int, sent: int
+) -> None:
+    from aca_gpu.azure import translate
+
+    monkeypatch.setattr("aca_gpu.azure.translate.time.sleep", lambda _s: None)
+    request = HttpRequest(method, "https://management.azure.com/subscriptions/s/resourceGroups/rg")
+    response = HttpResponseImpl(
+        request=request,
+        internal_response=None,
+        status_code=status,
+        headers={"content-type": "application/json"},
+        reason="x",
+        content_type="application/json",
+        block_size=4096,
+        stream_download_generator=lambda *a, **k: iter(()),
+    )
+    response._content = b'{"error": {"code": "Unwell", "message": "unwell"}}'
+    calls: list[int] = []
+
+    def failing() -> None:
+        calls.append(1)
+        raise HttpResponseError(response=response, message="unwell")
+
+    with pytest.raises(InfraError):
+        translate.retrying("read", "rg", failing)
+    assert len(calls) == sent
