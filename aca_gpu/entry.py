@@ -1,11 +1,21 @@
 """The console entry point: a Ctrl-C that lands while Python is still loading the CLI ends like any
-other (one line, exit 130, a JSON document with `-o json`), never in a traceback."""
+other (one line, exit 130, a JSON document with `-o json`), never in a traceback.
+
+A Ctrl-C can also land while a finalizer runs (an SSL socket's `__del__`, a weakref callback):
+Python then prints "Exception ignored ... KeyboardInterrupt" and carries on as if nothing was
+pressed. `_lost_interrupt` keeps that press: it is delivered again at the main thread's next safe
+point, or, under the run engine's handler (which already counted it and cancelled the waits), left
+to the engine, which treats the run as interrupted.
+"""
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import json
+import signal
 import sys
+from typing import Any
 
 MESSAGE = "interrupted (Ctrl-C) while acagpu was starting; nothing was done"
 
@@ -16,7 +26,20 @@ def _wants_json(argv: list[str]) -> bool:
     )
 
 
+def _lost_interrupt(unraisable: Any) -> None:
+    if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            # raised again once this hook and the finalizer have returned (from here it would be
+            # swallowed again), where the CLI catches it: exit 130
+            import threading
+
+            threading.Timer(0.05, _thread.interrupt_main).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def main() -> None:
+    sys.unraisablehook = _lost_interrupt
     try:
         from aca_gpu.cli import main as cli_main
     except KeyboardInterrupt:

@@ -275,7 +275,7 @@ def draw(seed: int) -> Scenario:
         if too_new:
             images[1] = TOO_NEW_IMAGE
         gpus = rng.sample(["t4", "a100"], rng.choice([1, 2]))
-        argv = ["validate", "--no-inspect", "--run-id", run_id, *out]
+        argv = ["validate", "--yes", "--no-inspect", "--run-id", run_id, *out]
         for image in images:
             argv += ["--image", image]
         for g in gpus:

@@ -7,13 +7,13 @@ from typing import Any
 
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
 from aca_gpu.workflow import validate as validate_flow
 from aca_gpu.workflow.context import open_cloud, resolve_owner
-from aca_gpu.workflow.render import finish, render_validate
+from aca_gpu.workflow.render import finish, render_plan, render_validate
 
 
 @click.command()
@@ -36,6 +36,7 @@ from aca_gpu.workflow.render import finish, render_validate
 @click.option("--no-tester", is_flag=True, help="Only start the image and read nvidia-smi.")
 @click.option("--no-inspect", is_flag=True, help="Do not read digests and CUDA env from the registry.")
 @click.option("--wait", is_flag=True, help="After teardown, wait until the resource group is gone (404).")
+@click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
@@ -55,6 +56,7 @@ def validate(
     no_tester: bool,
     no_inspect: bool,
     wait: bool,
+    yes: bool,
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
@@ -80,6 +82,8 @@ def validate(
         wait=wait,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
+    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:

@@ -141,6 +141,11 @@ class Engine:
                 for number, region in enumerate(regions, start=1):
                     self.more_regions = number < len(regions)
                     attempt = self._attempt(number, region)
+                    if self.interrupts.count and not outcome.interrupted:
+                        # a Ctrl-C whose KeyboardInterrupt was swallowed (raised inside a finalizer,
+                        # where Python only prints it): the cancel it set still ended the pairs
+                        outcome.interrupted = True
+                        outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
                     if not self.more_regions or not self._leave_region(attempt, regions[number]):
                         break
                 self._mark("time_to_verdict_s")

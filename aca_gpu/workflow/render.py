@@ -61,6 +61,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),
         f"  cost           {_cost_line(doc['cost'])}",
     ]
+    lines += [f"  pair           {p['image']} on {p['gpu']} ({p['profile']})" for p in doc.get("pairs") or []]
     lines += [f"  warning        {w}" for w in doc.get("warnings") or []]
     return "\n".join(lines)
 

@@ -159,6 +159,7 @@ CASES = [
     c("validate", "--image", "", "--gpu", "t4", says="--image"),
     c("validate", "--image", IMAGE, "--gpu", "", says="--gpu"),
     c("validate", "--gpu", "t4", says="--image"),
+    c("validate", "--image", IMAGE, "--gpu", "t4", says="--yes"),  # billable: refused without --yes
     c("validate", "--image", IMAGE, "--gpu", "h100x", says="h100x"),
     c("validate", "--image", IMAGE, "--gpu", "t4", "--time-scale", "1", says="--time-scale"),
     c("validate", "--image", IMAGE, "--gpu", "t4", "--no-tester", "--tester-image", "x", says="--no-tester"),

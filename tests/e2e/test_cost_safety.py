@@ -88,6 +88,7 @@ def test_reap_human_output_says_dry_run(emu: EmulatorServer) -> None:
 def test_validate_two_tags_two_gpus(emu: EmulatorServer) -> None:
     code, doc, err = _invoke(
         "validate",
+        "--yes",
         "--image",
         OLD_TAG,
         "--image",
@@ -130,6 +131,7 @@ def test_validate_github_summary_and_merge(
         cli,
         [
             "validate",
+            "--yes",
             "--image",
             OLD_TAG,
             "--gpu",

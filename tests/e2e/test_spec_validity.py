@@ -135,6 +135,7 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
     _run("down", "--run-id", "spec1", "--yes")
     _run(
         "validate",
+        "--yes",
         "--image",
         "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
         "--gpu",

@@ -35,3 +35,38 @@ def test_ctrl_c_during_startup(
         assert (doc["schema"], doc["command"], doc["error"]["exit_code"]) == (1, "up", 130)
     else:
         assert out == ""
+
+
+FINALIZER_SCRIPT = """
+import gc, signal, sys, time
+from aca_gpu import entry
+
+sys.unraisablehook = entry._lost_interrupt
+if sys.argv[1] == "engine":  # the run engine's handler is installed: it already counted the press
+    signal.signal(signal.SIGINT, lambda *a: None)
+
+
+class Socketish:
+    def __del__(self):
+        raise KeyboardInterrupt  # what a Ctrl-C inside a finalizer looks like
+
+
+try:
+    Socketish()
+    gc.collect()
+    time.sleep(2)  # the run goes on; a press it kept arrives well before this ends
+    print("carried on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.parametrize(("handler", "expected"), [("default", "interrupted"), ("engine", "carried on")])
+def test_a_ctrl_c_swallowed_by_a_finalizer_is_not_lost(handler: str, expected: str) -> None:
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-c", FINALIZER_SCRIPT, handler], capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.strip() == expected, proc.stderr
+    assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

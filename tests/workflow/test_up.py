@@ -261,3 +261,25 @@ def test_ctrl_c_while_the_group_create_is_in_flight_still_removes_the_group() ->
     assert result.doc["teardown"]["status"] != "nothing-created"
     cloud.delete_resource_group.assert_called_once_with("rg-acagpu-abc123", wait=False)
     assert not fake.groups
+
+
+def test_a_ctrl_c_whose_keyboard_interrupt_was_swallowed_still_interrupts_and_tears_down() -> None:
+    """The handler ran (the waits are cancelled) but its KeyboardInterrupt died in a finalizer: the
+    run must end as interrupted and torn down, not as a timeout of a cancelled wait (exit 4)."""
+    import contextlib
+    import signal
+
+    class SwallowingCloud(FakeCloud):
+        def create_environment(self, spec: Any) -> Any:
+            env = super().create_environment(spec)
+            # swallowed, as Python does for an exception raised inside __del__
+            with contextlib.suppress(KeyboardInterrupt):
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # type: ignore[operator]
+            return env
+
+    fake = SwallowingCloud()
+    result, cloud, _ = _up(fake)
+    assert result.exit_code == EXIT_INTERRUPTED, result.doc["error"]
+    assert result.doc["status"] == "interrupted"
+    cloud.delete_resource_group.assert_called_once()
+    assert not fake.groups
