@@ -148,6 +148,9 @@ class StepResult:
     leftovers: list[str]
     leftover_allowed: bool
     sigints: int
+    # Ctrl-C while the interpreter was still starting, before any acagpu code ran (Python's own
+    # KeyboardInterrupt from runpy/importlib, exit -2): nothing acagpu can catch or clean up
+    before_start: bool = False
 
 
 @dataclass
@@ -562,8 +565,32 @@ def _last_meaningful(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def judge(step: Step, rc: int | None, out: str, err: str) -> dict[str, Any]:
+def interrupted_before_start(rc: int | None, out: str, err: str) -> bool:
+    """A SIGINT that landed before Python ran any of acagpu: its traceback names no acagpu frame
+    (runpy, importlib), ends in KeyboardInterrupt, and the process died of the signal."""
+    text = err.strip()
+    return (
+        rc in (-2, 130)
+        and not out.strip()
+        and text.startswith("Traceback (most recent call last)")
+        and text.endswith("KeyboardInterrupt")
+        and "aca_gpu" not in text
+    )
+
+
+def judge(step: Step, rc: int | None, out: str, err: str, *, interrupted: bool = False) -> dict[str, Any]:
     """Traceback, noise, one clear line, exit 5 on a healthy GPU, the JSON document."""
+    if interrupted and interrupted_before_start(rc, out, err):
+        return {
+            "traceback": False,
+            "clear": True,
+            "last_line": "KeyboardInterrupt before acagpu started",
+            "noise": [],
+            "exit5_on_healthy": False,
+            "json_ok": None,
+            "json_problem": "",
+            "before_start": True,
+        }
     traceback = bool(TRACEBACK.search(err) or TRACEBACK.search(out))
     noise = [m.group(0) for m in NOISE.finditer(err)][:3]
     last_err = _last_meaningful(err)
@@ -658,7 +685,7 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
     (world.dir / f"step-{tag}.out").write_text(out)
     (world.dir / f"step-{tag}.err").write_text(err)
     seconds = time.monotonic() - started
-    verdict = judge(step, rc, out, err)
+    verdict = judge(step, rc, out, err, interrupted=sigints > 0)
     left = leftovers(world.inventory(), keep) if step.check_leftovers else []
     allowed = sigints >= 2 and "acagpu down" in (out + err)
     if verbose:
@@ -684,6 +711,7 @@ def _expected_exit(s: StepResult) -> bool:
         s.exit_code == 0
         or (s.exit_code == 5 and not s.exit5_on_healthy)
         or (s.sigints > 0 and s.exit_code == 130)
+        or (s.sigints > 0 and s.before_start)
     )
 
 

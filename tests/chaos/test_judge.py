@@ -107,3 +107,23 @@ def test_same_seed_same_scenario() -> None:
     assert chaos.draw(17) == chaos.draw(17)
     kinds = {chaos.draw(s).kind for s in range(60)}
     assert kinds == set(chaos.KINDS)
+
+
+PRESTART = (
+    "Traceback (most recent call last):\n"
+    '  File "<frozen runpy>", line 189, in _run_module_as_main\n'
+    '  File "<frozen importlib._bootstrap_external>", line 1004, in source_to_code\n'
+    "KeyboardInterrupt\n"
+)
+
+
+def test_a_ctrl_c_before_any_acagpu_code_ran_is_python_s_not_a_traceback_of_ours() -> None:
+    step = _step(json=True)
+    early = chaos.judge(step, -2, "", PRESTART, interrupted=True)
+    assert early["before_start"] and early["clear"] and not early["traceback"]
+    # the same text without a Ctrl-C sent, or with one of acagpu's frames in it, stays a traceback
+    assert chaos.judge(step, -2, "", PRESTART)["traceback"]
+    ours = PRESTART.replace(
+        "KeyboardInterrupt\n", '  File "/x/aca_gpu/cli/up.py", line 3\nKeyboardInterrupt\n'
+    )
+    assert chaos.judge(step, -2, "", ours, interrupted=True)["traceback"]
