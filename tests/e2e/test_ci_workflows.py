@@ -12,10 +12,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import venv
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -26,6 +24,7 @@ import yaml
 
 from aca_gpu import __version__
 from aca_gpu.workflow import ci_init
+from tests.e2e.serving import emulator_serve
 
 SUB = "11111111-2222-3333-4444-555555555555"
 IDS = ("66666666-7777-8888-9999-000000000000", "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
@@ -163,29 +162,8 @@ def test_deps_step_lists_the_wheels_own_requirements(acagpu_wheel: Path) -> None
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[dict[str, str]]:
-    env_file = tmp_path / "emu.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", "--time-scale", "0.002", "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), "the emulator did not start"
-        found: dict[str, str] = {}
-        for line in env_file.read_text(encoding="utf-8").splitlines():
-            key, _, value = line.removeprefix("export ").partition("=")
-            found[key] = value.strip("'")
+    with emulator_serve(tmp_path / "emu.env") as found:
         yield found
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def run_steps(

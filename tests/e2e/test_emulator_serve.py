@@ -10,15 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from tests.e2e.serving import read_env
+
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
-
-
-def _read_env(path: Path) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = value.strip("'")
-    return env
 
 
 def test_serve_then_a_second_shell_runs_up_and_status(tmp_path: Path) -> None:
@@ -34,7 +28,7 @@ def test_serve_then_a_second_shell_runs_up_and_status(tmp_path: Path) -> None:
         while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
             time.sleep(0.1)
         assert env_file.exists(), server.stderr.read() if server.poll() is not None else "no env file"
-        emu = _read_env(env_file)
+        emu = read_env(env_file)
         assert set(emu) == {"ACAGPU_ARM_ENDPOINT", "ACAGPU_CA_BUNDLE", "ACAGPU_TOKEN", "ACAGPU_SUBSCRIPTION"}
         assert emu["ACAGPU_ARM_ENDPOINT"].startswith("https://127.0.0.1:")
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
@@ -74,7 +68,7 @@ def test_serve_then_a_second_shell_runs_up_and_status(tmp_path: Path) -> None:
             server.kill()
             raise
     assert code == 0
-    ca_dir = Path(_read_env(env_file)["ACAGPU_CA_BUNDLE"]).parent
+    ca_dir = Path(read_env(env_file)["ACAGPU_CA_BUNDLE"]).parent
     assert not ca_dir.exists(), "the emulator's temporary CA folder was left behind"
 
 
@@ -97,7 +91,7 @@ def test_default_settings_serve_then_the_readme_journey_in_a_second_shell(tmp_pa
             time.sleep(0.1)
         assert env_file.exists(), "no env file"
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_POLLING")}
-        shell |= _read_env(env_file)
+        shell |= read_env(env_file)
 
         def acagpu(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)

@@ -6,54 +6,29 @@ from __future__ import annotations
 import hashlib
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.serving import emulator_serve
+
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
-
-
-def _read_env(path: Path) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key] = value.strip("'")
-    return env
 
 
 @pytest.fixture(scope="module")
 def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A served emulator with one kept run `pipe1`; yields the second shell's environment."""
     env_file = tmp_path_factory.mktemp("serve") / "emu.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", "--time-scale", "0.002", "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), "the emulator wrote no env file"
+    with emulator_serve(env_file) as served:
         assert env_file.stat().st_mode & 0o777 == 0o600, "the env file holds a token: owner-only"
-        env = os.environ | _read_env(env_file) | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        env = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.05"}
         env.pop("ACAGPU_CONFIG", None)
         up = run(env, "up", "--yes", "--run-id", "pipe1", "--keep")
         assert up.returncode == 0, up.stderr
         yield env
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
 
 
 def run(

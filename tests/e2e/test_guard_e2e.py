@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 from aca_gpu.naming import parse_iso_utc
+from tests.e2e.serving import emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 SCALE = 0.005
@@ -33,28 +33,8 @@ TTL = os.environ.get("ACAGPU_GUARD_E2E_TTL", "10s")
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[dict[str, str]]:
-    env_file = tmp_path / "emu.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", "--time-scale", str(SCALE), "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), "the emulator did not start"
-        found = {}
-        for line in env_file.read_text(encoding="utf-8").splitlines():
-            key, _, value = line.removeprefix("export ").partition("=")
-            found[key] = value.strip("'")
+    with emulator_serve(tmp_path / "emu.env", time_scale=SCALE) as found:
         yield found
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def _acagpu(shell: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -29,10 +29,9 @@ from aca_gpu.errors import (
 )
 
 
-def arm_error(status: int, code: str, message: str) -> HttpResponseError:
-    """An HttpResponseError as the SDK raises it: ARM envelope body, `.error` parsed from it."""
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    request = HttpRequest("PUT", "https://management.azure.com/subscriptions/s/resourceGroups/rg")
+def arm_response(status: int, code: str, message: str, method: str = "PUT") -> HttpResponseImpl:
+    """A complete ARM error response without a transport: the envelope body, JSON content type."""
+    request = HttpRequest(method, "https://management.azure.com/subscriptions/s/resourceGroups/rg")
     response = HttpResponseImpl(
         request=request,
         internal_response=None,
@@ -43,7 +42,13 @@ def arm_error(status: int, code: str, message: str) -> HttpResponseError:
         block_size=4096,
         stream_download_generator=lambda *a, **k: iter(()),
     )
-    response._content = body  # a complete response without a transport
+    response._content = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return response
+
+
+def arm_error(status: int, code: str, message: str) -> HttpResponseError:
+    """An HttpResponseError as the SDK raises it: ARM envelope body, `.error` parsed from it."""
+    response = arm_response(status, code, message)
     from azure.mgmt.core.exceptions import ARMErrorFormat
 
     return HttpResponseError(response=response, error_format=ARMErrorFormat)
@@ -238,18 +243,7 @@ def test_a_status_azure_core_already_retried_is_not_sent_again(
     from aca_gpu.azure import translate
 
     monkeypatch.setattr("aca_gpu.azure.translate.time.sleep", lambda _s: None)
-    request = HttpRequest(method, "https://management.azure.com/subscriptions/s/resourceGroups/rg")
-    response = HttpResponseImpl(
-        request=request,
-        internal_response=None,
-        status_code=status,
-        headers={"content-type": "application/json"},
-        reason="x",
-        content_type="application/json",
-        block_size=4096,
-        stream_download_generator=lambda *a, **k: iter(()),
-    )
-    response._content = b'{"error": {"code": "Unwell", "message": "unwell"}}'
+    response = arm_response(status, "Unwell", "unwell", method)
     calls: list[int] = []
 
     def failing() -> None:

@@ -1,0 +1,46 @@
+"""`acagpu emulator serve` as a real background process, for tests that play the second shell."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """The `export KEY='value'` lines `emulator serve --env-file` writes."""
+    found: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        found[key] = value.strip("'")
+    return found
+
+
+@contextmanager
+def emulator_serve(env_file: Path, *, time_scale: float = 0.002) -> Iterator[dict[str, str]]:
+    """Start the server, wait for its env file, yield what it says; SIGTERM it afterwards."""
+    server = subprocess.Popen(
+        [*ACAGPU, "emulator", "serve", "--time-scale", str(time_scale), "--env-file", str(env_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        stopped = server.poll() is not None
+        assert env_file.exists(), server.stderr.read() if stopped and server.stderr else "no env file"
+        yield read_env(env_file)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
