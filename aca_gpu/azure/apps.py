@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from aca_gpu.azure import api_versions
@@ -32,6 +32,8 @@ from aca_gpu.models import (
     ReplicaInfo,
 )
 from aca_gpu.naming import TAG_MANAGED, is_managed
+
+T = TypeVar("T")
 
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
@@ -266,22 +268,23 @@ def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *
     )
 
 
+def _create(kind: str, operations: Any, rg: str, name: str, body: Any, to_info: Callable[[Any, str], T]) -> T:
+    """PUT a body built here and return the resource as a record: an environment, app or job."""
+
+    def put() -> T:  # a PUT is idempotent: an unreadable answer is sent again
+        poller = operations.begin_create_or_update(rg, name, body)
+        return to_info(_result_or_read(poller, kind, name, lambda: operations.get(rg, name)), rg)
+
+    return retrying(f"create {kind}", name, put)
+
+
 def create_environment(clients: Clients, spec: EnvSpec) -> EnvInfo:
     from azure.mgmt.appcontainers.models import ManagedEnvironment
 
     body = ManagedEnvironment(environment_body(spec))
-    rg = spec.resource_group
-
-    def put() -> EnvInfo:  # a PUT is idempotent: an unreadable answer is sent again
-        poller = clients.apps.managed_environments.begin_create_or_update(
-            spec.resource_group, spec.name, body
-        )
-        found = _result_or_read(
-            poller, "environment", spec.name, lambda: clients.apps.managed_environments.get(rg, spec.name)
-        )
-        return env_info(found, rg)
-
-    return retrying("create environment", spec.name, put)
+    return _create(
+        "environment", clients.apps.managed_environments, spec.resource_group, spec.name, body, env_info
+    )
 
 
 def get_environment(clients: Clients, rg: str, name: str) -> EnvInfo | None:
@@ -293,18 +296,9 @@ def create_app(clients: Clients, spec: AppSpec) -> AppInfo:
     from azure.mgmt.appcontainers.models import ContainerApp
 
     body = ContainerApp(app_body(spec))
-
-    def put() -> AppInfo:
-        poller = clients.apps.container_apps.begin_create_or_update(spec.resource_group, spec.name, body)
-        found = _result_or_read(
-            poller,
-            "container app",
-            spec.name,
-            lambda: clients.apps.container_apps.get(spec.resource_group, spec.name),
-        )
-        return app_info(found, spec.resource_group)
-
-    return retrying("create container app", spec.name, put)
+    return _create(
+        "container app", clients.apps.container_apps, spec.resource_group, spec.name, body, app_info
+    )
 
 
 def get_app(clients: Clients, rg: str, name: str) -> AppInfo | None:
@@ -396,15 +390,7 @@ def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
     from azure.mgmt.appcontainers.models import Job
 
     body = Job(job_body(spec))
-
-    def put() -> JobInfo:
-        poller = clients.apps.jobs.begin_create_or_update(spec.resource_group, spec.name, body)
-        found = _result_or_read(
-            poller, "job", spec.name, lambda: clients.apps.jobs.get(spec.resource_group, spec.name)
-        )
-        return job_info(found, spec.resource_group)
-
-    return retrying("create job", spec.name, put)
+    return _create("job", clients.apps.jobs, spec.resource_group, spec.name, body, job_info)
 
 
 def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:
