@@ -11,21 +11,13 @@ from pathlib import Path
 
 from aca_gpu.errors import BadInput
 from aca_gpu.resources import template_path
-from aca_gpu.tester import MAX_ENV_VALUE, encode_source
+from aca_gpu.tester import MAX_ENV_VALUE, bootstrap_line, encode_source, launch_line
 
 DEFAULT_IMAGE = "python:3.12-slim"  # a stock image: the script needs only the standard library
 SRC_ENV = "ACAGPU_GUARD_SRC"
 LOG_PREFIX = "acagpu-guard"  # every line the script prints about a group starts with it
-BOOTSTRAP = (
-    "import base64,os,sys,tempfile,zlib;"
-    'p=os.path.join(tempfile.mkdtemp(prefix="acagpu-"),"acagpu_guard.py");'
-    f'open(p,"wb").write(zlib.decompress(base64.b64decode(os.environ["{SRC_ENV}"])));'
-    "os.execv(sys.executable,[sys.executable,p]+sys.argv[1:])"
-)
-LAUNCH = (
-    'py=$(command -v python3 || command -v python) || { echo "acagpu-guard: this image has no python" >&2; '
-    f'exit 127; }}; exec "$py" -c \'{BOOTSTRAP}\' "$@"'
-)
+BOOTSTRAP = bootstrap_line(SRC_ENV, "acagpu_guard.py")
+LAUNCH = launch_line(BOOTSTRAP, "acagpu-guard: this image has no python")
 LAUNCH_NAME = "acagpu-guard"
 
 

@@ -34,19 +34,31 @@ GRACE_ENV = "ACAGPU_RESULT_GRACE_S"
 DEFAULT_RESULT_GRACE_S = 15.0
 # ACA caps an env var's value well above this; staying under 32 KiB keeps room for the template body.
 MAX_ENV_VALUE = 32 * 1024
-BOOTSTRAP = (
-    "import base64,os,sys,tempfile,zlib;"
-    'p=os.path.join(tempfile.mkdtemp(prefix="acagpu-"),"gpu_tester.py");'
-    f'open(p,"wb").write(zlib.decompress(base64.b64decode(os.environ["{SRC_ENV}"])));'
-    "os.execv(sys.executable,[sys.executable,p]+sys.argv[1:])"
-)
-# $0 is the name after the line (ACA's command), "$@" the tester's args; the bootstrap has no
-# single quote, so it sits inside one single-quoted word
-LAUNCH = (
-    'py=$(command -v python3 || command -v python) || { echo "gpu-tester: this image has neither '
-    'python3 nor python on its PATH" >&2; exit 127; }; '
-    f'exec "$py" -c \'{BOOTSTRAP}\' "$@"'
-)
+
+
+def bootstrap_line(src_env: str, file_name: str) -> str:
+    """The one-line Python that writes the source carried in `src_env` to a file and execs it (the
+    guard's container is injected the same way)."""
+    return (
+        "import base64,os,sys,tempfile,zlib;"
+        f'p=os.path.join(tempfile.mkdtemp(prefix="acagpu-"),"{file_name}");'
+        f'open(p,"wb").write(zlib.decompress(base64.b64decode(os.environ["{src_env}"])));'
+        "os.execv(sys.executable,[sys.executable,p]+sys.argv[1:])"
+    )
+
+
+def launch_line(bootstrap: str, no_python: str) -> str:
+    """`/bin/sh -c` text that runs `bootstrap` with python3, else python, else says `no_python`.
+    $0 is the name after the line (ACA's command), "$@" the script's args; the bootstrap has no
+    single quote, so it sits inside one single-quoted word."""
+    return (
+        f'py=$(command -v python3 || command -v python) || {{ echo "{no_python}" >&2; exit 127; }}; '
+        f'exec "$py" -c \'{bootstrap}\' "$@"'
+    )
+
+
+BOOTSTRAP = bootstrap_line(SRC_ENV, "gpu_tester.py")
+LAUNCH = launch_line(BOOTSTRAP, "gpu-tester: this image has neither python3 nor python on its PATH")
 LAUNCH_NAME = "gpu-tester"
 
 
