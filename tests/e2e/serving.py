@@ -23,10 +23,12 @@ def read_env(path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def emulator_serve(env_file: Path, *, time_scale: float = 0.002) -> Iterator[dict[str, str]]:
-    """Start the server, wait for its env file, yield what it says; SIGTERM it afterwards."""
+def emulator_serve(env_file: Path, *, time_scale: float | None = 0.002) -> Iterator[dict[str, str]]:
+    """Start the server (its own default speed with `time_scale=None`), wait for its env file, yield
+    what it says; SIGTERM it afterwards, and fail if it does not stop within 20 s."""
+    speed = [] if time_scale is None else ["--time-scale", str(time_scale)]
     server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", "--time-scale", str(time_scale), "--env-file", str(env_file)],
+        [*ACAGPU, "emulator", "serve", *speed, "--env-file", str(env_file)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -44,3 +46,4 @@ def emulator_serve(env_file: Path, *, time_scale: float = 0.002) -> Iterator[dic
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+            raise

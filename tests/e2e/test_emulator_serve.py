@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.serving import read_env
+from tests.e2e.serving import emulator_serve, read_env
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
@@ -78,20 +78,9 @@ def test_default_settings_serve_then_the_readme_journey_in_a_second_shell(tmp_pa
     A short tester used to finish between two polls and lose its result line (exit 5 on a healthy
     simulated GPU); now every step must succeed.
     """
-    env_file = tmp_path / "emu.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), "no env file"
+    with emulator_serve(tmp_path / "emu.env", time_scale=None) as served:
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_POLLING")}
-        shell |= read_env(env_file)
+        shell |= served
 
         def acagpu(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)
@@ -114,10 +103,3 @@ def test_default_settings_serve_then_the_readme_journey_in_a_second_shell(tmp_pa
                 assert json.loads(done.stdout)["tester"]["result"]["status"] == "pass"
         runs = json.loads(acagpu("status", "-o", "json").stdout)["runs"]
         assert all(r["run_id"] != "readme1" or r["phase"] == "deleting" for r in runs), runs
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
