@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
     ),
+    "run": (
+        "run_cmd:run",
+        "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
+    ),
     "doctor": (
         "doctor:doctor",
         "Diagnose this GPU container host (driver, Docker, Podman, Apptainer) and say how to fix it.",

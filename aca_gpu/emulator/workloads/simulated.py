@@ -3,9 +3,10 @@
 Each container gets a sandbox directory whose `bin/` (first in PATH) holds an `nvidia-smi` shim that
 renders the replica's GPUs in the driver's real layout, so exec runs real processes (`sh` reading
 stdin, real `$?`) and nvidia-smi inside them answers like the real thing. Main processes are played,
-not run: an explorer idles, the gpu-tester prints a datasheet-based run, any other job prints a line
-and exits 0, except the acagpu guard (a stdlib script injected into a stock Python image), which runs
-for real against the emulator with its job's managed identity. An image whose CUDA requirement is
+not run: an explorer idles, the gpu-tester prints a datasheet-based run, any other job runs for
+real in Podman when its image is there (`podman.py`; else it says why, prints a line and exits 0),
+and the acagpu guard (a stdlib script injected into a stock Python image) runs for real against
+the emulator with its job's managed identity. An image whose CUDA requirement is
 newer than the driver does not start at all.
 """
 
@@ -24,6 +25,7 @@ from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
+from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
 
@@ -117,7 +119,10 @@ class SimulatedWorkload:
             # a stock Python image's `python3`: this interpreter (the script needs only the stdlib)
             container.env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{BASE_PATH}"
             container.run_process(list(spec.command + spec.args))
+        elif spec.kind == "job" and (unreal := why_not(spec)) is None:
+            run_in_podman(container, spec, spec.env)
         elif spec.kind == "job":
+            container.emit(f"acagpu emulator: simulated, not run ({unreal})", "stderr")
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS
             if (

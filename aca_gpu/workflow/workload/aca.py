@@ -1,0 +1,184 @@
+"""The user's container as a job on Azure Container Apps, in the run's own group and environment.
+
+`AcaRuntime` gives preflight (provider, offer, quota), the tagged place and the billing-first
+teardown; this runtime replaces the tester with the user's job: the image with the command as its
+args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
+values as job secrets that env vars reference (`secretRef`), private-registry credentials, and a
+replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
+a reconnect's replay is skipped by (timestamp, stream, text) counts, so no line is lost or doubled.
+The exit code comes from the execution's detailed status; a container that never started is
+explained by the platform's own events in one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Hashable
+
+from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.gpu import runtime_errors
+from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec, RegistryCred
+from aca_gpu.workflow.aca_runtime import AcaRuntime
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.replicas import safe_events
+from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
+from aca_gpu.workflow.workload.local import outcome_of
+from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
+from aca_gpu.workflow.workload.plan import RunSpec
+
+CONTAINER = "main"
+REGISTRY_SECRET = "registry-password"
+LOG_RECONNECTS = 20
+FINAL_STATUS_WAIT_S = 30.0
+START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
+                  "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
+
+
+def job_spec(spec: RunSpec, plan: Plan, pair: Pair, environment_id: str) -> JobSpec:
+    work = spec.workload
+    secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
+    registries: tuple[RegistryCred, ...] = ()
+    if work.registry is not None:
+        reg = work.registry
+        if reg.identity:
+            registries = (RegistryCred(reg.server, identity=reg.identity),)
+        else:
+            assert work.registry_password is not None
+            secrets[REGISTRY_SECRET] = work.registry_password
+            registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
+    container = ContainerDef(
+        name=CONTAINER,
+        image=work.image,
+        cpu=work.cpu,
+        memory=work.memory,
+        args=work.command,
+        env=dict(work.env),
+        secret_env=dict(work.secrets),
+    )
+    return JobSpec(
+        resource_group=plan.names.resource_group,
+        name=pair.tester,
+        location=plan.location,
+        environment_id=environment_id,
+        workload_profile_name=pair.profile_name,
+        container=container,
+        tags=plan.tags,
+        replica_timeout_s=plan.tester_timeout_s,
+        secrets=secrets,
+        registries=registries,
+    )
+
+
+class AcaWorkloadRuntime(AcaRuntime):
+    """AcaRuntime whose one pair runs the user's job instead of the probe and the tester."""
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, spec: RunSpec, console: Console) -> None:
+        super().__init__(cloud, waiter)
+        self.spec, self.console = spec, console
+        self.result: WorkloadResult | None = None
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        cloud, rg = self.cloud, plan.names.resource_group
+        assert self.env is not None
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
+        reused = ensure_job(cloud, job_spec(self.spec, plan, pair, self.env.id))
+        run = start_execution(cloud, rg, pair.tester, resume=reused)
+        with self._lock:
+            self._testers.append(run)
+        try:
+            self._follow(plan, pair, run, waiter)
+        finally:
+            run.ended = run.ended or time.monotonic()
+        info = self._final_status(rg, pair.tester, run, waiter)
+        self.result = self._judge(plan, run, info)
+        return outcome_of(self.result)
+
+    def _follow(self, plan: Plan, pair: Pair, run: TesterRun, waiter: Waiter) -> None:
+        """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
+        rg = plan.names.resource_group
+        deadline = time.monotonic() + plan.start_timeout_s + plan.tester_timeout_s + 60
+        delivered: Counter[Hashable] = Counter()
+        failures = 0
+        while True:
+            if waiter.cancel.is_set():
+                raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+            shown: Counter[Hashable] = Counter()
+            try:
+                records = self.cloud.job_log_records(
+                    rg, pair.tester, run.execution, timeout=max(1.0, deadline - time.monotonic())
+                )
+                for stamp, stream, text in records:
+                    key = (stamp, stream, text) if stamp is not None else ("raw", stream, text, shown[text])
+                    shown[key] += 1
+                    if shown[key] <= delivered[key]:
+                        continue  # replayed by a new connection: already shown
+                    delivered[key] += 1
+                    if run.first_line is None:
+                        run.first_line = time.monotonic()
+                    self.console.line(stream, text)
+                    if waiter.cancel.is_set():
+                        raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+            except WaitTimedOut:
+                raise
+            except AcaGpuError:
+                failures += 1
+                if failures > LOG_RECONNECTS:
+                    return
+            info = self._execution(rg, pair.tester, run.execution)
+            if info is not None and info.finished:
+                run.info = info
+                return
+            if time.monotonic() >= deadline:
+                return
+            waiter.cancel.wait(waiter.interval)
+
+    def _execution(self, rg: str, job: str, execution: str) -> ExecutionInfo | None:
+        try:
+            return self.cloud.get_execution(rg, job, execution)
+        except AcaGpuError:
+            return None
+
+    def _final_status(self, rg: str, job: str, run: TesterRun, waiter: Waiter) -> ExecutionInfo | None:
+        deadline = time.monotonic() + FINAL_STATUS_WAIT_S
+        info = run.info
+        while not (info is not None and info.finished and (info.exit_codes or info.status != "Succeeded")):
+            if time.monotonic() >= deadline or waiter.cancel.is_set():
+                break
+            waiter.cancel.wait(min(waiter.interval, 1.0))
+            info = self._execution(rg, job, run.execution) or info
+        return info
+
+    def _judge(self, plan: Plan, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
+        seconds = run.seconds
+        codes = info.exit_codes if info else ()
+        said = " ".join(filter(None, (info.reason, info.message))) if info else ""
+        if "deadline" in said.lower():
+            why = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
+            return WorkloadResult("timeout", reason=why, execution=run.execution, seconds=seconds)
+        if codes:
+            code = next((c for c in codes if c != 0), codes[0])
+            return WorkloadResult("exited", code, execution=run.execution, seconds=seconds)
+        if info is not None and info.status == "Succeeded":
+            return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
+        if info is not None and info.status == "Failed":
+            return self._refused(plan, run, said)
+        what = info.status if info else "unknown"
+        return WorkloadResult(
+            "unknown", reason=f"the execution's end was not learnt (status {what})",
+            execution=run.execution, seconds=seconds,
+        )  # fmt: skip
+
+    def _refused(self, plan: Plan, run: TesterRun, said: str) -> WorkloadResult:
+        """The container never ran: the platform's own reason, and what to do when it is known."""
+        events = safe_events(self.cloud, plan.names.resource_group, environment=plan.names.environment)
+        failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
+        text = failures[-1] if failures else said or "the execution failed without a container exit code"
+        found = runtime_errors.first(text)
+        reason = " ".join(text.split())[:300]
+        return WorkloadResult(
+            "refused", None, reason, found.fix if found else None, run.execution, run.seconds
+        )
