@@ -32,7 +32,8 @@ Faults and their parameters:
 
 Each fired fault is appended as one JSON line to `--log`, and listed by GET `/_chaos/events`, so a
 scenario can say which faults it met. GET `/_chaos/traffic` lists every request body and answer
-(stream bodies excepted), for checks that something was never sent. Requests under `/_emulator/` pass through untouched.
+(stream bodies excepted), for checks that something was never sent. Requests under `/_emulator/`
+pass through untouched.
 """
 
 from __future__ import annotations
