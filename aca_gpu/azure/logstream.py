@@ -257,7 +257,7 @@ def follow_records(
         remaining = deadline - clock()
         if remaining <= 0:
             break
-        delivered = False
+        delivered = alive = False  # lines came; the server kept the connection (heartbeats)
         shown: Counter[Hashable] = Counter()  # this connection's records, against `seen`
         try:
             lines = open_lines(
@@ -273,6 +273,7 @@ def follow_records(
             for line in lines:
                 record = parse_record(line)
                 if record.heartbeat:
+                    alive = True
                     if clock() >= deadline:
                         break
                     continue
@@ -301,9 +302,10 @@ def follow_records(
             break
         if finished is not None and finished():
             break
-        # A stream that was delivering and dropped comes back at once (a finished job's replica may
-        # linger only seconds); one that gave nothing (only heartbeats) waits before the next try.
-        if not delivered:
+        # A stream that was delivering, or that the server closed for quietness after heartbeats,
+        # comes back at once (a short job's replica may print and go within seconds); one that gave
+        # nothing at all waits before the next try.
+        if not (delivered or alive):
             sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
     if partial:  # the stream ended inside a long line: what arrived of it is still output
         message = "".join(partial)
