@@ -46,45 +46,58 @@ def _secret_only_in_the_job_put(traffic: list[dict[str, Any]]) -> int:
 
 def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
     tmp_path: Path,
+    podman: str,  # noqa: F811
     test_image: str,  # noqa: F811
 ) -> None:
-    with emulator_serve(tmp_path / "emu.env") as emu:
-        with ChaosProxy(
-            emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy"
-        ) as proxy:
-            shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "TOKEN": SECRET}
-            shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-            plain = _acagpu(
-                shell, "run", "--yes", test_image, "--", "sh", "-c", "echo out; echo err >&2; exit 3"
-            )
-            assert plain.returncode == 3, plain.stderr
-            assert plain.stdout == "out\n" and "err\n" in plain.stderr
+    with (
+        emulator_serve(tmp_path / "emu.env") as emu,
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "TOKEN": SECRET}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        plain = _acagpu(shell, "run", "--yes", test_image, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+        assert plain.returncode == 3, plain.stderr
+        assert plain.stdout == "out\n" and "err\n" in plain.stderr
 
-            # the log stream is cut mid-line once: the reconnect's replay must not double a line
-            proxy.set_rules({"rules": [{"fault": "stream_cut", "path": "logstream", "after_lines": 2}]})
-            script = "for i in 1 2 3; do echo out; done; echo err >&2; [ ${#TOKEN} -eq 14 ] || exit 9; exit 3"
-            done = _acagpu(shell, "run", "--yes", "-o", "json", "--secret-env", "TOKEN", "-e", "A=1",
-                           test_image, "--", "sh", "-c", script)  # fmt: skip
-            assert done.returncode == 3, done.stderr
-            doc = json.loads(done.stdout)
-            assert (doc["status"], doc["exit_code"], doc["exit_code_from"]) == (
-                "container_failed",
-                3,
-                "container",
-            )
-            assert doc["output"] == {"stdout": "out\nout\nout\n", "stderr": "err\n"}
-            assert doc["teardown"]["billing_stopped"] is True and doc["runtime"] == "aca"
-            assert [e["fault"] for e in requests.get(f"{proxy.endpoint}/_chaos/events", verify=proxy.ca_bundle,
-                                                     timeout=10).json()["events"]] == ["stream_cut"]  # fmt: skip
-            assert SECRET not in done.stdout + done.stderr + plain.stdout + plain.stderr
-            assert _secret_only_in_the_job_put(proxy.traffic) == 1
+        # the log stream is cut mid-line once: the reconnect's replay must not double a line
+        proxy.set_rules({"rules": [{"fault": "stream_cut", "path": "logstream", "after_lines": 2}]})
+        script = "for i in 1 2 3; do echo out; done; echo err >&2; [ ${#TOKEN} -eq 14 ] || exit 9; exit 3"
+        done = _acagpu(shell, "run", "--yes", "-o", "json", "--secret-env", "TOKEN", "-e", "A=1",
+                       test_image, "--", "sh", "-c", script)  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        doc = json.loads(done.stdout)
+        assert (doc["status"], doc["exit_code"], doc["exit_code_from"]) == (
+            "container_failed",
+            3,
+            "container",
+        )
+        assert doc["output"] == {"stdout": "out\nout\nout\n", "stderr": "err\n"}
+        assert doc["teardown"]["billing_stopped"] is True and doc["runtime"] == "aca"
+        assert [e["fault"] for e in requests.get(f"{proxy.endpoint}/_chaos/events", verify=proxy.ca_bundle,
+                                                 timeout=10).json()["events"]] == ["stream_cut"]  # fmt: skip
+        assert SECRET not in done.stdout + done.stderr + plain.stdout + plain.stderr
+        assert _secret_only_in_the_job_put(proxy.traffic) == 1
 
-            down = _acagpu(shell, "down", "--run-id", doc["run_id"], "--yes", "-o", "json")
-            assert down.returncode == 0, down.stderr
-            inventory = requests.get(
-                f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
-                headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-                verify=emu["ACAGPU_CA_BUNDLE"],
-                timeout=30,
-            ).json()
-            assert not inventory["jobs"] and not inventory["replicas"], inventory
+        # --max-minutes: the platform ends the execution at its replica timeout; exit 4, said so
+        slow = _acagpu(shell, "run", "--yes", "-o", "json", "--max-minutes", "1", test_image, "--",
+                       "sh", "-c", "echo started; sleep 60")  # fmt: skip
+        assert slow.returncode == 4, slow.stderr
+        late = json.loads(slow.stdout)
+        assert (late["status"], late["exit_code_from"], late["container"]["status"]) == (
+            "timed_out", "acagpu", "timeout"
+        )  # fmt: skip
+        assert "--max-minutes 1" in late["error"]["message"] and late["teardown"]["billing_stopped"]
+
+        down = _acagpu(shell, "down", "--run-id", doc["run_id"], "--yes", "-o", "json")
+        assert down.returncode == 0, down.stderr
+        inventory = requests.get(
+            f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
+            headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        ).json()
+        assert not inventory["jobs"] and not inventory["replicas"], inventory
+    left = subprocess.run(
+        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""  # the timed-out container was removed with its replica

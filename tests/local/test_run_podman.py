@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -64,3 +65,21 @@ def test_a_container_that_cannot_start_is_one_line_and_exit_5(test_image: str) -
 def test_a_zero_exit_is_ok(test_image: str) -> None:
     done = _run(test_image, "sh", "-c", "echo fine")
     assert (done.returncode, done.stdout) == (0, "fine\n"), done.stderr
+
+
+def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> None:
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--runtime", "podman", "--gpus", "none", "--run-id", "ctrlc1", test_image,
+         "sh", "-c", "echo started; sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"  # live: the line arrives while the container runs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    left = subprocess.run(
+        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-ctrlc1"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""
