@@ -76,7 +76,7 @@ def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> No
     assert proc.stdout is not None
     assert proc.stdout.readline() == "started\n"  # live: the line arrives while the container runs
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     left = subprocess.run(
