@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run_cmd:run",
         "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
     ),
+    "env": (
+        "env:env",
+        "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",
+    ),
     "doctor": (
         "doctor:doctor",
         "Diagnose this GPU container host (driver, Docker, Podman, Apptainer) and say how to fix it.",

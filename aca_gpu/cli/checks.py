@@ -74,11 +74,18 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Requires("time_scale", "emulator"),
         Excludes("dry_run", "emulator"),
         Excludes("location", "regions"),
+        Excludes("env_name", "regions"),
+        Excludes("env_name", "location"),
+        Excludes("env_name", "keep"),
+        Excludes("env_name", "emulator"),
     ),
     "validate": (
         Requires("time_scale", "emulator"),
         Excludes("no_tester", "tester_image"),
         Excludes("location", "regions"),
+        Excludes("env_name", "regions"),
+        Excludes("env_name", "location"),
+        Excludes("env_name", "emulator"),
     ),
     "smi": (
         Excludes("from_file", "run_id"),
