@@ -21,6 +21,8 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     ]
     if doc["runtime"] == "aca":
         res, prof = doc["resources"], doc["profile"]
+        if doc.get("env"):
+            lines.append(f"  warm env       {doc['env']} (only the run's job is created and removed)")
         lines += [
             f"  location       {doc['location']}",
             f"  profile        {prof['type']} ({prof['gpu']})",
@@ -68,6 +70,12 @@ def render_run_plan(doc: dict[str, Any]) -> str:
 @click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
 @click.option("--regions", help="Regions to try in order, e.g. eastus,westus3 (instead of -l).")
+@click.option(
+    "--env",
+    "env_name",
+    metavar="NAME",
+    help="Run inside the warm environment NAME (`acagpu env create`): only the run's job comes and goes.",
+)
 @click.option(
     "-e", "--env-var", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."
 )
@@ -148,6 +156,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
         registry_password_env=flags["registry_password_env"],
         gpus=flags["gpus"],
         podman_gpu=flags["podman_gpu"],
+        env_name=flags["env_name"],
     )
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     if flags["dry_run"]:

@@ -55,6 +55,7 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
     ):
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "TOKEN": SECRET}
         shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
         plain = _acagpu(shell, "run", "--yes", test_image, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
         assert plain.returncode == 3, plain.stderr
         assert plain.stdout == "out\n" and "err\n" in plain.stderr
@@ -88,6 +89,23 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         )  # fmt: skip
         assert "--max-minutes 1" in late["error"]["message"] and late["teardown"]["billing_stopped"]
 
+        # --env: inside a warm environment only the run's job comes and goes
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        warm = _acagpu(
+            shell, "run", "--env", "lab", "--yes", "-o", "json", test_image, "--", "sh", "-c", "echo warm"
+        )
+        assert warm.returncode == 0, warm.stderr
+        inside = json.loads(warm.stdout)
+        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["status"]) == (
+            "lab",
+            "warm\n",
+            "deleted",
+        )
+        assert inside["resources"]["resource_group"] == "rg-acagpu-env-lab"
+        kept = _acagpu(shell, "env", "show", "lab", "-o", "json")
+        assert kept.returncode == 0 and json.loads(kept.stdout)["state"] == "idle", kept.stdout
+
         down = _acagpu(shell, "down", "--run-id", doc["run_id"], "--yes", "-o", "json")
         assert down.returncode == 0, down.stderr
         inventory = requests.get(
@@ -97,6 +115,7 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
             timeout=30,
         ).json()
         assert not inventory["jobs"] and not inventory["replicas"], inventory
+        assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]  # only the warm one
     left = subprocess.run(
         [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
     )

@@ -1,7 +1,10 @@
-"""The user's container as a job on Azure Container Apps, in the run's own group and environment.
+"""The user's container as a job on Azure Container Apps: in the run's own group and environment
+(`AcaWorkloadRuntime`), or inside a warm environment (`--env NAME`, `WarmWorkloadRuntime`).
 
-`AcaRuntime` gives preflight (provider, offer, quota), the tagged place and the billing-first
-teardown; this runtime replaces the tester with the user's job: the image with the command as its
+`AcaRuntime`/`WarmRuntime` give preflight (provider, offer, quota), the place and the billing-first
+teardown (the whole run-scoped group, or only the run's own jobs in a warm environment); the
+`Workload` mixin replaces the tester with the user's job, started as one execution with its own
+template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
 values as job secrets that env vars reference (`secretRef`), private-registry credentials, and a
 replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
@@ -12,19 +15,32 @@ explained by the platform's own events in one line.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, replace
 
+from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
-from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec, RegistryCred
+from aca_gpu.models import (
+    Cloud,
+    ContainerDef,
+    EnvInfo,
+    ExecutionInfo,
+    JobSpec,
+    RegistryCred,
+    ResourceGroupInfo,
+)
+from aca_gpu.workflow import envs
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.replicas import safe_events
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
+from aca_gpu.workflow.warm_runtime import WarmRuntime
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -37,7 +53,7 @@ START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOf
                   "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
 
 
-def job_spec(spec: RunSpec, plan: Plan, pair: Pair, environment_id: str) -> JobSpec:
+def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
     work = spec.workload
     secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
     registries: tuple[RegistryCred, ...] = ()
@@ -59,47 +75,66 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, environment_id: str) -> JobS
         secret_env=dict(work.secrets),
     )
     return JobSpec(
-        resource_group=plan.names.resource_group,
+        resource_group=where.resource_group,
         name=pair.tester,
-        location=plan.location,
-        environment_id=environment_id,
-        workload_profile_name=pair.profile_name,
+        location=where.location,
+        environment_id=where.environment_id,
+        workload_profile_name=where.profile_name,
         container=container,
-        tags=plan.tags,
+        tags=dict(where.tags),
         replica_timeout_s=plan.tester_timeout_s,
         secrets=secrets,
         registries=registries,
     )
 
 
-class AcaWorkloadRuntime(AcaRuntime):
-    """AcaRuntime whose one pair runs the user's job instead of the probe and the tester."""
+@dataclass(frozen=True)
+class Where:
+    """Where the run's job goes: its group, region, environment, workload profile and tags."""
 
-    def __init__(self, cloud: Cloud, waiter: Waiter, spec: RunSpec, console: Console) -> None:
-        super().__init__(cloud, waiter)
-        self.spec, self.console = spec, console
-        self.result: WorkloadResult | None = None
+    resource_group: str
+    location: str
+    environment_id: str
+    environment: str
+    profile_name: str
+    tags: Mapping[str, str]
+
+
+class Workload:
+    """The user's job in place of the tester (mixed into AcaRuntime or WarmRuntime)."""
+
+    cloud: Cloud
+    _lock: threading.Lock
+    _testers: list[TesterRun]
+    spec: RunSpec
+    console: Console
+    result: WorkloadResult | None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        raise NotImplementedError
 
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
-        cloud, rg = self.cloud, plan.names.resource_group
-        assert self.env is not None
+        where = self._where(plan, pair)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
-        reused = ensure_job(cloud, job_spec(self.spec, plan, pair, self.env.id))
-        run = start_execution(cloud, rg, pair.tester, resume=reused)
+        job = job_spec(self.spec, plan, pair, where)
+        reused = ensure_job(self.cloud, job)
+        run = start_execution(
+            self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
+        )
         with self._lock:
             self._testers.append(run)
         try:
-            self._follow(plan, pair, run, waiter)
+            self._follow(plan, where, job.name, run, waiter)
         finally:
             run.ended = run.ended or time.monotonic()
-        info = self._final_status(rg, pair.tester, run, waiter)
-        self.result = self._judge(plan, run, info)
+        info = self._final_status(where.resource_group, job.name, run, waiter)
+        self.result = self._judge(plan, where, run, info)
         return outcome_of(self.result)
 
-    def _follow(self, plan: Plan, pair: Pair, run: TesterRun, waiter: Waiter) -> None:
+    def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
         """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
-        rg = plan.names.resource_group
+        rg = where.resource_group
         deadline = time.monotonic() + plan.start_timeout_s + plan.tester_timeout_s + 60
         delivered: Counter[Hashable] = Counter()
         failures = 0
@@ -109,7 +144,7 @@ class AcaWorkloadRuntime(AcaRuntime):
             shown: Counter[Hashable] = Counter()
             try:
                 records = self.cloud.job_log_records(
-                    rg, pair.tester, run.execution, timeout=max(1.0, deadline - time.monotonic())
+                    rg, job, run.execution, timeout=max(1.0, deadline - time.monotonic())
                 )
                 for stamp, stream, text in records:
                     key = (stamp, stream, text) if stamp is not None else ("raw", stream, text, shown[text])
@@ -128,7 +163,7 @@ class AcaWorkloadRuntime(AcaRuntime):
                 failures += 1
                 if failures > LOG_RECONNECTS:
                     return
-            info = self._execution(rg, pair.tester, run.execution)
+            info = self._execution(rg, job, run.execution)
             if info is not None and info.finished:
                 run.info = info
                 return
@@ -152,7 +187,7 @@ class AcaWorkloadRuntime(AcaRuntime):
             info = self._execution(rg, job, run.execution) or info
         return info
 
-    def _judge(self, plan: Plan, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
+    def _judge(self, plan: Plan, where: Where, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
         seconds = run.seconds
         codes = info.exit_codes if info else ()
         said = " ".join(filter(None, (info.reason, info.message))) if info else ""
@@ -165,16 +200,16 @@ class AcaWorkloadRuntime(AcaRuntime):
         if info is not None and info.status == "Succeeded":
             return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Failed":
-            return self._refused(plan, run, said)
+            return self._refused(where, run, said)
         what = info.status if info else "unknown"
         return WorkloadResult(
             "unknown", reason=f"the execution's end was not learnt (status {what})",
             execution=run.execution, seconds=seconds,
         )  # fmt: skip
 
-    def _refused(self, plan: Plan, run: TesterRun, said: str) -> WorkloadResult:
+    def _refused(self, where: Where, run: TesterRun, said: str) -> WorkloadResult:
         """The container never ran: the platform's own reason, and what to do when it is known."""
-        events = safe_events(self.cloud, plan.names.resource_group, environment=plan.names.environment)
+        events = safe_events(self.cloud, where.resource_group, environment=where.environment)
         failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
         text = failures[-1] if failures else said or "the execution failed without a container exit code"
         found = runtime_errors.first(text)
@@ -182,3 +217,49 @@ class AcaWorkloadRuntime(AcaRuntime):
         return WorkloadResult(
             "refused", None, reason, found.fix if found else None, run.execution, run.seconds
         )
+
+
+class AcaWorkloadRuntime(Workload, AcaRuntime):
+    """The run's own tagged group and environment, torn down after."""
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, spec: RunSpec, console: Console) -> None:
+        AcaRuntime.__init__(self, cloud, waiter)
+        self.spec, self.console, self.result = spec, console, None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        assert self.env is not None
+        rg, env = plan.names.resource_group, plan.names.environment
+        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags)
+
+
+class WarmWorkloadRuntime(Workload, WarmRuntime):
+    """Inside a warm environment: the run brings only its job; teardown removes only that."""
+
+    def __init__(
+        self,
+        cloud: Cloud,
+        waiter: Waiter,
+        group: ResourceGroupInfo,
+        env: EnvInfo,
+        spec: RunSpec,
+        console: Console,
+    ) -> None:
+        WarmRuntime.__init__(self, cloud, waiter, group, env)
+        self.spec, self.console, self.result = spec, console, None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        profile = self.place.profile_named_for(pair.profile.type)
+        assert profile is not None  # preflight refused an environment without the GPU
+        tags = {**plan.tags, naming.TAG_ENV: plan.env or ""}
+        return Where(self.rg, self.group.location, self.place.id, self.place.name, profile, tags)
+
+
+def runtime_for(
+    cloud: Cloud, plan: Plan, waiter: Waiter, spec: RunSpec, console: Console
+) -> tuple[Plan, AcaWorkloadRuntime | WarmWorkloadRuntime]:
+    """Cold (a run-scoped group + environment) or borrowed (`--env`), with the plan moved there."""
+    if plan.env is None:
+        return plan, AcaWorkloadRuntime(cloud, waiter, spec, console)
+    group, env = envs.find_env(cloud, plan.env)
+    placed = replace(plan, location=group.location, regions=(group.location,))
+    return placed, WarmWorkloadRuntime(cloud, waiter, group, env, spec, console)

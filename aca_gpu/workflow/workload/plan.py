@@ -58,6 +58,7 @@ class RunRequest:
     registry_password_env: str | None = None
     gpus: str = "all"  # local runtimes: --gpus
     podman_gpu: str = "cdi"
+    env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
 
 
 @dataclass(frozen=True)
@@ -158,9 +159,16 @@ class RunSpec:
                     "location": plan.location,
                     "regions": list(plan.region_order),
                     "profile": checks.profile_dict(pair.profile, pair.gpu),
+                    "env": plan.env,
                     "resources": {
                         "resource_group": plan.names.resource_group,
                         "environment": plan.names.environment,
+                        "job": pair.tester,
+                    }
+                    if plan.env is None
+                    else {
+                        "resource_group": naming.EnvNames(plan.env).resource_group,
+                        "environment": naming.EnvNames(plan.env).environment,
                         "job": pair.tester,
                     },
                     "ttl_seconds": int(plan.ttl.total_seconds()),
@@ -326,6 +334,14 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
     cpu, memory = _size(request, profile)
     registry, password = _registry(request, image_text)
     warnings: list[str] = []
+    env_name = _text(request.env_name, "--env") or settings.env
+    if env_name is not None:
+        naming.validate_env_name(env_name)
+        if request.runtime != "aca":
+            warnings.append(f"--env {env_name} is a warm environment on ACA; `{request.runtime}` needs none")
+            env_name = None
+        elif request.regions is not None or request.location is not None:
+            raise BadInput("--env runs where the environment is: leave out -l/--location and --regions")
     if registry is not None and request.runtime != "aca":
         warnings.append(
             f"--registry-* apply on ACA; here `{request.runtime}` uses its own login "
@@ -364,6 +380,7 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         tags=tags,
         probe=False,
         regions=regions if request.runtime == "aca" else (),
+        env=env_name,
     )
     workload = Workload(
         image=image_text,

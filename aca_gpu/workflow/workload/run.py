@@ -7,6 +7,8 @@ runtime runs the workload; `WorkloadOutcome` turns it into `docker run`'s exit c
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import Waiter
@@ -42,12 +44,12 @@ def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> Wo
 
 
 def run_aca(cloud: Cloud, spec: RunSpec, output: Output, waiter: Waiter) -> WorkloadOutcome:
-    """The workload as a job in a run-scoped group and environment on Azure Container Apps."""
-    from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime
+    """The workload as a job on Azure Container Apps: a run-scoped group and environment, or `--env`."""
+    from aca_gpu.workflow.workload.aca import runtime_for
 
     console = console_for(output)
-    runtime = AcaWorkloadRuntime(cloud, waiter, spec, console)
-    outcome = WorkloadOutcome(plan=spec.plan, runtime="aca", spec=spec, console=console)
-    Engine(spec.plan, runtime, output, waiter, outcome=outcome).run()
+    plan, runtime = runtime_for(cloud, spec.plan, waiter, spec, console)  # cold, or `--env`
+    outcome = WorkloadOutcome(plan=plan, runtime="aca", spec=replace(spec, plan=plan), console=console)
+    Engine(plan, runtime, output, waiter, outcome=outcome).run()
     outcome.result = runtime.result
     return outcome
