@@ -60,3 +60,23 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], env: dict[str, str], 
     assert result.exit_code == 2, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and says in errors[0], result.stderr
+
+
+def test_a_container_the_platform_refuses_is_explained_in_one_line_exit_5() -> None:
+    result = acagpu(
+        "run", "--emulator", "--time-scale", "0.002", "--yes", "-o", "json",
+        "nvidia/cuda:13.0.1-base-ubuntu24.04", "--", "nvidia-smi",
+    )  # fmt: skip
+    assert result.exit_code == 5, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["status"], doc["exit_code_from"], doc["container"]["status"]) == (
+        "container_refused",
+        "acagpu",
+        "refused",
+    )
+    message = doc["error"]["message"]
+    assert message.startswith(
+        "the container did not start: ContainerCreateFailure: the image requires CUDA 13.0"
+    )
+    assert "580.65.06 or newer" in doc["error"]["hint"]  # what to do
+    assert doc["cost"]["usd_estimate"] == 0.0 and doc["teardown"]["billing_stopped"] is True

@@ -213,10 +213,11 @@ class Workload:
         failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
         text = failures[-1] if failures else said or "the execution failed without a container exit code"
         found = runtime_errors.first(text)
-        reason = " ".join(text.split())[:300]
-        return WorkloadResult(
-            "refused", None, reason, found.fix if found else None, run.execution, run.seconds
-        )
+        said = text.split(":", 1)[0] if ":" in text else ""
+        # one line: the platform's reason and, when the text is recognised, what it means
+        reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
+        run.first_line = run.ended  # no replica ran: nothing to bill beyond the wait
+        return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)
 
 
 class AcaWorkloadRuntime(Workload, AcaRuntime):

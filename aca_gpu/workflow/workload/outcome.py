@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
 from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.workload.plan import RunSpec
+from aca_gpu.workflow.workload.plan import RunSpec, replica_price
 
 MAX_LINES = 5000  # per stream, in the JSON document
 MAX_CHARS = 1_000_000
@@ -135,13 +135,21 @@ class WorkloadOutcome(RunOutcome):
         return super().failure()
 
     def cost(self) -> dict[str, Any]:
-        if self.spec is not None and self.spec.local:
+        """The measured replica lifetime at the replica's own price (its --cpu/--memory meters)."""
+        if self.spec is None or self.spec.local:
             return {
                 "gpu_seconds": 0.0,
                 "usd_estimate": 0.0,
                 "basis": "this machine's own GPUs: nothing billed",
             }
-        return super().cost()
+        profile = self.plan.pairs[0].profile
+        per_second, basis = replica_price(profile, self.spec.workload.cpu, self.spec.workload.memory_gib)
+        return {
+            "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 1),
+            "replica_seconds": round(self.gpu_seconds, 1),
+            "usd_estimate": round(per_second * self.gpu_seconds, 4),
+            "basis": f"estimate: measured replica lifetime x ({basis})",
+        }
 
     def document(self) -> dict[str, Any]:
         assert self.spec is not None
@@ -161,7 +169,7 @@ class WorkloadOutcome(RunOutcome):
             "timings": dict(self.timings),
             "cost": self.cost(),
             "teardown": self.teardown.as_dict(),
-            "attempts": [a.as_dict() for a in self.attempts],
+            "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
             "error": error.as_dict() if error is not None else None,
         }
         if self.commands:
