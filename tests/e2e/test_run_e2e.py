@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,44 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""  # the timed-out container was removed with its replica
+
+
+def test_ctrl_c_stops_the_run_tears_down_and_exits_130() -> None:
+    """A `sh -c` line runs for real in the emulator's sandbox; Ctrl-C while it runs."""
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--emulator", "--time-scale", "0.002", "--yes", "--run-id", "ctrlc2",
+         "busybox", "--", "sh", "-c", "echo started; sleep 60"],
+        env=shell,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"  # live, while the container runs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert out == ""  # nothing more from the container after it was stopped
+    assert "error: interrupted: run ctrlc2 stopped" in err
+    teardown = [line for line in err.splitlines() if " teardown " in f" {line} "]
+    assert teardown and "deleting" in teardown[0], err  # torn down, billing first
+
+
+def test_a_second_ctrl_c_during_teardown_leaves_the_run_and_prints_its_removal() -> None:
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--emulator", "--time-scale", "0.005", "--yes", "--run-id", "ctrlc3",
+         "busybox", "--", "sh", "-c", "echo started; sleep 60"],
+        env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    said = ""
+    while "Ctrl-C again to leave it" not in said:  # the first one tears down, and says so
+        line = proc.stderr.readline()
+        assert line, said
+        said += line
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "remove it with: acagpu down --run-id ctrlc3" in err and "hint: acagpu down --run-id ctrlc3" in err
