@@ -39,7 +39,15 @@ class Console:
         self._lock = threading.Lock()
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
         self.dropped: dict[str, int] = {"stdout": 0, "stderr": 0}
+        self.notes: list[str] = []
         self._chars = 0
+
+    def note(self, text: str) -> None:
+        """What the document should say about the output itself (e.g. it could not be read)."""
+        with self._lock:
+            self.notes.append(text)
+            if self.live:
+                print(f"warning: {text}", file=self._err, flush=True)
 
     def line(self, stream: str, text: str) -> None:
         with self._lock:
@@ -62,6 +70,8 @@ class Console:
             doc: dict[str, Any] = {
                 name: "".join(f"{line}\n" for line in lines) for name, lines in self.lines.items()
             }
+            if self.notes:
+                doc["notes"] = list(self.notes)
             if any(self.dropped.values()):
                 doc["truncated"] = {
                     "note": f"capped at {MAX_LINES} lines or {MAX_CHARS} characters; later lines dropped",
