@@ -9,6 +9,7 @@ their documented codes, and the document's `exit_code_from` says which of the tw
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -34,7 +35,9 @@ STATUS_BY_EXIT = {
 class Console:
     """Receives the container's lines: prints them live (table mode) and keeps them (capped)."""
 
-    def __init__(self, live: bool, stdout: TextIO, stderr: TextIO) -> None:
+    def __init__(self, live: bool, stdout: Callable[[], TextIO], stderr: Callable[[], TextIO]) -> None:
+        """The streams are looked up at every line: a progress display on a terminal may redirect
+        them for a while, so the lines print above it instead of through it."""
         self.live, self._out, self._err = live, stdout, stderr
         self._lock = threading.Lock()
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
@@ -47,7 +50,7 @@ class Console:
         with self._lock:
             self.notes.append(text)
             if self.live:
-                print(f"warning: {text}", file=self._err, flush=True)
+                print(f"warning: {text}", file=self._err(), flush=True)
 
     def line(self, stream: str, text: str) -> None:
         with self._lock:
@@ -58,7 +61,7 @@ class Console:
             else:
                 self.dropped[stream] += 1
             if self.live:
-                target = self._out if stream == "stdout" else self._err
+                target = self._out() if stream == "stdout" else self._err()
                 print(text, file=target, flush=True)
 
     def count(self) -> int:

@@ -19,7 +19,7 @@ from aca_gpu.workflow.workload.plan import RunSpec
 
 def console_for(output: Output) -> Console:
     """Live lines on a human run; collected into the document with -o json (stdout stays one JSON)."""
-    return Console(not output.is_json, output.stdout, output.stderr)
+    return Console(not output.is_json, lambda: output.stdout, lambda: output.stderr)
 
 
 def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> WorkloadOutcome:
