@@ -209,3 +209,40 @@ def render_run(doc: dict[str, Any]) -> str:
     if doc.get("runtime") == "aca":
         lines.append(f"  teardown       {teardown.get('status')}")
     return "\n".join(lines)
+
+
+def render_run_markdown(doc: dict[str, Any]) -> str:
+    """The job summary (`--github`): what ran, how it ended, the output's tail; never a secret."""
+    container, work = doc.get("container") or {}, doc.get("workload") or {}
+    ended = container.get("status")
+    if ended == "exited":
+        ended = f"exited with code {container.get('exit_code')}"
+    cost = doc.get("cost") or {}
+    rows = [
+        ("status", f"{doc['status']} (exit {doc['exit_code']}, from {doc['exit_code_from']})"),
+        ("where", f"{doc['runtime']} ({doc.get('location')})"),
+        ("image", f"`{work.get('image')}`"),
+        ("command", f"`{' '.join(work.get('command') or []) or '(image default)'}`"),
+        ("container", f"{ended}" + (f": {container['reason']}" if container.get("reason") else "")),
+        (
+            "cost",
+            f"{cost.get('gpu_seconds', 0):g} GPU-seconds, ≈ ${cost.get('usd_estimate') or 0:.4f} (estimate)",
+        ),
+        ("teardown", str((doc.get("teardown") or {}).get("status"))),
+    ]
+    if doc.get("error"):
+        rows.append(("error", doc["error"]["message"]))
+    lines = [f"## acagpu run — run {doc['run_id']}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows]
+    tail = (doc.get("output") or {}).get("stdout", "").splitlines()[-20:]
+    if tail:
+        lines += [
+            "",
+            "<details><summary>last lines of stdout</summary>",
+            "",
+            "```",
+            *tail,
+            "```",
+            "</details>",
+        ]
+    return "\n".join(lines) + "\n"
