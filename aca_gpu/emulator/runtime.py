@@ -20,6 +20,7 @@ from aca_gpu.emulator.state import (
     LogLine,
     Replica,
     State,
+    in_env,
     key,
 )
 from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, Clock, image_pull_seconds
@@ -68,6 +69,7 @@ class Runtime:
         rep: Replica | None,
         *,
         env: str,
+        env_rg: str,
         rg: str,
         app: str | None,
         reason: str,
@@ -80,6 +82,7 @@ class Runtime:
                 at=utc_now(),
                 env=env,
                 rg=rg,
+                env_rg=env_rg,
                 app=app,
                 revision=rep.parent if rep else revision,
                 replica=rep.name if rep else "",
@@ -90,7 +93,9 @@ class Runtime:
         )
 
     def _emit_rep(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
-        self.emit(rep, env=rep.env, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_)
+        self.emit(
+            rep, env=rep.env, env_rg=rep.env_rg, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_
+        )
 
     # ---- replicas -----------------------------------------------------------------------------
     def new_replica(
@@ -101,6 +106,7 @@ class Runtime:
         parent: str,
         rg: str,
         env: str,
+        env_rg: str,
         profile_type: str,
         template: dict[str, Any],
         run_id: str | None,
@@ -115,6 +121,7 @@ class Runtime:
             parent=parent,
             rg=rg,
             env=env,
+            env_rg=env_rg,
             profile_type=profile_type,
             specs=container_specs(
                 template, profile_type=profile_type, kind=kind, replica=name, extra_env=extra_env
@@ -122,7 +129,7 @@ class Runtime:
             run_id=run_id,
             retry_limit=retry_limit,
         )
-        env_rec = self.state.envs.get((rg.lower(), env.lower()))
+        env_rec = self.state.envs.get(key(env_rg, env))
         where = {"location": env_rec.location if env_rec else "", "profile": profile_type}
         rep.stuck = self.faults.fire("stuck", path=name, **where) is not None
         rep.phase_until = self.clock.after("assign_replica")
@@ -329,6 +336,7 @@ class Runtime:
         self.emit(
             None,
             env=job.env,
+            env_rg=job.env_rg,
             rg=job.rg,
             app=job.name,
             revision=ex.name,
@@ -363,13 +371,9 @@ class Runtime:
         self.state.jobs.pop(key(job.rg, job.name), None)
 
     def remove_env(self, env: Environment) -> None:
-        for app in [
-            a for a in self.state.apps.values() if a.rg.lower() == env.rg.lower() and a.env == env.name
-        ]:
+        for app in [a for a in self.state.apps.values() if in_env(a, env)]:
             self.remove_app(app)
-        for job in [
-            j for j in self.state.jobs.values() if j.rg.lower() == env.rg.lower() and j.env == env.name
-        ]:
+        for job in [j for j in self.state.jobs.values() if in_env(j, env)]:
             self.remove_job(job)
         self.state.envs.pop(key(env.rg, env.name), None)
 
