@@ -162,7 +162,7 @@ def _final_status(
 def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     """pass/fail from the result line and the exit code; `unavailable` when only transport failed."""
     info = run.info
-    codes = info.exit_codes if info else ()
+    codes = info.exit_codes if info and info.finished else ()  # a code is final only when the execution is
     code = next((c for c in codes if c != 0), codes[0] if codes else None)
 
     def out(

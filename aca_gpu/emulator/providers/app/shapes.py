@@ -285,8 +285,11 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
     replicas = []
     for name in ex.replica_names:
         rep = ex.replicas.get(name)
-        code = rep.exit_code if rep else ex.codes.get(name)
-        status = (rep.phase if rep else "Terminated") if ex.status == "Running" else "Terminated"
+        running = ex.status == "Running"
+        # recorded: Azure answers -1 for every container while the execution runs; a code is final
+        # only once the execution is
+        code = -1 if running else (rep.exit_code if rep else ex.codes.get(name))
+        status = (rep.phase if rep else "Terminated") if running else "Terminated"
         replicas.append(
             {
                 "name": name,
