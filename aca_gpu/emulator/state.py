@@ -45,6 +45,11 @@ class Environment:
     extra: dict[str, Any] = field(default_factory=dict)  # writable properties echoed back
     updating: bool = False  # ready_at belongs to an update (new profile nodes), not the create
 
+    @property
+    def consumption_only(self) -> bool:
+        """Created without workload profiles: Azure's original environment kind (the guard uses one)."""
+        return not self.profiles
+
     def profile_type(self, profile_name: str | None) -> str | None:
         name = (profile_name or "Consumption").lower()
         for p in self.profiles:

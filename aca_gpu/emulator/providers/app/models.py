@@ -67,6 +67,10 @@ def get_env(ctx: Ctx, rg: str, name: str) -> Environment:
 
 
 def _profiles(location: str, raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The environment's profiles; none at all (recorded: `workloadProfiles` absent or null) makes a
+    Consumption-only environment, which stays without profiles rather than gaining a Consumption one."""
+    if not raw:
+        return []
     profiles: list[dict[str, Any]] = []
     for item in raw or []:
         name = get_ci(item, "name")
@@ -187,9 +191,14 @@ def env_id(ctx: Ctx, item: App | Job) -> str:
     )
 
 
-def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str, str]:
-    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded)."""
+def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str | None, str]:
+    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded).
+    A Consumption-only environment has no profiles to name: its apps and jobs answer no profile name."""
     profile_name = get_ci(props, "workloadProfileName")
+    if env.consumption_only:
+        if profile_name:
+            raise WorkloadProfileNotFound(str(profile_name), env.name)
+        return None, "Consumption"
     ptype = env.profile_type(profile_name)
     if ptype is None:
         raise WorkloadProfileNotFound(str(profile_name), env.name)
