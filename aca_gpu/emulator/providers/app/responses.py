@@ -292,6 +292,20 @@ async def container_apps_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -
     )
 
 
+def _secrets(configuration: dict[str, Any]) -> web.StreamResponse:
+    """The one answer that carries secret values: GETs of the app or job give their names only."""
+    stored = configuration.get("secrets") or []
+    return json_response({"value": [dict(s) for s in stored if isinstance(s, dict)]}, headers=WRITES)
+
+
+async def container_apps_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_app(ctx, p["rg"], p["name"]).configuration)
+
+
+async def jobs_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_job(ctx, p["rg"], p["name"]).configuration)
+
+
 async def container_apps_revisions_list_revisions(
     ctx: Ctx, req: web.Request, p: Params
 ) -> web.StreamResponse:
