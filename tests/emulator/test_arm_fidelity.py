@@ -249,9 +249,9 @@ def test_an_environment_without_profiles_stays_consumption_only(
 def test_secret_values_come_back_only_through_list_secrets(
     server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
 ) -> None:
+    value = "s3cr3t-hf-token-value"
     make_rg(arm)
     make_env(aca)
-    value = "s3cr3t-hf-token-value"
     job = job_body(server.subscription, RG, ENV)
     job["properties"]["configuration"]["secrets"] = [{"name": "hf-token", "value": value}]
     job["properties"]["template"]["containers"][0]["env"] = [{"name": "HF_TOKEN", "secretRef": "hf-token"}]
