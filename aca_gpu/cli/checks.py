@@ -27,6 +27,7 @@ BY_NAME: dict[str, Callback] = {
     "tenant": options.guid,
     "client_id": options.guid,
     "ttl": options.duration,
+    "idle_ttl": options.duration,
     "start_timeout": options.duration,
     "older_than": options.duration,
     "location": options.location,
