@@ -69,6 +69,7 @@ class Replica:
     parent: str  # revision or execution name
     rg: str
     env: str
+    env_rg: str
     profile_type: str
     specs: list[ContainerSpec]
     run_id: str | None
@@ -107,6 +108,7 @@ class App:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -148,6 +150,7 @@ class Job:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -189,6 +192,7 @@ class Event:
     at: datetime
     env: str
     rg: str
+    env_rg: str  # where the environment lives; `rg` is the app's or job's own group
     app: str | None
     revision: str
     replica: str
@@ -246,3 +250,8 @@ class State:
 
 def key(rg: str, name: str) -> tuple[str, str]:
     return rg.lower(), name.lower()
+
+
+def in_env(item: App | Job | Replica | Event, env: Environment) -> bool:
+    """Does this app, job, replica or event belong to the environment (whatever group it sits in)?"""
+    return item.env_rg.lower() == env.rg.lower() and item.env.lower() == env.name.lower()
