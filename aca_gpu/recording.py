@@ -48,8 +48,8 @@ SECRET_ASSIGNMENT = re.compile(
     r"access_key|connectionstring|sig)[A-Za-z0-9_]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
 )
 SECRET_KEY = re.compile(
-    r"(?i)(password|passwd|secret|sharedkey|primarykey|secondarykey|accountkey|apikey|accesskey|"
-    r"connectionstring|clientsecret|identity_header|token$|^token|^key$|sas$)"
+    r"(?i)(password|passwd|secret|shared_?key|primary_?key|secondary_?key|account_?key|api_?key|"
+    r"access_?key|connection_?string|identity_header|token$|^token|^key$|_key$|sas$)"
 )
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
@@ -221,8 +221,9 @@ class Recorder:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         self.count += 1
 
-    def finish(self, command: str, exit_code: int) -> None:
-        """meta.json: what produced the recording, and the subscription placeholder a replay uses."""
+    def finish(self, command: str, exit_code: int, argv: list[str] | None = None) -> None:
+        """meta.json: what produced the recording (the arguments a replay runs again, without the
+        ones that chose where to run), and the subscription placeholder a replay uses."""
         with self._lock:
             from aca_gpu import __version__
 
@@ -231,11 +232,31 @@ class Recorder:
                 "schema": 1,
                 "acagpu": __version__,
                 "command": command,
+                "argv": [self.sanitizer.text(a) for a in replay_argv(argv or [])],
                 "exit_code": exit_code,
                 "exchanges": self.count,
                 "subscription": found.group(1) if found else ZERO_GUID,
             }
             (self.folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+# options that say where a run went, not what it did: a replay chooses its own
+WHERE_FLAGS = {"--emulator": 0, "--time-scale": 1, "--record": 1, "--subscription": 1}
+
+
+def replay_argv(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in WHERE_FLAGS:
+            skip = 0 if "=" in arg else WHERE_FLAGS[flag]
+            continue
+        out.append(arg)
+    return out
 
 
 _ACTIVE: Recorder | None = None

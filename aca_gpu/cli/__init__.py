@@ -217,7 +217,7 @@ def _finish_recording(argv: list[str], code: int) -> None:
 
     recorder = recording.active()
     if recorder is not None:
-        recorder.finish(_peek_command(argv), code)
+        recorder.finish(_peek_command(argv), code, argv)
         recording.stop()
 
 
