@@ -4,12 +4,14 @@ Matching: a request is paired with the earliest unused recorded exchange of the 
 and query (api-version included) whose request body has the same keys, so the calls made on one
 resource must come in the recorded order, while calls on different resources may interleave (the
 explorer and the tester run in parallel). Generated names differ between the recorded run and the
-replayed one (run id, exec nonce): a path or query token that differs from the recorded one but has
-its length and is at least MIN_TOKEN long is learned as the same name, once and consistently, and
+replayed one (run id, exec nonce): a token the client made up in the recording (first seen in a
+request) that differs from the live one but has its length is learned as the same name, once and
+consistently (tokens the service made up, like operation ids, must come back exact), and
 recorded answers are rewritten with the learned names and the replay server's own address. A GET
-asked more often than recorded gets the last recorded answer again (a poll that raced); any other
-request the recording does not have is a mismatch. At the end, recorded writes never asked for are
-reported too.
+asked more often than recorded gets the last recorded answer again (a poll that raced), and a
+request at an api-version the recording shows refused gets that refusal again (which of two parallel
+callers meets it first is a race); any other request the recording does not have is a mismatch.
+At the end, recorded writes never asked for are reported too.
 """
 
 from __future__ import annotations
@@ -57,6 +59,36 @@ def load(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return lines, meta
 
 
+def _refused_version(line: dict[str, Any]) -> str | None:
+    body = line.get("response_body")
+    error = body.get("error") if isinstance(body, dict) else None
+    if (
+        line.get("status") == 400
+        and isinstance(error, dict)
+        and error.get("code") == "InvalidApiVersionParameter"
+    ):
+        return dict(parse_qsl(urlsplit(line["uri"]).query)).get("api-version")
+    return None
+
+
+def _client_tokens(lines: list[dict[str, Any]]) -> set[str]:
+    """Tokens the client made up (run id, nonce): first seen in a request, not in an answer. Names
+    the service made up (operation ids, execution names) must come back exactly as recorded."""
+    seen: set[str] = set()
+    learnable: set[str] = set()
+    for line in lines:
+        asked = line["uri"] + json.dumps(line.get("request_body"))
+        asked += "".join(f.get("text", "") for f in line.get("frames", []) if f.get("dir") == "out")
+        for token in TOKEN.findall(asked):
+            if token not in seen and len(token) >= MIN_TOKEN:
+                learnable.add(token)
+            seen.add(token)
+        answered = json.dumps(line.get("response_headers")) + json.dumps(line.get("response_body"))
+        answered += "".join(f.get("text", "") for f in line.get("frames", []) if f.get("dir") == "in")
+        seen.update(TOKEN.findall(answered))
+    return learnable
+
+
 def keys_of(value: Any) -> Any:
     """The key structure of a JSON value: what a request body must share with the recorded one."""
     if isinstance(value, dict):
@@ -81,6 +113,12 @@ class Script:
     def __post_init__(self) -> None:
         self.exchanges = [Exchange(i, line) for i, line in enumerate(self.lines)]
         self.hosts = sorted({urlsplit(line["uri"]).netloc for line in self.lines})
+        # api-versions the recorded service refused: a refusal depends on the version, not on the
+        # resource, and which of two parallel callers meets it first is a race
+        self.learnable = _client_tokens(self.lines)
+        self.refusals = {
+            version: ex for ex in self.exchanges if (version := _refused_version(ex.line)) is not None
+        }
 
     # ---- names --------------------------------------------------------------------------------
     def _tokens_match(self, recorded: str, live: str, learn: dict[str, str]) -> bool:
@@ -95,7 +133,7 @@ class Script:
                 if known != v:
                     return False
                 continue
-            if len(r) != len(v) or len(r) < MIN_TOKEN or v in self.recorded_of or v in learn.values():
+            if r not in self.learnable or len(r) != len(v) or v in self.recorded_of or v in learn.values():
                 return False
             learn[r] = v
         return True
@@ -139,6 +177,8 @@ class Script:
                 self.last[(method, path, query)] = ex
                 return ex
             again = self.last.get((method, path, query)) if method in READS else None
+            if again is None:
+                again = self.refusals.get(dict(live_query).get("api-version", ""))
             if again is not None:
                 self.repeated_reads += 1
                 self.served += 1
@@ -161,7 +201,9 @@ class Script:
     def report(self) -> dict[str, Any]:
         with self.lock:
             unused_writes = [
-                f"{ex.method} {ex.path}" for ex in self.exchanges if not ex.used and ex.method not in READS
+                f"{ex.method} {ex.path}"
+                for ex in self.exchanges
+                if not ex.used and ex.method not in READS and _refused_version(ex.line) is None
             ]
             unused_reads = sum(1 for ex in self.exchanges if not ex.used and ex.method in READS)
             return {
