@@ -176,12 +176,16 @@ def test_script_refuses_unrecorded_writes_other_versions_and_other_bodies() -> N
 
 
 def test_script_never_learns_a_name_the_service_made_up() -> None:
-    """Operation ids come from answers: polling another operation is a mismatch, not a new name."""
+    """Operation ids come from answers: polling the other operation is a mismatch, not a new name."""
     op = "/subscriptions/s/providers/Microsoft.App/locations/eastus/containerappOperationResults/"
-    deleted = _line("DELETE", APP, 202)
-    deleted["response_headers"] = {"location": f"https://management.azure.com{op}op000001"}
-    script = Script([deleted, _line("GET", op + "op000001", 204), _line("GET", op + "op000002", 204)])
+    lines = []
+    for resource, op_id in ((APP, "op000001"), (JOB, "op000002")):
+        deleted = _line("DELETE", resource, 202)
+        deleted["response_headers"] = {"location": f"https://management.azure.com{op}{op_id}"}
+        lines.append(deleted)
+    script = Script([*lines, _line("GET", op + "op000001", 204), _line("GET", op + "op000002", 204)])
     q = "api-version=2025-07-01"
     assert script.match("DELETE", APP, q, None) is not None
     assert script.match("GET", op + "op000003", q, None) is None
     assert script.match("GET", op + "op000001", q, None) is not None
+    assert script.live_of == {}
