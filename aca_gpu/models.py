@@ -188,20 +188,23 @@ class ReplicaInfo(Record):
     details: str | None = None
 
 
+FINAL_EXECUTION_STATES = frozenset({"Succeeded", "Failed", "Stopped", "Degraded"})
+
+
 @dataclass(frozen=True)
 class ExecutionInfo(Record):
     name: str
     status: str | None  # Running, Processing, Succeeded, Failed, Stopped, Degraded, Unknown
     start_time: str | None = None
     end_time: str | None = None
-    # containers' exit codes from properties.detailedStatus (SDK 5.1); empty while none has ended
+    # containers' exit codes from properties.detailedStatus (SDK 5.1); empty until the execution has ended
     exit_codes: tuple[int, ...] = ()
     reason: str | None = None  # properties.reason / message: why the platform ended it, when it says
     message: str | None = None
 
     @property
     def finished(self) -> bool:
-        return (self.status or "") in {"Succeeded", "Failed", "Stopped", "Degraded"}
+        return (self.status or "") in FINAL_EXECUTION_STATES
 
 
 @dataclass(frozen=True)

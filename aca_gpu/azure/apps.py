@@ -20,6 +20,7 @@ from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
 from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import (
+    FINAL_EXECUTION_STATES,
     AppInfo,
     AppSpec,
     ContainerDef,
@@ -224,7 +225,13 @@ def replica_info(obj: Any) -> ReplicaInfo:
 
 
 def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
-    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1)."""
+    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1).
+
+    Only an ended execution's codes are exit codes: while it runs Azure answers -1 for each container,
+    and a read that races the end would otherwise pass that off as the tester's exit code.
+    """
+    if p.get("status") not in FINAL_EXECUTION_STATES:
+        return ()
     detailed = p.get("detailedStatus")
     codes: list[int] = []
     replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None

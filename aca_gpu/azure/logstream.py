@@ -144,7 +144,9 @@ class StreamGone(Exception):
 def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_timeout: float) -> Any:
     import requests
 
-    return requests.get(
+    from aca_gpu.azure import recorder
+
+    response = requests.get(
         url,
         params=params,
         headers={"Authorization": f"Bearer {token}"},
@@ -152,6 +154,7 @@ def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_
         verify=verify,
         timeout=(20.0, read_timeout),
     )
+    return recorder.stream(response, "GET", str(response.url))
 
 
 Getter = Callable[[str, str, dict[str, Any], "str | bool", float], Any]

@@ -20,6 +20,7 @@ from aca_gpu.emulator.state import (
     LogLine,
     Replica,
     State,
+    in_env,
     key,
 )
 from aca_gpu.emulator.timing import (
@@ -85,6 +86,7 @@ class Runtime:
         rep: Replica | None,
         *,
         env: str,
+        env_rg: str,
         rg: str,
         app: str | None,
         reason: str,
@@ -97,6 +99,7 @@ class Runtime:
                 at=utc_now(),
                 env=env,
                 rg=rg,
+                env_rg=env_rg,
                 app=app,
                 revision=rep.parent if rep else revision,
                 replica=rep.name if rep else "",
@@ -107,7 +110,9 @@ class Runtime:
         )
 
     def _emit_rep(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
-        self.emit(rep, env=rep.env, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_)
+        self.emit(
+            rep, env=rep.env, env_rg=rep.env_rg, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_
+        )
 
     # ---- replicas -----------------------------------------------------------------------------
     def new_replica(
@@ -118,6 +123,7 @@ class Runtime:
         parent: str,
         rg: str,
         env: str,
+        env_rg: str,
         profile_type: str,
         template: dict[str, Any],
         run_id: str | None,
@@ -133,6 +139,7 @@ class Runtime:
             parent=parent,
             rg=rg,
             env=env,
+            env_rg=env_rg,
             profile_type=profile_type,
             specs=container_specs(
                 template,
@@ -145,7 +152,7 @@ class Runtime:
             run_id=run_id,
             retry_limit=retry_limit,
         )
-        env_rec = self.state.envs.get((rg.lower(), env.lower()))
+        env_rec = self.state.envs.get(key(env_rg, env))
         where = {"location": env_rec.location if env_rec else "", "profile": profile_type}
         rep.stuck = self.faults.fire("stuck", path=name, **where) is not None
         rep.phase_until = self.clock.after("assign_replica")
@@ -239,7 +246,7 @@ class Runtime:
             for spec in rep.specs:
                 self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
         elif rep.phase == "PullingImage" and due:
-            env_rec = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
+            env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
             for spec, seconds in zip(rep.specs, rep.pull_s or [0.0] * len(rep.specs), strict=False):
                 self._emit_rep(rep, "ImagePulled", self._pulled_text(spec.image, seconds))
                 if env_rec is not None:
@@ -258,7 +265,7 @@ class Runtime:
         """Emulated seconds to pull `image` onto this replica's node (see timing.py)."""
         if not self.clock.azure_2026:
             return image_pull_seconds(image)
-        env_rec = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
+        env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
         last = env_rec.pulled.get((rep.profile_type, image)) if env_rec is not None else None
         if last is not None and self.clock.emulated(self.clock.now() - last) <= AZURE_2026["pull_cache_ttl"]:
             return AZURE_2026["pull_cached"]
@@ -379,6 +386,7 @@ class Runtime:
         self.emit(
             None,
             env=job.env,
+            env_rg=job.env_rg,
             rg=job.rg,
             app=job.name,
             revision=ex.name,
@@ -413,13 +421,9 @@ class Runtime:
         self.state.jobs.pop(key(job.rg, job.name), None)
 
     def remove_env(self, env: Environment) -> None:
-        for app in [
-            a for a in self.state.apps.values() if a.rg.lower() == env.rg.lower() and a.env == env.name
-        ]:
+        for app in [a for a in self.state.apps.values() if in_env(a, env)]:
             self.remove_app(app)
-        for job in [
-            j for j in self.state.jobs.values() if j.rg.lower() == env.rg.lower() and j.env == env.name
-        ]:
+        for job in [j for j in self.state.jobs.values() if in_env(j, env)]:
             self.remove_job(job)
         self.state.envs.pop(key(env.rg, env.name), None)
 

@@ -47,6 +47,11 @@ class Environment:
     # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
     pulled: dict[tuple[str, str], float] = field(default_factory=dict)
 
+    @property
+    def consumption_only(self) -> bool:
+        """Created without workload profiles: Azure's original environment kind (the guard uses one)."""
+        return not self.profiles
+
     def profile_type(self, profile_name: str | None) -> str | None:
         name = (profile_name or "Consumption").lower()
         for p in self.profiles:
@@ -70,6 +75,7 @@ class Replica:
     parent: str  # revision or execution name
     rg: str
     env: str
+    env_rg: str
     profile_type: str
     specs: list[ContainerSpec]
     run_id: str | None
@@ -108,6 +114,7 @@ class App:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -149,6 +156,7 @@ class Job:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -190,6 +198,7 @@ class Event:
     at: datetime
     env: str
     rg: str
+    env_rg: str  # where the environment lives; `rg` is the app's or job's own group
     app: str | None
     revision: str
     replica: str
@@ -247,3 +256,8 @@ class State:
 
 def key(rg: str, name: str) -> tuple[str, str]:
     return rg.lower(), name.lower()
+
+
+def in_env(item: App | Job | Replica | Event, env: Environment) -> bool:
+    """Does this app, job, replica or event belong to the environment (whatever group it sits in)?"""
+    return item.env_rg.lower() == env.rg.lower() and item.env.lower() == env.name.lower()

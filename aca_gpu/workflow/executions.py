@@ -46,8 +46,9 @@ class ExecutionRun:
 
     @property
     def exit_code(self) -> int | None:
-        """The container's exit code (the first non-zero one), None while none has ended."""
-        codes = self.info.exit_codes if self.info else ()
+        """The container's exit code (the first non-zero one), None until the execution has ended
+        (a running execution's code is a placeholder, -1 on Azure)."""
+        codes = self.info.exit_codes if self.info and self.info.finished else ()
         return next((c for c in codes if c != 0), codes[0] if codes else None)
 
 

@@ -21,6 +21,8 @@ from aca_gpu.workflow.outcome import TesterOutcome
 class TesterRun(executions.ExecutionRun):
     """The tester's execution: its verdict is the result line it prints."""
 
+    __test__ = False  # a name pytest would otherwise try to collect
+
     def has_result(self) -> bool:
         return any(checks.RESULT_MARKER in line for line in self.lines)
 

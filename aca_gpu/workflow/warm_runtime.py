@@ -9,6 +9,7 @@ Every run renews the environment's expiry (one idle TTL from now).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import replace
 
 from aca_gpu import naming
@@ -23,6 +24,7 @@ from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.probe_job import probe_container, probe_job
 from aca_gpu.workflow.teardown import remove_run_pieces
 from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
+from aca_gpu.workflow.threads import spawn
 
 PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
 
@@ -122,6 +124,7 @@ class WarmRuntime(AcaRuntime):
             environment=self.place.name,
             runs=self._probes,
         )
+        self._release(job)
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
@@ -136,7 +139,7 @@ class WarmRuntime(AcaRuntime):
         run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
         with self._lock:
             self._testers.append(run)
-        return follow_result(
+        outcome = follow_result(
             self.cloud,
             self.rg,
             pair.tester,
@@ -145,6 +148,18 @@ class WarmRuntime(AcaRuntime):
             timeout=plan.start_timeout_s + plan.tester_timeout_s,
             environment=self.place.name,
         )
+        self._release(pair.tester)
+        return outcome
+
+    def _release(self, job: str) -> None:
+        """Billing ends with the answer: the job goes now (its execution with it), not when the last
+        pair of the run is done; teardown still lists the run's jobs until none is left."""
+
+        def delete() -> None:
+            with suppress(AcaGpuError):  # teardown deletes it, and says so if it cannot
+                self.cloud.delete_job(self.rg, job)
+
+        spawn(delete, "acagpu-release")
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping

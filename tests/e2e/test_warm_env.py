@@ -6,19 +6,37 @@ holds no replica, app or job of either run and lists idle at $0/h → `env delet
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import pytest
 import requests
 
+from aca_gpu.resources import template_path
 from tests.e2e.serving import emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def _guard_script() -> ModuleType:
+    path = template_path("guard", "acagpu_guard.py")
+    spec = importlib.util.spec_from_file_location("acagpu_guard_warm", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GUARD = _guard_script()
 
 
 def _run(shell: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -95,3 +113,53 @@ def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> 
         while not _control(emu, "inventory")["empty"]:
             assert time.monotonic() < deadline, _control(emu, "inventory")
             time.sleep(0.1)
+
+
+def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_inside(
+    emu: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+    from aca_gpu.config import load_settings
+    from aca_gpu.models import ContainerDef, JobSpec
+    from aca_gpu.naming import run_tags
+    from aca_gpu.workflow.context import open_cloud
+
+    def acagpu(*args: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        doc: dict[str, Any] = json.loads(result.stdout)
+        return doc
+
+    for name in ("idle", "busy"):
+        acagpu("env", "create", name, "--idle-ttl", "1s", "--yes")
+    cloud = open_cloud(load_settings())
+    busy = cloud.get_environment("rg-acagpu-env-busy", "cae-acagpu-env-busy")
+    assert busy is not None
+    container = ContainerDef("work", "busybox", 0.5, "1Gi", command=("sleep", "3600"))
+    spec = JobSpec("rg-acagpu-env-busy", "work-inside", "eastus", busy.id, "Consumption", container, {})
+    cloud.create_job(replace(spec, tags=run_tags("inside", owner="t", ttl=timedelta(hours=1))))
+    time.sleep(1.1)  # both 1 s idle TTLs pass
+
+    planned = {i["resource_group"]: i for i in acagpu("reap")["items"]}
+    assert planned["rg-acagpu-env-idle"]["status"] == "would-delete"
+    assert planned["rg-acagpu-env-idle"]["kind"] == "env"
+    assert planned["rg-acagpu-env-busy"]["status"] == "skipped"
+    assert "run inside: inside" in planned["rg-acagpu-env-busy"]["reason"]
+
+    # the guard's own copy of the rules, swept for real over HTTPS (only its token is the emulator's)
+    monkeypatch.setattr(GUARD, "identity_token", lambda env: env["ACAGPU_TOKEN"])
+    monkeypatch.setenv("SSL_CERT_FILE", os.environ["ACAGPU_CA_BUNDLE"])  # as its container has it
+    shell = dict(os.environ) | {"ACAGPU_GUARD_DRY_RUN": "true"}
+    assert GUARD.sweep(shell) == 0
+    events = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    swept = {e["group"]: e for e in events if e.get("event") == "decision"}
+    assert swept["rg-acagpu-env-idle"]["status"] == "would-delete"
+    assert swept["rg-acagpu-env-busy"]["status"] == "skipped"
+    assert "run inside: inside" in swept["rg-acagpu-env-busy"]["reason"]
+
+    done = {i["resource_group"]: i["status"] for i in acagpu("reap", "--yes")["items"]}
+    assert done == {"rg-acagpu-env-idle": "deleted", "rg-acagpu-env-busy": "skipped"}
+    assert {g["name"] for g in emu.inventory()["resource_groups"]} == {"rg-acagpu-env-busy"}
+    assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]
