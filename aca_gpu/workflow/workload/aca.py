@@ -203,14 +203,13 @@ class Workload:
 
     def _judge(self, plan: Plan, where: Where, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
         seconds = run.seconds
-        codes = info.exit_codes if info else ()
+        run.info = info
         said = " ".join(filter(None, (info.reason, info.message))) if info else ""
         if "deadline" in said.lower():
             why = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
             return WorkloadResult("timeout", reason=why, execution=run.execution, seconds=seconds)
-        if codes:
-            code = next((c for c in codes if c != 0), codes[0])
-            return WorkloadResult("exited", code, execution=run.execution, seconds=seconds)
+        if run.exit_code is not None:  # only an ended execution's code is the container's
+            return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Succeeded":
             return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Failed":
