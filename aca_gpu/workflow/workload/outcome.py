@@ -9,6 +9,7 @@ their documented codes, and the document's `exit_code_from` says which of the tw
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -44,6 +45,8 @@ class Console:
         self.dropped: dict[str, int] = {"stdout": 0, "stderr": 0}
         self.notes: list[str] = []
         self._chars = 0
+        self.opened = time.monotonic()
+        self.first_line_s: float | None = None  # from the start of the run to the first line
 
     def note(self, text: str) -> None:
         """What the document should say about the output itself (e.g. it could not be read)."""
@@ -54,6 +57,8 @@ class Console:
 
     def line(self, stream: str, text: str) -> None:
         with self._lock:
+            if self.first_line_s is None:
+                self.first_line_s = round(time.monotonic() - self.opened, 3)
             kept = self.lines[stream]
             if len(kept) < MAX_LINES and self._chars + len(text) <= MAX_CHARS:
                 kept.append(text)
@@ -179,7 +184,10 @@ class WorkloadOutcome(RunOutcome):
             "container": self.result.as_dict() if self.result else {"status": "not-started"},
             "output": self.console.as_dict() if self.console else {"stdout": "", "stderr": ""},
             "phases": dict(self.phases),
-            "timings": dict(self.timings),
+            "timings": {
+                **self.timings,
+                "time_to_first_line_s": self.console.first_line_s if self.console else None,
+            },
             "cost": self.cost(),
             "teardown": self.teardown.as_dict(),
             "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
