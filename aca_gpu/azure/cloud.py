@@ -194,6 +194,9 @@ class AzureCloud:
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return preview.list_execution_replicas(self.clients, resource_group, job, execution)
 
+    def environment_storages(self, resource_group: str, environment: str) -> list[str]:
+        return apps.environment_storages(self.clients, resource_group, environment)
+
     # ---- data plane --------------------------------------------------------------------------
 
     def running_container(

@@ -45,6 +45,9 @@ def render_run_plan(doc: dict[str, Any]) -> str:
         reg = work["registry"]
         how = f"identity {reg['identity']}" if reg["identity"] else f"user {reg['username']}"
         lines.append(f"  registry       {reg['server']} ({how})")
+    for mount in work.get("mounts", []):
+        ro = " (read-only)" if mount["read_only"] else ""
+        lines.append(f"  mount          {mount['source']} at {mount['path']}{ro}")
     lines.append(f"  max minutes    {doc['max_minutes']}")
     if doc["runtime"] == "aca":
         lines.append(
@@ -84,6 +87,12 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     multiple=True,
     metavar="NAME",
     help="Pass NAME from this environment as a secret (repeatable): never printed, stored or tagged.",
+)
+@click.option(
+    "--mount",
+    multiple=True,
+    metavar="SOURCE:/PATH[:ro]",
+    help="Mount an environment storage (Azure Files; with --env) or, locally, a folder (repeatable).",
 )
 @click.option(
     "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
@@ -157,6 +166,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
         gpus=flags["gpus"],
         podman_gpu=flags["podman_gpu"],
         env_name=flags["env_name"],
+        mounts=flags["mount"],
     )
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     if flags["dry_run"]:

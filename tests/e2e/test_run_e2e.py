@@ -93,10 +93,34 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         # --env: inside a warm environment only the run's job comes and goes
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
-        warm = _acagpu(
-            shell, "run", "--env", "lab", "--yes", "-o", "json", test_image, "--", "sh", "-c", "echo warm"
+        # an Azure Files share of the environment, mounted by one run and read by the next
+        storage = (
+            f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
+            "rg-acagpu-env-lab/providers/Microsoft.App/managedEnvironments/cae-acagpu-env-lab/storages/datasets"
         )
+        share = {
+            "accountName": "acct",
+            "accountKey": "k3y",
+            "shareName": "datasets",
+            "accessMode": "ReadWrite",
+        }
+        put = requests.put(
+            storage,
+            params={"api-version": "2025-07-01"},
+            json={"properties": {"azureFile": share}},
+            headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        )
+        assert put.status_code in (200, 201), put.text
+        warm = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--mount", "datasets:/data",
+                       test_image, "--", "sh", "-c", "echo warm; echo warm > /data/kept.txt")  # fmt: skip
         assert warm.returncode == 0, warm.stderr
+        script = "read kept < /in/kept.txt; echo $kept"
+        again = _acagpu(shell, "run", "--env", "lab", "--yes", "--mount", "datasets:/in", test_image, "--",
+                        "sh", "-c", script)  # fmt: skip
+        assert (again.returncode, again.stdout) == (0, "warm\n"), again.stderr
+        assert "files in /in are in environment storage datasets" in again.stderr
         inside = json.loads(warm.stdout)
         assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["status"]) == (
             "lab",

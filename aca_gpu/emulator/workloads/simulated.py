@@ -129,8 +129,12 @@ class SimulatedWorkload:
             container.env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{BASE_PATH}"
             container.run_process(list(spec.command + spec.args))
         elif spec.kind == "job" and (unreal := why_not(spec)) is None:
-            run_in_podman(container, spec, spec.env)
+            run_in_podman(container, spec, spec.env, self.workdir / "storages")
         elif spec.kind == "job" and is_shell_line(spec):
+            if spec.mounts:  # the sandbox shares this machine's file system: no mount can be honoured
+                container.emit(
+                    "acagpu emulator: volume mounts need a real container (Podman); not mounted", "stderr"
+                )
             # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them

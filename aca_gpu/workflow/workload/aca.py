@@ -22,7 +22,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.models import (
     Cloud,
@@ -66,6 +66,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
             assert work.registry_password is not None
             secrets[REGISTRY_SECRET] = work.registry_password
             registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
+    volumes = tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1))
     container = ContainerDef(
         name=CONTAINER,
         image=work.image,
@@ -74,6 +75,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
         args=work.command,
         env=dict(work.env),
         secret_env=dict(work.secrets),
+        mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
     )
     return JobSpec(
         resource_group=where.resource_group,
@@ -86,6 +88,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
         replica_timeout_s=plan.tester_timeout_s,
         secrets=secrets,
         registries=registries,
+        volumes=volumes,
     )
 
 
@@ -122,6 +125,7 @@ class Workload:
         where = self._where(plan, pair)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
+        self._check_storages(where)
         job = job_spec(self.spec, plan, pair, where)
         reused = ensure_job(self.cloud, job)
         run = start_execution(
@@ -136,6 +140,21 @@ class Workload:
         info = self._final_status(where.resource_group, job.name, run, waiter)
         self.result = self._judge(plan, where, run, info)
         return outcome_of(self.result)
+
+    def _check_storages(self, where: Where) -> None:
+        """Every --mount names a storage of the environment, before a job exists (exit 2)."""
+        wanted = [m.source for m in self.spec.workload.mounts]
+        if not wanted:
+            return
+        have = self.cloud.environment_storages(where.resource_group, where.environment)
+        missing = sorted(set(wanted) - set(have))
+        if missing:
+            raise PreflightRefused(
+                f"environment {where.environment} has no storage {', '.join(missing)} "
+                f"(it has: {', '.join(sorted(have)) or 'none'})",
+                code="StorageNotFound",
+                hint="add the Azure Files share to the environment (`az containerapp env storage set`)",
+            )
 
     def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
         """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
