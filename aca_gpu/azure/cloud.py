@@ -358,6 +358,7 @@ class AzureCloud:
             finished=finished,
             timeout=max(1.0, deadline - self._clock()),
             sleep=self._sleep,
+            strict=True,
         )
 
     def _execution_container(

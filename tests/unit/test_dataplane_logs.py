@@ -316,3 +316,21 @@ def test_a_quiet_close_after_heartbeats_reconnects_at_once() -> None:
     )  # fmt: skip
     assert records == [("t1", "stdout", "out"), ("t2", "stderr", "err")]
     assert pauses == []
+
+
+def test_strict_says_when_a_dropped_stream_could_not_be_read_again() -> None:
+    """A cut stream whose replica then ended: the lines that came through, then LogStreamLost."""
+    get = Getter(FakeResponse(200, ["t1 stdout F one", "t2 stdout F two"], drop=True))
+    got: list[tuple[str | None, str, str]] = []
+    with pytest.raises(InfraError) as caught:
+        for record in ls.follow_records(
+            "u", lambda: "t", follow=True, tail=5, what="x", get=get, finished=lambda: True,
+            sleep=lambda s: None, strict=True,
+        ):  # fmt: skip
+            got.append(record)
+    assert got == [("t1", "stdout", "one"), ("t2", "stdout", "two")]
+    assert caught.value.code == "LogStreamLost"
+    # not strict (the tester, logs): the same stream simply ends
+    quiet = Getter(FakeResponse(200, ["t1 stdout F one"], drop=True))
+    assert list(ls.follow_lines("u", lambda: "t", follow=True, tail=5, what="x", get=quiet,
+                                finished=lambda: True, sleep=lambda s: None)) == ["one"]  # fmt: skip
