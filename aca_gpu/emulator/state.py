@@ -44,6 +44,8 @@ class Environment:
     delete_done_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # writable properties echoed back
     updating: bool = False  # ready_at belongs to an update (new profile nodes), not the create
+    # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
+    pulled: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def consumption_only(self) -> bool:
@@ -62,6 +64,7 @@ class Environment:
 class LogLine:
     at: datetime
     text: str
+    stream: str = "stdout"  # stdout | stderr, as the CRI text form of the log stream names it
 
 
 @dataclass
@@ -90,6 +93,7 @@ class Replica:
     billing: BillingRecord | None = None
     retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
     gone: bool = False
+    pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
 
 
 @dataclass
@@ -215,6 +219,8 @@ class BillingRecord:
     gpus: int
     started_wall: float
     ended_wall: float | None = None
+    # a real process (a `sh -c` job line) lives in real seconds, not on the scaled clock
+    real_time: bool = False
 
 
 @dataclass

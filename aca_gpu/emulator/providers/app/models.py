@@ -39,6 +39,7 @@ from aca_gpu.emulator.state import (
     in_env,
     key,
 )
+from aca_gpu.emulator.timing import AZURE_2026, DURATIONS, has_tail
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ENV_WRITABLE = ("appLogsConfiguration", "zoneRedundant")
@@ -135,7 +136,7 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         location=location,
         tags=tags,
         profiles=profiles,
-        ready_at=ctx.clock.after("env_create"),
+        ready_at=_env_create_done(ctx, profiles),
         created=utc_now(),
         default_domain=f"{rand_suffix(8, _LETTERS)}-{digest[:8]}.{location}.azurecontainerapps.io",
         static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
@@ -143,6 +144,13 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     )
     ctx.state.envs[key(rg, name)] = env
     return env, True
+
+
+def _env_create_done(ctx: Ctx, profiles: list[dict[str, Any]]) -> float:
+    """A GPU profile's nodes take ~490 s with the create too (aca-2026.md §10, `aca-2026` durations)."""
+    if ctx.clock.azure_2026 and any(catalog.gpus(p["workloadProfileType"]) for p in profiles):
+        return ctx.clock.after_seconds(max(DURATIONS["env_create"], AZURE_2026["env_create_gpu"]))
+    return ctx.clock.after("env_create")
 
 
 def patch_env(ctx: Ctx, env: Environment, body: dict[str, Any]) -> Environment:
@@ -232,6 +240,14 @@ def _provision_kind(profile_type: str) -> str:
     return "app_provision_gpu" if catalog.gpus(profile_type) else "app_provision"
 
 
+def _app_create_done(ctx: Ctx, profile_type: str, name: str) -> float:
+    """A GPU app's create; with `aca-2026` durations one in TAIL_EVERY takes the 710 s tail."""
+    kind = _provision_kind(profile_type)
+    if ctx.clock.azure_2026 and kind == "app_provision_gpu" and has_tail(name):
+        return ctx.clock.after_seconds(AZURE_2026["app_provision_gpu_tail"] * _slow_create(ctx, name))
+    return ctx.clock.after(kind, _slow_create(ctx, name))
+
+
 def _slow_create(ctx: Ctx, name: str) -> float:
     """`slow_create` stretches a create toward the slowest figures seen (a T4 app: up to ~12 min)."""
     fault = ctx.faults.fire("slow_create", path=name)
@@ -302,7 +318,7 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
             configuration=_canonical_config(props.get("configuration") or {}),
             template=template,
             created=utc_now(),
-            provisioned_at=ctx.clock.after(_provision_kind(ptype), _slow_create(ctx, name)),
+            provisioned_at=_app_create_done(ctx, ptype, name),
             identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
         )
         for fault in ("wpfull", "nocapacity"):
@@ -527,6 +543,14 @@ def _parallelism(config: dict[str, Any]) -> int:
     return int((config.get(trigger) or {}).get("parallelism") or 1)
 
 
+def job_secrets(configuration: dict[str, Any]) -> dict[str, str]:
+    """Secret name -> value, for the env vars that reference them (`secretRef`)."""
+    found = configuration.get("secrets") or []
+    return {
+        str(s.get("name")): str(s.get("value") or "") for s in found if isinstance(s, dict) and s.get("name")
+    }
+
+
 def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: str = "Manual") -> Execution:
     template = copy.deepcopy(job.template)
     if override and override.get("containers"):
@@ -556,6 +580,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
             run_id=run_id(ctx, job.rg, job.tags),
             name=name,
             retry_limit=retry_limit,
+            secrets=job_secrets(job.configuration),
             extra_env={
                 "CONTAINER_APP_JOB_NAME": job.name,
                 "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,
