@@ -19,6 +19,7 @@ from aca_gpu.models import (
     AppInfo,
     AppSpec,
     Cloud,
+    ContainerDef,
     EnvInfo,
     EnvSpec,
     ExecResult,
@@ -179,8 +180,10 @@ class AzureCloud:
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return apps.get_job(self.clients, resource_group, name)
 
-    def start_job(self, resource_group: str, job: str) -> str:
-        return apps.start_job(self.clients, resource_group, job, sleep=self._sleep, clock=self._clock)
+    def start_job(self, resource_group: str, job: str, template: Sequence[ContainerDef] | None = None) -> str:
+        return apps.start_job(
+            self.clients, resource_group, job, template=template, sleep=self._sleep, clock=self._clock
+        )
 
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
         return apps.get_execution(self.clients, resource_group, job, execution)

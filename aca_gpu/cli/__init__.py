@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
     ),
+    "env": (
+        "env:env",
+        "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",
+    ),
     "doctor": (
         "doctor:doctor",
         "Diagnose this GPU container host (driver, Docker, Podman, Apptainer) and say how to fix it.",

@@ -86,6 +86,14 @@ def emulator() -> None:
     help="Start with Microsoft.App registered (a fresh subscription is not).",
 )
 @click.option(
+    "--durations",
+    type=click.Choice(["recorded", "aca-2026"]),
+    default="recorded",
+    show_default=True,
+    help="Duration set: the recorded traffic, or the newer 2026 figures (GPU profile ~490 s, app "
+    "create tails, pulls by image size and registry distance, cached by the environment).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -100,6 +108,7 @@ def serve(
     driver_version: str | None,
     faults: str | None,
     registered: bool,
+    durations: str,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
@@ -114,6 +123,7 @@ def serve(
         driver_version=driver_version,
         faults=faults,
         registered=registered,
+        durations=durations,
     )
     try:
         server.start()

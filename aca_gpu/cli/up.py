@@ -22,6 +22,12 @@ from aca_gpu.workflow.up import up as run_up
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
+    "removed (default: the `env` setting; none: a run-scoped environment, built and deleted).",
+)
 @click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
@@ -55,6 +61,7 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     gpu: str | None,
     image: str | None,
     tester_image: str | None,
@@ -84,6 +91,7 @@ def up(
         start_timeout=start_timeout,
         keep=keep,
         wait=wait,
+        env=env_name,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
     if dry_run:

@@ -27,6 +27,12 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="Run every pair inside this warm environment (`acagpu env create`); only the run's jobs "
+    "are made and removed (default: the `env` setting).",
+)
 @click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
 @click.option("--ttl", help="Expiry tag for the reaper, e.g. 90m (default 2h).")
 @click.option("--max-minutes", type=click.IntRange(1, 1440), help="Deadline per tester run (default 20).")
@@ -47,6 +53,7 @@ def validate(
     gpus: tuple[str, ...],
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     run_id: str | None,
     ttl: str | None,
     max_minutes: int | None,
@@ -80,6 +87,7 @@ def validate(
         driver=driver,
         run_tester=not no_tester,
         wait=wait,
+        env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
     question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"

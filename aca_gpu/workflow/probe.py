@@ -129,6 +129,11 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
         query = run_exec(cloud, resource_group, app, checks.SMI_QUERY, waiter)
     except InfraError:
         query = ExecResult(tuple(checks.SMI_QUERY), "", "", None)  # the table is what judges
+    return read_smi(table, query)
+
+
+def read_smi(table: ExecResult, query: ExecResult) -> ProbeResult:
+    """The one way a probe's nvidia-smi table and CSV query become a ProbeResult (exec or job)."""
     parsed = nvidia_smi.parse(table.output)
     csv_parsed = nvidia_smi.parse(query.output) if query.exit_code == 0 else None
     gpus = [g.as_dict() for g in parsed.gpus] or (

@@ -52,6 +52,7 @@ class SandboxContainer:
         self._exit_code: int | None = None
         self._stopped = threading.Event()
         self._main: subprocess.Popen[bytes] | None = None
+        self.real_process = False  # True when the main process really runs (real seconds, not scaled)
         self._execs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
 
@@ -142,6 +143,7 @@ class SandboxContainer:
         )
         with self._lock:
             self._main = proc
+            self.real_process = True
 
         def pump() -> None:
             assert proc.stdout is not None
