@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
     ),
+    "run": (
+        "run_cmd:run",
+        "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
+    ),
     "env": (
         "env:env",
         "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",

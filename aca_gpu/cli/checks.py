@@ -95,6 +95,13 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Excludes("from_file", "subscription"),
         Requires("fields", "from_file"),
     ),
+    "run": (
+        Requires("time_scale", "emulator"),
+        Excludes("location", "regions"),
+        Requires("registry_password_env", "registry_username"),
+        Requires("registry_username", "registry_password_env"),
+        Excludes("registry_identity", "registry_username"),
+    ),
     "profiles": (Excludes("offline", "subscription"),),
     "tags": (Requires("password", "username"),),
 }

@@ -64,6 +64,7 @@ class Environment:
 class LogLine:
     at: datetime
     text: str
+    stream: str = "stdout"  # stdout | stderr, as the CRI text form of the log stream names it
 
 
 @dataclass

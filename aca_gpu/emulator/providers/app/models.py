@@ -548,6 +548,14 @@ def _parallelism(config: dict[str, Any]) -> int:
     return int((config.get(trigger) or {}).get("parallelism") or 1)
 
 
+def job_secrets(configuration: dict[str, Any]) -> dict[str, str]:
+    """Secret name -> value, for the env vars that reference them (`secretRef`)."""
+    found = configuration.get("secrets") or []
+    return {
+        str(s.get("name")): str(s.get("value") or "") for s in found if isinstance(s, dict) and s.get("name")
+    }
+
+
 def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: str = "Manual") -> Execution:
     template = copy.deepcopy(job.template)
     if override and override.get("containers"):
@@ -577,6 +585,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
             run_id=run_id(ctx, job.rg, job.tags),
             name=name,
             retry_limit=retry_limit,
+            secrets=job_secrets(job.configuration),
             extra_env={
                 "CONTAINER_APP_JOB_NAME": job.name,
                 "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,
