@@ -166,6 +166,7 @@ class Clients:
 
     def pipeline_options(self) -> dict[str, Any]:
         from aca_gpu.azure.api_versions import ApiVersionFallback
+        from aca_gpu.azure.reads import read_retry_policy
 
         options: dict[str, Any] = {
             **RETRY_OPTIONS,
@@ -174,6 +175,8 @@ class Clients:
             "credential_scopes": [ARM_SCOPE],
             # a region that refuses an api-version gets the next one (api_versions.py)
             "custom_hook_policy": ApiVersionFallback(),
+            # an unreadable GET (an LRO status poll too) is read again, backing off (reads.py)
+            "per_call_policies": [read_retry_policy(self.settings.polling_interval)],
         }
         if self.settings.arm_endpoint:
             options["base_url"] = self.settings.arm_endpoint.rstrip("/")
