@@ -156,4 +156,13 @@ def check_ca_bundle(path: str, what: str = "ACAGPU_CA_BUNDLE") -> str:
         raise BadInput(f"{what} {path!r} cannot be read: {exc.strerror or exc}") from None
     if b"-----BEGIN CERTIFICATE-----" not in head:
         raise BadInput(f"{what} {path!r} is not a PEM certificate bundle (no BEGIN CERTIFICATE)")
+    import ssl  # (here: `acagpu --help` loads no TLS)
+
+    try:  # a BEGIN line is not a certificate: let the TLS library load it now, not on every retry
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        raise BadInput(
+            f"{what} {path!r} holds no usable certificate: the PEM does not load ({reason})"
+        ) from None
     return path

@@ -19,6 +19,7 @@ from aca_gpu.cli import cli
 GUID = "11111111-2222-3333-4444-555555555555"
 IMAGE = "nvidia/cuda:12.1.1-runtime-ubuntu22.04"
 BINARY = bytes(range(256)) * 4
+BAD_PEM = b"-----BEGIN CERTIFICATE-----\nthis is not base64 at all!\n-----END CERTIFICATE-----\n"
 CI_IDS = ("--subscription", GUID, "--tenant", GUID, "--client-id", GUID)
 
 
@@ -89,6 +90,8 @@ CASES = [
     c("status", says="https", env={"ACAGPU_ARM_ENDPOINT": "http://127.0.0.1:1"}),
     c("status", says="ACAGPU_CA_BUNDLE", env={"ACAGPU_CA_BUNDLE": "/nonexistent/ca.pem"}),
     c("status", says="PEM", env={"ACAGPU_CA_BUNDLE": "{GARBAGE}"}, files={"GARBAGE": BINARY}),
+    # a BEGIN CERTIFICATE line and garbage after it: exit 2 at once, not 29 s of TLS retries and 7
+    c("status", says="no usable certificate", env={"ACAGPU_CA_BUNDLE": "{PEM}"}, files={"PEM": BAD_PEM}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "abc"}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "-1"}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "nan"}),
@@ -189,6 +192,7 @@ CASES = [
     c("tags", "nvidia/cuda", "--not-in", "/nonexistent/v.txt", says="--not-in"),
     c("tags", "nvidia/cuda", "--ca-bundle", "/nonexistent/ca.pem", says="--ca-bundle"),
     c("tags", "nvidia/cuda", "--ca-bundle", "{BIN}", says="PEM", files={"BIN": BINARY}),
+    c("tags", "nvidia/cuda", "--ca-bundle", "{PEM}", says="no usable certificate", files={"PEM": BAD_PEM}),
     c("tags", "nvidia/cuda", "--password", "x", says="--password"),
     c("tags", "nvidia/cuda:12.1.1-runtime-ubuntu22.04", says="without a tag"),
     # -- report merge --------------------------------------------------------------------------
