@@ -189,7 +189,9 @@ def terminal_width(stream: TextIO | None = None, default: int = 100) -> int:
     try:
         fd = (stream or sys.stdout).fileno()
         if os.isatty(fd):
-            return os.get_terminal_size(fd).columns
+            columns_seen = os.get_terminal_size(fd).columns
+            # a pty that reports 0x0 (`script` in a CI container) has no width to go by
+            return columns_seen if columns_seen > 0 else default
     except (OSError, ValueError, AttributeError):
         pass
     return default
