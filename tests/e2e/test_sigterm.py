@@ -20,9 +20,9 @@ def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
         "ACAGPU_PROGRESS_S": "0.5",
     }
     env.pop("ACAGPU_CONFIG", None)
+    args = ["up", "--emulator", "--time-scale", "0.002", "--start-timeout", "2h", "-o", "json"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "aca_gpu", "up", "--emulator", "--time-scale", "0.002"]
-        + ["--start-timeout", "2h", "-o", "json"],
+        [sys.executable, "-m", "aca_gpu", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
