@@ -94,6 +94,7 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Excludes("from_file", "subscription"),
         Requires("fields", "from_file"),
     ),
+    "test": (Excludes("env_name", "resource_group"), Requires("gpu", "env_name")),
     "profiles": (Excludes("offline", "subscription"),),
     "tags": (Requires("password", "username"),),
 }
