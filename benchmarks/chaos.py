@@ -57,6 +57,11 @@ HEALTHY_IMAGES = [
 ]
 TOO_NEW_IMAGE = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs a newer driver than the emulated fleet's
 KINDS = {"up": 0.22, "kept": 0.2, "validate": 0.18, "down": 0.12, "reap": 0.1, "sigint": 0.18}
+# Seeds from WARM_SEEDS on are warm-environment scenarios (drawn apart, so seeds below keep their
+# scenarios): a neighbour run shares the environment while the faulted `up --env` runs, sometimes
+# with Ctrl-C; afterwards neither run may leave anything and the environment must stand untouched.
+WARM_SEEDS = 1000
+WARM_ENV = "chaoslab"
 FAULT_KINDS = [
     "throttle_seconds",
     "throttle_date",
@@ -228,9 +233,49 @@ def _rule(rng: random.Random, kind: str, flow: str) -> tuple[dict[str, Any], str
     return rule, label
 
 
+def _draw_warm(seed: int, rng: random.Random) -> Scenario:
+    """`up --env` (or `validate --env`) beside a neighbour run in one warm environment."""
+    as_json = rng.random() < 0.4
+    out = ["-o", "json"] if as_json else []
+    run_id = f"w{seed:04d}{rng.choice('abcdefghjk')}"
+    allowed = [k for k in FAULT_KINDS if k not in ("ws_close", "not_found_after_put")]
+    rules, labels = [], []
+    for k in rng.sample(allowed, rng.choice([1, 1, 2])):
+        rule, label = _rule(rng, k, "up")
+        rules.append(rule)
+        labels.append(label)
+    if rng.random() < 0.3:
+        images = rng.sample(HEALTHY_IMAGES, 2)
+        argv = ["validate", "--yes", "--no-inspect", "--env", WARM_ENV, "--run-id", run_id, *out]
+        for image in images:
+            argv += ["--image", image]
+        argv += ["--gpu", "t4"]
+        step = Step("validate --env", argv, 240, as_json, healthy_images=images)
+    else:
+        argv = [
+            "up",
+            "--yes",
+            "--env",
+            WARM_ENV,
+            "--gpu",
+            rng.choice(["t4", "a100"]),
+            "--run-id",
+            run_id,
+            *out,
+        ]
+        step = Step("up --env", argv, 240, as_json)
+    if rng.random() < 0.3:
+        step.sigint_at = rng.uniform(0.5, 12.0)
+        step.second_sigint_after = rng.uniform(0.3, 3.0) if rng.random() < 0.3 else None
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    return Scenario(seed, "warm", [step], rules, labels, "warm env", run_id)
+
+
 def draw(seed: int) -> Scenario:
     """The scenario of one seed: the same seed gives the same flow, arguments and faults."""
     rng = random.Random(seed)
+    if seed >= WARM_SEEDS:
+        return _draw_warm(seed, rng)
     kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
     as_json = rng.random() < 0.4
     out = ["-o", "json"] if as_json else []
@@ -488,6 +533,44 @@ def setup_kept_run(world: World, run_id: str) -> None:
         raise RuntimeError(f"setup `up --keep` left no run (exit {proc.returncode})")
 
 
+def setup_warm_env(world: World) -> subprocess.Popen[bytes]:
+    """The shared environment (made directly, not through the proxy) and a neighbour run in it."""
+    made = subprocess.run(
+        [*world.acagpu, "env", "create", WARM_ENV, "--gpu", "t4,a100", "--yes"],
+        env=world.env(direct=True),
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    if made.returncode != 0:
+        raise RuntimeError(f"setup `env create` failed (exit {made.returncode}): {made.stderr[-300:]!r}")
+    return subprocess.Popen(
+        [*world.acagpu, "up", "--yes", "--env", WARM_ENV, "--run-id", "live1"],
+        env=world.env(direct=True),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def check_warm_env(world: World, neighbour: subprocess.Popen[bytes]) -> str | None:
+    """The neighbour run passed, and the environment stands (not deleting), with nothing inside."""
+    try:
+        _, err = neighbour.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        neighbour.kill()
+        return "the neighbour run in the warm environment did not finish"
+    if neighbour.returncode != 0:
+        return f"the neighbour run failed (exit {neighbour.returncode}): {err.decode()[-300:]!r}"
+    inv = world.inventory()
+    group = f"rg-acagpu-env-{WARM_ENV}"
+    if not any(g["name"] == group and not g["deleting"] for g in inv["resource_groups"]):
+        return "the warm environment's group was deleted"
+    if not any(e["resource_group"] == group and e["state"] == "Succeeded" for e in inv["environments"]):
+        return "the warm environment itself is gone or not ready"
+    live = [f"{k[:-1]} {i['name']}" for k in ("apps", "jobs") for i in inv[k] if not i["deleting"]]
+    return f"left inside the warm environment: {', '.join(live)}" if live else None
+
+
 def setup_expired_runs(world: World, rng: random.Random) -> list[str]:
     """1-2 expired runs (group + GPU environment) and one live kept run; returns the expired groups."""
     now = datetime.now(UTC)
@@ -552,8 +635,9 @@ def leftovers(inv: dict[str, Any], keep: set[str]) -> list[str]:
             if not item["deleting"] and item["resource_group"].lower() not in gone_groups:
                 left.append(f"{kind[:-1]} {item['name']}")
     for r in inv["replicas"]:
-        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not str(r["owner"]).startswith(
-            "live"
+        owner_parts = str(r["owner"]).split("-")
+        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not any(
+            part.startswith("live") for part in owner_parts
         ):
             left.append(f"replica {r['name']} ({r['phase']})")
     return left
@@ -766,9 +850,13 @@ def run_scenario(
     workdir = Path(tempfile.mkdtemp(prefix=f"acagpu-chaos-{seed}-"))
     started = time.monotonic()
     world: World | None = None
+    neighbour: subprocess.Popen[bytes] | None = None
     try:
         world = World(acagpu, workdir, sc.rules, seed, speed)
         keep: set[str] = set()
+        if sc.setup == "warm env":
+            neighbour = setup_warm_env(world)
+            keep = {f"rg-acagpu-env-{WARM_ENV}", "rg-acagpu-live1"}
         if sc.setup == "kept run":
             setup_kept_run(world, sc.run_id)
         elif sc.setup == "expired runs":
@@ -776,6 +864,8 @@ def run_scenario(
             keep = {"rg-acagpu-live0"}
         for step in sc.steps:
             res.steps.append(run_step(world, step, keep, verbose))
+        if neighbour is not None:
+            res.error = check_warm_env(world, neighbour)
         if sc.setup == "expired runs":
             inv = world.inventory()
             if not any(g["name"] == "rg-acagpu-live0" and not g["deleting"] for g in inv["resource_groups"]):
@@ -784,6 +874,9 @@ def run_scenario(
     except Exception as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     finally:
+        if neighbour is not None and neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()
         if world is not None:
             with contextlib.suppress(Exception):
                 res.fired = res.fired or world.fired()
@@ -846,7 +939,9 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
             )
         ),
         "by flow:  "
-        + ", ".join(f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in KINDS),
+        + ", ".join(
+            f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in (*KINDS, "warm")
+        ),
     ]
     codes = Counter(s.exit_code for r in results for s in r.steps)
     lines.append(
@@ -892,6 +987,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable)")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=20,
+        help=f"also this many warm-environment scenarios (seeds {WARM_SEEDS}+)",
+    )
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument(
         "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
@@ -910,7 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
         print(summarize(*load_results(args.summarize)))
         return 0
     acagpu = args.acagpu.split() if args.acagpu else [sys.executable, "-m", "aca_gpu"]
-    seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
+    seeds = args.seed or [
+        *range(args.first_seed, args.first_seed + args.scenarios),
+        *range(WARM_SEEDS, WARM_SEEDS + args.warm),
+    ]
     started = time.monotonic()
     results: list[ScenarioResult] = []
     skipped: list[int] = []

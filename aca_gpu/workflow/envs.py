@@ -125,11 +125,13 @@ def find_env(cloud: Cloud, name: str) -> tuple[ResourceGroupInfo, EnvInfo]:
 
 
 def run_groups(cloud: Cloud, name: str) -> list[ResourceGroupInfo]:
-    """The groups of runs that borrow environment `name` (tagged acagpu:env, with a run id)."""
+    """The groups of runs that borrow environment `name` (tagged acagpu:env, with a run id); one
+    already deleting is a run that ended (its billing stopped before its group delete was sent)."""
     return [
         g
         for g in cloud.list_resource_groups(naming.TAG_ENV, name)
         if naming.is_managed(dict(g.tags))
+        and (g.provisioning_state or "") != "Deleting"
         and not naming.is_env_group(dict(g.tags))
         and g.tags.get(naming.TAG_RUN_ID)
     ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import replace
+from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
@@ -22,6 +23,7 @@ from aca_gpu.workflow import checks, drivers, envs, executions
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.phases import phases_of
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.probe_job import probe_container, probe_job
 from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
@@ -146,6 +148,7 @@ class WarmRuntime(AcaRuntime):
             runs=self._probes,
         )
         self._release(job)
+        result = replace(result, platform=self._phases(job))
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
@@ -170,7 +173,16 @@ class WarmRuntime(AcaRuntime):
             environment=self.place.name,
         )
         self._release(pair.tester)
-        return outcome
+        return replace(outcome, platform=self._phases(pair.tester))
+
+    def _phases(self, job: str) -> dict[str, Any]:
+        """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
+        system events; empty when they cannot be read (a report, never a failure)."""
+        try:
+            events = self.cloud.system_events(self.group.name, environment=self.place.name, tail=200)
+        except AcaGpuError:
+            return {}
+        return phases_of(events, job)
 
     def _release(self, job: str) -> None:
         """Billing ends with the answer: the job goes now (its execution with it), not when the last

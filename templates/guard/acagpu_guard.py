@@ -217,7 +217,9 @@ def runs_inside(arm: Arm, sub: str, group: str, env_name: str) -> list[str]:
     runs = {
         str((g.get("tags") or {}).get(TAG_RUN_ID))
         for g in arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
-        if (g.get("tags") or {}).get(TAG_RUN_ID) and (g.get("tags") or {}).get(TAG_KIND) != KIND_ENV
+        if (g.get("tags") or {}).get(TAG_RUN_ID)
+        and (g.get("tags") or {}).get(TAG_KIND) != KIND_ENV
+        and (g.get("properties") or {}).get("provisioningState") != "Deleting"
     }
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
     runs |= {
