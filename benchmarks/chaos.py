@@ -545,7 +545,8 @@ def setup_warm_env(world: World) -> subprocess.Popen[bytes]:
     if made.returncode != 0:
         raise RuntimeError(f"setup `env create` failed (exit {made.returncode}): {made.stderr[-300:]!r}")
     return subprocess.Popen(
-        [*world.acagpu, "up", "--yes", "--env", WARM_ENV, "--run-id", "live1"],
+        # on A100, so the faulted run's T4 pairs and the neighbour never compete for the GPU quota
+        [*world.acagpu, "up", "--yes", "--env", WARM_ENV, "--gpu", "a100", "--run-id", "live1"],
         env=world.env(direct=True),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
