@@ -11,8 +11,10 @@ faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
     down       `down` of a run kept beforehand (the setup goes to the emulator directly, no faults)
     reap       `reap --yes` after expired runs (and one live run) were created directly
     sigint     `up` with SIGINT at a random moment, sometimes a second SIGINT during the teardown
-    run        (seeds from 1000) `acagpu run` of a `sh -c` line printing numbered lines and exiting
+    run        (seeds 1000-1999) `acagpu run` of a `sh -c` line printing numbered lines and exiting
                with a drawn code; sometimes SIGINT at a random moment (and a second one)
+    warm       (seeds from 2000) `up --env` or `validate --env` beside a neighbour run in one warm
+               environment, with faults and sometimes SIGINT
 
 A `run` command must exit with the container's code (or a documented acagpu code, or 130 after
 SIGINT) and, when the container's code came back, show every numbered line exactly once, in order.
@@ -63,6 +65,11 @@ TOO_NEW_IMAGE = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs a newer driver th
 KINDS = {"up": 0.22, "kept": 0.2, "validate": 0.18, "down": 0.12, "reap": 0.1, "sigint": 0.18}
 RUN_SEEDS_FROM = 1000  # `acagpu run` scenarios; seeds below keep the flows they always drew
 NUMBERED = re.compile(r"^line(\d+)$")
+# Seeds from WARM_SEEDS on are warm-environment scenarios (drawn apart, so seeds below keep their
+# scenarios): a neighbour run shares the environment while the faulted `up --env` runs, sometimes
+# with Ctrl-C; afterwards neither run may leave anything and the environment must stand untouched.
+WARM_SEEDS = 2000
+WARM_ENV = "chaoslab"
 FAULT_KINDS = [
     "throttle_seconds",
     "throttle_date",
@@ -287,11 +294,51 @@ def numbered_problem(step: Step, rc: int | None, out: str, err: str) -> str:
     return f"lines: {len(seen)} of {len(wanted)}; missing {missing[:5]}; doubled {doubled[:5]}"
 
 
+def _draw_warm(seed: int, rng: random.Random) -> Scenario:
+    """`up --env` (or `validate --env`) beside a neighbour run in one warm environment."""
+    as_json = rng.random() < 0.4
+    out = ["-o", "json"] if as_json else []
+    run_id = f"w{seed:04d}{rng.choice('abcdefghjk')}"
+    allowed = [k for k in FAULT_KINDS if k not in ("ws_close", "not_found_after_put")]
+    rules, labels = [], []
+    for k in rng.sample(allowed, rng.choice([1, 1, 2])):
+        rule, label = _rule(rng, k, "up")
+        rules.append(rule)
+        labels.append(label)
+    if rng.random() < 0.3:
+        images = rng.sample(HEALTHY_IMAGES, 2)
+        argv = ["validate", "--yes", "--no-inspect", "--env", WARM_ENV, "--run-id", run_id, *out]
+        for image in images:
+            argv += ["--image", image]
+        argv += ["--gpu", "t4"]
+        step = Step("validate --env", argv, 240, as_json, healthy_images=images)
+    else:
+        argv = [
+            "up",
+            "--yes",
+            "--env",
+            WARM_ENV,
+            "--gpu",
+            rng.choice(["t4", "a100"]),
+            "--run-id",
+            run_id,
+            *out,
+        ]
+        step = Step("up --env", argv, 240, as_json)
+    if rng.random() < 0.3:
+        step.sigint_at = rng.uniform(0.5, 12.0)
+        step.second_sigint_after = rng.uniform(0.3, 3.0) if rng.random() < 0.3 else None
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    return Scenario(seed, "warm", [step], rules, labels, "warm env", run_id)
+
+
 def draw(seed: int) -> Scenario:
     """The scenario of one seed: the same seed gives the same flow, arguments and faults."""
+    rng = random.Random(seed)
+    if seed >= WARM_SEEDS:
+        return _draw_warm(seed, rng)
     if seed >= RUN_SEEDS_FROM:
         return draw_run(seed)
-    rng = random.Random(seed)
     kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
     as_json = rng.random() < 0.4
     out = ["-o", "json"] if as_json else []
@@ -549,6 +596,45 @@ def setup_kept_run(world: World, run_id: str) -> None:
         raise RuntimeError(f"setup `up --keep` left no run (exit {proc.returncode})")
 
 
+def setup_warm_env(world: World) -> subprocess.Popen[bytes]:
+    """The shared environment (made directly, not through the proxy) and a neighbour run in it."""
+    made = subprocess.run(
+        [*world.acagpu, "env", "create", WARM_ENV, "--gpu", "t4,a100", "--yes"],
+        env=world.env(direct=True),
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    if made.returncode != 0:
+        raise RuntimeError(f"setup `env create` failed (exit {made.returncode}): {made.stderr[-300:]!r}")
+    return subprocess.Popen(
+        # on A100, so the faulted run's T4 pairs and the neighbour never compete for the GPU quota
+        [*world.acagpu, "up", "--yes", "--env", WARM_ENV, "--gpu", "a100", "--run-id", "live1"],
+        env=world.env(direct=True),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def check_warm_env(world: World, neighbour: subprocess.Popen[bytes]) -> str | None:
+    """The neighbour run passed, and the environment stands (not deleting), with nothing inside."""
+    try:
+        _, err = neighbour.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        neighbour.kill()
+        return "the neighbour run in the warm environment did not finish"
+    if neighbour.returncode != 0:
+        return f"the neighbour run failed (exit {neighbour.returncode}): {err.decode()[-300:]!r}"
+    inv = world.inventory()
+    group = f"rg-acagpu-env-{WARM_ENV}"
+    if not any(g["name"] == group and not g["deleting"] for g in inv["resource_groups"]):
+        return "the warm environment's group was deleted"
+    if not any(e["resource_group"] == group and e["state"] == "Succeeded" for e in inv["environments"]):
+        return "the warm environment itself is gone or not ready"
+    live = [f"{k[:-1]} {i['name']}" for k in ("apps", "jobs") for i in inv[k] if not i["deleting"]]
+    return f"left inside the warm environment: {', '.join(live)}" if live else None
+
+
 def setup_expired_runs(world: World, rng: random.Random) -> list[str]:
     """1-2 expired runs (group + GPU environment) and one live kept run; returns the expired groups."""
     now = datetime.now(UTC)
@@ -613,8 +699,9 @@ def leftovers(inv: dict[str, Any], keep: set[str]) -> list[str]:
             if not item["deleting"] and item["resource_group"].lower() not in gone_groups:
                 left.append(f"{kind[:-1]} {item['name']}")
     for r in inv["replicas"]:
-        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not str(r["owner"]).startswith(
-            "live"
+        owner_parts = str(r["owner"]).split("-")
+        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not any(
+            part.startswith("live") for part in owner_parts
         ):
             left.append(f"replica {r['name']} ({r['phase']})")
     return left
@@ -832,9 +919,13 @@ def run_scenario(
     workdir = Path(tempfile.mkdtemp(prefix=f"acagpu-chaos-{seed}-"))
     started = time.monotonic()
     world: World | None = None
+    neighbour: subprocess.Popen[bytes] | None = None
     try:
         world = World(acagpu, workdir, sc.rules, seed, speed)
         keep: set[str] = set()
+        if sc.setup == "warm env":
+            neighbour = setup_warm_env(world)
+            keep = {f"rg-acagpu-env-{WARM_ENV}", "rg-acagpu-live1"}
         if sc.setup == "kept run":
             setup_kept_run(world, sc.run_id)
         elif sc.setup == "expired runs":
@@ -842,6 +933,8 @@ def run_scenario(
             keep = {"rg-acagpu-live0"}
         for step in sc.steps:
             res.steps.append(run_step(world, step, keep, verbose))
+        if neighbour is not None:
+            res.error = check_warm_env(world, neighbour)
         if sc.setup == "expired runs":
             inv = world.inventory()
             if not any(g["name"] == "rg-acagpu-live0" and not g["deleting"] for g in inv["resource_groups"]):
@@ -850,6 +943,9 @@ def run_scenario(
     except Exception as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     finally:
+        if neighbour is not None and neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()
         if world is not None:
             with contextlib.suppress(Exception):
                 res.fired = res.fired or world.fired()
@@ -912,7 +1008,9 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
             )
         ),
         "by flow:  "
-        + ", ".join(f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in [*KINDS, "run"]),
+        + ", ".join(
+            f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in (*KINDS, "run", "warm")
+        ),
     ]
     codes = Counter(s.exit_code for r in results for s in r.steps)
     lines.append(
@@ -958,6 +1056,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable)")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=20,
+        help=f"also this many warm-environment scenarios (seeds {WARM_SEEDS}+)",
+    )
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument(
         "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
@@ -976,7 +1080,10 @@ def main(argv: list[str] | None = None) -> int:
         print(summarize(*load_results(args.summarize)))
         return 0
     acagpu = args.acagpu.split() if args.acagpu else [sys.executable, "-m", "aca_gpu"]
-    seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
+    seeds = args.seed or [
+        *range(args.first_seed, args.first_seed + args.scenarios),
+        *range(WARM_SEEDS, WARM_SEEDS + args.warm),
+    ]
     started = time.monotonic()
     results: list[ScenarioResult] = []
     skipped: list[int] = []
