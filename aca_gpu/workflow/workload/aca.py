@@ -6,8 +6,9 @@ teardown (the whole run-scoped group, or only the run's own jobs in a warm envir
 `Workload` mixin replaces the tester with the user's job, started as one execution with its own
 template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
-values as job secrets that env vars reference (`secretRef`), private-registry credentials, and a
-replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
+values as job secrets that env vars reference (`secretRef`), private-registry credentials,
+`--mount` shares as AzureFile volumes on the environment's storages (checked before the job
+exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
 a reconnect's replay is skipped by (timestamp, stream, text) counts, so no line is lost or doubled.
 The exit code comes from the execution's detailed status; a container that never started is
 explained by the platform's own events in one line.
