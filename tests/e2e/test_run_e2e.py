@@ -122,12 +122,13 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         assert (again.returncode, again.stdout) == (0, "warm\n"), again.stderr
         assert "files in /in are in environment storage datasets" in again.stderr
         inside = json.loads(warm.stdout)
-        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["status"]) == (
+        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["billing_stopped"]) == (
             "lab",
             "warm\n",
-            "deleted",
+            True,
         )
-        assert inside["resources"]["resource_group"] == "rg-acagpu-env-lab"
+        assert inside["resources"]["environment_group"] == "rg-acagpu-env-lab"
+        assert inside["resources"]["resource_group"] == f"rg-acagpu-{inside['run_id']}"
         kept = _acagpu(shell, "env", "show", "lab", "-o", "json")
         assert kept.returncode == 0 and json.loads(kept.stdout)["state"] == "idle", kept.stdout
 

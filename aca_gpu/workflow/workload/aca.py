@@ -8,8 +8,9 @@ template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
 values as job secrets that env vars reference (`secretRef`), private-registry credentials,
 `--mount` shares as AzureFile volumes on the environment's storages (checked before the job
-exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
-a reconnect's replay is skipped by (timestamp, stream, text) counts, so no line is lost or doubled.
+exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). Its log is
+followed from the start; a reconnect's replay is skipped by (timestamp, stream, text) counts, so
+no line is lost or doubled.
 The exit code comes from the execution's detailed status; a container that never started is
 explained by the platform's own events in one line.
 """
@@ -22,7 +23,6 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
-from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.models import (
@@ -41,7 +41,7 @@ from aca_gpu.workflow.outcome import TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.replicas import safe_events
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.warm_runtime import WarmRuntime
+from aca_gpu.workflow.warm_runtime import WarmRuntime, run_tags
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -97,12 +97,13 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
 class Where:
     """Where the run's job goes: its group, region, environment, workload profile and tags."""
 
-    resource_group: str
+    resource_group: str  # the run's own group: its job
     location: str
     environment_id: str
     environment: str
     profile_name: str
     tags: Mapping[str, str]
+    environment_group: str  # where the environment lives (a warm one's own group)
 
 
 def _why(run: TesterRun) -> str:
@@ -147,7 +148,7 @@ class Workload:
         wanted = [m.source for m in self.spec.workload.mounts]
         if not wanted:
             return
-        have = self.cloud.environment_storages(where.resource_group, where.environment)
+        have = self.cloud.environment_storages(where.environment_group, where.environment)
         missing = sorted(set(wanted) - set(have))
         if missing:
             raise PreflightRefused(
@@ -242,7 +243,7 @@ class Workload:
 
     def _refused(self, where: Where, run: TesterRun, said: str) -> WorkloadResult:
         """The container never ran: the platform's own reason, and what to do when it is known."""
-        events = safe_events(self.cloud, where.resource_group, environment=where.environment)
+        events = safe_events(self.cloud, where.environment_group, environment=where.environment)
         failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
         text = failures[-1] if failures else said or "the execution failed without a container exit code"
         found = runtime_errors.first(text)
@@ -263,11 +264,12 @@ class AcaWorkloadRuntime(Workload, AcaRuntime):
     def _where(self, plan: Plan, pair: Pair) -> Where:
         assert self.env is not None
         rg, env = plan.names.resource_group, plan.names.environment
-        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags)
+        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags, rg)
 
 
 class WarmWorkloadRuntime(Workload, WarmRuntime):
-    """Inside a warm environment: the run brings only its job; teardown removes only that."""
+    """Inside a warm environment: the run brings only its job (in a group of its own); teardown
+    removes that group, never the environment."""
 
     def __init__(
         self,
@@ -284,8 +286,11 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
     def _where(self, plan: Plan, pair: Pair) -> Where:
         profile = self.place.profile_named_for(pair.profile.type)
         assert profile is not None  # preflight refused an environment without the GPU
-        tags = {**plan.tags, naming.TAG_ENV: plan.env or ""}
-        return Where(self.rg, self.group.location, self.place.id, self.place.name, profile, tags)
+        tags = run_tags(plan)  # the run's own group holds its job; the environment is borrowed
+        where = self.rg or plan.names.resource_group
+        return Where(
+            where, self.group.location, self.place.id, self.place.name, profile, tags, self.group.name
+        )
 
 
 def runtime_for(
