@@ -250,6 +250,21 @@ CASES = [
     c("doctor", "--from-file", "/nonexistent/run.log", says="cannot read"),
     c("doctor", "--from-file", "", says="--from-file"),
     c("doctor", "--cdi-path", "", says="--cdi-path"),
+    # -- warm environments --------------------------------------------------------------------
+    c("env create", "Bad_Name!", "--yes", says="Bad_Name!"),
+    c("env create", "lab", "--yes", "--gpu", "h100x", says="h100x"),
+    c("env create", "lab", "--yes", "--idle-ttl", "soon", says="--idle-ttl"),
+    c("env create", "lab", "--yes", "-l", "mars", says="mars"),
+    c("env show", "Bad_Name!", says="Bad_Name!"),
+    c("env delete", "", "--yes", says="NAME"),
+    # -- run: the user's own container --------------------------------------------------------
+    c("run", "--yes", "", says="IMAGE"),
+    c("run", "--yes", "--gpu", "h100x", "busybox", says="h100x"),
+    c("run", "--yes", "-e", "NOEQUALS", "busybox", says="-e"),
+    c("run", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_SECRET", "busybox", says="ACAGPU_TEST_UNSET_SECRET"),
+    c("run", "--yes", "--max-minutes", "0", "busybox", says="--max-minutes"),
+    c("run", "--yes", "--cpu", "-1", "busybox", says="--cpu"),
+    c("run", "--yes", "--runtime", "bogus", "busybox", says="--runtime"),
     # -- the group itself ----------------------------------------------------------------------
     c("nope", says="No such command"),
     c("ci nope", says="No such command"),
