@@ -56,6 +56,7 @@ NOT_SECRET_KEY = re.compile(r"(?i)(ref|name|names|type|url|uri|endpoint|id|expir
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
 MIN_SECRET = 6
+PLACEHOLDER = re.compile(r"00000000-0000-4000-8000-\d{12}|user\d+@example\.com|192\.0\.2\.\d+|<[a-z]+-\d+>")
 SUBSCRIPTION_IN_URL = re.compile(r"/subscriptions/([0-9a-fA-F-]{36})")
 
 
@@ -68,6 +69,8 @@ class Sanitizer:
     counts: dict[str, int] = field(default_factory=dict)
 
     def _placeholder(self, kind: str, original: str) -> str:
+        if PLACEHOLDER.fullmatch(original):  # sanitizing twice changes nothing more
+            return original
         key = f"{kind}:{original.lower() if kind == 'guid' else original}"
         if key not in self.seen:
             n = self.counts[kind] = self.counts.get(kind, 0) + 1
