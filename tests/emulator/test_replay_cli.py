@@ -76,13 +76,7 @@ KNOWN: list[Known] = [
         r"^top-level keys: missing \[\], unexpected \['identity', 'keyVaultUrl'\]",
         "items",
     ),
-    # 6: status codes and headers
-    Known(
-        6,
-        ("app.put",),
-        r"^status 200 != recorded 201$|^state \(200, False, None, 'InProgress'",
-        "2nd PUT 201",
-    ),
+    # 6: status codes and headers (fixed)
     # 7: server defaults and normalisation
     Known(7, _ENV, _NEW_ENV_KEYS, "keys of the 2025 API the emulator lacks"),
     Known(
