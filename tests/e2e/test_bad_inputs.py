@@ -237,6 +237,8 @@ CASES = [
     c("emulator serve", "--port", "99999", says="--port"),
     c("emulator serve", "--port", "-1", says="--port"),
     c("emulator serve", "--faults", "bogus", says="--faults"),
+    c("emulator replay", "{DIR}", says="holds no recording.jsonl", files={"DIR": b""}),
+    c("up", "--yes", "--record", "", says="--record"),
     c("emulator serve", says="--faults", env={"ACAGPU_EMULATOR_FAULTS": "bogus:count=x"}),
     c("emulator serve", "--time-scale", "0", says="--time-scale"),
     c("emulator serve", "--workload", "gpu", says="--workload"),
