@@ -74,6 +74,17 @@ class ContainerDef(Record):
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)  # env var -> secret name (secretRef)
+
+
+@dataclass(frozen=True)
+class RegistryCred(Record):
+    """How a job pulls from a private registry: a managed identity, or a user + a password secret."""
+
+    server: str
+    identity: str | None = None
+    username: str | None = None
+    password_secret: str | None = None  # the name of the job secret holding the password
 
 
 @dataclass(frozen=True)
@@ -143,6 +154,9 @@ class JobSpec(Record):
     tags: Mapping[str, str]
     replica_timeout_s: int = 1800
     retry_limit: int = 0
+    # secret name -> value: sent in the job's PUT only (ARM never answers values back); hidden from repr
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    registries: tuple[RegistryCred, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -274,6 +288,9 @@ class Cloud(Protocol):
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
     ) -> Iterator[str]: ...
+    def job_log_records(
+        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+    ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
     ) -> list[dict[str, Any]]: ...

@@ -11,7 +11,13 @@ faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
     down       `down` of a run kept beforehand (the setup goes to the emulator directly, no faults)
     reap       `reap --yes` after expired runs (and one live run) were created directly
     sigint     `up` with SIGINT at a random moment, sometimes a second SIGINT during the teardown
+    run        (seeds 1000-1999) `acagpu run` of a `sh -c` line printing numbered lines and exiting
+               with a drawn code; sometimes SIGINT at a random moment (and a second one)
+    warm       (seeds from 2000) `up --env` or `validate --env` beside a neighbour run in one warm
+               environment, with faults and sometimes SIGINT
 
+A `run` command must exit with the container's code (or a documented acagpu code, or 130 after
+SIGINT) and, when the container's code came back, show every numbered line exactly once, in order.
 For every command it records the exit code, a Python traceback on stderr, whether the output ends
 in one clear line, exit 5 on a healthy GPU, library noise on stderr, `-o json` giving exactly one
 document with `schema` and `command`; after the command, whatever is left in the emulator's
@@ -57,10 +63,12 @@ HEALTHY_IMAGES = [
 ]
 TOO_NEW_IMAGE = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs a newer driver than the emulated fleet's
 KINDS = {"up": 0.22, "kept": 0.2, "validate": 0.18, "down": 0.12, "reap": 0.1, "sigint": 0.18}
+RUN_SEEDS_FROM = 1000  # `acagpu run` scenarios; seeds below keep the flows they always drew
+NUMBERED = re.compile(r"^line(\d+)$")
 # Seeds from WARM_SEEDS on are warm-environment scenarios (drawn apart, so seeds below keep their
 # scenarios): a neighbour run shares the environment while the faulted `up --env` runs, sometimes
 # with Ctrl-C; afterwards neither run may leave anything and the environment must stand untouched.
-WARM_SEEDS = 1000
+WARM_SEEDS = 2000
 WARM_ENV = "chaoslab"
 FAULT_KINDS = [
     "throttle_seconds",
@@ -123,6 +131,8 @@ class Step:
     too_new: bool = False  # exit 5 is the right answer (an image needs a newer driver)
     healthy_images: list[str] = field(default_factory=list)
     check_leftovers: bool = True
+    container_exit: int | None = None  # `run`: the code the container exits with
+    numbered_lines: int = 0  # `run`: lines line1..lineN it prints, each exactly once
 
 
 @dataclass
@@ -156,6 +166,8 @@ class StepResult:
     # Ctrl-C while the interpreter was still starting, before any acagpu code ran (Python's own
     # KeyboardInterrupt from runpy/importlib, exit -2): nothing acagpu can catch or clean up
     before_start: bool = False
+    container_exit: int | None = None  # `run`: the container's own code, an expected exit
+    lines_problem: str = ""  # `run`: a numbered line lost, doubled or out of order
 
 
 @dataclass
@@ -233,6 +245,55 @@ def _rule(rng: random.Random, kind: str, flow: str) -> tuple[dict[str, Any], str
     return rule, label
 
 
+def draw_run(seed: int) -> Scenario:
+    """An `acagpu run` scenario: numbered lines, a drawn exit code, faults, sometimes SIGINT."""
+    rng = random.Random(seed)
+    as_json = rng.random() < 0.4
+    run_id = f"r{seed:04d}{rng.choice('abcdefghjk')}"
+    picks = rng.sample(FAULT_KINDS, rng.choice([1, 1, 2, 3]))
+    rules, labels = [], []
+    for k in picks:
+        rule, label = _rule(rng, k, "run")
+        rules.append(rule)
+        labels.append(label)
+    lines, code = rng.choice([3, 20, 200]), rng.choice([0, 0, 1, 3, 42])
+    script = f"i=1; while [ $i -le {lines} ]; do echo line$i; i=$((i+1)); done; echo done >&2; exit {code}"
+    argv = ["run", "--yes", "--run-id", run_id, *(["-o", "json"] if as_json else []), "busybox", "--"]
+    step = Step("run", [*argv, "sh", "-c", script], 180, as_json, container_exit=code, numbered_lines=lines)
+    if rng.random() < 0.3:
+        step.sigint_at = rng.uniform(0.5, 20.0)
+        step.second_sigint_after = rng.uniform(0.3, 4.0) if rng.random() < 0.35 else None
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    return Scenario(seed, "run", [step], rules, labels, None, run_id)
+
+
+UNREADABLE = ("no log line could be read", "the log may be incomplete")
+
+
+def numbered_problem(step: Step, rc: int | None, out: str, err: str) -> str:
+    """When the container's code came back, its numbered lines must all be there once, in order,
+    unless acagpu said the log could not be read (ACA drops a finished replica's log in seconds)."""
+    if not step.numbered_lines or rc != step.container_exit:
+        return ""
+    text, said = out, err
+    if step.json:
+        try:
+            output = json.loads(out)["output"]
+            text, said = str(output["stdout"]), " ".join(output.get("notes", []))
+        except (ValueError, KeyError, TypeError):
+            return "no output in the JSON document"
+    seen = [int(m.group(1)) for m in map(NUMBERED.match, text.splitlines()) if m]
+    wanted = list(range(1, step.numbered_lines + 1))
+    if seen == wanted:
+        return ""
+    doubled = sorted({n for n in seen if seen.count(n) > 1})
+    in_order = seen == sorted(set(seen))
+    if not doubled and in_order and any(u in said for u in UNREADABLE):
+        return ""  # lost lines that acagpu said it could not read: the platform's limit, stated
+    missing = sorted(set(wanted) - set(seen))
+    return f"lines: {len(seen)} of {len(wanted)}; missing {missing[:5]}; doubled {doubled[:5]}"
+
+
 def _draw_warm(seed: int, rng: random.Random) -> Scenario:
     """`up --env` (or `validate --env`) beside a neighbour run in one warm environment."""
     as_json = rng.random() < 0.4
@@ -276,6 +337,8 @@ def draw(seed: int) -> Scenario:
     rng = random.Random(seed)
     if seed >= WARM_SEEDS:
         return _draw_warm(seed, rng)
+    if seed >= RUN_SEEDS_FROM:
+        return draw_run(seed)
     kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
     as_json = rng.random() < 0.4
     out = ["-o", "json"] if as_json else []
@@ -690,8 +753,8 @@ def judge(step: Step, rc: int | None, out: str, err: str, *, interrupted: bool =
         except ValueError:
             json_problem = "not exactly one JSON document" if out.strip() else "no JSON document"
         json_ok = not json_problem
-    if rc == 0:
-        clear = True
+    if rc == 0 or (step.container_exit is not None and rc == step.container_exit):
+        clear = True  # `run`: the container's own code, like `docker run`, needs no line of acagpu's
     elif last_err.startswith("error:"):
         # "unexpected (failure:) SomeError: ..." is a caught crash, not a statement of what went wrong
         clear = not CAUGHT_CRASH.match(last_err)
@@ -780,6 +843,8 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
     return StepResult(
         name=step.name,
         argv=step.argv,
+        container_exit=step.container_exit,
+        lines_problem=numbered_problem(step, rc, out, err),
         exit_code=rc,
         seconds=round(seconds, 2),
         timed_out=timed_out,
@@ -791,9 +856,10 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
 
 
 def _expected_exit(s: StepResult) -> bool:
-    """0; 5 for an image the driver cannot run; 130 after Ctrl-C."""
+    """0 (or the container's own code for `run`); 5 for an image the driver cannot run; 130 after Ctrl-C."""
     return (
         s.exit_code == 0
+        or (s.container_exit is not None and s.exit_code == s.container_exit)
         or (s.exit_code == 5 and not s.exit5_on_healthy)
         or (s.sigints > 0 and s.exit_code == 130)
         or (s.sigints > 0 and s.before_start)
@@ -816,6 +882,8 @@ def classify(res: ScenarioResult) -> None:
             res.json_problems.append(f"{s.name}: {s.json_problem}")
         if s.noise:
             flags.add("noise")
+        if s.lines_problem:
+            flags.add("lines")
         if not s.clear:
             flags.add("unclear")
     if res.error:
@@ -823,7 +891,7 @@ def classify(res: ScenarioResult) -> None:
     res.flags = sorted(flags)
     if "traceback" in flags:
         res.verdict = "traceback"
-    elif flags & {"unclear", "hung", "noise", "bad_json", "runner_error"}:
+    elif flags & {"unclear", "hung", "noise", "bad_json", "runner_error", "lines"}:
         res.verdict = "unclear"
     elif any(not _expected_exit(s) for s in res.steps):
         res.verdict = "clear error"
@@ -941,7 +1009,7 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
         ),
         "by flow:  "
         + ", ".join(
-            f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in (*KINDS, "warm")
+            f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in (*KINDS, "run", "warm")
         ),
     ]
     codes = Counter(s.exit_code for r in results for s in r.steps)

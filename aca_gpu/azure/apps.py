@@ -29,6 +29,7 @@ from aca_gpu.models import (
     ExecutionInfo,
     JobInfo,
     JobSpec,
+    RegistryCred,
     ReplicaContainerInfo,
     ReplicaInfo,
 )
@@ -90,9 +91,17 @@ def container_body(container: ContainerDef) -> dict[str, Any]:
         body["command"] = list(container.command)
     if container.args:
         body["args"] = list(container.args)
-    if container.env:
-        body["env"] = [{"name": k, "value": v} for k, v in container.env.items()]
+    env = [{"name": k, "value": v} for k, v in container.env.items()]
+    env += [{"name": k, "secretRef": ref} for k, ref in container.secret_env.items()]
+    if env:
+        body["env"] = env
     return body
+
+
+def _registry_body(cred: RegistryCred) -> dict[str, Any]:
+    if cred.identity:
+        return {"server": cred.server, "identity": cred.identity}
+    return {"server": cred.server, "username": cred.username, "passwordSecretRef": cred.password_secret}
 
 
 def app_body(spec: AppSpec) -> dict[str, Any]:
@@ -112,18 +121,23 @@ def app_body(spec: AppSpec) -> dict[str, Any]:
 
 
 def job_body(spec: JobSpec) -> dict[str, Any]:
+    configuration: dict[str, Any] = {
+        "triggerType": "Manual",
+        "replicaTimeout": spec.replica_timeout_s,
+        "replicaRetryLimit": spec.retry_limit,
+        "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
+    }
+    if spec.secrets:
+        configuration["secrets"] = [{"name": k, "value": v} for k, v in spec.secrets.items()]
+    if spec.registries:
+        configuration["registries"] = [_registry_body(r) for r in spec.registries]
     return {
         "location": spec.location,
         "tags": dict(spec.tags),
         "properties": {
             "environmentId": spec.environment_id,
             "workloadProfileName": spec.workload_profile_name,
-            "configuration": {
-                "triggerType": "Manual",
-                "replicaTimeout": spec.replica_timeout_s,
-                "replicaRetryLimit": spec.retry_limit,
-                "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
-            },
+            "configuration": configuration,
             "template": {"containers": [container_body(spec.container)]},
         },
     }

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 import click
 
 from aca_gpu.cli.options import confirm, output_options
-from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
 from aca_gpu.workflow.plan import UpRequest, make_plan
@@ -40,7 +40,9 @@ from aca_gpu.workflow.up import up as run_up
 )
 @click.option("--start-timeout", help="How long a replica may take to start, e.g. 15m (default).")
 @click.option(
-    "--keep", is_flag=True, help="Keep the run (explorer scaled to zero); `acagpu down` removes it."
+    "--keep",
+    is_flag=True,
+    help="Keep the run (explorer stopped between uses); `acagpu down` removes it.",
 )
 @click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option(
@@ -101,6 +103,7 @@ def up(
         return
     question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
+    plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = run_up(open_cloud(active), plan, output, waiter_for(active))

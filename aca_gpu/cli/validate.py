@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from aca_gpu.cli.options import confirm, output_options
-from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
 from aca_gpu.workflow import validate as validate_flow
@@ -93,6 +93,7 @@ def validate(
     question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
+    plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = validate_flow.validate(open_cloud(active), plan, output, waiter_for(active), inspector)

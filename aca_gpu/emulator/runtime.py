@@ -44,10 +44,19 @@ def container_specs(
     kind: str,
     replica: str,
     extra_env: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
 ) -> list[ContainerSpec]:
     specs = []
     for c in template.get("containers") or []:
-        env = {str(e.get("name")): str(e.get("value") or "") for e in c.get("env") or [] if e.get("name")}
+        env = {
+            str(e.get("name")): str(
+                (secrets or {}).get(str(e.get("secretRef")), "")
+                if e.get("secretRef")
+                else e.get("value") or ""
+            )
+            for e in c.get("env") or []
+            if e.get("name")
+        }
         env.update(extra_env or {})
         specs.append(
             ContainerSpec(
@@ -121,6 +130,7 @@ class Runtime:
         name: str,
         retry_limit: int | None = None,
         extra_env: dict[str, str] | None = None,
+        secrets: dict[str, str] | None = None,
     ) -> Replica:
         rep = Replica(
             name=name,
@@ -132,7 +142,12 @@ class Runtime:
             env_rg=env_rg,
             profile_type=profile_type,
             specs=container_specs(
-                template, profile_type=profile_type, kind=kind, replica=name, extra_env=extra_env
+                template,
+                profile_type=profile_type,
+                kind=kind,
+                replica=name,
+                extra_env=extra_env,
+                secrets=secrets,
             ),
             run_id=run_id,
             retry_limit=retry_limit,
@@ -210,10 +225,16 @@ class Runtime:
     def _capture_logs(self, rep: Replica) -> None:
         for name, handle in rep.handles.items():
             lines = rep.logs.setdefault(name, [])
-            fresh = handle.logs(len(lines) - rep.log_base.get(name, 0))
+            start = len(lines) - rep.log_base.get(name, 0)
+            streams = getattr(handle, "streams", None)  # which lines went to stderr, when it knows
+            fresh = handle.logs(start)
             if fresh:
                 now = utc_now()
-                lines.extend(LogLine(now, text) for text in fresh)
+                kinds = streams(start) if streams is not None else []
+                lines.extend(
+                    LogLine(now, text, kinds[i] if i < len(kinds) else "stdout")
+                    for i, text in enumerate(fresh)
+                )
 
     async def _advance(self, rep: Replica) -> None:
         now = self.clock.now()

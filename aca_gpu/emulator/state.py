@@ -47,6 +47,11 @@ class Environment:
     # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
     pulled: dict[tuple[str, str], float] = field(default_factory=dict)
 
+    @property
+    def consumption_only(self) -> bool:
+        """Created without workload profiles: Azure's original environment kind (the guard uses one)."""
+        return not self.profiles
+
     def profile_type(self, profile_name: str | None) -> str | None:
         name = (profile_name or "Consumption").lower()
         for p in self.profiles:
@@ -59,6 +64,7 @@ class Environment:
 class LogLine:
     at: datetime
     text: str
+    stream: str = "stdout"  # stdout | stderr, as the CRI text form of the log stream names it
 
 
 @dataclass

@@ -57,8 +57,15 @@ def predictions(plan: Plan, progress: Progress, inspector: ImageInspector | None
     for pair in plan.pairs:
         info = infos[pair.image]
         result[pair.index] = (predict(pair, plan.location, plan.driver, info), info.get("digest"))
-    risky = sum(1 for doc, _ in result.values() if doc and doc.get("verdict") == "incompatible")
-    progress.note(f"{len(plan.pairs)} pair(s), {risky} predicted incompatible")
+    # the one pass/fail rule (CompatVerdict.ok): a pair the runtime would refuse fails as well
+    risky = sum(
+        1
+        for doc, _ in result.values()
+        if doc and (doc.get("verdict") == "incompatible" or doc.get("require_check") == "fail")
+    )
+    progress.note(
+        f"{len(plan.pairs)} pair(s), {risky} predicted to fail (incompatible, or refused by the runtime)"
+    )
     return result
 
 

@@ -67,7 +67,7 @@ def format_log(line: LogLine, output: str) -> bytes:
         if output == "json":
             out.append(json.dumps({"TimeStamp": _json_stamp(line.at), "Log": f"{flag} {piece}"}))
         else:
-            out.append(f"{stamp} stdout {flag} {piece}")
+            out.append(f"{stamp} {line.stream} {flag} {piece}")
     return ("\n".join(out) + "\n").encode()
 
 

@@ -68,6 +68,10 @@ def get_env(ctx: Ctx, rg: str, name: str) -> Environment:
 
 
 def _profiles(location: str, raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The environment's profiles; none at all (recorded: `workloadProfiles` absent or null) makes a
+    Consumption-only environment, which stays without profiles rather than gaining a Consumption one."""
+    if not raw:
+        return []
     profiles: list[dict[str, Any]] = []
     for item in raw or []:
         name = get_ci(item, "name")
@@ -195,9 +199,14 @@ def env_id(ctx: Ctx, item: App | Job) -> str:
     )
 
 
-def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str, str]:
-    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded)."""
+def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str | None, str]:
+    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded).
+    A Consumption-only environment has no profiles to name: its apps and jobs answer no profile name."""
     profile_name = get_ci(props, "workloadProfileName")
+    if env.consumption_only:
+        if profile_name:
+            raise WorkloadProfileNotFound(str(profile_name), env.name)
+        return None, "Consumption"
     ptype = env.profile_type(profile_name)
     if ptype is None:
         raise WorkloadProfileNotFound(str(profile_name), env.name)
@@ -251,11 +260,6 @@ def get_app(ctx: Ctx, rg: str, name: str) -> App:
     if app is None or app.deleting:
         raise ResourceNotFound("containerApps", name, rg)
     return app
-
-
-def app_exists(ctx: Ctx, rg: str, name: str) -> bool:
-    app = ctx.state.apps.get(key(rg, name))
-    return app is not None and not app.deleting
 
 
 def app_state(ctx: Ctx, app: App) -> str:
@@ -539,6 +543,14 @@ def _parallelism(config: dict[str, Any]) -> int:
     return int((config.get(trigger) or {}).get("parallelism") or 1)
 
 
+def job_secrets(configuration: dict[str, Any]) -> dict[str, str]:
+    """Secret name -> value, for the env vars that reference them (`secretRef`)."""
+    found = configuration.get("secrets") or []
+    return {
+        str(s.get("name")): str(s.get("value") or "") for s in found if isinstance(s, dict) and s.get("name")
+    }
+
+
 def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: str = "Manual") -> Execution:
     template = copy.deepcopy(job.template)
     if override and override.get("containers"):
@@ -568,6 +580,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
             run_id=run_id(ctx, job.rg, job.tags),
             name=name,
             retry_limit=retry_limit,
+            secrets=job_secrets(job.configuration),
             extra_env={
                 "CONTAINER_APP_JOB_NAME": job.name,
                 "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,

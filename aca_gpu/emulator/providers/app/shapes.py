@@ -37,7 +37,7 @@ def data_url(ctx: Ctx, rg: str, tail: str) -> str:
 
 
 def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "id": f"{rg_path(ctx, env.rg)}/{RP}/managedEnvironments/{env.name}",
         "name": env.name,
         "type": "Microsoft.App/managedEnvironments",
@@ -69,13 +69,16 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
                     )
                 ),
             },
-            "workloadProfiles": env.profiles,
+            "workloadProfiles": env.profiles or None,  # recorded: null in a Consumption-only one
             "infrastructureResourceGroup": None,
             "environmentMode": "WorkloadProfiles",
             "peerAuthentication": {"mtls": {"enabled": False}},
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
+    if env.consumption_only:
+        del body["properties"]["environmentMode"]  # Azure says WorkloadProfiles only of such an environment
+    return body
 
 
 def _app_logs(config: Any) -> dict[str, Any]:
