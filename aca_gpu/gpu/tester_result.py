@@ -6,7 +6,10 @@ of the seed's simple tester (`Elapsed Time: <s> seconds`) still parses, marked `
 no rate in it, only the one timing. No result at all raises `NoTesterResult`, never a crash.
 
 Schema 2 (tester 1.1) adds GPU telemetry sampled during each timed loop; schema 1 lines still parse,
-with `telemetry_available` None. `summary_lines` renders one readable line per GPU for every summary
+with `telemetry_available` None. Schema 3 (tester 1.2) takes each rate at steady state (a timed
+window after a warm-up that waits for clock and power to settle) and reports the best short burst
+apart (`burst_tflops`), plus the optional `--burn` stress run (`burn`).
+`summary_lines` renders one readable line per GPU for every summary
 that shows a tester result (tester-report, up, validate), so they all say the same thing.
 """
 
@@ -21,7 +24,7 @@ from aca_gpu.errors import BadInput
 
 RESULT_TAG = "ACAGPU_RESULT"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
-SCHEMAS = (1, 2)  # what this parser knows; a newer schema still parses, its new fields ignored
+SCHEMAS = (1, 2, 3)  # what this parser knows; a newer schema still parses, its new fields ignored
 VERDICTS = ("nominal", "power-capped", "thermal", "clocks-held")
 # the rate a GPU line leads with: the tensor-core dtypes first, as datasheets and users quote them
 _HEADLINE = ("bf16", "fp16", "tf32", "fp32")
@@ -43,6 +46,9 @@ class DtypeRate:
     pct_of_peak: float | None = None
     ok: bool | None = None  # correctness against the float64 reference; None when not reported
     rel_err: float | None = None
+    burst_tflops: float | None = None  # schema 3: the best short chunk, apart from the sustained rate
+    window_s: float | None = None  # schema 3: the timed window the rate is averaged over
+    settled: bool | None = None  # schema 3: the warm-up saw clock and power settle before the window
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +116,7 @@ class TesterResult:
     cuda_init_attempts: int | None = None  # > 1: CUDA start-up needed a retry
     cuda_init_errors: tuple[str, ...] = ()
     result_grace_s: float | None = None  # how long the tester stays alive after its result line
+    burn: dict[str, Any] | None = None  # schema 3 `--burn`: seconds, errors, per-GPU checks and telemetry
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -209,8 +216,15 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         if name not in DTYPES or tflops is None:
             continue
         detail = _dict(first_mm.get(name))
+        settled = detail.get("settled")
         rates[name] = DtypeRate(
-            tflops, _float(pct.get(name)), detail.get("ok"), _float(detail.get("rel_err"))
+            tflops,
+            _float(pct.get(name)),
+            detail.get("ok"),
+            _float(detail.get("rel_err")),
+            burst_tflops=_float(detail.get("burst_tflops")),
+            window_s=_float(detail.get("window_s")),
+            settled=settled if isinstance(settled, bool) else None,
         )
     per_gpu = tuple(
         {
@@ -257,6 +271,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         cuda_init_attempts=_int(init.get("attempts")) if init else None,
         cuda_init_errors=_texts(init.get("errors")),
         result_grace_s=_float(doc.get("result_grace_s")),
+        burn=_dict(doc.get("burn")) or None,
         raw=doc,
     )
 

@@ -47,7 +47,8 @@ def test_simulated_telemetry_has_the_real_shape(profile: str) -> None:
     assert gpus
     script, _ = simulate(gpus, driver="550.144.03", driver_cuda="12.4", vcpu=24, host=f"host-{profile}")
     result = parse_tester_output("\n".join(line for _, line in script))
-    assert result.simulated and result.schema == 2 and result.telemetry_source == "simulated"
+    assert result.simulated and result.schema == 3 and result.telemetry_source == "simulated"
+    assert all(r.burst_tflops and r.burst_tflops > r.tflops and r.window_s for r in result.rates.values())
     assert result.telemetry_available is True and result.result_grace_s == 15.0
     assert len(result.gpu_telemetry) == len(gpus)
     for gpu in result.gpu_telemetry:

@@ -23,7 +23,7 @@ from aca_gpu.gpu.profiles import GpuSpec, lookup_gpu
 
 RESULT_TAG = "ACAGPU_RESULT"
 TESTER_VERSION = "1.1"
-SCHEMA = 2
+SCHEMA = 3
 GRACE_ENV, DEFAULT_GRACE_S = "ACAGPU_RESULT_GRACE_S", 15.0
 TELEMETRY_MS = 20
 SLOWDOWN_TEMP_C = 90
@@ -233,9 +233,14 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
             temp=temp + (4 if tensor else 0),
             capped=rng.uniform(0.6, 1.0) if tensor else 0.0,
         )
+        window = 4.0 if dtype in ("fp16", "bf16") else 2.0
         row: dict[str, Any] = {
             "tflops": tflops,
             "median_ms": round(2 * n**3 / (tflops * 1e12) * 1e3, 4),
+            "burst_tflops": round(tflops * rng.uniform(1.08, 1.15), 2),
+            "window_s": window,
+            "warmup_s": round(rng.uniform(3.0, 4.5), 2),
+            "settled": True,
             "rel_err": rel_err,
             "bound": ERROR_BOUNDS[dtype],
             "ok": True,
