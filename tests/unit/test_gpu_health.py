@@ -127,3 +127,22 @@ def test_topology_matrix() -> None:
     )
     assert parse_topology(text) == {"gpus": ["GPU0", "GPU1"], "links": {"GPU0-GPU1": "PHB"}}
     assert parse_topology("not a matrix") is None
+
+
+def test_the_emulated_fleet_prints_health_in_each_driver_layout() -> None:
+    """The simulated GPUs' -q carries every section the verdict reads, in each branch's names."""
+    from aca_gpu.emulator.workloads.fleet import gpus_for
+    from aca_gpu.emulator.workloads.smi_health import sicken
+    from aca_gpu.emulator.workloads.smi_render import SmiHost, render_query
+
+    for driver, reasons in (("470.256.02", "Clocks Throttle Reasons"), ("580.95.05", "Clocks Event Reasons")):
+        gpus = gpus_for("Consumption-GPU-NC24-A100", "r1")
+        healthy = render_query(SmiHost(driver, gpus))
+        assert reasons in healthy
+        report = assess(healthy)
+        assert report.verdict == HEALTHY and report.gpus[0].unread == ("retired pages (N/A on this GPU)",)
+        sick = assess(render_query(SmiHost(driver, sicken(gpus, "remap+throttle"))))
+        assert sick.verdict == FAILED
+        assert {"remap-failure", "clocks-hw-slowdown", "clocks-hw-thermal"} <= {
+            f.code for f in sick.gpus[0].findings
+        }
