@@ -20,8 +20,9 @@ from typing import Any, TextIO
 
 import click
 
+from aca_gpu import naming
 from aca_gpu.cli.options import output_options
-from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.cli.runopts import WAKE_TIMEOUT, run_options, start_timeout_option, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_OK, BadInput
 from aca_gpu.gpu import nvidia_smi
@@ -169,11 +170,12 @@ def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool
     return code
 
 
-def smi_live(ref: RunRef, settings: Settings, output: Output) -> int:
+def smi_live(ref: RunRef, settings: Settings, output: Output, start_timeout: str = WAKE_TIMEOUT) -> int:
     """The live branch: nvidia-smi in the run's CUDA explorer, same summary plus the raw table."""
     cloud = open_cloud(settings)
     run = find_run(cloud, ref)
-    parsed, session = explorer_smi(cloud, run, waiter_for(settings))
+    deadline = naming.parse_ttl(start_timeout).total_seconds()
+    parsed, session = explorer_smi(cloud, run, waiter_for(settings), start_timeout=deadline, progress=output)
     doc = smi_document(parsed, source="live", run_id=run.run_id, app=run.names.explorer, raw=session.output)
 
     def human(stream: TextIO) -> None:
@@ -202,22 +204,32 @@ def smi_live(ref: RunRef, settings: Settings, output: Output) -> int:
     help="A degraded GPU (correctable errors, pending remap, slow link, hardware slowdown) exits 5 too.",
 )
 @run_options
+@start_timeout_option
 @output_options
 def smi(
-    from_file: str | None, fields: str | None, strict: bool, output: Output, ref: RunRef, settings: Settings
+    from_file: str | None,
+    fields: str | None,
+    strict: bool,
+    output: Output,
+    ref: RunRef,
+    settings: Settings,
+    start_timeout: str,
 ) -> None:
     """Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health.
 
     Without --from-file it runs nvidia-smi in the run's CUDA explorer (--run-id, or the only run).
     A saved `nvidia-smi -q` also gets a health verdict per GPU: healthy, degraded or failed.
 
+    A kept run's explorer is stopped between uses: smi starts it (minutes on Azure, shown as a
+    step), runs nvidia-smi, and stops it again.
+
     Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
-    not loaded) or a GPU's health is failed (degraded too with --strict), 2 unreadable input.
+    not loaded) or a GPU's health is failed (degraded too with --strict), 2 unreadable input, 4 the
+    explorer did not start within --start-timeout.
     """
-    code = (
-        smi_live(ref, settings, output)
-        if from_file is None
-        else smi_from_file(from_file, fields, output, strict=strict)
-    )
+    if from_file is None:
+        code = smi_live(ref, settings, output, start_timeout)
+    else:
+        code = smi_from_file(from_file, fields, output, strict=strict)
     if code:
         raise SystemExit(code)
