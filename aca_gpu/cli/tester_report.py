@@ -86,6 +86,11 @@ def _human(result: TesterResult) -> str:
             lines += [f"    gpu{gpu.index} {text}" for text in (*gpu.evidence, *gpu.findings)]
     elif result.telemetry_available is False and result.telemetry_note:
         lines.append(f"telemetry unavailable ({result.telemetry_note})")
+    if result.health is not None:
+        lines.append(f"GPU health (NVML): {result.health.summary()}")
+        lines += [
+            f"  {line}" for line in result.health.problems("failed") + result.health.problems("degraded")
+        ]
     return "\n".join(lines)
 
 
@@ -99,8 +104,17 @@ def _human(result: TesterResult) -> str:
 )
 @output_options
 def tester_report(from_file: str, output: Output) -> None:
-    """Parse gpu-tester output into a result. Exit 0 pass, 5 fail, 2 no result found."""
+    """Parse gpu-tester output into a result. Exit 0 pass, 5 fail, 2 no result found.
+
+    Tester 1.2 also reads each GPU's health through NVML (ECC counts, row remapping, pages pending
+    retirement, PCIe link): a failed GPU is exit 5 even when the measurements passed; a degraded one
+    passes with a warning.
+    """
     result = parse_tester_output(_read(from_file))
     doc = {"schema": SCHEMA_VERSION, "result": result.as_dict()}
     output.emit(doc, _human(result))
-    raise SystemExit(EXIT_OK if result.passed else EXIT_GPU_CHECK)
+    health = result.health
+    if health is not None and health.degraded:
+        output.warn(f"GPU health {health.summary()}")
+    failed = not result.passed or (health is not None and health.failed)
+    raise SystemExit(EXIT_GPU_CHECK if failed else EXIT_OK)

@@ -408,3 +408,32 @@ def worst(verdicts: Sequence[str | None]) -> str | None:
     """The worst of several verdicts (None when none was read)."""
     known = [v for v in verdicts if v in _RANK]
     return max(known, key=lambda v: _RANK[v]) if known else None
+
+
+def judge_nvml(index: int, name: str | None, readings: Mapping[str, Any]) -> GpuHealth:
+    """The same verdict from NVML readings (the gpu-tester's `devices[].telemetry.health`): each
+    reading is placed where `nvidia-smi -q` prints it, so one set of rules judges both."""
+    values: dict[str, str] = {}
+
+    def put(path: str, reading: Any, text: Any = str) -> None:
+        if reading is not None and not isinstance(reading, dict | list):
+            values[path] = text(reading)
+
+    def yes(flag: Any) -> str:
+        return "Yes" if flag else "No"
+
+    for scope in ("volatile", "aggregate"):
+        put(f"ECC Errors/{scope.title()}/Correctable", readings.get(f"ecc_{scope}_corrected"))
+        put(f"ECC Errors/{scope.title()}/Uncorrectable", readings.get(f"ecc_{scope}_uncorrected"))
+    put("Retired Pages/Pending Page Blacklist", readings.get("retired_pages_pending"), yes)
+    put("Remapped Rows/Correctable Error", readings.get("remapped_correctable"))
+    put("Remapped Rows/Uncorrectable Error", readings.get("remapped_uncorrectable"))
+    put("Remapped Rows/Pending", readings.get("remap_pending"), yes)
+    put("Remapped Rows/Remapping Failure Occurred", readings.get("remap_failure"), yes)
+    put("PCI/GPU Link Info/PCIe Generation/Max", readings.get("pcie_gen_max"))
+    put("PCI/GPU Link Info/PCIe Generation/Current", readings.get("pcie_gen"))
+    put("PCI/GPU Link Info/Link Width/Max", readings.get("pcie_width_max"), lambda w: f"{w}x")
+    put("PCI/GPU Link Info/Link Width/Current", readings.get("pcie_width"), lambda w: f"{w}x")
+    if name:
+        values["Product Name"] = name
+    return judge_gpu(index, None, values)

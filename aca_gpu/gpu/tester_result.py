@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aca_gpu.errors import BadInput
+from aca_gpu.gpu.nvidia_smi_health import HealthReport, judge_nvml, worst
 
 RESULT_TAG = "ACAGPU_RESULT"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -120,6 +121,7 @@ class TesterResult:
     cuda_init_errors: tuple[str, ...] = ()
     result_grace_s: float | None = None  # how long the tester stays alive after its result line
     burn: dict[str, Any] | None = None  # schema 3 `--burn`: seconds, errors, per-GPU checks and telemetry
+    health: HealthReport | None = None  # schema 3: NVML health readings judged like `nvidia-smi -q`
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -130,6 +132,7 @@ class TesterResult:
         doc = {k: v for k, v in asdict(self).items() if k != "raw"}
         doc["rates"] = {k: v.as_dict() for k, v in self.rates.items()}
         doc["gpu_telemetry"] = [g.as_dict() for g in self.gpu_telemetry]
+        doc["health"] = self.health.as_dict() if self.health is not None else None
         return doc
 
 
@@ -201,6 +204,20 @@ def _gpu_telemetry(device: dict[str, Any], position: int, schema: int, top: dict
         samples=_int(sample.get("samples")) or 0,
         reasons=reasons,
     )
+
+
+def _health(devices: list[Any]) -> HealthReport | None:
+    """Every device's NVML health readings (tester 1.2), judged; None when the tester read none."""
+    judged = []
+    for position, device in enumerate(d for d in devices if isinstance(d, dict)):
+        readings = _dict(_dict(device.get("telemetry")).get("health"))
+        if readings:
+            index = _int(device.get("index"))
+            name = device.get("name") if isinstance(device.get("name"), str) else None
+            judged.append(judge_nvml(index if index is not None else position, name, readings))
+    if not judged:
+        return None
+    return HealthReport(worst([g.verdict for g in judged]), tuple(judged))
 
 
 def from_document(doc: dict[str, Any]) -> TesterResult:
@@ -275,6 +292,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         cuda_init_errors=_texts(init.get("errors")),
         result_grace_s=_float(doc.get("result_grace_s")),
         burn=_dict(doc.get("burn")) or None,
+        health=_health(devices),
         raw=doc,
     )
 

@@ -436,6 +436,46 @@ class Nvml:
             return None
         return int(value.value) if rc == 0 else None
 
+    def _ull(self, name: str, handle: Any, *args: int) -> int | None:
+        fn = getattr(self.lib, name, None)
+        if fn is None:
+            return None
+        value = ctypes.c_ulonglong(0)
+        try:
+            rc = fn(handle, *[ctypes.c_int(a) for a in args], ctypes.byref(value))
+        except OSError:
+            return None
+        return int(value.value) if rc == 0 else None
+
+    def health(self, handle: Any) -> dict[str, Any]:
+        """What `nvidia-smi -q` prints about health, read through NVML (None where the part has none):
+        ECC counts (volatile/aggregate, corrected/uncorrected), row remapping, pages pending
+        retirement, PCIe link against its maximum. acagpu judges these like a saved `-q`."""
+        out: dict[str, Any] = {}
+        for key, err, counter in (
+            ("ecc_volatile_corrected", 0, 0),
+            ("ecc_volatile_uncorrected", 1, 0),
+            ("ecc_aggregate_corrected", 0, 1),
+            ("ecc_aggregate_uncorrected", 1, 1),
+        ):
+            out[key] = self._ull("nvmlDeviceGetTotalEccErrors", handle, err, counter)
+        rows = [ctypes.c_uint(0) for _ in range(4)]
+        fn = getattr(self.lib, "nvmlDeviceGetRemappedRows", None)
+        ok = fn is not None and fn(handle, *[ctypes.byref(r) for r in rows]) == 0
+        out.update(
+            remapped_correctable=rows[0].value if ok else None,
+            remapped_uncorrectable=rows[1].value if ok else None,
+            remap_pending=bool(rows[2].value) if ok else None,
+            remap_failure=bool(rows[3].value) if ok else None,
+        )
+        pending = self._uint("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+        out["retired_pages_pending"] = bool(pending) if pending is not None else None
+        out["pcie_gen"] = self._uint("nvmlDeviceGetCurrPcieLinkGeneration", handle)
+        out["pcie_gen_max"] = self._uint("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        out["pcie_width"] = self._uint("nvmlDeviceGetCurrPcieLinkWidth", handle)
+        out["pcie_width_max"] = self._uint("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        return out
+
     def static(self, handle: Any) -> dict[str, Any]:
         """What the part allows: max and application SM clocks, power limit, the slowdown temperature."""
         limit = self._uint("nvmlDeviceGetEnforcedPowerLimit", handle)
@@ -956,7 +996,7 @@ def device_telemetry(nvml: Nvml | None, why: str | None, props: Any, index: int,
         handle = nvml.handle(props, index)
         if handle is None:
             return None, {"available": False, "reason": "NVML does not list this CUDA device"}
-        record = {"available": True, **nvml.static(handle)}
+        record = {"available": True, **nvml.static(handle), "health": nvml.health(handle)}
         return Sampler(nvml, handle, interval_s), record
     except Exception as exc:  # an old or partial NVML: measure without telemetry
         return None, {"available": False, "reason": f"NVML: {type(exc).__name__}: {exc}"[:200]}

@@ -49,6 +49,26 @@ def _peak(spec: GpuSpec | None, dtype: str) -> float | None:
     return value
 
 
+def nvml_health(gpu: SmiGpu) -> dict[str, Any]:
+    """What the real tester reads through NVML about health (tester 1.2), from the simulated GPU."""
+    remaps = gpu.architecture in ("Ampere", "Hopper", "Ada Lovelace", "Blackwell")
+    return {
+        "ecc_volatile_corrected": gpu.ecc_volatile_corrected,
+        "ecc_volatile_uncorrected": gpu.ecc_volatile_uncorrected,
+        "ecc_aggregate_corrected": gpu.ecc_volatile_corrected,
+        "ecc_aggregate_uncorrected": gpu.ecc_volatile_uncorrected,
+        "remapped_correctable": 0 if remaps else None,
+        "remapped_uncorrectable": gpu.remapped_uncorrectable if remaps else None,
+        "remap_pending": gpu.remap_pending if remaps else None,
+        "remap_failure": gpu.remap_failure if remaps else None,
+        "retired_pages_pending": None if remaps else gpu.pages_pending,
+        "pcie_gen": gpu.pcie_gen,
+        "pcie_gen_max": gpu.pcie_gen_max,
+        "pcie_width": gpu.pcie_width,
+        "pcie_width_max": gpu.pcie_width_max,
+    }
+
+
 def _pct(value: float, peak: float | None) -> float | None:
     return round(100.0 * value / peak, 1) if peak else None
 
@@ -307,6 +327,7 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
         "verdict": verdict,
         "evidence": evidence,
         "findings": [],
+        "health": nvml_health(gpu),
     }
     return {
         "index": i,
