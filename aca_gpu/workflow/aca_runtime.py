@@ -230,10 +230,14 @@ class AcaRuntime:
 
     # -- the end ------------------------------------------------------------------------------
     def _explorers_stopped(self) -> None:
+        """Teardown begins: no replica of this run bills after its delete or stop is sent, and a
+        tester that printed its result still bills until then (it lingers for its grace)."""
         now = time.monotonic()
         with self._lock:
             for name, (began, ended) in self._explorer_seconds.items():
                 self._explorer_seconds[name] = (began, ended or now)
+            for run in self._testers:
+                run.stopped = run.stopped or now
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         """Stop every explorer (the stable Stop operation): nothing bills on a serverless profile."""

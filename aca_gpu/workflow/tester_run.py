@@ -32,13 +32,17 @@ class TesterRun:
     started: float = field(default_factory=time.monotonic)
     first_line: float | None = None  # when the replica was running (its first log line arrived)
     ended: float | None = None
+    stopped: float | None = None  # when teardown deleted the job: its replica bills until then
     lines: list[str] = field(default_factory=list)
     info: ExecutionInfo | None = None
 
     @property
     def seconds(self) -> float:
-        """Measured replica lifetime: from its first line (else from the start request) to the result."""
-        return max(0.0, (self.ended or time.monotonic()) - (self.first_line or self.started))
+        """Measured replica lifetime: from its first line (else from the start request) to the stop
+        by teardown when there was one (the replica lingers, billed, after its result), else to the
+        result."""
+        end = self.stopped or self.ended or time.monotonic()
+        return max(0.0, end - (self.first_line or self.started))
 
     def has_result(self) -> bool:
         return any(checks.RESULT_MARKER in line for line in self.lines)
