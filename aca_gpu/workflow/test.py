@@ -5,6 +5,7 @@ from __future__ import annotations
 from aca_gpu import naming
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
+from aca_gpu.workflow import ledger
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Run, Waiter
 from aca_gpu.workflow.engine import run_plan
@@ -35,4 +36,6 @@ def run_test(
         start_timeout_s=start_timeout,
         timeout_s=timeout,
     )
-    return run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    ledger.record(cloud, outcome)
+    return outcome

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
+from aca_gpu.workflow import ledger
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import run_plan
@@ -16,4 +17,6 @@ from aca_gpu.workflow.plan import Plan
 
 
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
-    return run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    ledger.record(cloud, outcome)
+    return outcome

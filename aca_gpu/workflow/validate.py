@@ -15,7 +15,7 @@ from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers
+from aca_gpu.workflow import drivers, ledger
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import Prediction, run_plan
@@ -71,6 +71,7 @@ def validate(
 ) -> RunOutcome:
     guesses = predictions(plan, progress, inspector)
     outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter, guesses)
+    ledger.record(cloud, outcome)
     for pair in outcome.pairs:
         progress.note(f"{pair.status}: {pair.pair.label()}: {pair.reason}")
     return outcome
