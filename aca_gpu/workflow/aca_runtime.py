@@ -45,6 +45,7 @@ class AcaRuntime:
         self._lock = threading.Lock()
         self._explorer_seconds: dict[str, tuple[float, float | None]] = {}
         self._testers: list[TesterRun] = []
+        self._tester_jobs: dict[str, list[TesterRun]] = {}  # by job name, for the delete that stops them
         self._resumed: list[str] = []
 
     def _resume(self, what: str) -> None:
@@ -218,6 +219,7 @@ class AcaRuntime:
         run = start_execution(cloud, rg, pair.tester, resume=reused)
         with self._lock:
             self._testers.append(run)
+            self._tester_jobs.setdefault(pair.tester, []).append(run)
         return follow_result(
             cloud,
             rg,
@@ -237,6 +239,16 @@ class AcaRuntime:
             for name, (began, ended) in self._explorer_seconds.items():
                 self._explorer_seconds[name] = (began, ended or now)
             for run in self._testers:
+                run.stopped = run.stopped or now
+
+    def _deleted(self, name: str) -> None:
+        """ARM accepted the delete of app or job `name`: its replicas stop billing now."""
+        now = time.monotonic()
+        with self._lock:
+            for key, (began, ended) in self._explorer_seconds.items():
+                if key.rsplit("/", 1)[-1] == name:
+                    self._explorer_seconds[key] = (began, ended or now)
+            for run in self._tester_jobs.get(name, []):
                 run.stopped = run.stopped or now
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
@@ -261,7 +273,8 @@ class AcaRuntime:
         )
 
     def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        self._explorers_stopped()
+        """The run's replicas bill until teardown's deletes go out, so their lives end there (or
+        here, when teardown fails before any delete)."""
         try:
             return teardown_group(
                 self.cloud,
@@ -269,9 +282,12 @@ class AcaRuntime:
                 wait_gone=plan.wait_gone,
                 dedicated=plan.dedicated,
                 poll=max(0.05, self.waiter.interval),
+                on_deleted=self._deleted,
             )
         except PreflightRefused as exc:
             return TeardownResult("incomplete", message=exc.message)
+        finally:
+            self._explorers_stopped()
 
     def gpu_seconds(self) -> float:
         now = time.monotonic()

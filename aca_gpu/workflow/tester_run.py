@@ -30,7 +30,8 @@ class TesterRun:
     execution: str
     reused: bool = False
     started: float = field(default_factory=time.monotonic)
-    first_line: float | None = None  # when the replica was running (its first log line arrived)
+    running: float | None = None  # when its container was first seen running
+    first_line: float | None = None  # when its first log line arrived
     ended: float | None = None
     stopped: float | None = None  # when teardown deleted the job: its replica bills until then
     lines: list[str] = field(default_factory=list)
@@ -38,11 +39,11 @@ class TesterRun:
 
     @property
     def seconds(self) -> float:
-        """Measured replica lifetime: from its first line (else from the start request) to the stop
-        by teardown when there was one (the replica lingers, billed, after its result), else to the
-        result."""
+        """Measured replica lifetime: from its container seen running (else its first line, else
+        the start request) to the stop by teardown when there was one (the replica lingers, billed,
+        after its result), else to the result."""
         end = self.stopped or self.ended or time.monotonic()
-        return max(0.0, end - (self.first_line or self.started))
+        return max(0.0, end - (self.running or self.first_line or self.started))
 
     def has_result(self) -> bool:
         return any(checks.RESULT_MARKER in line for line in self.lines)
@@ -72,6 +73,10 @@ def _execution(cloud: Cloud, resource_group: str, job: str, execution: str) -> E
         return None
 
 
+def _seen_running(run: TesterRun) -> None:
+    run.running = run.running or time.monotonic()
+
+
 def _read(
     cloud: Cloud, resource_group: str, job: str, run: TesterRun, *, follow: bool, timeout: float
 ) -> None:
@@ -85,6 +90,7 @@ def _read(
         tail=300,
         stop_when=lambda line: checks.RESULT_MARKER in line,
         timeout=timeout,
+        on_running=lambda: _seen_running(run),
     )
     for line in stream:
         if run.first_line is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from aca_gpu.cli import cli
@@ -39,8 +40,11 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
     for run in runs.values():
         assert run["estimate_usd"] > 0 and run["billed_usd"] > 0, run
         assert run["resource_groups"] == [f"rg-acagpu-{run['run_id']}"]
-        assert run["difference_usd"] == round(run["billed_usd"] - run["estimate_usd"], 6)
+        assert run["difference_usd"] == pytest.approx(run["billed_usd"] - run["estimate_usd"], abs=2e-6)
     normal = max(abs(runs[r]["difference_pct"]) for r in ("cost1", "cost2"))
+    # what the run measured vs the replicas' lives: at this time scale (1 wall ms = 0.2 emulated s) the
+    # client's polling and teardown round trips still weigh a few percent (benchmarks/cost_agreement.py)
+    assert normal < 20, runs
     stalled = runs["stall3"]
     assert stalled["billed_usd"] > stalled["estimate_usd"] and stalled["difference_pct"] > normal
     assert stalled["status"] == "billed-over-estimate" and "stall3" in doc["flagged"]
