@@ -177,8 +177,9 @@ class AcaRuntime:
                 cloud.start_app(rg, pair.explorer)
             elif not app.max_replicas:  # put to sleep at zero replicas by an older acagpu
                 cloud.scale_app(rg, pair.explorer, 1, 1)
-        wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s)
-        running = time.monotonic()
+        seen_at: list[float] = []
+        wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s, seen_at=seen_at)
+        running = seen_at[0] if seen_at else time.monotonic()
         with self._lock:
             self._explorer_seconds[f"{rg}/{pair.explorer}"] = (running, None)
         result = probe_smi(cloud, rg, pair.explorer, waiter)
