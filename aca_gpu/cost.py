@@ -255,6 +255,34 @@ def estimate(
     )
 
 
+def replica_rate(
+    profile: GpuProfile | str,
+    cpu: float,
+    memory_gib: float,
+    *,
+    location: str | None = None,
+    prices: PriceTable | None = None,
+) -> tuple[float, str]:
+    """USD per second of one replica asking for `cpu` and `memory_gib` (serverless: the GPU meter
+    plus what it asked for on the vCPU and memory meters), or of one node plus management
+    (dedicated: the node bills whole, whatever the replica asks), with the basis in words."""
+    prof = _profile(profile)
+    table = prices or load_prices()
+    meters = table.replica_meters(prof, location)
+    where = f"{meters[0][0].region} meters, {table.label}"
+    if not prof.serverless:
+        mgmt = table.meter(table.management_meter, location)
+        node = sum(m.per_second * q for m, q in meters)
+        return node + mgmt.per_second, f"{prof.type} node ${node * 3600:.3f}/h + management ({where})"
+    gpu, vcpu, mem = (m for m, _ in meters)
+    rate = gpu.per_second * prof.gpu_count + vcpu.per_second * cpu + mem.per_second * memory_gib
+    basis = (
+        f"{prof.gpu_count} GPU x ${gpu.per_second:.6f}/s + {cpu:g} vCPU x ${vcpu.per_second:.6f}/s + "
+        f"{memory_gib:g} GiB x ${mem.per_second:.6f}/s ({where})"
+    )
+    return rate, basis
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 

@@ -29,6 +29,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "cost": {"cli", "workflow", "azure", "registry", "emulator", "local"},
     "price_refresh": {"cli", "workflow", "azure", "registry", "emulator", "local"},
     "units": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
+    "recording": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
 }
 
 
