@@ -126,7 +126,7 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
             "lab",
             "warm\n",
             True,
-        )
+        )  # the run's own group is deleting: billing stopped, the warm environment untouched
         assert inside["resources"]["environment_group"] == "rg-acagpu-env-lab"
         assert inside["resources"]["resource_group"] == f"rg-acagpu-{inside['run_id']}"
         kept = _acagpu(shell, "env", "show", "lab", "-o", "json")

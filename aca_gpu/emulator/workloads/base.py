@@ -27,6 +27,7 @@ class ContainerSpec:
     replica: str  # replica name
     # (storage key, mount path, read-only): the environment's Azure Files storages it mounts
     mounts: tuple[tuple[str, str, bool], ...] = ()
+    gpu_health: str = ""  # a `gpu` fault's `health=` (ecc, remap, pcie, throttle; `+` joins several)
 
 
 class StartFailure(Exception):
