@@ -136,6 +136,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
     code when it ran; acagpu's own failures keep their codes (2 bad input, 3 quota, 4 --max-minutes
     or a replica that never started, 5 the container did not start, 6 teardown incomplete, 7
     infrastructure, 130 Ctrl-C) and the JSON document's `exit_code_from` says which it was.
+    acagpu's options go before IMAGE; everything after IMAGE (or after `--`) is the command.
     """
     from aca_gpu.workflow.context import open_cloud, resolve_owner
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
