@@ -75,5 +75,11 @@ def main() -> None:
         raise SystemExit(130) from None
     try:
         cli_main()
+    except KeyboardInterrupt:  # after the command had reported (its last line is out): exit 130
+        raise SystemExit(130) from None
     finally:
         _REDELIVERY["done"] = True
+        # the command has reported and set its exit code: a Ctrl-C during the interpreter's exit
+        # (Python's own handler is gone by then) would end it by the signal (-2) instead. Ignored
+        # stays ignored through finalization; SIGTERM still ends a shutdown that hangs.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
