@@ -245,7 +245,6 @@ CASES = [
     c("emulator serve", "--driver-version", "999", says="--driver-version"),
     c("emulator serve", "--env-file", "/nonexistent/dir/e.env", says="--env-file"),
     # -- local and doctor (their flags get the same checks by name) ---------------------------------
-    c("cost", "--subscription", "not a guid", says="--subscription"),
     # -- run -----------------------------------------------------------------------------------
     c("run", "--yes", "-e", "NOEQUALS", IMAGE, says="expected KEY=VALUE"),
     c("run", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_X", IMAGE, says="ACAGPU_TEST_UNSET_X"),
