@@ -75,7 +75,8 @@ def main() -> None:
         raise SystemExit(130) from None
     try:
         cli_main()
-    except KeyboardInterrupt:  # after the command had reported (its last line is out): exit 130
+    except KeyboardInterrupt:  # outside the command's own handling (its first or last moments)
+        print("error: interrupted", file=sys.stderr, flush=True)
         raise SystemExit(130) from None
     finally:
         _REDELIVERY["done"] = True
