@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
     from azure.mgmt.appcontainers import ContainerAppsAPIClient
     from azure.mgmt.resource.resources import ResourceManagementClient
+    from azure.mgmt.resourcegraph import ResourceGraphClient
 
 ARM_SCOPE = "https://management.azure.com/.default"
 STATIC_TOKEN_LIFETIME_S = 3600
@@ -143,6 +144,7 @@ class Clients:
         self.settings = settings
         self.subscription_id = subscription_id
         self._credential = credential
+        self.rate_gate: Any = None  # the subscription's RateLimitGate, built with the first client
         if apps is not None:
             self.__dict__["apps"] = apps
         if resources is not None:
@@ -166,7 +168,10 @@ class Clients:
 
     def pipeline_options(self) -> dict[str, Any]:
         from aca_gpu.azure.api_versions import ApiVersionFallback
+        from aca_gpu.azure.ratelimit import RateLimitGate
 
+        if self.rate_gate is None:
+            self.rate_gate = RateLimitGate()
         options: dict[str, Any] = {
             **RETRY_OPTIONS,
             **TIMEOUT_OPTIONS,
@@ -174,6 +179,8 @@ class Clients:
             "credential_scopes": [ARM_SCOPE],
             # a region that refuses an api-version gets the next one (api_versions.py)
             "custom_hook_policy": ApiVersionFallback(),
+            # every try of a write waits while the subscription's bucket is known empty (ratelimit.py)
+            "per_retry_policies": [self.rate_gate],
         }
         if self.settings.arm_endpoint:
             options["base_url"] = self.settings.arm_endpoint.rstrip("/")
@@ -192,6 +199,13 @@ class Clients:
         from azure.mgmt.resource.resources import ResourceManagementClient
 
         return ResourceManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def graph(self) -> ResourceGraphClient:
+        """Resource Graph is tenant-level: no subscription in its client, the scope is in each query."""
+        from azure.mgmt.resourcegraph import ResourceGraphClient
+
+        return ResourceGraphClient(self.credential, **self.pipeline_options())
 
 
 def make_clients(settings: Settings, subscription: str | None = None) -> Clients:

@@ -33,6 +33,11 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With
   `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
   does not serve, so a client must find out from the refusal itself.
+- `throttle` (`op=` deletes|writes|reads, default deletes; `refill=` tokens per emulated second,
+  `burst=` bucket size, defaults ARM's 10 and 200 for writes and deletes, 25 and 250 for reads;
+  `start=` tokens at first use): ARM's per-subscription token bucket (throttle.py). Every answer
+  carries `x-ms-ratelimit-remaining-subscription-<op>`; an empty bucket answers 429
+  SubscriptionRequestsThrottled with `Retry-After` (whole seconds) and `retry-after-ms`.
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
@@ -59,6 +64,7 @@ KINDS = (
     "tty_echo",
     "apiversion",
     "deny",
+    "throttle",
 )
 
 
@@ -110,7 +116,7 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.rate = float(value)
                 elif key == "count":
                     fault.count = int(value)
-                elif key in ("limit", "factor", "after", "retry_after", "status"):
+                elif key in ("limit", "factor", "after", "retry_after", "status", "refill", "burst", "start"):
                     int(value) if key == "limit" else float(value)
                     fault.params[key] = value
                 else:

@@ -31,10 +31,17 @@ RESOURCES_VERSIONS = (
 AUTHORIZATION_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2020-04-01-preview", "2022-04-01")
 
 
+# Microsoft.ResourceGraph: azure-mgmt-resourcegraph 8 sends 2021-03-01; the Azure CLI 2022-10-01.
+GRAPH_VERSIONS = ("2019-04-01", "2020-04-01-preview", "2021-03-01", "2022-10-01", "2024-04-01")
+
+
 def _versions(namespace: str | None) -> tuple[str, ...]:
-    return {"microsoft.app": APP_VERSIONS, "microsoft.authorization": AUTHORIZATION_VERSIONS}.get(
-        (namespace or "").lower(), RESOURCES_VERSIONS
-    )
+    known = {
+        "microsoft.app": APP_VERSIONS,
+        "microsoft.authorization": AUTHORIZATION_VERSIONS,
+        "microsoft.resourcegraph": GRAPH_VERSIONS,
+    }
+    return known.get((namespace or "").lower(), RESOURCES_VERSIONS)
 
 
 def supported(namespace: str | None) -> str:

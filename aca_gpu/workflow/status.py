@@ -9,15 +9,16 @@ time (its whole age) instead: a kept, stopped dedicated run is not "≈$0.00". T
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.cost import run_spend
 from aca_gpu.errors import AcaGpuError
-from aca_gpu.models import Cloud, ExecutionInfo
+from aca_gpu.models import Cloud, ExecutionInfo, FleetGroup
 from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Run, age_seconds, list_runs
+from aca_gpu.workflow.context import Run, age_seconds, list_runs, run_from_group
 
 
 def _execution_seconds(info: ExecutionInfo, now: datetime) -> float:
@@ -96,3 +97,25 @@ def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     runs = sorted(list_runs(cloud), key=lambda r: r.tags.get(naming.TAG_CREATED_AT, ""))
     return {"command": "status", "runs": [describe_run(cloud, run, now) for run in runs]}
+
+
+def fleet_status(
+    groups: Sequence[FleetGroup], clouds: Callable[[str], Cloud], *, now: datetime | None = None
+) -> dict[str, Any]:
+    """The runs in many subscriptions, found by one Resource Graph query (`groups`); each run's phase
+    and spend are then read from its own subscription, as for one subscription."""
+    now = now or datetime.now(UTC)
+    found = [
+        (g.subscription, run_from_group(g.group), g.environments)
+        for g in groups
+        if g.group.tags.get(naming.TAG_ROLE) != "guard"
+    ]
+    found.sort(key=lambda f: f[1].tags.get(naming.TAG_CREATED_AT, ""))
+    runs = []
+    for sub, run, envs in found:
+        runs.append({"subscription": sub, **describe_run(clouds(sub), run, now), "environments": list(envs)})
+    return {
+        "command": "status",
+        "subscriptions": sorted({sub for sub, _, _ in found}),
+        "runs": runs,
+    }

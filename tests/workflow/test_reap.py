@@ -83,7 +83,7 @@ def _cloud(groups: list[ResourceGroupInfo]) -> Cloud:
     """A Cloud autospec whose groups exist until their delete is accepted."""
     cloud = create_autospec(Cloud, instance=True)
     alive = {g.name: g for g in groups}
-    cloud.list_resource_groups.return_value = groups
+    cloud.list_resource_groups.side_effect = lambda *a, **k: [g for g in groups if g.name in alive]
     cloud.get_resource_group.side_effect = alive.get
     cloud.delete_resource_group.side_effect = lambda name, wait=True: alive.pop(name, None) and None
     cloud.list_apps.return_value = []
