@@ -14,7 +14,17 @@ from urllib.parse import urlsplit
 from aca_gpu.errors import BadInput
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-STRING_KEYS = ("subscription", "arm_endpoint", "ca_bundle", "location", "gpu", "image", "ttl", "owner")
+STRING_KEYS = (
+    "subscription",
+    "arm_endpoint",
+    "ca_bundle",
+    "location",
+    "gpu",
+    "image",
+    "ttl",
+    "owner",
+    "notify",
+)
 
 DEFAULT_LOCATION = "eastus"
 DEFAULT_GPU = "t4"
@@ -69,6 +79,7 @@ class Settings:
     owner: str | None = None
     polling_interval: float = 5.0
     regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
+    notify: str | None = field(default=None, repr=False)  # webhook URL (config `notify`, ACAGPU_NOTIFY)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **values: Any) -> Settings:
@@ -124,6 +135,7 @@ def load_settings(
         owner=pick("owner", "ACAGPU_OWNER", None),
         polling_interval=poll,
         regions=_regions(env.get("ACAGPU_REGIONS") or cfg.get("regions")),
+        notify=pick("notify", "ACAGPU_NOTIFY", None),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
     return check_settings(settings) if check else settings

@@ -102,9 +102,10 @@ def find_role(clients: Clients, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def create_role(clients: Clients, definition: Mapping[str, Any]) -> dict[str, Any]:
-    """PUT a custom role from the `az role definition create` JSON shape (ci_init.role_definition)."""
-    guid = str(uuid.uuid4())
+def create_role(clients: Clients, definition: Mapping[str, Any], guid: str | None = None) -> dict[str, Any]:
+    """PUT a custom role from the `az role definition create` JSON shape (ci_init.role_definition);
+    with `guid`, the existing role of that id is updated (its assignable scopes widened)."""
+    guid = guid or str(uuid.uuid4())
     body = {
         "properties": {
             "roleName": definition["Name"],

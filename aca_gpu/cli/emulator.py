@@ -84,6 +84,13 @@ def emulator() -> None:
     help="Start with Microsoft.App registered (a fresh subscription is not).",
 )
 @click.option(
+    "--subscriptions",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="How many subscriptions to emulate (one tenant; Resource Graph sees them all).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -98,6 +105,7 @@ def serve(
     driver_version: str | None,
     faults: str | None,
     registered: bool,
+    subscriptions: int,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
@@ -112,6 +120,7 @@ def serve(
         driver_version=driver_version,
         faults=faults,
         registered=registered,
+        subscriptions=subscriptions,
     )
     try:
         server.start()
@@ -127,6 +136,9 @@ def serve(
         if env_file is not None:
             write_env_file(env_file, "\n".join(lines) + "\n")
         doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
+        if len(server.subscriptions) > 1:
+            doc["subscriptions"] = server.subscriptions
+            lines.append(f"# emulated subscriptions: {' '.join(server.subscriptions)}")
         output.emit(doc, "\n".join(lines))
         click.echo(f"# acagpu emulator listening on {server.endpoint} (Ctrl-C to stop)", err=True)
     except BaseException:

@@ -7,12 +7,14 @@ from typing import TextIO
 
 import click
 
-from aca_gpu.cli.options import confirm, duration, guid, non_empty, output_options
+from aca_gpu.cli.options import NOTIFY_HELP, confirm, duration, guid, non_empty, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.naming import parse_ttl
 from aca_gpu.output import Output
 from aca_gpu.workflow import reap as reap_flow
 from aca_gpu.workflow.fleet import Scope
+from aca_gpu.workflow.notify import reap_message
+from aca_gpu.workflow.render import send
 
 
 @click.command()
@@ -49,6 +51,7 @@ from aca_gpu.workflow.fleet import Scope
     help="Deletes in flight per subscription (ARM throttles each subscription on its own).",
 )
 @click.option("--yes", is_flag=True, help="Really delete. Without it, only print what would be deleted.")
+@click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
 @output_options
 def reap(
     output: Output,
@@ -58,6 +61,7 @@ def reap(
     excludes: tuple[str, ...],
     concurrency: int,
     yes: bool,
+    notify: str | None,
 ) -> None:
     """Delete expired acagpu resource groups. Dry-run by default.
 
@@ -92,6 +96,8 @@ def reap(
         )
         report = sweep(True)
     doc = report.as_dict()
+    if notify:
+        send(output, doc, notify, reap_message(doc))
     output.summary(reap_flow.render_markdown(report))
     if output.github:
         for item in report.by_status("failed"):

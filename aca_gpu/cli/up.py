@@ -6,7 +6,7 @@ from contextlib import nullcontext
 
 import click
 
-from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
@@ -50,6 +50,7 @@ from aca_gpu.workflow.up import up as run_up
     "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
 )
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
 @output_options
 def up(
     output: Output,
@@ -69,6 +70,7 @@ def up(
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
+    notify: str | None,
 ) -> None:
     """Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."""
     settings = command_settings(subscription)
@@ -96,4 +98,4 @@ def up(
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = run_up(open_cloud(active), plan, output, waiter_for(active))
-    finish(output, outcome, render_up, render_up_markdown)
+    finish(output, outcome, render_up, render_up_markdown, notify=notify)

@@ -32,7 +32,8 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   the emulator's own credentials lose that action (their permissions list it under notActions and
   ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With
   `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
-  does not serve, so a client must find out from the refusal itself.
+  does not serve, so a client must find out from the refusal itself. With `subscription=` only that
+  emulated subscription denies (the others still allow).
 - `throttle` (`op=` deletes|writes|reads, default deletes; `refill=` tokens per emulated second,
   `burst=` bucket size, defaults ARM's 10 and 200 for writes and deletes, 25 and 250 for reads;
   `start=` tokens at first use): ARM's per-subscription token bucket (throttle.py). Every answer

@@ -125,8 +125,9 @@ class EmulatorServer:
         faults = Faults(self._faults_spec)
         minter = TokenMinter(audience_host=f"https://{self.host}")
         fleet: dict[str, Ctx] = {}
+        directory = State()  # the tenant's: principals and custom roles, seen from every subscription
         for sub in self.subscriptions:  # one state and runtime each; clock, faults and tokens shared
-            state = State()
+            state = _with_directory(State(), directory)
             fleet[sub] = Ctx(
                 state=state,
                 clock=clock,
@@ -261,9 +262,10 @@ class EmulatorServer:
     async def _areset(self) -> None:
         assert self.ctx is not None
         self.ctx.faults.clear()
+        directory = State()
         for ctx in self.ctx.fleet.values():
             ctx.runtime.stop_all()
-            fresh = State()
+            fresh = _with_directory(State(), directory)
             ctx.state = fresh
             ctx.runtime.state = fresh
             ctx.throttle = Throttle()
@@ -461,6 +463,13 @@ class EmulatorServer:
             "suffixes": {"storage": "core.windows.net", "keyVaultDns": "vault.azure.net"},
         }
         return cloud if api_version >= METADATA_OBJECT_FORM else [cloud]
+
+
+def _with_directory(state: State, directory: State) -> State:
+    """`state` sharing the tenant-level parts (Entra principals, custom role definitions) of `directory`."""
+    state.principals = directory.principals
+    state.role_definitions = directory.role_definitions
+    return state
 
 
 async def _drop_default_content_type(req: web.Request, resp: web.StreamResponse) -> None:

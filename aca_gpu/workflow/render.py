@@ -6,7 +6,18 @@ from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.output import Output, count_names
+from aca_gpu.workflow.notify import post, run_message
 from aca_gpu.workflow.outcome import RunOutcome
+
+
+def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:
+    """Post `message` (if any), record the delivery in `doc`, warn on stderr when it failed."""
+    if message is None:
+        return
+    delivery = post(url, message)
+    doc["notification"] = delivery.as_dict()
+    if not delivery.ok:
+        output.warn(f"could not notify {delivery.host}: {delivery.error or delivery.status}")
 
 
 def finish(
@@ -14,9 +25,16 @@ def finish(
     outcome: RunOutcome,
     human: Callable[[dict[str, Any]], str],
     markdown: Callable[[dict[str, Any]], str] | None = None,
+    *,
+    notify: str | None = None,
 ) -> None:
-    """Render a run once (JSON or text), its job summary, its one error line; exit with its code."""
+    """Render a run once (JSON or text), its job summary, its one error line; exit with its code.
+
+    With `notify`, the outcome is posted first (validate always, up when it failed) and the
+    delivery lands in the document as `notification`."""
     doc = outcome.document()
+    if notify and (doc.get("command") != "up" or outcome.exit_code):
+        send(output, doc, notify, run_message(doc))
     output.emit(doc, human(doc))
     if markdown is not None:
         output.summary(markdown(doc))

@@ -30,6 +30,7 @@ Faults and their parameters:
     empty_200 / non_json_200   a 200 with an empty / non-JSON body, `when` before|after forwarding
     not_found_after_put  a successful PUT is followed by `gets` 404 answers to GETs of that resource
 
+Every request's method and path is kept in `traffic` (what a test reads to count calls).
 Each fired fault is appended as one JSON line to `--log`, and listed by GET `/_chaos/events`, so a
 scenario can say which faults it met. Requests under `/_emulator/` pass through untouched.
 """
@@ -217,6 +218,7 @@ class ChaosProxy:
         self.log_path = log_path
         self.events: list[dict[str, Any]] = []
         self.requests = 0
+        self.traffic: list[tuple[str, str]] = []  # (method, path) of every request forwarded, in order
         self.endpoint = ""
         self.ca_bundle = ""
         self._lock = threading.Lock()
@@ -381,6 +383,7 @@ class ChaosProxy:
             return await self._forward(req, path, faults=False)
         with self._lock:
             self.requests += 1
+            self.traffic.append((method, path))
         is_ws = req.headers.get("Upgrade", "").lower() == "websocket"
         if method == "GET" and not is_ws:
             answer = self._not_found_after_put(method, path)
