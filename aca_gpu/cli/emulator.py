@@ -85,6 +85,7 @@ def emulator() -> None:
 )
 @click.option(
     "--subscriptions",
+    "subscription_count",
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
@@ -105,7 +106,7 @@ def serve(
     driver_version: str | None,
     faults: str | None,
     registered: bool,
-    subscriptions: int,
+    subscription_count: int,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
@@ -120,7 +121,7 @@ def serve(
         driver_version=driver_version,
         faults=faults,
         registered=registered,
-        subscriptions=subscriptions,
+        subscriptions=subscription_count,
     )
     try:
         server.start()

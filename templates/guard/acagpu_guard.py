@@ -228,7 +228,13 @@ def _stop_billing(arm: Arm, sub: str, group: str) -> None:
     """Container apps and jobs first: once they are gone nothing in the group bills per second."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
     for kind in ("containerApps", "jobs"):
-        for item in arm.pages(f"{base}/{kind}", APP_API):
+        try:
+            items = arm.pages(f"{base}/{kind}", APP_API)
+        except ArmFailure as exc:
+            if "MissingSubscriptionRegistration" in str(exc):
+                return  # Microsoft.App was never registered there: no app or job can exist
+            raise
+        for item in items:
             arm.call("DELETE", f"{base}/{kind}/{urllib.parse.quote(str(item['name']))}", APP_API)
 
 
