@@ -34,7 +34,7 @@ def finish(
     delivery lands in the document as `notification`."""
     doc = outcome.document()
     if notify and (doc.get("command") != "up" or outcome.exit_code):
-        send(output, doc, notify, run_message(doc))
+        send(output, doc, notify, run_message({**doc, "exit_code": outcome.exit_code}))
     output.emit(doc, human(doc))
     if markdown is not None:
         output.summary(markdown(doc))

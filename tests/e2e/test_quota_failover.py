@@ -13,6 +13,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from aca_gpu.cli import cli
+from tests.e2e.webhook import webhook
 
 UP = ["up", "--yes", "--max-minutes", "5", "-o", "json"]
 
@@ -25,9 +26,17 @@ def _run(*args: str) -> tuple[int, dict[str, Any], str]:
 def test_zero_a100_quota_refuses_up_in_seconds_with_nothing_created(emu: Any) -> None:
     emu.set_faults("quota:region=eastus,profile=A100,limit=0")
     started = time.monotonic()
-    code, doc, err = _run(*UP, "--gpu", "a100", "-l", "eastus", "--run-id", "quota0")
-    elapsed = time.monotonic() - started
+    with webhook() as hook:  # a failed run is told to the team's channel
+        code, doc, err = _run(
+            *UP, "--gpu", "a100", "-l", "eastus", "--run-id", "quota0", "--notify", hook.url
+        )
+        elapsed = time.monotonic() - started
+        sent = hook.received()
     assert code == 3, err
+    assert len(sent) == 1 and sent[0]["text"].startswith("*acagpu up quota0: failed (exit 3)*")
+    assert sent[0]["acagpu"]["error"]["message"] == doc["error"]["message"]
+    assert doc["notification"] == {"host": "127.0.0.1", "ok": True, "status": 200, "error": None}
+    assert emu.token not in json.dumps(sent)
     assert elapsed < 10, f"the refusal took {elapsed:.1f}s"
     assert "not enough GPU quota" in doc["error"]["message"]
     assert "ManagedEnvironmentConsumptionNCA100Gpus" in doc["error"]["message"]
