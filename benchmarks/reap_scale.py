@@ -144,8 +144,13 @@ def seed(emu: Emulator, subs: list[str], per_sub: int) -> dict[str, set[str]]:
         for i in range(extra):
             kept = run_tags(f"k{s}n{i}", owner="bench", ttl=timedelta(hours=1), now=old, keep=True)
             fresh = run_tags(f"f{s}n{i}", owner="bench", ttl=timedelta(hours=9))
-            for name, tags in ((f"rg-acagpu-k{s}n{i}", kept), (f"rg-acagpu-f{s}n{i}", fresh),
-                               (f"rg-team-{s}-{i}", {"team": "ml", "acagpu:expires-at": "2000-01-01T00:00:00Z"})):  # fmt: skip
+            stranger = {"team": "ml", "acagpu:expires-at": "2000-01-01T00:00:00Z"}
+            named = (
+                (f"rg-acagpu-k{s}n{i}", kept),
+                (f"rg-acagpu-f{s}n{i}", fresh),
+                (f"rg-team-{s}-{i}", stranger),
+            )
+            for name, tags in named:
                 jobs.append((sub, name, tags))
                 expect["stay"].add(f"{sub}/{name}")
     with ThreadPoolExecutor(8) as pool:
@@ -213,12 +218,13 @@ def main() -> None:
                 and large["others_untouched"]
                 and large["ratio"] <= 1.2
             )
+            lg, sm = large, small
             print(
-                f"reap {large['groups']} groups over {large['subscriptions']} subscriptions: "
-                f"{large['deleted']} deleted, {large['failed']} failed, {large['throttled_429']} answers 429; "
-                f"wall {large['wall_emulated_s']:.1f} emulated s vs floor {large['floor_emulated_s']:.1f} "
-                f"(ratio {large['ratio']:.3f}, target <= 1.2); peak RSS {small['peak_rss_mib']:.0f} MiB after "
-                f"{small['groups']} groups, {large['peak_rss_mib']:.0f} MiB after {large['groups']} "
+                f"reap {lg['groups']} groups over {lg['subscriptions']} subscriptions: "
+                f"{lg['deleted']} deleted, {lg['failed']} failed, {lg['throttled_429']} answers 429; "
+                f"wall {lg['wall_emulated_s']:.1f} emulated s vs floor {lg['floor_emulated_s']:.1f} "
+                f"(ratio {lg['ratio']:.3f}, target <= 1.2); peak RSS {sm['peak_rss_mib']:.0f} MiB after "
+                f"{sm['groups']} groups, {lg['peak_rss_mib']:.0f} MiB after {lg['groups']} "
                 f"(+{growth:.1f} MiB); {'PASS' if ok else 'FAIL'}"
             )
         finally:
