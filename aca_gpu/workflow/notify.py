@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +69,9 @@ class Delivery:
 
 def post(url: str, message: Mapping[str, Any], *, timeout: float = TIMEOUT_S) -> Delivery:
     """POST `message` as JSON; never raises (a failure comes back as a Delivery)."""
+    import urllib.error  # lazily: most commands never notify, and startup time is what Ctrl-C meets
+    import urllib.request
+
     data = json.dumps(message).encode()
     request = urllib.request.Request(
         url, data=data, method="POST", headers={"Content-Type": "application/json", "User-Agent": "acagpu"}
