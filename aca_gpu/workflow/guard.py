@@ -36,6 +36,7 @@ from aca_gpu.workflow.ci_init import ROLE_NAME
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
 
+ASSIGN, DEFINE, allowed = scope.ASSIGN, scope.DEFINE, scope.allowed  # ARM's permission rule
 RESOURCE_GROUP = "rg-acagpu-guard"
 ENVIRONMENT = "cae-acagpu-guard"
 JOB = "acagpu-guard"
