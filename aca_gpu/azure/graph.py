@@ -61,6 +61,18 @@ def query_pages(
             return
 
 
+def visible_subscriptions(clients: Clients) -> list[str]:
+    """Every subscription the credential can read, from one query (what `--all-subscriptions` means)."""
+    query = (
+        "resourcecontainers | where type =~ 'microsoft.resources/subscriptions'"
+        " | project subscriptionId | order by subscriptionId asc"
+    )
+    found = [
+        str(row.get("subscriptionId") or "").lower() for page in query_pages(clients, query) for row in page
+    ]
+    return [s for s in dict.fromkeys(found) if s]
+
+
 def managed_groups(
     clients: Clients, *, subscriptions: Sequence[str] = (), page_size: int = PAGE_SIZE
 ) -> list[FleetGroup]:

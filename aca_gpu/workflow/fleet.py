@@ -41,6 +41,17 @@ def find_groups(settings: Settings, scope: Scope, *, page_size: int | None = Non
     return managed_groups(clients, subscriptions=subs, page_size=page_size or PAGE_SIZE)
 
 
+def subscription_ids(settings: Settings, scope: Scope) -> list[str | None]:
+    """The subscriptions a per-subscription API (Cost Management) is asked in: the named ones, every
+    visible one (one Resource Graph query), or the configured one (None)."""
+    if not scope.everything:
+        return list(scope.subscriptions) or [None]
+    from aca_gpu.azure.clients import Clients
+    from aca_gpu.azure.graph import visible_subscriptions
+
+    return list(visible_subscriptions(Clients(settings, subscription_id=""))) or [None]
+
+
 def cloud_source(settings: Settings) -> CachedClouds:
     """A Cloud per subscription, opened when first needed, sharing the command's settings."""
     from aca_gpu.workflow.context import open_cloud
