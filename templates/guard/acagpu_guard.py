@@ -20,7 +20,8 @@ Exit 0 when every delete went through, 6 when one did not, 2 when the configurat
 Environment: ACAGPU_SUBSCRIPTION (required), ACAGPU_ARM_ENDPOINT (default Azure's),
 ACAGPU_GUARD_DRY_RUN=true (decide and log, delete nothing), ACAGPU_GUARD_OLDER_THAN_S,
 ACAGPU_GUARD_EXCLUDES (comma-separated glob patterns of group names), ACAGPU_GUARD_WAIT_S (how long
-to wait for a deleted group to be gone; default 1200), ACAGPU_GUARD_SUBSCRIPTIONS (further
+to wait for a subscription's deleted groups to be gone, all of them together: every delete is sent
+first, then one listing per round; default 1200), ACAGPU_GUARD_SUBSCRIPTIONS (further
 subscriptions to sweep, comma-separated: `guard install --scope`), ACAGPU_NOTIFY (a Slack or Teams
 incoming webhook: one message per run that deleted, would delete or failed to delete something),
 ACAGPU_GUARD_PRICES (JSON {gpu alias: USD per hour}, for the message's estimated cost).
@@ -291,6 +292,7 @@ def _sweep_subscription(
     older_than, excludes, dry_run, wait_s = rules
     flt = {"$filter": f"tagName eq '{TAG_MANAGED}' and tagValue eq 'true'"}
     groups = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+    accepted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # deletes ARM accepted, by name
     for group in groups:
         name = str(group["name"])
         tags = group.get("tags") or {}
@@ -322,15 +324,18 @@ def _sweep_subscription(
                 continue
             _stop_billing(arm, sub, name)
             arm.call("DELETE", path, RESOURCES_API)
-            gone = _wait_gone(arm, path, wait_s)
         except ArmFailure as exc:
             counts["failed"] += 1
             log(event | {"status": "failed", "error": str(exc)})
             acted.append(fact | {"status": "failed", "error": str(exc)[:300]})
             continue
+        accepted[name.lower()] = (event, fact)
+    # then wait for all of them at once: one listing per round, not a wait per group
+    gone = _wait_all_gone(arm, sub, set(accepted), wait_s, flt)
+    for key, (event, fact) in accepted.items():
         counts["deleted"] += 1
-        deleted.append(name)
-        log(event | {"status": "deleted", "verified": gone})
+        deleted.append(str(event["group"]))
+        log(event | {"status": "deleted", "verified": key in gone})
         acted.append(fact | {"status": "deleted"})
 
 
@@ -418,13 +423,20 @@ def record(arm: Arm, path: str, text: str, acted: bool) -> None:
     arm.call("PATCH", path, RESOURCES_API, body={"tags": tags})
 
 
-def _wait_gone(arm: Arm, path: str, wait_s: float) -> bool:
+def _wait_all_gone(arm: Arm, sub: str, names: set[str], wait_s: float, flt: dict[str, str]) -> set[str]:
+    """The names (lowercase) no longer listed, waiting up to wait_s for all of them."""
     end = time.monotonic() + wait_s
-    while time.monotonic() < end:
-        if arm.call("GET", path, RESOURCES_API) is None:
-            return True
+    gone: set[str] = set()
+    while names - gone:
+        try:
+            listed = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+            gone = names - {str(g["name"]).lower() for g in listed}
+        except ArmFailure:
+            pass  # one failed read says nothing about the groups: keep waiting
+        if not names - gone or time.monotonic() >= end:
+            break
         time.sleep(2.0 if wait_s > 60 else 0.5)
-    return False
+    return gone
 
 
 def _iso(moment: datetime) -> str:
