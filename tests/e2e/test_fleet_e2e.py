@@ -20,6 +20,7 @@ from aca_gpu.azure.graph import managed_groups
 from aca_gpu.cli import cli
 from aca_gpu.config import load_settings
 from aca_gpu.naming import run_tags
+from aca_gpu.workflow.fleet import Scope, subscription_ids
 from tests.chaos.proxy import ChaosProxy
 from tests.e2e.webhook import webhook
 
@@ -143,6 +144,10 @@ def test_graph_pages_and_what_the_emulator_refuses(emu: Any, proxied: ChaosProxy
     assert len(_calls(proxied, "POST", GRAPH)) == 4  # 15 rows in pages of 4: one query per page
     only = managed_groups(clients, subscriptions=emu.subscriptions[1:3])
     assert {g.subscription for g in only} == set(emu.subscriptions[1:3])
+    before = len(_calls(proxied, "POST", GRAPH))
+    everything = subscription_ids(settings, Scope(everything=True))  # what `cost --all-subscriptions` asks
+    assert everything == sorted(emu.subscriptions) and len(_calls(proxied, "POST", GRAPH)) == before + 1
+    assert subscription_ids(settings, Scope()) == [None]  # the configured one
 
     from azure.core.exceptions import HttpResponseError
     from azure.mgmt.resourcegraph.models import QueryRequest
