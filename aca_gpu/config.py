@@ -23,6 +23,7 @@ STRING_KEYS = (
     "image",
     "ttl",
     "owner",
+    "env",
     "notify",
 )
 
@@ -79,6 +80,7 @@ class Settings:
     owner: str | None = None
     polling_interval: float = 5.0
     regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
+    env: str | None = None  # warm environment for up/validate/test (config `env`, ACAGPU_ENV)
     notify: str | None = field(default=None, repr=False)  # webhook URL (config `notify`, ACAGPU_NOTIFY)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -135,6 +137,7 @@ def load_settings(
         owner=pick("owner", "ACAGPU_OWNER", None),
         polling_interval=poll,
         regions=_regions(env.get("ACAGPU_REGIONS") or cfg.get("regions")),
+        env=pick("env", "ACAGPU_ENV", None),
         notify=pick("notify", "ACAGPU_NOTIFY", None),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )

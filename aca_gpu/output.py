@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,7 +34,22 @@ TYPICAL_SECONDS: dict[str, str] = {
     "tester start": "image pull, on Azure typically 1-3 min",
     "test run": "typically under 1 min",
     "teardown": "on Azure typically 5-12 min",
+    "wake explorer": "a kept run's explorer is stopped between uses; on Azure typically 1-3 min",
 }
+
+
+# Without a terminal (CI logs, `-o json`) a step says what it waits for on stderr (a known long wait
+# at once, any other once it lasts a quarter of this), then again every period, so no wait is silent
+# for long (`ACAGPU_PROGRESS_S` sets the period).
+PROGRESS_EVERY_S = 8.0
+
+
+def progress_every_s() -> float:
+    try:
+        value = float(os.environ.get("ACAGPU_PROGRESS_S", "") or PROGRESS_EVERY_S)
+    except ValueError:
+        return PROGRESS_EVERY_S
+    return value if value > 0 else PROGRESS_EVERY_S
 
 
 class Progress(Protocol):
@@ -63,6 +79,27 @@ class StepHandle:
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+
+class _Ticker:
+    """Calls `say` after `first` seconds, then every `every` seconds, until stopped (a daemon thread)."""
+
+    def __init__(self, say: Callable[[], None], *, first: float, every: float) -> None:
+        self._stop = threading.Event()
+        self._say, self._first, self._every = say, first, every
+        threading.Thread(target=self._loop, name="acagpu-progress", daemon=True).start()
+
+    def _loop(self) -> None:
+        delay = self._first
+        while not self._stop.wait(delay):
+            try:
+                self._say()
+            except (OSError, ValueError):  # stderr closed under us: nobody is listening any more
+                return
+            delay = self._every
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class NullProgress:
@@ -237,21 +274,34 @@ class Output:
     @contextmanager
     def step(self, name: str) -> Iterator[StepHandle]:
         handle = StepHandle(name)
-        spinner = self._spinner(name) if self.interactive else None
+        spinner = self._spinner(name) if self.interactive else self._still_waiting(handle)
         try:
             yield handle
         except BaseException:
             handle.status = "fail"
             raise
         finally:
-            if spinner is not None:
-                spinner.stop()
+            spinner.stop()
             self.phases[name] = round(handle.elapsed, 3)
             if self.format == "table" or self.interactive:
                 detail = f"  {handle.detail}" if handle.detail else ""
                 glyph = GLYPHS[handle.status]
                 line = f"{glyph} {name:<22} {handle.elapsed:6.1f}s{detail}"
                 print(fit(line, terminal_width(self.stderr)), file=self.stderr, flush=True)
+
+    def _still_waiting(self, handle: StepHandle) -> _Ticker:
+        """No terminal: a `... waiting for` line on stderr while a step lasts (every format)."""
+        typical = TYPICAL_SECONDS.get(handle.name)
+        label = f"waiting for {handle.name}" + (f" ({typical})" if typical else "")
+
+        def say() -> None:
+            detail = f": {handle.detail}" if handle.detail else ""
+            print(f"... {label}{detail}, {handle.elapsed:.0f}s so far", file=self.stderr, flush=True)
+
+        every = progress_every_s()
+        # a wait known to be long says so at once; any other step once it lasts
+        first = 0.0 if handle.name in TYPICAL_SECONDS else every / 4
+        return _Ticker(say, first=first, every=every)
 
     def _spinner(self, name: str) -> Any:
         """A transient spinner on stderr: what it waits for, its typical duration, the elapsed time."""

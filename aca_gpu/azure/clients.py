@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from aca_gpu import recording
 from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError
 
@@ -182,6 +183,10 @@ class Clients:
             # every try of a write waits while the subscription's bucket is known empty (ratelimit.py)
             "per_retry_policies": [self.rate_gate],
         }
+        if recording.active() is not None:
+            from aca_gpu.azure.recorder import policy_options
+
+            options.update(policy_options())
         if self.settings.arm_endpoint:
             options["base_url"] = self.settings.arm_endpoint.rstrip("/")
         if self.settings.ca_bundle:

@@ -60,6 +60,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
     ),
+    "run": (
+        "run_cmd:run",
+        "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
+    ),
+    "env": (
+        "env:env",
+        "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",
+    ),
     "doctor": (
         "doctor:doctor",
         "Diagnose this GPU container host (driver, Docker, Podman, Apptainer) and say how to fix it.",
@@ -164,6 +172,7 @@ class LazyGroup(click.Group):
         finally:
             output = CURRENT_OUTPUT.get()
             CURRENT_OUTPUT.reset(token)
+        _finish_recording(argv, code)
         if output is not None:
             output.finish(code)
         if standalone_mode:
@@ -208,6 +217,16 @@ class LazyGroup(click.Group):
             _report(argv, message, EXIT_FAILURE, type(exc).__name__, "run again with --debug for details")
             return EXIT_FAILURE
         return result if isinstance(result, int) else 0
+
+
+def _finish_recording(argv: list[str], code: int) -> None:
+    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py)."""
+    from aca_gpu import recording
+
+    recorder = recording.active()
+    if recorder is not None:
+        recorder.finish(_peek_command(argv), code, argv)
+        recording.stop()
 
 
 def _exit_code(code: object) -> int:

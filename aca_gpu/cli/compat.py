@@ -15,9 +15,26 @@ from aca_gpu.output import Output
 _GLYPH = {"ok": "✓", "minor-compat": "!", "incompatible": "✗", "unknown": "?"}
 
 
+def headline(result: CompatVerdict) -> str:
+    """What decides the exit code, first: a pair the container runtime would refuse fails (5) even
+    when NVIDIA's tables call it minor-compat, so the headline says refused, not minor-compat."""
+    if result.verdict != "incompatible" and result.require_check == "fail":
+        return f"✗ refused by the container runtime ({result.verdict} by NVIDIA's tables)"
+    return f"{_GLYPH[result.verdict]} {result.verdict}"
+
+
+def failure(result: CompatVerdict) -> str:
+    """The `error:` line of a failing verdict (exit 5)."""
+    where = f"{result.image} on driver {result.driver_version}"
+    if result.verdict == "incompatible":
+        needs = f" (needs >= {result.min_driver})" if result.min_driver else ""
+        return f"incompatible: driver {result.driver_version} cannot run {result.image}{needs}"
+    return f"the container runtime would refuse {where}: {result.require} is not met"
+
+
 def render_verdict(result: CompatVerdict) -> str:
     lines = [
-        f"{_GLYPH[result.verdict]} {result.verdict}: {result.image} on driver {result.driver_version}",
+        f"{headline(result)}: {result.image} on driver {result.driver_version}",
         f"  CUDA in image:      {result.cuda_version or 'unknown'}",
         f"  minimum driver:     {result.min_driver or 'unknown'}",
         f"  driver runs up to:  CUDA {result.max_cuda or 'older than 10.0'}",
@@ -56,4 +73,5 @@ def compat(output: Output, image: str, driver: str, require: str | None) -> None
     output.emit(result.as_dict(), render_verdict(result))
     code = exit_code_for(result)
     if code:
+        output.error(failure(result))
         raise SystemExit(code)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 
 import click
 
+from aca_gpu import naming
 from aca_gpu.azure.dataplane import STDIN_MAX, with_stdin
 from aca_gpu.cli.options import output_options
-from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.cli.runopts import run_options, start_timeout_option, waiter_for
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, CloudError, WaitTimedOut
+from aca_gpu.errors import BadInput, InfraError, WaitTimedOut
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.probe import exec_command
@@ -36,16 +36,31 @@ def local_input() -> bytes | None:
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @run_options
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds.")
+@start_timeout_option
 @output_options
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
-def exec_cmd(output: Output, ref: RunRef, settings: Settings, timeout: float, argv: tuple[str, ...]) -> None:
+def exec_cmd(
+    output: Output,
+    ref: RunRef,
+    settings: Settings,
+    timeout: float,
+    start_timeout: str,
+    argv: tuple[str, ...],
+) -> None:
     """Run a command non-interactively in the explorer (no TTY needed); returns the remote exit code."""
     data = local_input()
     cloud = open_cloud(settings)
     run = find_run(cloud, ref)
-    started = time.monotonic()
-    result = exec_command(cloud, run, with_stdin(argv, data), waiter_for(settings), timeout=timeout)
-    if result.exit_code is None and time.monotonic() - started >= timeout - 1.0:
+    result, seconds = exec_command(
+        cloud,
+        run,
+        with_stdin(argv, data),
+        waiter_for(settings),
+        timeout=timeout,
+        start_timeout=naming.parse_ttl(start_timeout).total_seconds(),
+        progress=output,
+    )
+    if result.exit_code is None and seconds >= timeout - 1.0:
         raise WaitTimedOut(
             f"--timeout {timeout:g}s passed before `{shlex.join(argv)}` finished in {run.names.explorer}",
             code="ExecTimeout",
@@ -65,7 +80,12 @@ def exec_cmd(output: Output, ref: RunRef, settings: Settings, timeout: float, ar
             click.echo(result.stderr, err=True, nl=not result.stderr.endswith("\n"))
 
     output.emit(doc, human)
-    if result.exit_code is None:
-        raise CloudError("the exec session ended before the command reported its exit code")
+    if result.exit_code is None:  # a lost session, never a remote failure (that would be its code)
+        raise InfraError(
+            f"lost the exec session to {run.names.explorer} before `{shlex.join(argv)}` reported "
+            "its exit status",
+            code="ExecLost",
+            hint="the command may or may not have run; run it again if that is safe",
+        )
     if result.exit_code:
         raise SystemExit(result.exit_code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ import click
 
 from aca_gpu.config import Settings, load_settings
 from aca_gpu.workflow.context import RunRef, Waiter
+from aca_gpu.workflow.plan import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,6 +41,20 @@ def run_options(func: F) -> F:
     return wrapped  # type: ignore[no-any-return]
 
 
+WAKE_TIMEOUT = "15m"
+
+
+def start_timeout_option(func: F) -> F:
+    """--start-timeout of the commands that wake a kept run's stopped explorer (`smi`, `exec`)."""
+    option = click.option(
+        "--start-timeout",
+        default=WAKE_TIMEOUT,
+        show_default=True,
+        help="Deadline for a kept run's stopped explorer to start (exit 4 after it).",
+    )
+    return option(func)
+
+
 def command_settings(subscription: str | None = None) -> Settings:
     return load_settings().with_overrides(subscription=subscription)
 
@@ -59,6 +75,16 @@ def emulator_faults() -> str | None:
     except FaultSpecError as exc:
         raise click.UsageError(f"ACAGPU_EMULATOR_FAULTS: {exc}") from exc
     return spec
+
+
+MIN_EMULATED_START_S = 2.0  # a scaled deadline still leaves the emulator's polls a few rounds
+
+
+def emulated_plan(plan: Plan, time_scale: float | None) -> Plan:
+    """The plan's start deadline on the emulator's clock: `--start-timeout 15m` at 0.02 of real time
+    waits 18 s, as every emulated duration is scaled, instead of 15 real minutes."""
+    scale = time_scale or EMULATOR_TIME_SCALE
+    return dataclasses.replace(plan, start_timeout_s=max(MIN_EMULATED_START_S, plan.start_timeout_s * scale))
 
 
 @contextmanager

@@ -16,8 +16,9 @@ from typing import Any, TextIO
 
 import click
 
+from aca_gpu import naming
 from aca_gpu.cli.options import output_options
-from aca_gpu.cli.runopts import run_options, waiter_for
+from aca_gpu.cli.runopts import WAKE_TIMEOUT, run_options, start_timeout_option, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_OK, BadInput
 from aca_gpu.gpu import nvidia_smi
@@ -125,11 +126,12 @@ def smi_from_file(path: str, fields: str | None, output: Output) -> int:
     return smi_exit_code(smi)
 
 
-def smi_live(ref: RunRef, settings: Settings, output: Output) -> int:
+def smi_live(ref: RunRef, settings: Settings, output: Output, start_timeout: str = WAKE_TIMEOUT) -> int:
     """The live branch: nvidia-smi in the run's CUDA explorer, same summary plus the raw table."""
     cloud = open_cloud(settings)
     run = find_run(cloud, ref)
-    parsed, session = explorer_smi(cloud, run, waiter_for(settings))
+    deadline = naming.parse_ttl(start_timeout).total_seconds()
+    parsed, session = explorer_smi(cloud, run, waiter_for(settings), start_timeout=deadline, progress=output)
     doc = smi_document(parsed, source="live", run_id=run.run_id, app=run.names.explorer, raw=session.output)
 
     def human(stream: TextIO) -> None:
@@ -153,15 +155,29 @@ def smi_live(ref: RunRef, settings: Settings, output: Output) -> int:
     help="The --query-gpu field list of a headerless CSV (e.g. index,name,memory.total).",
 )
 @run_options
+@start_timeout_option
 @output_options
-def smi(from_file: str | None, fields: str | None, output: Output, ref: RunRef, settings: Settings) -> None:
+def smi(
+    from_file: str | None,
+    fields: str | None,
+    output: Output,
+    ref: RunRef,
+    settings: Settings,
+    start_timeout: str,
+) -> None:
     """Show what nvidia-smi says: driver, highest supported CUDA, GPUs.
 
     Without --from-file it runs nvidia-smi in the run's CUDA explorer (--run-id, or the only run).
 
+    A kept run's explorer is stopped between uses: smi starts it (minutes on Azure, shown as a
+    step), runs nvidia-smi, and stops it again.
+
     Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
-    not loaded), 2 unreadable input.
+    not loaded), 2 unreadable input, 4 the explorer did not start within --start-timeout.
     """
-    code = smi_live(ref, settings, output) if from_file is None else smi_from_file(from_file, fields, output)
+    if from_file is None:
+        code = smi_live(ref, settings, output, start_timeout)
+    else:
+        code = smi_from_file(from_file, fields, output)
     if code:
         raise SystemExit(code)

@@ -7,7 +7,7 @@ from contextlib import nullcontext
 import click
 
 from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
-from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
 from aca_gpu.workflow.plan import UpRequest, make_plan
@@ -22,6 +22,12 @@ from aca_gpu.workflow.up import up as run_up
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
+    "removed (default: the `env` setting; none: a run-scoped environment, built and deleted).",
+)
 @click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
@@ -34,7 +40,9 @@ from aca_gpu.workflow.up import up as run_up
 )
 @click.option("--start-timeout", help="How long a replica may take to start, e.g. 15m (default).")
 @click.option(
-    "--keep", is_flag=True, help="Keep the run (explorer scaled to zero); `acagpu down` removes it."
+    "--keep",
+    is_flag=True,
+    help="Keep the run (explorer stopped between uses); `acagpu down` removes it.",
 )
 @click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option(
@@ -56,6 +64,7 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     gpu: str | None,
     image: str | None,
     tester_image: str | None,
@@ -86,6 +95,7 @@ def up(
         start_timeout=start_timeout,
         keep=keep,
         wait=wait,
+        env=env_name,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
     if dry_run:
@@ -95,6 +105,7 @@ def up(
         return
     question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
+    plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = run_up(open_cloud(active), plan, output, waiter_for(active))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
-from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
 from aca_gpu.workflow import validate as validate_flow
@@ -26,6 +26,12 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
     "--regions",
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
+)
+@click.option(
+    "--env",
+    "env_name",
+    help="Run every pair inside this warm environment (`acagpu env create`); only the run's jobs "
+    "are made and removed (default: the `env` setting).",
 )
 @click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
 @click.option("--ttl", help="Expiry tag for the reaper, e.g. 90m (default 2h).")
@@ -48,6 +54,7 @@ def validate(
     gpus: tuple[str, ...],
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     run_id: str | None,
     ttl: str | None,
     max_minutes: int | None,
@@ -82,11 +89,13 @@ def validate(
         driver=driver,
         run_tester=not no_tester,
         wait=wait,
+        env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
     question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
+    plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = validate_flow.validate(open_cloud(active), plan, output, waiter_for(active), inspector)

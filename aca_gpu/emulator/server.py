@@ -43,7 +43,7 @@ from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
 from aca_gpu.emulator.throttle import Throttle
 from aca_gpu.emulator.throttle import admit as admit_request
-from aca_gpu.emulator.timing import Clock
+from aca_gpu.emulator.timing import DURATION_SETS, Clock
 from aca_gpu.emulator.tls import make_tls
 from aca_gpu.emulator.workloads.base import Workload
 
@@ -87,6 +87,7 @@ class EmulatorServer:
         registered: bool = False,
         workload_impl: Workload | None = None,
         subscriptions: int = 1,
+        durations: str = "recorded",
     ) -> None:
         if not 1 <= subscriptions <= MAX_SUBSCRIPTIONS:
             raise ValueError(f"subscriptions must be 1..{MAX_SUBSCRIPTIONS}")
@@ -94,6 +95,9 @@ class EmulatorServer:
             raise ValueError("the emulator listens on loopback only")
         if time_scale <= 0:
             raise ValueError("time_scale must be > 0")
+        if durations not in DURATION_SETS:
+            raise ValueError(f"durations must be one of {', '.join(DURATION_SETS)}")
+        self.durations = durations
         self.host, self.port = host, port
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="acagpu-emulator-")) if workdir is None else workdir
@@ -121,7 +125,7 @@ class EmulatorServer:
     def _build(self) -> Ctx:
         workload = self._workload or _load_workload(self._workload_kind, self._driver_version, self.workdir)
         self._workload = workload
-        clock = Clock(self._time_scale)
+        clock = Clock(self._time_scale, durations=self.durations)
         faults = Faults(self._faults_spec)
         minter = TokenMinter(audience_host=f"https://{self.host}")
         fleet: dict[str, Ctx] = {}

@@ -29,6 +29,9 @@ _RESULT_RE = re.compile(rf"{RESULT_TAG}\s+(\{{.*\}})\s*$")
 _ELAPSED_RE = re.compile(r"Elapsed Time:\s*([0-9.eE+-]+)\s*seconds")
 _GPU_RE = re.compile(r"CUDA is available\. Running on GPU")
 _CPU_RE = re.compile(r"CUDA is not available|Running on CPU")
+# lines only this tester prints (its banner, its status line): a log holding one is never legacy
+_OURS_RE = re.compile(r"acagpu gpu-tester \d")
+_STATUS_RE = re.compile(r"^status: (pass|fail)\b(?: \(([^)]*)\))?")
 
 
 class NoTesterResult(BadInput):
@@ -280,6 +283,20 @@ def _legacy(lines: list[str]) -> TesterResult | None:
     return TesterResult(status="fail", reason=reason, elapsed_s=elapsed, legacy=True)
 
 
+def _cut_log(lines: list[str]) -> TesterResult:
+    """This tester's log without its result line (cut, or killed): only a status line saying fail is
+    evidence (the tester's own verdict); anything else has no result, whatever the timings say."""
+    status = next((m for line in reversed(lines) if (m := _STATUS_RE.search(line))), None)
+    if status is not None and status.group(1) == "fail":
+        why = f"{status.group(2)}; " if status.group(2) else ""
+        return TesterResult(status="fail", reason=f"{why}the log is cut before the {RESULT_TAG} result line")
+    said = f" (its status line says {status.group(1)})" if status is not None else ""
+    raise NoTesterResult(
+        f"the tester's log is cut before its {RESULT_TAG} result line{said}: no result to judge",
+        hint="read the whole log (`acagpu logs --tester`), or run the tester again",
+    )
+
+
 def parse_tester_output(text: str) -> TesterResult:
     """The last ACAGPU_RESULT line wins (a retried job prints one per attempt); else the legacy format."""
     lines = [_unwrap(line) for line in text.splitlines()]
@@ -294,6 +311,8 @@ def parse_tester_output(text: str) -> TesterResult:
         if not isinstance(doc, dict):
             raise NoTesterResult(f"the {RESULT_TAG} line does not hold a JSON object")
         return from_document(doc)
+    if any(_OURS_RE.search(line) or _STATUS_RE.search(line) for line in lines):
+        return _cut_log(lines)
     legacy = _legacy(lines)
     if legacy is not None:
         return legacy

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import requests
 
-from aca_gpu.errors import AuthError, CloudError
+from aca_gpu.errors import AuthError, CloudError, InfraError
 
 # key="quoted value" or key=token, separated by commas
 _PARAM = re.compile(r'([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]+))')
@@ -51,6 +51,22 @@ def parse_challenge(header: str) -> Challenge:
 class _Token:
     value: str
     expires_at: float
+
+
+def unreachable(what: str, exc: requests.RequestException) -> InfraError:
+    """One sentence for a request that got no answer (exit 7): what failed, never the library's repr."""
+    text = repr(exc)
+    if "NameResolution" in text or "Name or service not known" in text or "getaddrinfo" in text:
+        why = "its name does not resolve (no network, or a DNS or proxy setting)"
+    elif isinstance(exc, requests.exceptions.SSLError):
+        why = "the TLS handshake failed (a proxy that intercepts TLS needs REQUESTS_CA_BUNDLE)"
+    elif isinstance(exc, requests.Timeout):
+        why = "no answer in time"
+    elif isinstance(exc, requests.ConnectionError):
+        why = "the connection was refused or reset (no network, or a firewall)"
+    else:
+        why = type(exc).__name__
+    return InfraError(f"cannot reach {what}: {why}", code="RegistryUnreachable")
 
 
 class TokenCache:
@@ -94,7 +110,7 @@ class TokenCache:
                 realm, params=params, auth=self._auth, verify=self._verify, timeout=self._timeout
             )
         except requests.RequestException as exc:
-            raise CloudError(f"cannot reach the registry's token service {realm}: {exc}") from exc
+            raise unreachable(f"the registry's token service {realm}", exc) from exc
         if resp.status_code in (401, 403):
             raise AuthError(
                 f"token service {realm} refused {scope} (HTTP {resp.status_code})",

@@ -13,8 +13,8 @@ from urllib.parse import urljoin
 
 import requests
 
-from aca_gpu.errors import AuthError, CloudError, NotFound
-from aca_gpu.registry.auth import Challenge, TokenCache, parse_challenge
+from aca_gpu.errors import AuthError, CloudError, InfraError, NotFound
+from aca_gpu.registry.auth import Challenge, TokenCache, parse_challenge, unreachable
 from aca_gpu.registry.images import ALL_MANIFEST_TYPES, Manifest, sha256_digest
 
 DOCKER_HUB_ALIASES = {"docker.io", "index.docker.io", "registry.hub.docker.com", "registry-1.docker.io"}
@@ -98,7 +98,7 @@ class RegistryClient:
                     allow_redirects=True,  # blobs are often served from a CDN behind a redirect
                 )
             except requests.RequestException as exc:
-                raise CloudError(f"cannot reach registry {self.base}: {exc}") from exc
+                raise unreachable(f"registry {self.base}", exc) from exc
             if resp.status_code != 401:
                 return resp
             if attempt == 1:
@@ -128,6 +128,8 @@ class RegistryClient:
     def _check(self, resp: requests.Response, what: str) -> None:
         if resp.status_code == 404:
             raise NotFound(f"{what} not found on {self.base}")
+        if resp.status_code >= 500 or resp.status_code == 429:  # the registry's trouble, not ours
+            raise InfraError(f"registry {self.base} answered HTTP {resp.status_code} for {what}; try again")
         if resp.status_code >= 400:
             raise CloudError(f"registry {self.base} answered HTTP {resp.status_code} for {what}")
 

@@ -238,11 +238,14 @@ class Engine:
         label = "test run" if not plan.probe else "probe and test"
         if len(plan.pairs) > 1:
             label = f"{len(plan.pairs)} pairs"
+        if plan.command == "run":
+            label = "container"
         with self.phase(label) as step:
             futures = [spawn(partial(self._pair, pair), f"acagpu-pair-{pair.index}") for pair in plan.pairs]
             self.outcome.pairs = [wait_for(f) for f in futures]
             passed = sum(1 for p in self.outcome.pairs if p.status == "pass")
-            step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
+            if plan.command != "run":  # the user's container: its own output says how it went
+                step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
             if passed < len(self.outcome.pairs):
                 step.status = "fail"
 

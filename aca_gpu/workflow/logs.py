@@ -11,6 +11,7 @@ from typing import Any, Literal
 from aca_gpu.errors import NotFound
 from aca_gpu.models import Cloud, ExecutionInfo
 from aca_gpu.workflow.context import Run
+from aca_gpu.workflow.probe import STOPPED
 
 Source = Literal["explorer", "tester"]
 FOLLOW_TIMEOUT_S = 3600.0
@@ -65,10 +66,13 @@ def log_lines(
     app = cloud.get_app(run.resource_group, run.names.explorer)
     if app is None:
         raise NotFound(f"run {run.run_id} has no explorer app {run.names.explorer}")
-    if not app.max_replicas:
+    if (app.running_status or "").lower() == STOPPED.lower() or not app.max_replicas:
+        # a kept run's explorer is stopped between uses: no replica, so no console stream to wait on
         raise NotFound(
-            f"the explorer of run {run.run_id} is scaled to zero (kept run): it has no replica to read",
-            hint="`acagpu logs --tester` or `--system`; `acagpu smi` wakes the explorer for one command",
+            f"the explorer of run {run.run_id} is stopped (kept run): it has no replica, so no console log",
+            code="ExplorerStopped",
+            hint=f"`acagpu logs --run-id {run.run_id} --system` shows its events; `acagpu smi` or "
+            "`acagpu exec -- CMD` start it for one command",
         )
     yield from cloud.app_logs(
         run.resource_group, run.names.explorer, follow=follow, tail=tail, timeout=FOLLOW_TIMEOUT_S

@@ -66,6 +66,7 @@ class Plan:
     wait_gone: bool = False  # teardown waits for the group's 404, not only for billing to stop
     driver: str | None = None  # validate: predict against this driver instead of the last one seen
     regions: tuple[str, ...] = ()  # failover order (first = location); empty: `location` only
+    env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -140,7 +141,7 @@ class Plan:
             "run_id": self.run_id,
             "location": self.location,
             "profile": checks.profile_dict(first.profile, first.gpu),
-            "resources": resource_names(self.names),
+            "resources": resource_names(self.names, self.env),
             "explorer": {"image": first.image},
             "tester": {"image": self.tester_image},
             "ttl_seconds": int(self.ttl.total_seconds()),
@@ -158,7 +159,15 @@ class Plan:
         return doc
 
 
-def resource_names(names: naming.RunNames) -> dict[str, str]:
+def resource_names(names: naming.RunNames, env: str | None = None) -> dict[str, str]:
+    if env is not None:  # the run's own pieces are its jobs inside the warm environment
+        where = naming.EnvNames(env)
+        return {
+            "resource_group": where.resource_group,
+            "environment": where.environment,
+            "probe_job": names.explorer.replace("cuda-explorer-", "cuda-probe-", 1),
+            "tester_job": names.tester,
+        }
     return {
         "resource_group": names.resource_group,
         "environment": names.environment,
@@ -185,6 +194,7 @@ class UpRequest:
     keep: bool = False
     wait: bool = False
     regions: str | None = None  # --regions R1,R2,...
+    env: str | None = None  # --env NAME: run inside a warm environment
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,7 @@ class ValidateRequest:
     run_tester: bool = True
     wait: bool = False
     regions: str | None = None
+    env: str | None = None
 
 
 def _text(value: str | None, flag: str) -> str | None:
@@ -319,7 +330,21 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         wait_gone=request.wait,
         location=regions[0],
         regions=regions,
+        env=_env(settings, request.env, request.keep),
     )
+
+
+def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:
+    """--env (or the `env` setting): the warm environment a run borrows; None runs cold."""
+    name = _text(flag, "--env") or settings.env
+    if name is None:
+        return None
+    if keep:
+        raise BadInput(
+            "--keep with --env: a run in a warm environment has nothing to keep (its jobs bill nothing "
+            "idle); the environment itself stays"
+        )
+    return naming.validate_env_name(name)
 
 
 def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
@@ -378,6 +403,7 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         driver=driver,
         location=regions[0],
         regions=regions,
+        env=_env(settings, request.env, False),
     )
 
 

@@ -7,6 +7,7 @@ that never completes is an infrastructure error that says so, never a GPU verdic
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -14,6 +15,7 @@ from aca_gpu.errors import AcaGpuError, CloudError, ContainerRefused, InfraError
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.models import Cloud, ExecResult, ReplicaInfo
+from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
 from aca_gpu.workflow.outcome import ProbeResult
@@ -24,6 +26,7 @@ EXEC_TIMEOUT_S = 180.0
 WAKE_TIMEOUT_S = 15 * 60.0
 RUNNING = "Running"
 STOPPED = "Stopped"
+WAKE_STEP = "wake explorer"
 # Text that means a replica will never start, so waiting out the deadline would only cost money.
 FATAL_START_MARKERS = (
     "requirement error",
@@ -129,6 +132,11 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
         query = run_exec(cloud, resource_group, app, checks.SMI_QUERY, waiter)
     except InfraError:
         query = ExecResult(tuple(checks.SMI_QUERY), "", "", None)  # the table is what judges
+    return read_smi(table, query)
+
+
+def read_smi(table: ExecResult, query: ExecResult) -> ProbeResult:
+    """The one way a probe's nvidia-smi table and CSV query become a ProbeResult (exec or job)."""
     parsed = nvidia_smi.parse(table.output)
     csv_parsed = nvidia_smi.parse(query.output) if query.exit_code == 0 else None
     gpus = [g.as_dict() for g in parsed.gpus] or (
@@ -152,26 +160,36 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
 
 @contextmanager
 def awake_explorer(
-    cloud: Cloud, run: Run, waiter: Waiter, *, timeout: float = WAKE_TIMEOUT_S
+    cloud: Cloud,
+    run: Run,
+    waiter: Waiter,
+    *,
+    timeout: float = WAKE_TIMEOUT_S,
+    progress: Progress | None = None,
 ) -> Iterator[None]:
-    """A kept run's explorer is stopped between uses: start it for one command, then stop it again."""
+    """A kept run's explorer is stopped between uses: start it for one command, then stop it again.
+
+    The wake takes minutes on Azure, so it is a progress step: the user sees what is awaited."""
     rg, app = run.resource_group, run.names.explorer
     info = cloud.get_app(rg, app)
     if info is None:
         raise NotFound(f"run {run.run_id} has no explorer app {app}")
     asleep = (info.running_status or "").lower() == STOPPED.lower() or not info.max_replicas
-    if asleep:
-        if not info.max_replicas:  # put to sleep by an older acagpu, at zero replicas
-            cloud.scale_app(rg, app, 1, 1)
-        else:
-            cloud.start_app(rg, app)
+    # awake, the replica is normally there at once; a wait for it still says so once it lasts
+    step = (progress or NullProgress()).step(WAKE_STEP if asleep else "explorer replica")
     try:
-        wait_started(cloud, rg, app, waiter, timeout=timeout)
+        with step:
+            if asleep and not info.max_replicas:  # put to sleep by an older acagpu, at zero replicas
+                cloud.scale_app(rg, app, 1, 1)
+            elif asleep:
+                cloud.start_app(rg, app)
+            wait_started(cloud, rg, app, waiter, timeout=timeout)
         yield
     finally:
         if asleep:
             try:
-                cloud.stop_app(rg, app)
+                with (progress or NullProgress()).step("stop explorer"):
+                    cloud.stop_app(rg, app)
             except AcaGpuError as exc:
                 raise InfraError(
                     f"could not stop the explorer {app} again: {exc.message}",
@@ -179,22 +197,38 @@ def awake_explorer(
                 ) from exc
 
 
-def explorer_smi(cloud: Cloud, run: Run, waiter: Waiter) -> tuple[NvidiaSmi, ExecResult]:
+def explorer_smi(
+    cloud: Cloud,
+    run: Run,
+    waiter: Waiter,
+    *,
+    start_timeout: float = WAKE_TIMEOUT_S,
+    progress: Progress | None = None,
+) -> tuple[NvidiaSmi, ExecResult]:
     """`acagpu smi` live: nvidia-smi in the run's explorer, parsed, with the raw session result."""
-    with awake_explorer(cloud, run, waiter):
+    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress):
         table = run_exec(cloud, run.resource_group, run.names.explorer, ["nvidia-smi"], waiter)
     return nvidia_smi.parse(table.output), table
 
 
 def exec_command(
-    cloud: Cloud, run: Run, argv: Sequence[str], waiter: Waiter, *, timeout: float
-) -> ExecResult:
-    """`acagpu exec`: the remote exit code becomes ours; no TTY needed.
+    cloud: Cloud,
+    run: Run,
+    argv: Sequence[str],
+    waiter: Waiter,
+    *,
+    timeout: float,
+    start_timeout: float = WAKE_TIMEOUT_S,
+    progress: Progress | None = None,
+) -> tuple[ExecResult, float]:
+    """`acagpu exec`: the result and the seconds its session took (the wake not counted), so the
+    caller can tell a command cut at --timeout from a session lost on the way.
 
     Only a failed connection is retried: a session that dropped mid-command may already have run it.
     """
-    with awake_explorer(cloud, run, waiter):
-        return run_exec(
+    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress):
+        started = time.monotonic()
+        result = run_exec(
             cloud,
             run.resource_group,
             run.names.explorer,
@@ -203,3 +237,4 @@ def exec_command(
             timeout=timeout,
             retry_incomplete=False,
         )
+        return result, time.monotonic() - started

@@ -19,16 +19,19 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import (
+    KIND_ENV,
     TAG_CREATED_AT,
     TAG_EXPIRES_AT,
     TAG_GPU,
     TAG_KEEP,
+    TAG_KIND,
     TAG_MANAGED,
     TAG_RUN_ID,
     is_managed,
     parse_iso_utc,
 )
 from aca_gpu.output import NullProgress, Progress
+from aca_gpu.workflow.envs import runs_inside
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
 from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
 
@@ -46,12 +49,14 @@ class ReapItem:
     spend_usd: float | None
     status: str = "pending"  # would-delete | deleted | skipped | failed
     error: str | None = None
+    kind: str = "run"  # run | env (a warm environment)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "subscription": self.subscription,
             "resource_group": self.resource_group,
             "run_id": self.run_id,
+            "kind": self.kind,
             "status": self.status,
             "reason": self.reason,
             "age_seconds": None if self.age_s is None else round(self.age_s),
@@ -98,7 +103,10 @@ def decide(
 
     def item(action: str, reason: str) -> ReapItem:
         status = "skipped" if action == "skip" else "pending"
-        return ReapItem(subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status)
+        kind = KIND_ENV if tags.get(TAG_KIND) == KIND_ENV else "run"
+        return ReapItem(
+            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status, kind=kind
+        )
 
     if not is_managed(tags):
         return item("skip", f"not tagged {TAG_MANAGED}=true")
@@ -108,6 +116,14 @@ def decide(
         if fnmatch.fnmatchcase(group.name, pattern):
             return item("skip", f"excluded by pattern {pattern!r}")
     expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if tags.get(TAG_KIND) == KIND_ENV:  # a warm environment: its expiry is renewed by every run
+        if expires is not None and expires <= now:
+            return item("delete", f"warm environment idle past its TTL (expired at {tags[TAG_EXPIRES_AT]})")
+        if expires is not None:
+            return item(
+                "skip", f"warm environment in use or idle within its TTL (expires {tags[TAG_EXPIRES_AT]})"
+            )
+        return item("skip", "warm environment without an expiry tag")
     if expires is not None and expires <= now:
         return item("delete", f"expired at {tags[TAG_EXPIRES_AT]}")
     if older_than is not None and created is not None and now - created >= older_than:
@@ -115,6 +131,24 @@ def decide(
     if expires is not None:
         return item("skip", f"not expired (expires {tags[TAG_EXPIRES_AT]})")
     return item("skip", "no expiry tag (use --older-than to include it)")
+
+
+def _unless_busy(cloud: Cloud, item: ReapItem) -> ReapItem:
+    """A warm environment with a run inside is never removed, expired or not (the run renews it)."""
+    if item.action != "delete" or item.kind != KIND_ENV:
+        return item
+    try:
+        runs = runs_inside(cloud, item.resource_group)
+    except AcaGpuError as exc:  # cannot tell whether a run is inside: leave it
+        return replace(item, action="skip", status="skipped", reason=f"cannot list its runs: {exc.message}")
+    if runs:
+        return replace(
+            item,
+            action="skip",
+            status="skipped",
+            reason=f"warm environment with a run inside: {', '.join(sorted(runs))}",
+        )
+    return item
 
 
 def _human(delta: timedelta) -> str:
@@ -175,14 +209,31 @@ def reap(
                 raise ValueError("a cloud source needs the groups found (Resource Graph)")
             found = listed_groups(clouds)
         items = plan(found, now=now, older_than=older_than, excludes=excludes, spend=spend)
+        items = [_unless_busy(source(i.subscription), i) for i in items]
         doomed = [i for i in items if i.action == "delete"]
         subs = len({i.subscription for i in items})
         step.update(f"{len(items)} found in {subs} subscription(s), {len(doomed)} expired")
     if not delete:
         items = [replace(i, status="would-delete") if i.action == "delete" else i for i in items]
         return ReapReport(dry_run=True, items=tuple(items))
+
+    def recheck(cloud: Cloud, item: ReapItem) -> ReapItem | None:
+        """A warm environment is read again right before its delete: a run may have begun since the
+        plan. None: go ahead; else the item as skipped."""
+        if item.kind != KIND_ENV:
+            return None
+        group = cloud.get_resource_group(item.resource_group)
+        if group is None:
+            return replace(item, action="skip", status="skipped", reason="already gone")
+        again = _unless_busy(
+            cloud, decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than)
+        )
+        if again.action != "delete":
+            return replace(again, status="skipped", reason=f"re-checked before delete: {again.reason}")
+        return None
+
     with progress.step(f"delete {len(doomed)} resource group(s)") as step:
-        deleter = Deleter(source, concurrency=concurrency, poll=poll, report=step.update)
+        deleter = Deleter(source, concurrency=concurrency, poll=poll, report=step.update, recheck=recheck)
         done = deleter.run(doomed)
         failed = sum(1 for r in done.values() if r.status == "failed")
         step.update(f"{len(doomed) - failed} deleted, {failed} failed{deleter.throttle_note()}")

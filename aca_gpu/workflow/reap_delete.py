@@ -68,14 +68,21 @@ class CachedClouds:
 
 class Deleter:
     def __init__(
-        self, clouds: CloudSource, *, concurrency: int, poll: float, report: Callable[[str], None]
+        self,
+        clouds: CloudSource,
+        *,
+        concurrency: int,
+        poll: float,
+        report: Callable[[str], None],
+        recheck: Callable[[Cloud, Any], Any] | None = None,
     ) -> None:
         self.clouds = clouds
+        self.recheck = recheck  # the item again right before its delete: None to go ahead
         self.concurrency = max(1, concurrency)
         self.poll = poll
         self._report = report
         self._lock = threading.Lock()
-        self._counts = {"accepted": 0, "deleted": 0, "failed": 0}
+        self._counts = {"accepted": 0, "deleted": 0, "failed": 0, "skipped": 0}
         self._total = 0
         self._reported_at = 0.0
 
@@ -137,6 +144,9 @@ class Deleter:
     def _accept(self, cloud: Cloud, item: Any) -> Any:
         """The one teardown path (billing first); `pending` once ARM accepted the group's delete."""
         try:
+            changed = self.recheck(cloud, item) if self.recheck is not None else None
+            if changed is not None:
+                return changed
             result = teardown.teardown_group(cloud, item.resource_group, wait_gone=False, poll=self.poll)
         except AcaGpuError as exc:
             return replace(item, status="failed", error=exc.message)
@@ -185,4 +195,4 @@ class Deleter:
             self._report(f"{c['accepted']}/{self._total} accepted, {c['deleted']} gone, {c['failed']} failed")
 
     def _finished(self) -> bool:
-        return self._counts["deleted"] + self._counts["failed"] >= self._total
+        return self._counts["deleted"] + self._counts["failed"] + self._counts["skipped"] >= self._total

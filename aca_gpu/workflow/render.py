@@ -73,7 +73,11 @@ def render_plan(doc: dict[str, Any]) -> str:
         f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
         f"  resource group {res['resource_group']}",
         f"  environment    {res['environment']}",
-        f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}",
+        (
+            f"  probe job      {res['probe_job']}  image {doc['explorer']['image']}  (warm environment)"
+            if "probe_job" in res
+            else f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}"
+        ),
         f"  tester job     {res['tester_job']}  image {doc['tester']['image']}",
         f"  ttl            {_fmt_seconds(doc['ttl_seconds'])}   max minutes {doc['max_minutes']}",
         "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),

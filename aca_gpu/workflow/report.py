@@ -145,6 +145,11 @@ def render_markdown(matrix: Matrix) -> str:
             if pair is None:
                 cells.append("·")
                 continue
+            if pair.get("refused"):  # never ran: no nvidia-smi, and no figure of this image
+                pre = pair.get("preflight") or {}
+                driver, cuda = pre.get("driver_version") or "?", pre.get("cuda_version") or "?"
+                cells.append(f"❌ refused<br>driver {driver} (predicted) / image CUDA {cuda}")
+                continue
             glyph = "✅ pass" if pair.get("status") == "pass" else "❌ fail"
             driver = pair.get("driver_version") or "?"
             cuda = pair.get("cuda_version") or "?"

@@ -49,6 +49,10 @@ TAG_RUN_ID = "acagpu:run-id"
 TAG_CREATED_AT = "acagpu:created-at"
 TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_ROLE = "acagpu:role"
+TAG_KIND = "acagpu:kind"
+KIND_ENV = (
+    "env"  # a warm environment (`acagpu env create`): removed when idle past its TTL, never with a run inside
+)
 TAG_LAST_RUN = "acagpu:guard-last-run"
 TAG_LAST_DELETION = "acagpu:guard-last-deletion"  # the last run that deleted (or failed to delete) something
 TAG_VALUE_MAX = 256  # ARM's limit on a tag value
@@ -101,6 +105,12 @@ def decide(
         if fnmatch.fnmatchcase(name, pattern):
             return "skip", f"excluded by pattern {pattern!r}"
     expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if tags.get(TAG_KIND) == KIND_ENV:  # a warm environment: its expiry is renewed by every run
+        if expires is not None and expires <= now:
+            return "delete", f"warm environment idle past its TTL (expired at {tags[TAG_EXPIRES_AT]})"
+        if expires is not None:
+            return "skip", f"warm environment in use or idle within its TTL (expires {tags[TAG_EXPIRES_AT]})"
+        return "skip", "warm environment without an expiry tag"
     if expires is not None and expires <= now:
         return "delete", f"expired at {tags[TAG_EXPIRES_AT]}"
     if older_than is not None and created is not None and now - created >= older_than:
@@ -225,6 +235,24 @@ def _config_error(message: str) -> int:
     return EXIT_BAD_CONFIG
 
 
+def runs_inside(arm: Arm, sub: str, group: str) -> list[str]:
+    """Run ids with an app or job in a warm environment's group (such a group is never removed)."""
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    runs = {
+        str((item.get("tags") or {}).get(TAG_RUN_ID) or "(unknown)")
+        for kind in ("containerApps", "jobs")
+        for item in arm.pages(f"{base}/{kind}", APP_API)
+    }
+    return sorted(runs)
+
+
+def _busy(arm: Arm, sub: str, name: str, tags: dict[str, Any]) -> str | None:
+    if tags.get(TAG_KIND) != KIND_ENV:
+        return None
+    runs = runs_inside(arm, sub, name)
+    return f"warm environment with a run inside: {', '.join(runs)}" if runs else None
+
+
 def _stop_billing(arm: Arm, sub: str, group: str) -> None:
     """Container apps and jobs first: once they are gone nothing in the group bills per second."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
@@ -301,6 +329,15 @@ def _sweep_subscription(
         event["subscription"] = sub
         fact = {"subscription": sub, "resource_group": name, "run_id": tags.get(TAG_RUN_ID)}
         fact |= {"age_seconds": _age(tags, now), "gpu": tags.get("acagpu:gpu")}
+        if tags.get(TAG_KIND) == KIND_ENV:
+            event["kind"] = KIND_ENV
+        if action == "delete":
+            try:
+                busy = _busy(arm, sub, name, tags)
+            except ArmFailure as exc:
+                busy = f"cannot list its runs: {exc}"
+            if busy:
+                action, event["reason"] = "skip", busy
         if action == "skip":
             counts["skipped"] += 1
             log(event | {"status": "skipped"})
@@ -318,9 +355,10 @@ def _sweep_subscription(
                 log(event | {"status": "skipped", "reason": "already gone"})
                 continue
             again, why = decide(name, fresh.get("tags") or {}, datetime.now(UTC), older_than, excludes)
-            if again != "delete":
+            busy = _busy(arm, sub, name, fresh.get("tags") or {}) if again == "delete" else None
+            if again != "delete" or busy:
                 counts["skipped"] += 1
-                log(event | {"status": "skipped", "reason": f"re-checked before delete: {why}"})
+                log(event | {"status": "skipped", "reason": f"re-checked before delete: {busy or why}"})
                 continue
             _stop_billing(arm, sub, name)
             arm.call("DELETE", path, RESOURCES_API)

@@ -55,6 +55,10 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
 
     code, out, err = _run("exec", "--run-id", "life1", "--", "sh", "-c", "exit 3")
     assert code == 3, err
+    emu.set_faults("ws_drop:count=1")  # the session drops mid-command: lost (7), never a remote `false` (1)
+    code, out, err = _run("exec", "--run-id", "life1", "--", "sh", "-c", "sleep 1")
+    emu.set_faults("")
+    assert code == 7 and "lost the exec session" in err and "hint:" in err, (code, err)
 
     code, out, err = _run("logs", "--run-id", "life1", "--tester", "--tail", "50")
     # the execution ended: ACA keeps no replica, so there is no console stream, and it says so

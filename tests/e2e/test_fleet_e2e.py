@@ -83,7 +83,9 @@ def proxied(emu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def _calls(proxy: ChaosProxy, method: str, fragment: str) -> list[str]:
-    return [p for m, p in proxy.traffic if m == method and fragment.lower() in p.lower()]
+    return [
+        e["path"] for e in proxy.traffic if e["method"] == method and fragment.lower() in e["path"].lower()
+    ]
 
 
 def _groups(emu: Any) -> set[str]:
@@ -103,7 +105,9 @@ def test_status_and_reap_across_five_subscriptions(emu: Any, proxied: ChaosProxy
     assert {r["phase"] for r in doc["runs"]} == {"empty"}
     # one Resource Graph query (one page) for five subscriptions, and no listing per subscription
     assert len(_calls(proxied, "POST", GRAPH)) == 1
-    assert [p for m, p in proxied.traffic if m == "GET" and p.lower().endswith("/resourcegroups")] == []
+    assert [
+        e for e in proxied.traffic if e["method"] == "GET" and e["path"].lower().endswith("/resourcegroups")
+    ] == []
 
     emu.set_faults("throttle:op=deletes,burst=1,start=0,refill=200")  # ARM's bucket, drained
     with webhook() as hook:

@@ -54,6 +54,7 @@ class Pair:
     text: str
     url: str
     ahead: bool = False  # the emulator was past a recorded transient state
+    refused_version: str | None = None  # the recorded api-version the emulator refused (then resent)
 
 
 def last_segment(url: str) -> str:

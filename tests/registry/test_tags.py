@@ -188,3 +188,14 @@ def test_cli_unknown_repository_exits_2(registry) -> None:  # type: ignore[no-un
         cli, ["tags", "nvidia/nope", "--registry", registry.host, "--ca-bundle", registry.ca_bundle]
     )
     assert result.exit_code == 2 and "not found" in result.stderr
+
+
+@pytest.mark.parametrize("repository", ["nosuch.invalid/nvidia/cuda", "127.0.0.1:9/nvidia/cuda"])
+def test_an_unreachable_registry_is_exit_7_with_a_sentence(repository: str) -> None:
+    """No network (a name that does not resolve, a port nobody listens on) is infrastructure: exit 7
+    and one sentence, never exit 1 with the transport library's exception text."""
+    res = CliRunner().invoke(cli, ["tags", repository, "-o", "json"])
+    assert res.exit_code == 7, res.output
+    error = json.loads(res.stdout)["error"]
+    assert error["exit_code"] == 7 and error["message"].startswith("cannot reach registry"), error
+    assert "Error(" not in res.stderr and "HTTPSConnectionPool" not in res.stderr, res.stderr

@@ -314,8 +314,23 @@ def test_cli_json_contract(image: str, driver: str, code: int, expected: tuple[s
     assert doc["image"] == image and doc["driver_version"] == driver
     if doc["verdict"] == "unknown":
         assert err.startswith("warning:") and len(err.strip().splitlines()) == 1
+    elif code:  # a failing verdict says why on stderr, as every failing command does
+        assert err.startswith("error:") and len(err.strip().splitlines()) == 1, err
     else:
         assert err == ""
+
+
+@pytest.mark.parametrize(
+    ("driver", "headline"),
+    [("550.144.03", "✗ refused by the container runtime"), ("470.57.02", "✗ incompatible")],
+)
+def test_cli_headline_says_what_decides_the_exit_code(driver: str, headline: str) -> None:
+    """A minor-compat pair the runtime would refuse exits 5, so its headline says refused; every
+    failing verdict prints an `error:` line and, under --github, an ::error:: annotation."""
+    rc, out, err = _run("--image", "nvidia/cuda:12.8.0-base-ubuntu24.04", "--driver", driver, "--github")
+    assert rc == 5
+    assert out.splitlines()[0].startswith(headline), out
+    assert "error: " in err and "::error title=acagpu compat::" in err, err
 
 
 def test_cli_explicit_require_can_refuse_an_ok_image() -> None:
@@ -360,5 +375,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
 def test_cli_human_summary() -> None:
     rc, out, _ = _run("--image", "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "--driver", "535.104.05")
     assert rc == 5
-    assert out.startswith("! minor-compat: nvidia/cuda:12.4.1-runtime-ubuntu22.04 on driver 535.104.05")
+    assert out.startswith(
+        "✗ refused by the container runtime (minor-compat by NVIDIA's tables): "
+        "nvidia/cuda:12.4.1-runtime-ubuntu22.04 on driver 535.104.05"
+    )
     assert "minimum driver:     550.54.15" in out and "CUDA 12.2" in out

@@ -114,3 +114,39 @@ def test_merge_into_grows_the_matrix_and_fails_only_on_new_failures(tmp_path: Pa
         "13.1.0-runtime-ubuntu24.04",
         "12.9.1-runtime-ubuntu22.04",
     }
+
+
+def test_a_refused_pair_shows_no_figure_and_the_predicted_driver() -> None:
+    """The explorer never started, so nvidia-smi said nothing and the tester's figure came from
+    another image: the cell says refused, with the driver and CUDA the prediction compared."""
+    refused = {
+        "image": "nvidia/cuda:13.0.0-base-ubuntu24.04",
+        "gpu": "t4",
+        "status": "fail",
+        "reason": "container refused: requirement error: unsatisfied condition: cuda>=13.0",
+        "driver_version": None,
+        "cuda_version": None,
+        "bf16_tflops": 25.0,
+        "refused": "requirement error: unsatisfied condition: cuda>=13.0",
+        "preflight": {"driver_version": "550.54.15", "cuda_version": "13.0.0", "verdict": "incompatible"},
+    }
+    text = report.render_markdown(report.Matrix((refused,)))
+    (row,) = [line for line in text.splitlines() if line.startswith("| `nvidia/cuda:13.0.0")]
+    assert "❌ refused" in row and "bf16" not in row and "?" not in row, row
+    assert "driver 550.54.15" in row and "13.0.0" in row, row
+
+
+def test_validate_counts_pairs_the_runtime_would_refuse() -> None:
+    from aca_gpu.config import Settings
+    from aca_gpu.output import NullProgress
+    from aca_gpu.workflow import validate as validate_flow
+    from aca_gpu.workflow.plan import ValidateRequest, make_validate_plan
+
+    plan = make_validate_plan(
+        Settings(),
+        ValidateRequest(images=("nvidia/cuda:12.8.0-base-ubuntu24.04",), gpus=("t4",), driver="550.144.03"),
+        owner="me",
+    )
+    progress = NullProgress()
+    validate_flow.predictions(plan, progress, None)
+    assert progress.notes == ["1 pair(s), 1 predicted to fail (incompatible, or refused by the runtime)"]

@@ -76,3 +76,27 @@ def test_no_gpu_report_says_telemetry_was_unavailable() -> None:
     res = CliRunner().invoke(cli, ["tester-report", "--from-file", "-"], input=body)
     assert res.exit_code == 5
     assert "telemetry unavailable (no CUDA device)" in res.stdout
+
+
+def _cut(fixture: str, *, status: str | None) -> str:
+    """This tester's own log cut before its result line, its status line rewritten (or cut too)."""
+    kept = [line for line in _body(fixture).splitlines() if not line.startswith(("ACAGPU_RESULT", "status:"))]
+    return "\n".join(kept + ([f"status: {status}"] if status else [])) + "\n"
+
+
+def test_a_cut_log_of_this_tester_is_never_judged_by_the_legacy_rule() -> None:
+    """The legacy `Elapsed Time:` rule is for the seed's tester only: a cut log of this tester saying
+    fail is a fail (5), and one that says nothing has no result (2), never `pass [legacy format]`."""
+    failed = CliRunner().invoke(
+        cli,
+        ["tester-report", "--from-file", "-", "-o", "json"],
+        input=_cut("h100-default.txt", status="fail (incorrect) in 7.4s"),
+    )
+    doc = json.loads(failed.stdout)
+    assert failed.exit_code == 5, failed.output
+    assert doc["result"]["status"] == "fail" and doc["result"]["legacy"] is False, doc["result"]
+    assert "result line" in (doc["result"]["reason"] or ""), doc["result"]
+    silent = CliRunner().invoke(
+        cli, ["tester-report", "--from-file", "-"], input=_cut("h100-default.txt", status=None)
+    )
+    assert silent.exit_code == 2 and "cut" in silent.stderr and "legacy" not in silent.output, silent.output

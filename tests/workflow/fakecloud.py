@@ -204,7 +204,7 @@ class FakeCloud:
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return self.jobs.get((resource_group, name))
 
-    def start_job(self, resource_group: str, job: str) -> str:
+    def start_job(self, resource_group: str, job: str, template: Any = None) -> str:
         runs = self.executions.setdefault((resource_group, job), [])
         name = f"{job}-exec{len(runs) + 1}"
         runs.append(ExecutionInfo(name, "Running", "2026-11-22T12:00:00Z"))

@@ -13,7 +13,7 @@ from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.app import models, shapes
 from aca_gpu.emulator.providers.app.exceptions import GatewayTimeout, ResourceNotFound
-from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision
+from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision, in_env
 
 WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
 
@@ -200,7 +200,7 @@ async def managed_environments_list_workload_profile_states(
         current = sum(
             1
             for r in ctx.state.replicas()
-            if not r.gone and r.env == env.name and r.profile_type == prof["workloadProfileType"]
+            if not r.gone and in_env(r, env) and r.profile_type == prof["workloadProfileType"]
         )
         value.append(
             {
@@ -290,6 +290,20 @@ async def container_apps_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -
         },
         headers=WRITES,
     )
+
+
+def _secrets(configuration: dict[str, Any]) -> web.StreamResponse:
+    """The one answer that carries secret values: GETs of the app or job give their names only."""
+    stored = configuration.get("secrets") or []
+    return json_response({"value": [dict(s) for s in stored if isinstance(s, dict)]}, headers=WRITES)
+
+
+async def container_apps_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_app(ctx, p["rg"], p["name"]).configuration)
+
+
+async def jobs_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_job(ctx, p["rg"], p["name"]).configuration)
 
 
 async def container_apps_revisions_list_revisions(
