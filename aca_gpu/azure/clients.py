@@ -170,6 +170,7 @@ class Clients:
     def pipeline_options(self) -> dict[str, Any]:
         from aca_gpu.azure.api_versions import ApiVersionFallback
         from aca_gpu.azure.ratelimit import RateLimitGate
+        from aca_gpu.azure.reads import read_retry_policy
 
         if self.rate_gate is None:
             self.rate_gate = RateLimitGate()
@@ -180,6 +181,8 @@ class Clients:
             "credential_scopes": [ARM_SCOPE],
             # a region that refuses an api-version gets the next one (api_versions.py)
             "custom_hook_policy": ApiVersionFallback(),
+            # an unreadable GET (an LRO status poll too) is read again, backing off (reads.py)
+            "per_call_policies": [read_retry_policy(self.settings.polling_interval)],
             # every try of a write waits while the subscription's bucket is known empty (ratelimit.py)
             "per_retry_policies": [self.rate_gate],
         }

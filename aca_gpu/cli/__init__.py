@@ -220,11 +220,11 @@ class LazyGroup(click.Group):
 
 
 def _finish_recording(argv: list[str], code: int) -> None:
-    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py)."""
-    from aca_gpu import recording
-
-    recorder = recording.active()
-    if recorder is not None:
+    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py). Imports
+    nothing: a run that records has loaded the module already, and one that does not must end here
+    at once (a second Ctrl-C may be on its way)."""
+    recording = sys.modules.get("aca_gpu.recording")
+    if recording is not None and (recorder := recording.active()) is not None:
         recorder.finish(_peek_command(argv), code, argv)
         recording.stop()
 

@@ -12,6 +12,7 @@ from aca_gpu.cli.options import output_options
 from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.cost import catalog_prices, load_prices
+from aca_gpu.errors import AuthError
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
 from aca_gpu.naming import validate_location
 from aca_gpu.output import Output, terminal_width
@@ -106,5 +107,15 @@ def profiles(
         return
     settings = command_settings(subscription)
     region = validate_location(location or settings.location)
-    doc = offered_profiles(open_cloud(settings), region)
+    try:
+        cloud = open_cloud(settings)
+    except AuthError as exc:
+        if exc.code != "NoSubscription":
+            raise
+        raise AuthError(
+            exc.message,
+            code=exc.code,
+            hint="`acagpu profiles --offline` shows the bundled catalog without Azure",
+        ) from exc
+    doc = offered_profiles(cloud, region)
     output.emit(doc, render_offers(doc))

@@ -51,6 +51,7 @@ class ProbeResult:
     raw_query: str = ""
     start_s: float | None = None  # from the create (or wake) request to a running replica
     smi_s: float | None = None  # the nvidia-smi exec itself
+    platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
 
     @property
     def failed(self) -> bool:
@@ -81,6 +82,7 @@ class TesterOutcome:
     reason: str | None = None
     seconds: float = 0.0  # measured replica lifetime, for the cost
     started_after_s: float | None = None  # from the start request to the first log line
+    platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
 
     def as_dict(self) -> dict[str, Any]:
         result = self.result.as_dict() if self.result is not None else None
@@ -118,11 +120,22 @@ class PairOutcome:
         if self.probe is not None:
             found["explorer start"] = self.probe.start_s
             found["nvidia-smi"] = self.probe.smi_s
+            found["probe image pull"] = (self.probe.platform.get("image_pull") or {}).get("seconds")
         if self.tester is not None:
             found["tester start"] = self.tester.started_after_s
             started = self.tester.started_after_s or 0.0
             found["test run"] = round(max(0.0, self.tester.seconds), 3) if started is not None else None
+            found["tester image pull"] = (self.tester.platform.get("image_pull") or {}).get("seconds")
         return {k: round(v, 3) for k, v in found.items() if v is not None}
+
+    @property
+    def platform(self) -> dict[str, Any]:
+        """The platform's own account of each container's start (system events; phases.py)."""
+        found = {
+            "probe": self.probe.platform if self.probe else {},
+            "tester": self.tester.platform if self.tester else {},
+        }
+        return {k: v for k, v in found.items() if v}
 
     @property
     def gpu_failure(self) -> str | None:
@@ -190,6 +203,7 @@ class PairOutcome:
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
             "phases": self.phases,
+            "platform": self.platform,
         }
 
 

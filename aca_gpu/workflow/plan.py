@@ -160,11 +160,12 @@ class Plan:
 
 
 def resource_names(names: naming.RunNames, env: str | None = None) -> dict[str, str]:
-    if env is not None:  # the run's own pieces are its jobs inside the warm environment
+    if env is not None:  # the run's own group holds its jobs; the environment is borrowed
         where = naming.EnvNames(env)
         return {
-            "resource_group": where.resource_group,
+            "resource_group": names.resource_group,
             "environment": where.environment,
+            "environment_group": where.resource_group,
             "probe_job": names.explorer.replace("cuda-explorer-", "cuda-probe-", 1),
             "tester_job": names.tester,
         }

@@ -26,12 +26,17 @@ TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
 ATTEMPTS = 2  # a finished execution whose lines could not be read is started once more
 RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver call
+# After its last line the probe stays this long, so a client polling every 5 s still finds the
+# replica and reads its log (ACA removes a finished replica, and its log, within seconds). The client
+# stops at the last line and deletes the job, which ends the replica: the grace rarely bills.
+GRACE_S = 10
 
 
 def probe_script() -> str:
-    """One shell line: the table, its status, the CSV query, its status (stderr kept in the log)."""
+    """One shell line: the table, its status, the CSV query, its status (stderr kept in the log),
+    then the grace."""
     query = shlex.join(checks.SMI_QUERY)
-    return f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"'
+    return f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"; sleep {GRACE_S}'
 
 
 def probe_container(image: str, profile: GpuProfile) -> ContainerDef:

@@ -21,6 +21,7 @@ from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import (
     KIND_ENV,
     TAG_CREATED_AT,
+    TAG_ENV,
     TAG_EXPIRES_AT,
     TAG_GPU,
     TAG_KEEP,
@@ -133,12 +134,13 @@ def decide(
     return item("skip", "no expiry tag (use --older-than to include it)")
 
 
-def _unless_busy(cloud: Cloud, item: ReapItem) -> ReapItem:
+def _unless_busy(cloud: Cloud, item: ReapItem, env_name: str | None = None) -> ReapItem:
     """A warm environment with a run inside is never removed, expired or not (the run renews it)."""
     if item.action != "delete" or item.kind != KIND_ENV:
         return item
     try:
-        runs = runs_inside(cloud, item.resource_group)
+        name = env_name or item.resource_group.removeprefix("rg-acagpu-env-")
+        runs = runs_inside(cloud, item.resource_group, name)
     except AcaGpuError as exc:  # cannot tell whether a run is inside: leave it
         return replace(item, action="skip", status="skipped", reason=f"cannot list its runs: {exc.message}")
     if runs:
@@ -208,8 +210,10 @@ def reap(
             if callable(clouds):
                 raise ValueError("a cloud source needs the groups found (Resource Graph)")
             found = listed_groups(clouds)
+        found = list(found)
         items = plan(found, now=now, older_than=older_than, excludes=excludes, spend=spend)
-        items = [_unless_busy(source(i.subscription), i) for i in items]
+        names = {group.name: group.tags.get(TAG_ENV) for _, group in found}
+        items = [_unless_busy(source(i.subscription), i, names.get(i.resource_group)) for i in items]
         doomed = [i for i in items if i.action == "delete"]
         subs = len({i.subscription for i in items})
         step.update(f"{len(items)} found in {subs} subscription(s), {len(doomed)} expired")
@@ -226,7 +230,9 @@ def reap(
         if group is None:
             return replace(item, action="skip", status="skipped", reason="already gone")
         again = _unless_busy(
-            cloud, decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than)
+            cloud,
+            decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than),
+            group.tags.get(TAG_ENV),
         )
         if again.action != "delete":
             return replace(again, status="skipped", reason=f"re-checked before delete: {again.reason}")

@@ -109,30 +109,8 @@ def teardown_group(
     )
 
 
-def remove_run_pieces(
-    cloud: Cloud, rg: str, run_id: str, *, poll: float = POLL_S, deadline: float | None = None
-) -> TeardownResult:
-    """A run inside a warm environment: delete only its own apps and jobs (tagged with its run id)
-    and verify them gone; the environment, its group and every other run's pieces stay."""
-    errors: list[str] = []
-    stopped = _stop_billing(
-        cloud,
-        rg,
-        errors,
-        poll=poll,
-        deadline=BILLING_DEADLINE_S if deadline is None else deadline,
-        run_id=run_id,
-    )
-    if stopped and not errors:
-        return TeardownResult("deleted", verified=True, billing_stopped=True)
-    return TeardownResult("incomplete", billing_stopped=stopped, message="; ".join(errors) or None)
-
-
-def _stop_billing(
-    cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float, run_id: str | None = None
-) -> bool:
-    """Delete every app and job in the group (only `run_id`'s, when given) until none is listed;
-    True when none is left.
+def _stop_billing(cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float) -> bool:
+    """Delete every app and job in the group until none is listed; True when none is left.
 
     Listing again after each round also catches an app or job whose create was still in flight
     when teardown began (Ctrl-C during the pairs).
@@ -149,9 +127,6 @@ def _stop_billing(
     while True:
         apps = _attempt(lambda: cloud.list_apps(rg), failures, f"list apps in {rg}", poll)
         jobs = _attempt(lambda: cloud.list_jobs(rg), failures, f"list jobs in {rg}", poll)
-        if run_id is not None:  # a shared environment: another run's pieces are never touched
-            apps = None if apps is None else [a for a in apps if a.tags.get(naming.TAG_RUN_ID) == run_id]
-            jobs = None if jobs is None else [j for j in jobs if j.tags.get(naming.TAG_RUN_ID) == run_id]
         if apps == [] and jobs == []:
             return True
         names = [a.name for a in apps or []] + [j.name for j in jobs or []]

@@ -89,7 +89,9 @@ def test_app_put_drops_nulls_and_fills_recorded_defaults(
     assert props["workloadProfileName"] == "Consumption"
     assert resp.json()["identity"] == {"type": "None"}
     again = _raw(server, "PUT", f"{_rgp(server)}/containerApps/cli-app", _cli_style_app(server))
-    assert again.status_code == 200 and "Azure-AsyncOperation" in again.headers  # a replace, not a create
+    assert (
+        again.status_code == 201 and "Azure-AsyncOperation" in again.headers
+    )  # recorded: a replace is 201 too
     # the SDK reads the same answer back as a model
     app = aca.container_apps.get(RG, "cli-app")
     assert app.template.containers[0].env is None and app.template.containers[0].resources.cpu == 0.5
@@ -123,6 +125,10 @@ def test_patch_app_merges_and_makes_a_revision(
     assert updated.template.scale.max_replicas == 1  # untouched parts of the template stay
     assert updated.workload_profile_name == "gpu"
     assert updated.latest_revision_name != first.latest_revision_name
+    raw = _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", {"tags": {"k": "w"}})
+    assert raw.status_code == 202  # recorded: both LRO headers on an app's PATCH
+    assert "containerappOperationStatuses" in raw.headers["Azure-AsyncOperation"]
+    assert "containerappOperationResults" in raw.headers["Location"]
 
 
 def test_workload_profile_add_is_a_long_operation(

@@ -267,6 +267,12 @@ class FakeCloud:
         yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
         self._set_status(resource_group, job, execution, "Succeeded")
 
+    def job_log_records(
+        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+    ) -> Iterator[tuple[str | None, str, str]]:
+        for line in self.job_logs(resource_group, job, execution):
+            yield None, "stdout", line
+
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
     ) -> list[dict[str, Any]]:

@@ -132,8 +132,9 @@ class SimulatedWorkload:
             run_in_podman(container, spec, spec.env)
         elif spec.kind == "job" and is_shell_line(spec):
             # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
-            # exec does: its nvidia-smi is the replica's shim, its output and exit status are real
-            container.run_process(list(spec.command + spec.args))
+            # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
+            # and stdout and stderr stay apart as a container runtime keeps them
+            container.run_streams(list(spec.command + spec.args), container.env)
         elif spec.kind == "job":
             container.emit(f"acagpu emulator: simulated, not run ({unreal})", "stderr")
             argv = list(spec.command + spec.args)

@@ -262,11 +262,6 @@ def get_app(ctx: Ctx, rg: str, name: str) -> App:
     return app
 
 
-def app_exists(ctx: Ctx, rg: str, name: str) -> bool:
-    app = ctx.state.apps.get(key(rg, name))
-    return app is not None and not app.deleting
-
-
 def app_state(ctx: Ctx, app: App) -> str:
     if app.deleting:
         return "Deleting"

@@ -230,21 +230,20 @@ def _app_op(ctx: Ctx, app: App) -> Operation:
 
 
 async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    existed = models.app_exists(ctx, p["rg"], p["name"])
     app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()))
     op = _app_op(ctx, app)
     if app.placement == "wpfull" and len(app.revisions) == 1:
         raise GatewayTimeout()  # the app exists; its replica waits on a full profile (#1705)
-    status = 200 if existed else 201  # ARM: 201 for a create, 200 for a replace
-    return json_response(
-        shapes.app_body(ctx, app), status=status, headers=async_operation_header(ctx, req, op)
-    )
+    # recorded: 201 for a replace too (the update is a new long-running operation), not ARM's usual 200
+    return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
 
 
 async def container_apps_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     models.get_app(ctx, p["rg"], p["name"])
     app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()), patch=True)
-    return empty_response(202, location_header(ctx, req, _app_op(ctx, app)))
+    op = _app_op(ctx, app)
+    # recorded: an app's PATCH names its operation both ways, Azure-AsyncOperation and Location
+    return empty_response(202, {**async_operation_header(ctx, req, op), **location_header(ctx, req, op)})
 
 
 async def container_apps_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
