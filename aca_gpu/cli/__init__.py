@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cost:cost",
         "Show each run's estimate beside what Azure Cost Management billed, and flag the differences.",
     ),
-    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs."),
+    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health."),
     "exec": (
         "exec_cmd:exec_cmd",
         "Run a command non-interactively in the explorer (no TTY needed); returns the remote exit code.",

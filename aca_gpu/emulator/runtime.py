@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from aca_gpu.emulator import catalog
@@ -155,6 +156,9 @@ class Runtime:
         env_rec = self.state.envs.get(key(env_rg, env))
         where = {"location": env_rec.location if env_rec else "", "profile": profile_type}
         rep.stuck = self.faults.fire("stuck", path=name, **where) is not None
+        sick = self.faults.fire("gpu", path=name, **where)
+        if sick is not None:
+            rep.specs = [replace(spec, gpu_health=sick.param("health", "ecc")) for spec in rep.specs]
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []

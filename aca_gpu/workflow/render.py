@@ -36,6 +36,8 @@ def finish(
     if notify and (doc.get("command") != "up" or outcome.exit_code):
         send(output, doc, notify, run_message({**doc, "exit_code": outcome.exit_code}))
     output.emit(doc, human(doc))
+    for warning in doc.get("warnings") or []:  # a degraded GPU passes, but is said so on stderr
+        output.warn(warning)
     if markdown is not None:
         output.summary(markdown(doc))
     if outcome.exit_code:  # emit printed the document's one error line
@@ -108,6 +110,7 @@ def render_up(doc: dict[str, Any]) -> str:
             lines.append(f"  explorer       refused to start: {exp['refused']}")
         if exp.get("error"):
             lines.append(f"  nvidia-smi     error: {exp['error']}")
+        lines += health_lines(exp.get("health"), "  GPU health     ")
         lines.append(f"  explorer image {exp['image']}: {_compat_line(exp.get('compat'))}")
         lines.append(f"  tester image   {tester['image']}: {_compat_line(tester.get('compat'))}")
     status = tester.get("status") or result.get("status") or "none"
@@ -133,6 +136,19 @@ def render_up(doc: dict[str, Any]) -> str:
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def health_lines(health: dict[str, Any] | None, label: str) -> list[str]:
+    """The health verdict and every finding that is not merely informational, one per line."""
+    if not health:
+        return []
+    pad = " " * len(label)
+    lines = [f"{label}{health.get('summary')}"]
+    for gpu in health.get("gpus") or []:
+        for finding in gpu.get("findings") or []:
+            if finding.get("severity") in ("failed", "degraded"):
+                lines.append(f"{pad}gpu{gpu.get('index')} {finding['severity']}: {finding['message']}")
+    return lines
 
 
 def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:

@@ -96,26 +96,41 @@ def _profile(alias: str | None) -> checks.Profile | None:
 def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     runs = sorted(list_runs(cloud), key=lambda r: r.tags.get(naming.TAG_CREATED_AT, ""))
-    return {"command": "status", "runs": [describe_run(cloud, run, now) for run in runs]}
+    from aca_gpu.workflow.envs import list_envs
+
+    return {
+        "command": "status",
+        "runs": [describe_run(cloud, run, now) for run in runs],
+        # warm environments (runs inside, expiry, idle cost); nested, so `-o tsv` still lists the runs
+        "environments": {"warm": list_envs(cloud)},
+    }
 
 
 def fleet_status(
     groups: Sequence[FleetGroup], clouds: Callable[[str], Cloud], *, now: datetime | None = None
 ) -> dict[str, Any]:
-    """The runs in many subscriptions, found by one Resource Graph query (`groups`); each run's phase
-    and spend are then read from its own subscription, as for one subscription."""
+    """The runs (and warm environments) in many subscriptions, found by one Resource Graph query
+    (`groups`); each one's phase and spend are then read from its own subscription."""
+    from aca_gpu.workflow.envs import view
+
     now = now or datetime.now(UTC)
     found = [
         (g.subscription, run_from_group(g.group), g.environments)
         for g in groups
-        if g.group.tags.get(naming.TAG_ROLE) != "guard"
+        if g.group.tags.get(naming.TAG_ROLE) != "guard" and not naming.is_env_group(dict(g.group.tags))
     ]
     found.sort(key=lambda f: f[1].tags.get(naming.TAG_CREATED_AT, ""))
     runs = []
     for sub, run, envs in found:
         runs.append({"subscription": sub, **describe_run(clouds(sub), run, now), "environments": list(envs)})
+    warm = [
+        {"subscription": g.subscription, **view(clouds(g.subscription), g.group, now=now)}
+        for g in groups
+        if naming.is_env_group(dict(g.group.tags))
+    ]
     return {
         "command": "status",
-        "subscriptions": sorted({sub for sub, _, _ in found}),
+        "subscriptions": sorted({g.subscription for g in groups}),
         "runs": runs,
+        "environments": {"warm": warm},
     }

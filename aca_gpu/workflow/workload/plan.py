@@ -169,8 +169,9 @@ class RunSpec:
                     }
                     if plan.env is None
                     else {
-                        "resource_group": naming.EnvNames(plan.env).resource_group,
+                        "resource_group": plan.names.resource_group,  # the run's own, holding its job
                         "environment": naming.EnvNames(plan.env).environment,
+                        "environment_group": naming.EnvNames(plan.env).resource_group,
                         "job": pair.tester,
                     },
                     "ttl_seconds": int(plan.ttl.total_seconds()),
