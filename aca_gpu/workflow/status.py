@@ -122,7 +122,9 @@ def fleet_status(
     found.sort(key=lambda f: f[1].tags.get(naming.TAG_CREATED_AT, ""))
     runs = []
     for sub, run, envs in found:
-        runs.append({"subscription": sub, **describe_run(clouds(sub), run, now), "environments": list(envs)})
+        runs.append(
+            {"subscription": sub, **describe_run(clouds(sub), run, now), "managed_environments": list(envs)}
+        )
     warm = [
         {"subscription": g.subscription, **view(clouds(g.subscription), g.group, now=now)}
         for g in groups
