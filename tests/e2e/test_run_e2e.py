@@ -98,12 +98,13 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         )
         assert warm.returncode == 0, warm.stderr
         inside = json.loads(warm.stdout)
-        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["status"]) == (
+        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["billing_stopped"]) == (
             "lab",
             "warm\n",
-            "deleted",
-        )
-        assert inside["resources"]["resource_group"] == "rg-acagpu-env-lab"
+            True,
+        )  # the run's own group is deleting: billing stopped, the warm environment untouched
+        assert inside["resources"]["environment_group"] == "rg-acagpu-env-lab"
+        assert inside["resources"]["resource_group"] == f"rg-acagpu-{inside['run_id']}"
         kept = _acagpu(shell, "env", "show", "lab", "-o", "json")
         assert kept.returncode == 0 and json.loads(kept.stdout)["state"] == "idle", kept.stdout
 

@@ -147,6 +147,10 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     cloud.create_job(replace(spec, tags=run_tags("inside", owner="t", ttl=timedelta(hours=1))))
     time.sleep(1.1)  # both 1 s idle TTLs pass
 
+    seen = acagpu("status")
+    assert seen["runs"] == []  # a warm environment is no run (and `down` never picks one)
+    assert {e["name"]: e["state"] for e in seen["environments"]["warm"]} == {"busy": "busy", "idle": "idle"}
+
     planned = {i["resource_group"]: i for i in acagpu("reap")["items"]}
     assert planned["rg-acagpu-env-idle"]["status"] == "would-delete"
     assert planned["rg-acagpu-env-idle"]["kind"] == "env"
@@ -168,3 +172,10 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     assert done == {"rg-acagpu-env-idle": "deleted", "rg-acagpu-env-busy": "skipped"}
     assert {g["name"] for g in emu.inventory()["resource_groups"]} == {"rg-acagpu-env-busy"}
     assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]
+
+    refused = CliRunner().invoke(cli, ["env", "delete", "busy", "--yes", "-o", "json"])
+    assert refused.exit_code == 2 and "run(s) inside: inside" in refused.stderr
+    assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]  # nothing was touched
+    forced = acagpu("env", "delete", "busy", "--yes", "--force")
+    assert forced["runs_removed"] == ["inside"] and forced["teardown"]["billing_stopped"] is True
+    assert emu.inventory()["jobs"] == []

@@ -2,7 +2,7 @@
 (`AcaWorkloadRuntime`), or inside a warm environment (`--env NAME`, `WarmWorkloadRuntime`).
 
 `AcaRuntime`/`WarmRuntime` give preflight (provider, offer, quota), the place and the billing-first
-teardown (the whole run-scoped group, or only the run's own jobs in a warm environment); the
+teardown (the whole run-scoped group; in a warm environment the run's own group of jobs); the
 `Workload` mixin replaces the tester with the user's job, started as one execution with its own
 template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
