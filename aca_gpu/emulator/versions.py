@@ -31,6 +31,15 @@ RESOURCES_VERSIONS = (
 AUTHORIZATION_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2020-04-01-preview", "2022-04-01")
 
 
+# recorded (November 2025): executions answer `detailedStatus` at 2025-10-02-preview, not at 2025-07-01
+DETAILED_STATUS_SINCE = "2025-10-02"
+
+
+def answers_detailed_status(api_version: str | None) -> bool:
+    """Does a job execution read at this Microsoft.App api-version carry `detailedStatus`?"""
+    return (api_version or "")[:10] >= DETAILED_STATUS_SINCE
+
+
 def _versions(namespace: str | None) -> tuple[str, ...]:
     return {"microsoft.app": APP_VERSIONS, "microsoft.authorization": AUTHORIZATION_VERSIONS}.get(
         (namespace or "").lower(), RESOURCES_VERSIONS

@@ -10,6 +10,7 @@ Clients rely on both: the Azure CLI indexes `env` as a list and crashes on a sto
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 DEFAULT_CPU = 0.5
@@ -75,13 +76,20 @@ def _ephemeral(cpu: Any) -> str:
     return f"{gib:g}Gi"
 
 
-def _container(raw: dict[str, Any], *, ephemeral: bool) -> dict[str, Any]:
+def _memory(value: Any) -> Any:
+    """`1.0Gi` -> `1Gi`, `0.50Gi` -> `0.5Gi`: Azure answers the quantity in its shortest form (recorded)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi)", str(value))
+    return f"{float(m.group(1)):g}{m.group(2)}" if m else value
+
+
+def _container(raw: dict[str, Any]) -> dict[str, Any]:
+    """Resources as ARM stores them: defaults filled, memory normalised, and ephemeral storage derived
+    from the CPU (read-only in the spec: recorded, a job PATCH that sent `1Gi` with 0.5 CPU got `2Gi`)."""
     c: dict[str, Any] = drop_nulls(raw)
     res = dict(c.get("resources") or {})
     res.setdefault("cpu", DEFAULT_CPU)
-    res.setdefault("memory", DEFAULT_MEMORY)
-    if ephemeral:
-        res.setdefault("ephemeralStorage", _ephemeral(res["cpu"]))
+    res["memory"] = _memory(res.get("memory", DEFAULT_MEMORY))
+    res["ephemeralStorage"] = _ephemeral(res["cpu"])
     c["resources"] = res
     return c
 
@@ -89,9 +97,9 @@ def _container(raw: dict[str, Any], *, ephemeral: bool) -> dict[str, Any]:
 def app_template(raw: dict[str, Any]) -> dict[str, Any]:
     """A container app template as ARM stores it (containers cleaned and given resources)."""
     t: dict[str, Any] = drop_nulls(raw)
-    t["containers"] = [_container(c, ephemeral=True) for c in t.get("containers") or []]
+    t["containers"] = [_container(c) for c in t.get("containers") or []]
     if "initContainers" in t:
-        t["initContainers"] = [_container(c, ephemeral=True) for c in t["initContainers"]]
+        t["initContainers"] = [_container(c) for c in t["initContainers"]]
     scale = dict(t.get("scale") or {})
     scale.setdefault("maxReplicas", DEFAULT_MAX_REPLICAS)
     if not scale.get("rules"):
@@ -101,11 +109,11 @@ def app_template(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_template(raw: dict[str, Any]) -> dict[str, Any]:
-    """A job template as ARM stores it (the recorded job answer gives no ephemeralStorage)."""
+    """A job template as ARM stores it (the 2025 answers give job containers ephemeralStorage too)."""
     t: dict[str, Any] = drop_nulls(raw)
-    t["containers"] = [_container(c, ephemeral=False) for c in t.get("containers") or []]
+    t["containers"] = [_container(c) for c in t.get("containers") or []]
     if "initContainers" in t:
-        t["initContainers"] = [_container(c, ephemeral=False) for c in t["initContainers"]]
+        t["initContainers"] = [_container(c) for c in t["initContainers"]]
     return t
 
 

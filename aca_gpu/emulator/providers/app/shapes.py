@@ -71,13 +71,11 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
             },
             "workloadProfiles": env.profiles or None,  # recorded: null in a Consumption-only one
             "infrastructureResourceGroup": None,
-            "environmentMode": "WorkloadProfiles",
             "peerAuthentication": {"mtls": {"enabled": False}},
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
-    if env.consumption_only:
-        del body["properties"]["environmentMode"]  # Azure says WorkloadProfiles only of such an environment
+    # no `environmentMode`: the 2025 answers never carry it, workload profiles or not (recorded)
     return body
 
 
@@ -263,7 +261,9 @@ def job_body(ctx: Ctx, job: Job) -> dict[str, Any]:
     }
 
 
-def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
+def execution_body(ctx: Ctx, job: Job, ex: Execution, *, detailed: bool = True) -> dict[str, Any]:
+    """`detailed`: with `detailedStatus` (the replicas and their containers' codes), which newer
+    api-versions answer and older ones leave out."""
     containers = []
     for c in ex.template.get("containers") or []:
         env = [e for e in c.get("env") or [] if e.get("name") not in _JOB_ENV]
@@ -302,7 +302,8 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
                 ],
             }
         )
-    props["detailedStatus"] = {"replicas": replicas}
+    if detailed:
+        props["detailedStatus"] = {"replicas": replicas}
     return {
         "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}/executions/{ex.name}",
         "name": ex.name,
