@@ -83,7 +83,14 @@ def test_app_put_drops_nulls_and_fills_recorded_defaults(
     container = props["template"]["containers"][0]
     assert set(container) == {"image", "name", "resources"}  # no "env": null, "command": null ...
     assert container["resources"] == {"cpu": 0.5, "memory": "1Gi", "ephemeralStorage": "2Gi"}
-    assert props["template"]["scale"] == {"minReplicas": None, "maxReplicas": 10, "rules": None}
+    # recorded (2025): KEDA's cooldown and polling defaults come back filled in
+    assert props["template"]["scale"] == {
+        "minReplicas": None,
+        "maxReplicas": 10,
+        "cooldownPeriod": 300,
+        "pollingInterval": 30,
+        "rules": None,
+    }
     assert props["configuration"]["activeRevisionsMode"] == "Single"
     assert props["configuration"]["maxInactiveRevisions"] == 100
     assert props["workloadProfileName"] == "Consumption"

@@ -132,10 +132,11 @@ def _env_op(ctx: Ctx, env: Environment) -> Operation:
 
 async def managed_environments_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     env, created = models.create_or_update_env(ctx, p["rg"], p["name"], read_json(await req.read()))
+    answer = shapes.put_answer(shapes.env_body(ctx, env), created=created)
     if models.env_state(ctx, env) == "Succeeded":
-        return json_response(shapes.env_body(ctx, env), status=200)
+        return json_response(answer, status=200)
     headers = async_operation_header(ctx, req, _env_op(ctx, env))
-    return json_response(shapes.env_body(ctx, env), status=201 if created else 200, headers=headers)
+    return json_response(answer, status=201 if created else 200, headers=headers)
 
 
 async def managed_environments_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -235,7 +236,8 @@ async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params)
     if app.placement == "wpfull" and len(app.revisions) == 1:
         raise GatewayTimeout()  # the app exists; its replica waits on a full profile (#1705)
     # recorded: 201 for a replace too (the update is a new long-running operation), not ARM's usual 200
-    return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
+    answer = shapes.put_answer(shapes.app_body(ctx, app), created=True)
+    return json_response(answer, status=201, headers=async_operation_header(ctx, req, op))
 
 
 async def container_apps_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -440,10 +442,13 @@ async def jobs_stop_execution(ctx: Ctx, req: web.Request, p: Params) -> web.Stre
 
 
 async def jobs_stop_execution_cli(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded)."""
+    """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded at
+    2024-03-01); from 2025-07-01 on, 200 with no body (recorded November 2025)."""
     job = models.get_job(ctx, p["rg"], p["name"])
     ex = models.get_execution(ctx, job, p["execution"])
     models.stop_execution(ctx, job, ex)
+    if req.query.get("api-version", "")[:10] >= "2025-07-01":
+        return empty_response(200, WRITES)
     return json_response(f"Job Execution: {ex.name}, stopped successfully.", headers=WRITES)
 
 
