@@ -12,6 +12,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import (
     LOCATION,
+    SCALE,
     app_body,
     env_id,
     job_body,
@@ -132,6 +133,18 @@ def test_patch_app_merges_and_makes_a_revision(
     assert updated.template.scale.max_replicas == 1  # untouched parts of the template stay
     assert updated.workload_profile_name == "gpu"
     assert updated.latest_revision_name != first.latest_revision_name
+    assert server.ctx is not None
+    server.ctx.clock.scale = 0.05  # an update that takes 0.9 s: read while it provisions
+    image = {
+        "properties": {"template": {"containers": [{"name": "explorer", "image": "nvidia/cuda:12.8.0"}]}}
+    }
+    try:
+        _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", image)
+        provisioning = _raw(server, "GET", f"{_rgp(server)}/containerApps/explorer").json()["properties"]
+    finally:
+        server.ctx.clock.scale = SCALE
+    assert provisioning["provisioningState"] == "InProgress"
+    assert provisioning["latestReadyRevisionName"] == updated.latest_revision_name  # the old one, still
     raw = _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", {"tags": {"k": "w"}})
     assert raw.status_code == 202  # recorded: both LRO headers on an app's PATCH
     assert "containerappOperationStatuses" in raw.headers["Azure-AsyncOperation"]

@@ -208,7 +208,9 @@ async def managed_environments_list_workload_profile_states(
                 "name": prof["name"],
                 "id": f"{shapes.env_id(ctx, env.rg, env.name)}/workloadProfileStates/{prof['name']}",
                 "type": "Microsoft.App/managedEnvironments/workloadProfileStates",
-                "properties": {
+                "properties": {  # the replays show the profile's name and type here too
+                    "name": prof["name"],
+                    "workloadProfileType": prof["workloadProfileType"],
                     "minimumCount": prof.get("minimumCount"),
                     "maximumCount": prof.get("maximumCount"),
                     "currentCount": current,

@@ -125,7 +125,8 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
             "workloadProfileName": app.profile_name,
             "outboundIpAddresses": ["20.75.1.10"],
             "latestRevisionName": app.latest_revision if ready else "",
-            "latestReadyRevisionName": app.latest_revision if ready else "",
+            # recorded: it stays on the previous revision until the new one is ready
+            "latestReadyRevisionName": app.latest_revision if ready else app.ready_revision,
             "latestRevisionFqdn": f"{app.latest_revision}.{_env_domain(ctx, app)}" if ingress else "",
             "customDomainVerificationId": DOMAIN_VERIFICATION_ID,
             "configuration": config,
