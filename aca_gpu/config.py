@@ -6,6 +6,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,26 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
     for key in STRING_KEYS:
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
             raise BadInput(f"config file {path}: {key} must be a non-empty string, not {data[key]!r}")
+    _warn_unknown_keys(path, data)
     return data
+
+
+KNOWN_KEYS = (*STRING_KEYS, "polling_interval", "regions")
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_unknown_keys(path: Path, data: dict[str, Any]) -> None:
+    """A misspelt key would silently mean the default: say so once (tables are other tools' own)."""
+    import difflib
+    import sys
+
+    for key, value in data.items():
+        if key in KNOWN_KEYS or isinstance(value, dict) or (str(path), key) in _warned:
+            continue
+        _warned.add((str(path), key))
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+        also = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(KNOWN_KEYS)})"
+        print(f"warning: config file {path}: unknown key {key!r}{also}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -97,8 +117,19 @@ def load_settings(
     cfg = load_config_file() if file is None else file
     defaults = Settings()
 
+    sources: dict[str, str] = {}  # where a checked setting came from, to name it in an error
+
     def pick(key: str, env_key: str, default: Any) -> Any:
-        return env.get(env_key) or cfg.get(key) or default
+        raw = env.get(env_key)
+        if raw is not None and env_key in NON_EMPTY_ENV and check and not raw.strip():
+            raise BadInput(f"{env_key} is set but empty: give a value or unset it")
+        if raw:
+            sources[key] = env_key
+            return raw
+        if cfg.get(key):
+            sources[key] = f"{key} in the config file" + (f" {config_file()}" if file is None else "")
+            return cfg.get(key)
+        return default
 
     subscription = (
         env.get("ACAGPU_SUBSCRIPTION") or cfg.get("subscription") or env.get("AZURE_SUBSCRIPTION_ID") or None
@@ -128,7 +159,28 @@ def load_settings(
         env=pick("env", "ACAGPU_ENV", None),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
+    if check:
+        _check_sources(settings, sources)
     return check_settings(settings) if check else settings
+
+
+# variables whose empty value would otherwise silently mean the default
+NON_EMPTY_ENV = ("ACAGPU_LOCATION", "ACAGPU_GPU", "ACAGPU_IMAGE", "ACAGPU_TTL", "ACAGPU_OWNER")
+
+
+def _check_sources(settings: Settings, sources: dict[str, str]) -> None:
+    """A location or TTL from the environment or the config file is checked like its flag, and
+    the error names where it came from (not `--ttl` when the flag was never given)."""
+    from aca_gpu import naming
+
+    checks: dict[str, Callable[[str], object]] = {"location": naming.validate_region, "ttl": naming.parse_ttl}
+    for key, check in checks.items():
+        if key not in sources:
+            continue
+        try:
+            check(getattr(settings, key))
+        except BadInput as exc:
+            raise BadInput(f"{sources[key]}: {exc.message}", hint=exc.hint) from None
 
 
 def check_settings(settings: Settings) -> Settings:
@@ -158,4 +210,13 @@ def check_ca_bundle(path: str, what: str = "ACAGPU_CA_BUNDLE") -> str:
         raise BadInput(f"{what} {path!r} cannot be read: {exc.strerror or exc}") from None
     if b"-----BEGIN CERTIFICATE-----" not in head:
         raise BadInput(f"{what} {path!r} is not a PEM certificate bundle (no BEGIN CERTIFICATE)")
+    import ssl  # (here: `acagpu --help` loads no TLS)
+
+    try:  # a BEGIN line is not a certificate: let the TLS library load it now, not on every retry
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or type(exc).__name__
+        raise BadInput(
+            f"{what} {path!r} holds no usable certificate: the PEM does not load ({reason})"
+        ) from None
     return path

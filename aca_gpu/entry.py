@@ -1,5 +1,6 @@
 """The console entry point: a Ctrl-C that lands while Python is still loading the CLI ends like any
-other (one line, exit 130, a JSON document with `-o json`), never in a traceback.
+other (one line, exit 130, a JSON document with `-o json`), never in a traceback. SIGTERM is
+treated as Ctrl-C.
 
 A Ctrl-C can also land while a finalizer runs (an SSL socket's `__del__`, a weakref callback):
 Python then prints "Exception ignored ... KeyboardInterrupt" and carries on as if nothing was
@@ -38,8 +39,18 @@ def _lost_interrupt(unraisable: Any) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM (a cancelled CI job, `timeout`) is a Ctrl-C: tear down, exit 130, clean up."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not _terminated:
+        handler(signal.SIGINT, frame)  # the run engine's own handler when a run is under way
+        return
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     sys.unraisablehook = _lost_interrupt
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         from aca_gpu.cli import main as cli_main
     except KeyboardInterrupt:

@@ -181,6 +181,16 @@ def render_tsv(value: object) -> str:
     return _tsv_row(value)
 
 
+def listing(doc: Any) -> Any:
+    """What `-o tsv` prints of a document without --query: a listing's rows (the one list of
+    objects it holds, as `az` prints a list), else the document's own scalars."""
+    if isinstance(doc, Mapping):
+        lists = [v for v in doc.values() if isinstance(v, list) and all(isinstance(i, Mapping) for i in v)]
+        if len(lists) == 1:
+            return lists[0]
+    return doc
+
+
 def terminal_width(stream: TextIO | None = None, default: int = 100) -> int:
     """COLUMNS wins (as in every shell tool), then the terminal's size, then `default`."""
     columns = os.environ.get("COLUMNS", "").strip()
@@ -189,7 +199,9 @@ def terminal_width(stream: TextIO | None = None, default: int = 100) -> int:
     try:
         fd = (stream or sys.stdout).fileno()
         if os.isatty(fd):
-            return os.get_terminal_size(fd).columns
+            columns_seen = os.get_terminal_size(fd).columns
+            # a pty that reports 0x0 (`script` in a CI container) has no width to go by
+            return columns_seen if columns_seen > 0 else default
     except (OSError, ValueError, AttributeError):
         pass
     return default
@@ -383,7 +395,7 @@ class Output:
 
             value = jmespath.search(self.query, doc)
         if self.format == "tsv":
-            text = render_tsv(value)
+            text = render_tsv(value if self.query is not None else listing(value))
             if text:
                 print(text, file=self.stdout, flush=True)
             return

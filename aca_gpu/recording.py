@@ -45,15 +45,18 @@ BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")
 # key=value / key: value in free text (log lines) whose key says it is secret
 SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|token|apikey|api_key|accountkey|sharedkey|"
-    r"access_key|connectionstring|sig)[A-Za-z0-9_]*)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
+    r"access_key|connectionstring|sig)[A-Za-z0-9_]*)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
 )
 SECRET_KEY = re.compile(
     r"(?i)(password|passwd|secret|shared_?key|primary_?key|secondary_?key|account_?key|api_?key|"
     r"access_?key|connection_?string|identity_header|token$|^token|^key$|_key$|sas$)"
 )
+# keys that say what a secret is called or where it lives, not what it is
+NOT_SECRET_KEY = re.compile(r"(?i)(ref|name|names|type|url|uri|endpoint|id|expires|version|count)$")
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
 MIN_SECRET = 6
+PLACEHOLDER = re.compile(r"00000000-0000-4000-8000-\d{12}|user\d+@example\.com|192\.0\.2\.\d+|<[a-z]+-\d+>")
 SUBSCRIPTION_IN_URL = re.compile(r"/subscriptions/([0-9a-fA-F-]{36})")
 
 
@@ -66,6 +69,8 @@ class Sanitizer:
     counts: dict[str, int] = field(default_factory=dict)
 
     def _placeholder(self, kind: str, original: str) -> str:
+        if PLACEHOLDER.fullmatch(original):  # sanitizing twice changes nothing more
+            return original
         key = f"{kind}:{original.lower() if kind == 'guid' else original}"
         if key not in self.seen:
             n = self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -108,7 +113,7 @@ class Sanitizer:
         if isinstance(obj, list):
             return [self.value(item, key) for item in obj]
         if isinstance(obj, str):
-            if obj and SECRET_KEY.search(key):
+            if obj and SECRET_KEY.search(key) and not NOT_SECRET_KEY.search(key):
                 return self.secret(obj)
             if obj and key.lower() in PERSON_KEYS:
                 return self._placeholder("person", obj)

@@ -185,8 +185,8 @@ def warm_timings(args: argparse.Namespace) -> None:
                 ("validate 4x1 --env", f"y{i}"),
             ):
                 rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, rid))
-            assert envs.running_replicas(cloud, "rg-acagpu-env-bench") == 0
-            assert not envs.runs_inside(cloud, "rg-acagpu-env-bench")
+            assert envs.running_replicas(cloud, "rg-acagpu-env-bench", "bench") == 0
+            assert not envs.runs_inside(cloud, "rg-acagpu-env-bench", "bench")
     med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in rows.items()}
     print(f"\naca-2026 durations, time scale {args.time_scale}, poll {args.poll}s, median of {args.runs}")
     head = ("to verdict", "to prompt", "GPU-s", "GPU-s/pair", "tester run")

@@ -167,6 +167,7 @@ class Clients:
 
     def pipeline_options(self) -> dict[str, Any]:
         from aca_gpu.azure.api_versions import ApiVersionFallback
+        from aca_gpu.azure.reads import read_retry_policy
 
         options: dict[str, Any] = {
             **RETRY_OPTIONS,
@@ -175,6 +176,8 @@ class Clients:
             "credential_scopes": [ARM_SCOPE],
             # a region that refuses an api-version gets the next one (api_versions.py)
             "custom_hook_policy": ApiVersionFallback(),
+            # an unreadable GET (an LRO status poll too) is read again, backing off (reads.py)
+            "per_call_policies": [read_retry_policy(self.settings.polling_interval)],
         }
         if recording.active() is not None:
             from aca_gpu.azure.recorder import policy_options
@@ -191,6 +194,13 @@ class Clients:
         from azure.mgmt.appcontainers import ContainerAppsAPIClient
 
         return ContainerAppsAPIClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def costmanagement(self) -> Any:
+        """Scope-based (no subscription argument): queries name their scope."""
+        from azure.mgmt.costmanagement import CostManagementClient
+
+        return CostManagementClient(self.credential, **self.pipeline_options())
 
     @cached_property
     def resources(self) -> ResourceManagementClient:

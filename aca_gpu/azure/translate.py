@@ -119,7 +119,8 @@ def classify(code: str | None, status: int | None, message: str) -> type[AcaGpuE
 
 def make_error(action: str, target: str, code: str | None, status: int | None, message: str) -> AcaGpuError:
     kind = classify(code, status, message)
-    if kind is CloudError and status in TRANSIENT_STATUS:
+    if kind is CloudError and (status in TRANSIENT_STATUS or (status is not None and 200 <= status < 300)):
+        # (a 2xx raised as an error is an answer that could not be used: an LRO poll without a body)
         # azure-core already retried these; what is left is the service being unwell, not the GPU
         kind = InfraError
     summary = _one_line(message) or (f"HTTP {status}" if status else "unknown error")
@@ -181,6 +182,10 @@ def translate_exception(exc: BaseException, action: str, target: str = "") -> Ac
         code, message = _http_fields(exc)
         status = exc.status_code or (404 if isinstance(exc, ResourceNotFoundError) else None)
         return make_error(action, target, code, status, message)
+    if type(exc).__name__ == "UnreadableAnswer":  # reads.py spent its budget reading again
+        return InfraError(
+            f"{action} {target}: {_one_line(str(exc))}".replace("  ", " "), code="UnreadableAnswer"
+        )
     if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         endpoint = _endpoint_of(exc)
         return InfraError(
@@ -215,7 +220,7 @@ IDEMPOTENT_ATTEMPTS = 5
 # what azure-core's RetryPolicy (clients.RETRY_OPTIONS) already sent again, with its own backoff
 CORE_RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # infrastructure errors that already include their own repeated reads: never sent again
-NOT_RESENT = frozenset({"NotFoundAfterCreate"})
+NOT_RESENT = frozenset({"NotFoundAfterCreate", "UnreadableAnswer"})
 
 
 def _core_already_retried(exc: InfraError) -> bool:

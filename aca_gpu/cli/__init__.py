@@ -29,7 +29,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("up:up", "Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."),
     "down": ("down:down", "Delete a run and wait until its resource group is really gone."),
     "status": ("status:status", "List acagpu runs: age, expiry, phase and estimated spend so far."),
-    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs."),
+    "cost": (
+        "cost:cost",
+        "Show each run's estimate beside what Azure Cost Management billed, and flag the differences.",
+    ),
+    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health."),
     "exec": (
         "exec_cmd:exec_cmd",
         "Run a command non-interactively in the explorer (no TTY needed); returns the remote exit code.",
@@ -220,11 +224,11 @@ class LazyGroup(click.Group):
 
 
 def _finish_recording(argv: list[str], code: int) -> None:
-    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py)."""
-    from aca_gpu import recording
-
-    recorder = recording.active()
-    if recorder is not None:
+    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py). Imports
+    nothing: a run that records has loaded the module already, and one that does not must end here
+    at once (a second Ctrl-C may be on its way)."""
+    recording = sys.modules.get("aca_gpu.recording")
+    if recording is not None and (recorder := recording.active()) is not None:
         recorder.finish(_peek_command(argv), code, argv)
         recording.stop()
 

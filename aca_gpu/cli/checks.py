@@ -102,6 +102,7 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Requires("registry_username", "registry_password_env"),
         Excludes("registry_identity", "registry_username"),
     ),
+    "test": (Excludes("env_name", "resource_group"), Requires("gpu", "env_name")),
     "profiles": (Excludes("offline", "subscription"),),
     "tags": (Requires("password", "username"),),
 }

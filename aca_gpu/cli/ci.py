@@ -62,6 +62,11 @@ def ci() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="This acagpu version's wheel, if one is at hand (default: built or re-packed from the install).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="A warm environment the validate jobs share (the one-time steps create it; $0 while idle).",
+)
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
 @output_options
 def init(
@@ -81,6 +86,7 @@ def init(
     max_parallel: int,
     install_spec: str | None,
     wheel: Path | None,
+    env_name: str | None,
     force: bool,
     output: Output,
 ) -> None:
@@ -108,6 +114,7 @@ def init(
         install_spec=install_spec,
         wheel=wheel,
         force=force,
+        env=env_name,
     )
     result = ci_flow.init(request)
 

@@ -129,7 +129,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
     infrastructure, 130 Ctrl-C) and the JSON document's `exit_code_from` says which it was.
     """
     from aca_gpu.workflow.context import open_cloud, resolve_owner
-    from aca_gpu.workflow.workload.outcome import render_run
+    from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
     from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
     from aca_gpu.workflow.workload.run import run_aca, run_local
 
@@ -177,5 +177,6 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
             outcome = run_aca(open_cloud(active), spec, output, waiter_for(active))
     doc = outcome.document()
     output.emit(doc, lambda _stdout: print(render_run(doc), file=output.stderr, flush=True))
+    output.summary(render_run_markdown(doc))
     if outcome.exit_code:
         raise SystemExit(outcome.exit_code)

@@ -53,6 +53,12 @@ from aca_gpu.workflow.up import up as run_up
     is_flag=True,
     help="After teardown, wait until the resource group is gone (404), not only billing.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A degraded GPU (correctable ECC errors, pending row remap, slow PCIe link, hardware slowdown) "
+    "fails the run too (exit 5); without it a degraded GPU passes with a warning.",
+)
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option(
     "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
@@ -75,6 +81,7 @@ def up(
     yes: bool,
     dry_run: bool,
     wait: bool,
+    strict: bool,
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
@@ -93,6 +100,7 @@ def up(
         start_timeout=start_timeout,
         keep=keep,
         wait=wait,
+        strict=strict,
         env=env_name,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))

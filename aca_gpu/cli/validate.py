@@ -42,6 +42,12 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
 @click.option("--no-tester", is_flag=True, help="Only start the image and read nvidia-smi.")
 @click.option("--no-inspect", is_flag=True, help="Do not read digests and CUDA env from the registry.")
 @click.option("--wait", is_flag=True, help="After teardown, wait until the resource group is gone (404).")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A degraded GPU (correctable ECC errors, pending row remap, slow PCIe link, hardware slowdown) "
+    "fails the run too (exit 5); without it a degraded GPU passes with a warning.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
@@ -63,6 +69,7 @@ def validate(
     no_tester: bool,
     no_inspect: bool,
     wait: bool,
+    strict: bool,
     yes: bool,
     emulator: bool,
     time_scale: float | None,
@@ -87,6 +94,7 @@ def validate(
         driver=driver,
         run_tester=not no_tester,
         wait=wait,
+        strict=strict,
         env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))

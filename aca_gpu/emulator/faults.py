@@ -26,6 +26,11 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   creates take toward the slowest figures seen (T4 app create up to ~12 min).
 - `slow_delete` (`factor=`, default 1.67): environment deletes take 15 minutes instead of 9.
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
+- `stall` (`seconds=` emulated, default 1500): a replica stalls between "Successfully pulled image"
+  and "Created container" and is billed for it, as A100 job users reported since 2026-06
+  (25 minutes, intermittent); its Cost Management usage starts at the pull.
+- `cost_delay` (`seconds=` emulated, default 28800): Cost Management shows usage only this long
+  after it happened (Azure: 8 to 24 hours); without it the emulator shows usage at once.
 - `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
   NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
 - `deny` (`action=`, an RBAC action or glob, e.g. `Microsoft.Authorization/roleAssignments/write`):
@@ -33,6 +38,12 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With
   `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
   does not serve, so a client must find out from the refusal itself.
+
+- `gpu` (`health=` ecc | remap | pcie | throttle, `+` joins several; default ecc): a replica's
+  simulated GPUs are unhealthy as `nvidia-smi -q` shows it: `ecc` 2 volatile DRAM uncorrectable
+  errors (failed), `remap` a row remapping failure (failed), `pcie` a link trained to x8 of x16
+  (degraded), `throttle` HW Slowdown and HW Thermal Slowdown active at a low clock (degraded).
+  Every replica started while it fires is affected; `match=` picks replicas by name.
 
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
@@ -59,7 +70,13 @@ KINDS = (
     "tty_echo",
     "apiversion",
     "deny",
+    "gpu",
+    "stall",
+    "cost_delay",
 )
+
+
+GPU_HEALTH_FAULTS = ("ecc", "remap", "pcie", "throttle")
 
 
 def region_key(location: str) -> str:
@@ -110,13 +127,19 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.rate = float(value)
                 elif key == "count":
                     fault.count = int(value)
-                elif key in ("limit", "factor", "after", "retry_after", "status"):
+                elif key in ("limit", "factor", "after", "retry_after", "status", "seconds"):
                     int(value) if key == "limit" else float(value)
                     fault.params[key] = value
                 else:
                     fault.params[key] = value
             except ValueError as exc:
                 raise FaultSpecError(f"bad number in {entry!r}") from exc
+        if kind == "gpu":
+            bad = [k for k in fault.param("health", "ecc").split("+") if k not in GPU_HEALTH_FAULTS]
+            if bad:
+                raise FaultSpecError(
+                    f"unknown gpu health {'+'.join(bad)!r}; known: {', '.join(GPU_HEALTH_FAULTS)}"
+                )
         faults.append(fault)
     return faults, seed
 

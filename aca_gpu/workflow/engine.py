@@ -252,7 +252,7 @@ class Engine:
     def _pair(self, pair: Pair) -> PairOutcome:
         """Probe and tester side by side; a GPU verdict from the probe stops the tester early."""
         plan = self.plan
-        result = PairOutcome(pair)
+        result = PairOutcome(pair, strict=plan.strict)
         if pair.index in self.predictions:
             result.predicted, result.image_digest = self.predictions[pair.index]
         started = time.monotonic()

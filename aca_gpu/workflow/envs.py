@@ -124,21 +124,38 @@ def find_env(cloud: Cloud, name: str) -> tuple[ResourceGroupInfo, EnvInfo]:
     return group, env
 
 
-def runs_inside(cloud: Cloud, resource_group: str) -> dict[str, list[str]]:
-    """Run id -> the apps and jobs it has in the group now (a piece without a run id counts too)."""
+def run_groups(cloud: Cloud, name: str) -> list[ResourceGroupInfo]:
+    """The groups of runs that borrow environment `name` (tagged acagpu:env, with a run id); one
+    already deleting is a run that ended (its billing stopped before its group delete was sent)."""
+    return [
+        g
+        for g in cloud.list_resource_groups(naming.TAG_ENV, name)
+        if naming.is_managed(dict(g.tags))
+        and (g.provisioning_state or "") != "Deleting"
+        and not naming.is_env_group(dict(g.tags))
+        and g.tags.get(naming.TAG_RUN_ID)
+    ]
+
+
+def runs_inside(cloud: Cloud, resource_group: str, name: str) -> dict[str, list[str]]:
+    """Run id -> where it is: the groups of runs borrowing the environment, and any app or job in
+    the environment's own group (one without a run id counts too: nobody may remove it unseen)."""
     runs: dict[str, list[str]] = {}
+    for group in run_groups(cloud, name):
+        runs.setdefault(group.tags[naming.TAG_RUN_ID], []).append(group.name)
     pieces = [(a.name, a.tags) for a in cloud.list_apps(resource_group)]
     pieces += [(j.name, j.tags) for j in cloud.list_jobs(resource_group)]
-    for name, tags in pieces:
-        runs.setdefault(dict(tags).get(naming.TAG_RUN_ID) or "(unknown)", []).append(name)
+    for piece, tags in pieces:
+        runs.setdefault(dict(tags).get(naming.TAG_RUN_ID) or "(unknown)", []).append(piece)
     return runs
 
 
-def running_replicas(cloud: Cloud, resource_group: str) -> int:
-    """Executions still running in the group (each holds one GPU replica while it runs)."""
+def running_replicas(cloud: Cloud, resource_group: str, name: str) -> int:
+    """Executions still running for the environment (each holds one GPU replica while it runs)."""
     count = 0
-    for job in cloud.list_jobs(resource_group):
-        count += sum(1 for e in cloud.list_executions(resource_group, job.name) if not e.finished)
+    for group in [resource_group, *(g.name for g in run_groups(cloud, name))]:
+        for job in cloud.list_jobs(group):
+            count += sum(1 for e in cloud.list_executions(group, job.name) if not e.finished)
     return count
 
 
@@ -193,9 +210,9 @@ def view(cloud: Cloud, group: ResourceGroupInfo, *, now: datetime | None = None)
         env = cloud.get_environment(group.name, names.environment)
         profiles = list(env.workload_profiles) if env else []
         doc["profiles"] = [{"name": n, "type": t} for n, t in profiles]
-        runs = runs_inside(cloud, group.name)
+        runs = runs_inside(cloud, group.name, name)
         doc["runs"] = [{"run_id": r, "pieces": sorted(p)} for r, p in sorted(runs.items())]
-        doc["replicas_running"] = running_replicas(cloud, group.name)
+        doc["replicas_running"] = running_replicas(cloud, group.name, name)
         doc["idle_cost"] = _idle_cost(profiles)
         if env is None:
             doc["state"] = "incomplete"
@@ -288,13 +305,16 @@ def delete_env(
         return {"name": name, "resource_group": names.resource_group, "teardown": _absent()}
     if not naming.is_env_group(dict(group.tags)):
         raise PreflightRefused(f"resource group {names.resource_group} is not an acagpu environment")
-    runs = runs_inside(cloud, group.name)
+    runs = runs_inside(cloud, group.name, name)
     if runs and not force:
         raise PreflightRefused(
             f"environment {name} has run(s) inside: {', '.join(sorted(runs))}",
             code="EnvironmentInUse",
-            hint=f"wait for them, or `acagpu env delete {name} --force` (their jobs are deleted too)",
+            hint=f"wait for them, or `acagpu env delete {name} --force` (those runs are removed too)",
         )
+    for run_group in run_groups(cloud, name):  # --force: the runs go first, billing first
+        with progress.step(f"delete run {run_group.name}") as step:
+            step.update(teardown_group(cloud, run_group.name, wait_gone=False, poll=poll).status)
     with progress.step(f"delete {names.resource_group}") as step:
         result = teardown_group(cloud, names.resource_group, wait_gone=wait, poll=poll)
         step.update(result.status)

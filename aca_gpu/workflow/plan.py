@@ -66,6 +66,7 @@ class Plan:
     wait_gone: bool = False  # teardown waits for the group's 404, not only for billing to stop
     driver: str | None = None  # validate: predict against this driver instead of the last one seen
     regions: tuple[str, ...] = ()  # failover order (first = location); empty: `location` only
+    strict: bool = False  # a degraded GPU (health) fails the pair too, not only a failed one
     env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
 
     @property
@@ -124,7 +125,7 @@ class Plan:
         for pair in self.pairs:
             if pair.profile.serverless:
                 continue
-            hourly = cost.price_per_hour(pair.profile)
+            hourly = cost.price_per_hour(pair.profile, location=self.location)
             ttl = cost.run_spend(pair.profile, self.ttl.total_seconds(), self.location)
             found.append(
                 f"{pair.profile.type} is a dedicated profile: its node bills while the environment exists, "
@@ -160,11 +161,12 @@ class Plan:
 
 
 def resource_names(names: naming.RunNames, env: str | None = None) -> dict[str, str]:
-    if env is not None:  # the run's own pieces are its jobs inside the warm environment
+    if env is not None:  # the run's own group holds its jobs; the environment is borrowed
         where = naming.EnvNames(env)
         return {
-            "resource_group": where.resource_group,
+            "resource_group": names.resource_group,
             "environment": where.environment,
+            "environment_group": where.resource_group,
             "probe_job": names.explorer.replace("cuda-explorer-", "cuda-probe-", 1),
             "tester_job": names.tester,
         }
@@ -194,6 +196,7 @@ class UpRequest:
     keep: bool = False
     wait: bool = False
     regions: str | None = None  # --regions R1,R2,...
+    strict: bool = False  # --strict: a degraded GPU fails too
     env: str | None = None  # --env NAME: run inside a warm environment
 
 
@@ -211,6 +214,7 @@ class ValidateRequest:
     run_tester: bool = True
     wait: bool = False
     regions: str | None = None
+    strict: bool = False
     env: str | None = None
 
 
@@ -328,6 +332,7 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu),
         keep=request.keep,
         wait_gone=request.wait,
+        strict=request.strict,
         location=regions[0],
         regions=regions,
         env=_env(settings, request.env, request.keep),
@@ -400,6 +405,7 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
         run_tester=request.run_tester,
         wait_gone=request.wait,
+        strict=request.strict,
         driver=driver,
         location=regions[0],
         regions=regions,

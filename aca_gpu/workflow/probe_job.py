@@ -1,7 +1,8 @@
 """The nvidia-smi probe as a job execution: the image under test runs nvidia-smi and exits.
 
 No app, no revision, no exec session: one start with a per-execution template whose command prints
-the nvidia-smi table and the CSV query, each followed by a line with its exit status, so the probe's
+the nvidia-smi table, the CSV query and `nvidia-smi -q` (the GPUs' health), each followed by a line
+with its exit status, so the probe's
 GPU-seconds end with its command. The lines are read with `executions.follow` and judged by the same
 `probe.read_smi` as the explorer's exec, so both ways give one kind of ProbeResult.
 """
@@ -24,14 +25,23 @@ from aca_gpu.workflow.replicas import replica_details, safe_events
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
+HEALTH_END = "ACAGPU_SMI_HEALTH_EXIT="
 ATTEMPTS = 2  # a finished execution whose lines could not be read is started once more
 RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver call
+# After its last line the probe stays this long, so a client polling every 5 s still finds the
+# replica and reads its log (ACA removes a finished replica, and its log, within seconds). The client
+# stops at the last line and deletes the job, which ends the replica: the grace rarely bills.
+GRACE_S = 10
 
 
 def probe_script() -> str:
-    """One shell line: the table, its status, the CSV query, its status (stderr kept in the log)."""
+    """One shell line: the table, the CSV query and `nvidia-smi -q`, each with its status (stderr
+    kept in the log), then the grace."""
     query = shlex.join(checks.SMI_QUERY)
-    return f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"'
+    return (
+        f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"; '
+        f'nvidia-smi -q 2>&1; echo "{HEALTH_END}$?"; sleep {GRACE_S}'
+    )
 
 
 def probe_container(image: str, profile: GpuProfile) -> ContainerDef:
@@ -49,23 +59,21 @@ def _status(line: str, marker: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult] | None:
-    """(table, query) as exec results, or None while the query's status line has not been read."""
-    table: list[str] = []
-    query: list[str] = []
-    table_code: int | None = None
-    current = table
+def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult, ExecResult] | None:
+    """(table, query, -q) as exec results, or None while the last status line has not been read."""
+    parts: list[list[str]] = [[], [], []]
+    codes: list[int | None] = []
     for line in lines:
-        if TABLE_END in line:
-            table_code, current = _status(line, TABLE_END), query
-        elif QUERY_END in line:
-            query_code = _status(line, QUERY_END)
-            return (
-                ExecResult(("nvidia-smi",), "\n".join(table), "", table_code),
-                ExecResult(tuple(checks.SMI_QUERY), "\n".join(query), "", query_code),
+        marker = next((m for m in (TABLE_END, QUERY_END, HEALTH_END) if m in line), None)
+        if marker is None:
+            parts[min(len(codes), 2)].append(line)
+            continue
+        codes.append(_status(line, marker))
+        if marker == HEALTH_END:
+            argv = (("nvidia-smi",), tuple(checks.SMI_QUERY), ("nvidia-smi", "-q"))
+            return tuple(  # type: ignore[return-value]
+                ExecResult(a, "\n".join(p), "", c) for a, p, c in zip(argv, parts, codes, strict=False)
             )
-        else:
-            current.append(line)
     return None
 
 
@@ -121,7 +129,7 @@ def probe_job(
         running = time.monotonic()
         where = (cloud, resource_group, job)
         executions.follow(
-            *where, run, waiter, timeout=RUN_TIMEOUT_S, marker=QUERY_END, environment=environment
+            *where, run, waiter, timeout=RUN_TIMEOUT_S, marker=HEALTH_END, environment=environment
         )
         parts = split_output(run.lines)
         if parts is not None:

@@ -20,6 +20,7 @@ from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import (
     KIND_ENV,
     TAG_CREATED_AT,
+    TAG_ENV,
     TAG_EXPIRES_AT,
     TAG_GPU,
     TAG_KEEP,
@@ -132,12 +133,13 @@ def decide(
     return item("skip", "no expiry tag (use --older-than to include it)")
 
 
-def _unless_busy(cloud: Cloud, item: ReapItem) -> ReapItem:
+def _unless_busy(cloud: Cloud, item: ReapItem, env_name: str | None = None) -> ReapItem:
     """A warm environment with a run inside is never removed, expired or not (the run renews it)."""
     if item.action != "delete" or item.kind != KIND_ENV:
         return item
     try:
-        runs = runs_inside(cloud, item.resource_group)
+        name = env_name or item.resource_group.removeprefix("rg-acagpu-env-")
+        runs = runs_inside(cloud, item.resource_group, name)
     except AcaGpuError as exc:  # cannot tell whether a run is inside: leave it
         return replace(item, action="skip", status="skipped", reason=f"cannot list its runs: {exc.message}")
     if runs:
@@ -175,14 +177,17 @@ def reap(
     now = now or datetime.now(UTC)
     items: list[ReapItem] = []
     with progress.step("find acagpu resource groups") as step:
+        groups_seen: dict[int, list[ResourceGroupInfo]] = {}
         for subscription, cloud in clouds.items():
-            for group in cloud.list_resource_groups(TAG_MANAGED, "true"):
+            groups_seen[id(cloud)] = cloud.list_resource_groups(TAG_MANAGED, "true")
+            for group in groups_seen[id(cloud)]:
                 items.append(
                     decide(
                         group, subscription, now=now, older_than=older_than, excludes=excludes, spend=spend
                     )
                 )
-        items = [_unless_busy(clouds[i.subscription], i) for i in items]
+        names = {g.name: g.tags.get(TAG_ENV) for c in clouds.values() for g in groups_seen.get(id(c), [])}
+        items = [_unless_busy(clouds[i.subscription], i, names.get(i.resource_group)) for i in items]
         doomed = [i for i in items if i.action == "delete"]
         step.update(f"{len(items)} found, {len(doomed)} expired")
     if not delete:
@@ -198,7 +203,9 @@ def reap(
                 if group is None:
                     return replace(item, action="skip", status="skipped", reason="already gone")
                 again = _unless_busy(
-                    cloud, decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than)
+                    cloud,
+                    decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than),
+                    group.tags.get(TAG_ENV),
                 )
                 if again.action != "delete":
                     return replace(

@@ -60,9 +60,11 @@ def teardown_group(
     poll: float = POLL_S,
     billing_deadline: float | None = None,
     gone_deadline: float | None = None,
+    on_deleted: Callable[[str], None] | None = None,
 ) -> TeardownResult:
     """Remove one managed resource group, billing first (see the module doc). Never raises for cloud
-    failures, except PreflightRefused for a group acagpu does not own."""
+    failures, except PreflightRefused for a group acagpu does not own. `on_deleted(name)` runs as
+    ARM accepts the delete of an app or job: the moment its replicas stop billing."""
     billing_deadline = BILLING_DEADLINE_S if billing_deadline is None else billing_deadline
     gone_deadline = GONE_DEADLINE_S if gone_deadline is None else gone_deadline
     errors: list[str] = []
@@ -78,7 +80,9 @@ def teardown_group(
         raise PreflightRefused(
             f"resource group {name!r} is not tagged {naming.TAG_MANAGED}=true; acagpu never deletes it"
         )
-    billing_stopped = _stop_billing(cloud, name, errors, poll=poll, deadline=billing_deadline)
+    billing_stopped = _stop_billing(
+        cloud, name, errors, poll=poll, deadline=billing_deadline, on_deleted=on_deleted
+    )
 
     def accept() -> bool:
         cloud.delete_resource_group(name, wait=False)
@@ -101,30 +105,16 @@ def teardown_group(
     )
 
 
-def remove_run_pieces(
-    cloud: Cloud, rg: str, run_id: str, *, poll: float = POLL_S, deadline: float | None = None
-) -> TeardownResult:
-    """A run inside a warm environment: delete only its own apps and jobs (tagged with its run id)
-    and verify them gone; the environment, its group and every other run's pieces stay."""
-    errors: list[str] = []
-    stopped = _stop_billing(
-        cloud,
-        rg,
-        errors,
-        poll=poll,
-        deadline=BILLING_DEADLINE_S if deadline is None else deadline,
-        run_id=run_id,
-    )
-    if stopped and not errors:
-        return TeardownResult("deleted", verified=True, billing_stopped=True)
-    return TeardownResult("incomplete", billing_stopped=stopped, message="; ".join(errors) or None)
-
-
 def _stop_billing(
-    cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float, run_id: str | None = None
+    cloud: Cloud,
+    rg: str,
+    errors: list[str],
+    *,
+    poll: float,
+    deadline: float,
+    on_deleted: Callable[[str], None] | None = None,
 ) -> bool:
-    """Delete every app and job in the group (only `run_id`'s, when given) until none is listed;
-    True when none is left.
+    """Delete every app and job in the group until none is listed; True when none is left.
 
     Listing again after each round also catches an app or job whose create was still in flight
     when teardown began (Ctrl-C during the pairs).
@@ -132,18 +122,19 @@ def _stop_billing(
     end = time.monotonic() + deadline
     failures: list[str] = []
 
-    def deleting(delete: Callable[[str, str], None], name: str) -> Callable[[], None]:
+    def deleting(delete: Callable[..., None], name: str) -> Callable[[], None]:
+        def accepted() -> None:
+            if on_deleted is not None:
+                on_deleted(name)
+
         def call() -> None:
-            _attempt(lambda: delete(rg, name), failures, f"delete {name}", poll)
+            _attempt(lambda: delete(rg, name, on_accepted=accepted), failures, f"delete {name}", poll)
 
         return call
 
     while True:
         apps = _attempt(lambda: cloud.list_apps(rg), failures, f"list apps in {rg}", poll)
         jobs = _attempt(lambda: cloud.list_jobs(rg), failures, f"list jobs in {rg}", poll)
-        if run_id is not None:  # a shared environment: another run's pieces are never touched
-            apps = None if apps is None else [a for a in apps if a.tags.get(naming.TAG_RUN_ID) == run_id]
-            jobs = None if jobs is None else [j for j in jobs if j.tags.get(naming.TAG_RUN_ID) == run_id]
         if apps == [] and jobs == []:
             return True
         names = [a.name for a in apps or []] + [j.name for j in jobs or []]

@@ -1,16 +1,19 @@
 """A run in a warm environment (`--env NAME`): the place exists already; the run brings only jobs.
 
-The engine asks for a place as always; here it is borrowed. The run's pieces are two jobs per pair
-in the environment's own group (the nvidia-smi probe and the tester), named and tagged with its run
-id, each started with a per-execution template. Teardown deletes exactly those and verifies them
-gone: never the environment, its group, or another run's jobs, so many runs can share one place.
-Every run renews the environment's expiry (one idle TTL from now).
+The engine asks for a place as always; here it is borrowed. The run's pieces live in a group of its
+own (`rg-acagpu-<run>`, the run's usual tags plus `acagpu:env`): two jobs per pair, the nvidia-smi
+probe and the tester, whose environmentId names the warm environment in its group (ARM allows a
+job in another group than its environment). Each execution starts with a per-execution template.
+Teardown is the usual one on the run's group (billing first, then the group), so `down`, `status`,
+`reap` and the guard treat a warm run like any other, and the environment, its group and every
+other run stay untouched. Every run renews the environment's expiry (one idle TTL from now).
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
 from dataclasses import replace
+from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
@@ -20,13 +23,18 @@ from aca_gpu.workflow import checks, drivers, envs, executions
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.phases import phases_of
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.probe_job import probe_container, probe_job
-from aca_gpu.workflow.teardown import remove_run_pieces
 from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
 from aca_gpu.workflow.threads import spawn
 
 PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
+
+
+def run_tags(plan: Plan) -> dict[str, str]:
+    """The run's tags plus the environment it borrowed (how `env list` and reap find runs inside)."""
+    return {**plan.tags, naming.TAG_ENV: plan.env or ""}
 
 
 def probe_job_name(pair: Pair) -> str:
@@ -52,7 +60,7 @@ class WarmRuntime(AcaRuntime):
         super().__init__(cloud, waiter)
         self.group, self.place = group, env
         self.env = env
-        self.rg = group.name
+        self.rg = ""  # the run's own group, known once the plan of the attempt is
         self._probes: list[executions.ExecutionRun] = []
         self._touched = False
 
@@ -70,7 +78,8 @@ class WarmRuntime(AcaRuntime):
                     code="ProfileNotInEnvironment",
                     hint=f"acagpu env create {plan.env} --gpu ... adds a GPU profile (minutes on Azure)",
                 )
-            inside = envs.runs_inside(self.cloud, self.rg)
+            self.rg = plan.names.resource_group
+            inside = envs.runs_inside(self.cloud, self.group.name, self.place.name)
             others = sorted(r for r in inside if r != plan.run_id)
             step.update(f"{self.place.name} in {self.group.location}; other runs inside: {len(others)}")
         with progress.step("GPU quota") as step:
@@ -82,13 +91,27 @@ class WarmRuntime(AcaRuntime):
                     raise check.error()
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
-        """Nothing to build: the environment is renewed (its idle TTL restarts now)."""
+        """The environment is renewed (its idle TTL restarts now); the run's group is made (or found
+        again: the same run id resumes). Nothing waits for an environment."""
         self._resumed = resumed
-        self._sent_group = True  # from here on, jobs of this run may exist in the environment
+        self.rg = plan.names.resource_group
         with progress.step("warm environment") as step:
             envs.renew(self.cloud, self.group)
             self._touched = True
-            step.update(f"{self.place.name} (ready)")
+            step.update(f"{self.place.name} in {self.group.name} (ready)")
+        with progress.step("resource group") as step:
+            group = self.cloud.get_resource_group(self.rg)
+            if group is not None:
+                tags = dict(group.tags)
+                if not naming.is_managed(tags) or tags.get(naming.TAG_RUN_ID) != plan.run_id:
+                    raise PreflightRefused(f"resource group {self.rg} exists and is not run {plan.run_id}'s")
+                resumed.append("resource_group")
+                step.update(f"{self.rg} (resumed)")
+            else:
+                self._sent_group = True  # from here on, a group with this run's tags is ours
+                self.cloud.create_resource_group(self.rg, self.group.location, run_tags(plan))
+                step.update(self.rg)
+            self._sent_group = True
 
     def _job(self, plan: Plan, pair: Pair, name: str, container: ContainerDef, timeout_s: int) -> bool:
         profile_name = self.place.profile_named_for(pair.profile.type)
@@ -102,7 +125,7 @@ class WarmRuntime(AcaRuntime):
                 environment_id=self.place.id,
                 workload_profile_name=profile_name,
                 container=container,
-                tags={**plan.tags, naming.TAG_ENV: plan.env or ""},
+                tags=run_tags(plan),
                 replica_timeout_s=timeout_s,
             ),
         )
@@ -125,6 +148,7 @@ class WarmRuntime(AcaRuntime):
             runs=self._probes,
         )
         self._release(job)
+        result = replace(result, platform=self._phases(job))
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
@@ -149,7 +173,16 @@ class WarmRuntime(AcaRuntime):
             environment=self.place.name,
         )
         self._release(pair.tester)
-        return outcome
+        return replace(outcome, platform=self._phases(pair.tester))
+
+    def _phases(self, job: str) -> dict[str, Any]:
+        """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
+        system events; empty when they cannot be read (a report, never a failure)."""
+        try:
+            events = self.cloud.system_events(self.group.name, environment=self.place.name, tail=200)
+        except AcaGpuError:
+            return {}
+        return phases_of(events, job)
 
     def _release(self, job: str) -> None:
         """Billing ends with the answer: the job goes now (its execution with it), not when the last
@@ -165,10 +198,10 @@ class WarmRuntime(AcaRuntime):
         return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping
 
     def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        result = remove_run_pieces(self.cloud, self.rg, plan.run_id, poll=max(0.05, self.waiter.interval))
+        result = super().remove_place(plan, progress)  # the run's own group, billing first
         if result.clean and self._touched:
             try:  # the expiry counts from the end of the last use, not its start
-                group = self.cloud.get_resource_group(self.rg)
+                group = self.cloud.get_resource_group(self.group.name)
                 if group is not None:
                     envs.renew(self.cloud, group)
             except AcaGpuError:  # a renewal is best effort; the run is done

@@ -43,6 +43,7 @@ TAG_CREATED_AT = "acagpu:created-at"
 TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_ROLE = "acagpu:role"
 TAG_KIND = "acagpu:kind"
+TAG_ENV = "acagpu:env"
 KIND_ENV = (
     "env"  # a warm environment (`acagpu env create`): removed when idle past its TTL, never with a run inside
 )
@@ -209,10 +210,19 @@ def _config_error(message: str) -> int:
     return EXIT_BAD_CONFIG
 
 
-def runs_inside(arm: Arm, sub: str, group: str) -> list[str]:
-    """Run ids with an app or job in a warm environment's group (such a group is never removed)."""
-    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+def runs_inside(arm: Arm, sub: str, group: str, env_name: str) -> list[str]:
+    """Runs borrowing a warm environment (their groups are tagged acagpu:env) and any app or job in
+    its own group: such an environment is never removed."""
+    flt = {"$filter": f"tagName eq '{TAG_ENV}' and tagValue eq '{env_name}'"}
     runs = {
+        str((g.get("tags") or {}).get(TAG_RUN_ID))
+        for g in arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+        if (g.get("tags") or {}).get(TAG_RUN_ID)
+        and (g.get("tags") or {}).get(TAG_KIND) != KIND_ENV
+        and (g.get("properties") or {}).get("provisioningState") != "Deleting"
+    }
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    runs |= {
         str((item.get("tags") or {}).get(TAG_RUN_ID) or "(unknown)")
         for kind in ("containerApps", "jobs")
         for item in arm.pages(f"{base}/{kind}", APP_API)
@@ -223,7 +233,7 @@ def runs_inside(arm: Arm, sub: str, group: str) -> list[str]:
 def _busy(arm: Arm, sub: str, name: str, tags: dict[str, Any]) -> str | None:
     if tags.get(TAG_KIND) != KIND_ENV:
         return None
-    runs = runs_inside(arm, sub, name)
+    runs = runs_inside(arm, sub, name, str(tags.get(TAG_ENV) or name.removeprefix("rg-acagpu-env-")))
     return f"warm environment with a run inside: {', '.join(runs)}" if runs else None
 
 

@@ -6,6 +6,7 @@ what is tested is acagpu's reaction to the bytes on the wire, not an emulator mo
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -136,3 +137,54 @@ def test_data_plane_tokens_survive_a_502_azure_core_leaves_to_us(
         before = len(_events(proxy, "status"))
         assert call()
         assert len(_events(proxy, "status")) == before + 3
+
+
+def test_an_empty_200_on_an_operation_poll_is_polled_again(
+    upstream: EmulatorServer, proxy: ChaosProxy
+) -> None:
+    """9 of 100 scenarios ended with exit 1 ("The response from long running operation does not
+    contain a body"): a status poll is an idempotent read, so it is polled again; the PUT is not."""
+    cloud = _cloud(upstream, proxy)
+    cloud.create_resource_group(NAMES.resource_group, "eastus", TAGS)
+    proxy.set_rules(
+        [
+            {"fault": "empty_200", "method": "GET", "path": "OperationStatuses/", "count": 3},
+            {
+                "fault": "latency",
+                "method": "PUT",
+                "path": "/managedEnvironments/[^/]+$",
+                "count": 0,
+                "seconds": 0,
+            },
+        ]
+    )
+    spec = EnvSpec(NAMES.resource_group, NAMES.environment, "eastus", TAGS, "gpu", GPU_TYPE)
+    assert cloud.create_environment(spec).name == NAMES.environment
+    assert len(_events(proxy, "empty_200")) == 3 and len(_events(proxy, "latency")) == 1
+
+
+def test_a_read_backs_off_with_jitter_and_a_lost_one_is_infrastructure(
+    upstream: EmulatorServer, proxy: ChaosProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four unreadable answers to one read within half a second once ended `up` with exit 7 after
+    1.1 s: the pauses between tries now grow (exponential, jittered); a read that never gets a
+    readable answer within its budget is exit 7 naming the read, and is not multiplied by resends."""
+    from aca_gpu.azure import reads
+
+    cloud = _cloud(upstream, proxy)
+    _env(cloud)
+    proxy.set_rules([{"fault": "non_json_200", "method": "GET", "path": "/containerApps$", "count": 6}])
+    assert cloud.list_apps(NAMES.resource_group) == []
+    stamps = [float(e["t"]) for e in _events(proxy, "non_json_200")]  # type: ignore[arg-type]
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    assert len(stamps) == 6 and gaps[-1] > 2 * gaps[0], gaps  # backing off, not hammering
+    assert (reads.pause(3, 1.0, rng=lambda: 0.0), reads.pause(3, 1.0, rng=lambda: 1.0)) == (2.0, 4.0)
+
+    proxy.set_rules([{"fault": "empty_200", "method": "GET", "path": "/containerApps$", "count": 0}])
+    monkeypatch.setattr(reads, "READ_BUDGET_S", 1.0)  # (30 s on Azure)
+    with pytest.raises(InfraError) as caught:
+        _cloud(upstream, proxy).list_apps(NAMES.resource_group)
+    assert caught.value.exit_code == 7 and caught.value.code == "UnreadableAnswer", caught.value
+    assert "no readable answer to GET" in caught.value.message
+    tries = len(_events(proxy, "empty_200"))
+    assert 3 <= tries <= 40, tries  # one budget's worth of tries, not five resends of it

@@ -19,6 +19,7 @@ from aca_gpu.cli import cli
 GUID = "11111111-2222-3333-4444-555555555555"
 IMAGE = "nvidia/cuda:12.1.1-runtime-ubuntu22.04"
 BINARY = bytes(range(256)) * 4
+BAD_PEM = b"-----BEGIN CERTIFICATE-----\nthis is not base64 at all!\n-----END CERTIFICATE-----\n"
 CI_IDS = ("--subscription", GUID, "--tenant", GUID, "--client-id", GUID)
 
 
@@ -89,11 +90,18 @@ CASES = [
     c("status", says="https", env={"ACAGPU_ARM_ENDPOINT": "http://127.0.0.1:1"}),
     c("status", says="ACAGPU_CA_BUNDLE", env={"ACAGPU_CA_BUNDLE": "/nonexistent/ca.pem"}),
     c("status", says="PEM", env={"ACAGPU_CA_BUNDLE": "{GARBAGE}"}, files={"GARBAGE": BINARY}),
+    # a BEGIN CERTIFICATE line and garbage after it: exit 2 at once, not 29 s of TLS retries and 7
+    c("status", says="no usable certificate", env={"ACAGPU_CA_BUNDLE": "{PEM}"}, files={"PEM": BAD_PEM}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "abc"}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "-1"}),
     c("status", says="POLLING_INTERVAL", env={"ACAGPU_POLLING_INTERVAL": "nan"}),
     c("status", says="ACAGPU_CONFIG", env={"ACAGPU_CONFIG": "/nonexistent/acagpu.toml"}),
     c("status", says="not valid TOML", config="location = [\n"),
+    # every source of a setting is checked alike, and the error names the source
+    c("up", "--dry-run", says="ACAGPU_LOCATION is set but empty", env={"ACAGPU_LOCATION": ""}),
+    c("up", "--dry-run", says="ACAGPU_LOCATION: unknown Azure region", env={"ACAGPU_LOCATION": "mars"}),
+    c("up", "--dry-run", says="location in the config file", config='location = "mars"\n'),
+    c("up", "--dry-run", says="ACAGPU_TTL:", env={"ACAGPU_TTL": "forever"}),
     c("status", says="location", config="location = 5\n"),
     c("status", says="GUID", config='subscription = "nope"\n', env={"ACAGPU_SUBSCRIPTION": ""}),
     c("status", says="https", config='arm_endpoint = "ftp://x"\n', env={"ACAGPU_ARM_ENDPOINT": ""}),
@@ -189,6 +197,7 @@ CASES = [
     c("tags", "nvidia/cuda", "--not-in", "/nonexistent/v.txt", says="--not-in"),
     c("tags", "nvidia/cuda", "--ca-bundle", "/nonexistent/ca.pem", says="--ca-bundle"),
     c("tags", "nvidia/cuda", "--ca-bundle", "{BIN}", says="PEM", files={"BIN": BINARY}),
+    c("tags", "nvidia/cuda", "--ca-bundle", "{PEM}", says="no usable certificate", files={"PEM": BAD_PEM}),
     c("tags", "nvidia/cuda", "--password", "x", says="--password"),
     c("tags", "nvidia/cuda:12.1.1-runtime-ubuntu22.04", says="without a tag"),
     # -- report merge --------------------------------------------------------------------------
@@ -228,6 +237,8 @@ CASES = [
     c("emulator serve", "--port", "99999", says="--port"),
     c("emulator serve", "--port", "-1", says="--port"),
     c("emulator serve", "--faults", "bogus", says="--faults"),
+    c("emulator replay", "{DIR}", says="holds no recording.jsonl", files={"DIR": b""}),
+    c("up", "--yes", "--record", "", says="--record"),
     c("emulator serve", says="--faults", env={"ACAGPU_EMULATOR_FAULTS": "bogus:count=x"}),
     c("emulator serve", "--time-scale", "0", says="--time-scale"),
     c("emulator serve", "--workload", "gpu", says="--workload"),
@@ -241,6 +252,21 @@ CASES = [
     c("doctor", "--from-file", "/nonexistent/run.log", says="cannot read"),
     c("doctor", "--from-file", "", says="--from-file"),
     c("doctor", "--cdi-path", "", says="--cdi-path"),
+    # -- warm environments --------------------------------------------------------------------
+    c("env create", "Bad_Name!", "--yes", says="Bad_Name!"),
+    c("env create", "lab", "--yes", "--gpu", "h100x", says="h100x"),
+    c("env create", "lab", "--yes", "--idle-ttl", "soon", says="--idle-ttl"),
+    c("env create", "lab", "--yes", "-l", "mars", says="mars"),
+    c("env show", "Bad_Name!", says="Bad_Name!"),
+    c("env delete", "", "--yes", says="NAME"),
+    # -- run: the user's own container --------------------------------------------------------
+    c("run", "--yes", "", says="IMAGE"),
+    c("run", "--yes", "--gpu", "h100x", "busybox", says="h100x"),
+    c("run", "--yes", "-e", "NOEQUALS", "busybox", says="-e"),
+    c("run", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_SECRET", "busybox", says="ACAGPU_TEST_UNSET_SECRET"),
+    c("run", "--yes", "--max-minutes", "0", "busybox", says="--max-minutes"),
+    c("run", "--yes", "--cpu", "-1", "busybox", says="--cpu"),
+    c("run", "--yes", "--runtime", "bogus", "busybox", says="--runtime"),
     # -- the group itself ----------------------------------------------------------------------
     c("nope", says="No such command"),
     c("ci nope", says="No such command"),
@@ -311,6 +337,17 @@ def test_bad_input(case: Case, emu: Any, tmp_path: Path, monkeypatch: pytest.Mon
     assert _emulator_temp_dirs() <= before, "a temporary emulator folder was left behind"
     if "DIR" in names:
         assert not os.listdir(names["DIR"]), "ci init wrote files"
+
+
+def test_an_unknown_config_key_is_named_with_the_key_it_resembles(
+    emu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('locaton = "westus3"\n', encoding="utf-8")
+    monkeypatch.setenv("ACAGPU_CONFIG", str(config))
+    result = CliRunner().invoke(cli, ["up", "--dry-run", "-o", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert f"warning: config file {config}: unknown key 'locaton' (did you mean 'location'?)" in result.stderr
 
 
 def test_emulator_serve_on_a_port_in_use_is_bad_input() -> None:

@@ -77,6 +77,8 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     code, out, err = _run("status", "-o", "json")
     assert code == 0, err
     assert [r["run_id"] for r in json.loads(out)["runs"]] == ["life1"]
+    code, out, err = _run("status", "-o", "tsv")  # a listing's rows, as `az -o tsv` prints them
+    assert code == 0 and out.split("\t")[0] == "life1", out
 
     code, out, err = _run("down", "--run-id", "life1", "--yes", "-o", "json")
     assert code == 0, err

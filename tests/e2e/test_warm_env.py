@@ -88,16 +88,21 @@ def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> 
         for rid, doc in zip(("warma", "warmb"), docs, strict=True):
             assert doc["run_id"] == rid and doc["status"] == "ok"
             assert doc["resources"]["probe_job"] == f"cuda-probe-{rid}"
-            assert doc["resources"]["resource_group"] == "rg-acagpu-env-lab"
+            assert doc["resources"]["resource_group"] == f"rg-acagpu-{rid}"  # the run's own group
+            assert doc["resources"]["environment_group"] == "rg-acagpu-env-lab"
             assert doc["explorer"]["driver_version"] and doc["explorer"]["gpus"]
             assert doc["tester"]["status"] == "pass" and doc["tester"]["result"]["gpu_name"]
-            assert doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
+            assert doc["teardown"]["status"] == "deleting" and doc["teardown"]["billing_stopped"] is True
         billed = _control(emu, "billing")["runs"]
         assert billed["warma"]["replicas"] == 2 and billed["warmb"]["replicas"] == 2  # probe + tester
 
         inventory = _control(emu, "inventory")
         assert inventory["apps"] == [] and inventory["jobs"] == [] and inventory["replicas"] == []
         assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]
+        deadline = time.monotonic() + 30  # the runs' own groups: deleting, not the environment's
+        while [g["name"] for g in _control(emu, "inventory")["resource_groups"]] != ["rg-acagpu-env-lab"]:
+            assert time.monotonic() < deadline, _control(emu, "inventory")["resource_groups"]
+            time.sleep(0.1)
 
         listed = _run(shell, "env", "list", "-o", "json")
         assert listed.returncode == 0, listed.stderr
@@ -142,6 +147,10 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     cloud.create_job(replace(spec, tags=run_tags("inside", owner="t", ttl=timedelta(hours=1))))
     time.sleep(1.1)  # both 1 s idle TTLs pass
 
+    seen = acagpu("status")
+    assert seen["runs"] == []  # a warm environment is no run (and `down` never picks one)
+    assert {e["name"]: e["state"] for e in seen["environments"]["warm"]} == {"busy": "busy", "idle": "idle"}
+
     planned = {i["resource_group"]: i for i in acagpu("reap")["items"]}
     assert planned["rg-acagpu-env-idle"]["status"] == "would-delete"
     assert planned["rg-acagpu-env-idle"]["kind"] == "env"
@@ -163,3 +172,10 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     assert done == {"rg-acagpu-env-idle": "deleted", "rg-acagpu-env-busy": "skipped"}
     assert {g["name"] for g in emu.inventory()["resource_groups"]} == {"rg-acagpu-env-busy"}
     assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]
+
+    refused = CliRunner().invoke(cli, ["env", "delete", "busy", "--yes", "-o", "json"])
+    assert refused.exit_code == 2 and "run(s) inside: inside" in refused.stderr
+    assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]  # nothing was touched
+    forced = acagpu("env", "delete", "busy", "--yes", "--force")
+    assert forced["runs_removed"] == ["inside"] and forced["teardown"]["billing_stopped"] is True
+    assert emu.inventory()["jobs"] == []

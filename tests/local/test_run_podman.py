@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 SECRET = "s3cr3t-v4lue-1"  # 14 characters; the container checks the length, never prints it
@@ -62,9 +63,12 @@ def test_a_container_that_cannot_start_is_one_line_and_exit_5(test_image: str) -
     assert len(errors) == 1 and errors[0].startswith("error: the container did not start: ")
 
 
-def test_a_zero_exit_is_ok(test_image: str) -> None:
-    done = _run(test_image, "sh", "-c", "echo fine")
+def test_a_zero_exit_is_ok_with_a_job_summary(test_image: str, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    done = _run("--github", test_image, "sh", "-c", "echo fine", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert (done.returncode, done.stdout) == (0, "fine\n"), done.stderr
+    text = summary.read_text()
+    assert "## acagpu run" in text and "exited with code 0" in text and "fine" in text
 
 
 def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> None:

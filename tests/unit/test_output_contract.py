@@ -171,3 +171,12 @@ def test_identical_gpus_are_counted_not_repeated() -> None:
     assert count_names(["NVIDIA A100 80GB PCIe"] * 4) == "4 x NVIDIA A100 80GB PCIe"
     assert count_names(["T4", "A100", "T4"]) == "2 x T4, A100"
     assert count_names([]) == ""
+
+
+def test_tsv_of_a_listing_prints_its_rows_like_az() -> None:
+    """`profiles --offline -o tsv` printed `1<TAB>profiles` (the envelope) and dropped the rows."""
+    code, out, _ = _run("profiles", "--offline", "-o", "tsv")
+    assert code == 0
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert len(rows) > 3 and rows[0] != ["1", "profiles"], out
+    assert any("Consumption-GPU-NC8as-T4" in row for row in rows), out

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from aca_gpu.cli import cli
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import gpu_specs, lookup_gpu, profile_catalog, resolve_profile, valid_aliases
 from aca_gpu.resources import data_path
@@ -234,3 +237,15 @@ def test_live_listing_without_azure_is_a_one_line_bad_input() -> None:
     assert rc == 2 and json.loads(out)["error"]["exit_code"] == 2
     # live listing asks Azure: without a subscription that is one error line (plus a hint line)
     assert err.startswith("error: ") and sum(line.startswith("error: ") for line in err.splitlines()) == 1
+
+
+def test_profiles_without_a_subscription_points_to_offline(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for key in ("ACAGPU_SUBSCRIPTION", "AZURE_SUBSCRIPTION_ID", "ACAGPU_CONFIG", "ACAGPU_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `az` to ask either
+    result = CliRunner().invoke(cli, ["profiles"])
+    assert result.exit_code == 2, result.output
+    assert "no Azure subscription" in result.stderr and "profiles --offline" in result.stderr, result.stderr

@@ -189,3 +189,15 @@ def test_script_never_learns_a_name_the_service_made_up() -> None:
     assert script.match("GET", op + "op000003", q, None) is None
     assert script.match("GET", op + "op000001", q, None) is not None
     assert script.live_of == {}
+
+
+def test_sanitizing_twice_changes_nothing_more() -> None:
+    """A placeholder is never taken for a secret again (`token=<secret-1>` stays so)."""
+    s = recording.Sanitizer()
+    s.secret(SECRET)
+    once = s.text(f"token={SECRET} password='{LOG_PASSWORD}' by {EMAIL} in {TENANT}")
+    assert once == s.text(once) and SECRET not in once and LOG_PASSWORD not in once
+    assert s.value({"secretRef": "registry-password", "password": "x1"}, "body") == {
+        "secretRef": "registry-password",  # which secret, not its value: kept
+        "password": s.secret("x1"),
+    }

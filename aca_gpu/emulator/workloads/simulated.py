@@ -28,6 +28,7 @@ from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
 from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
+from aca_gpu.emulator.workloads.smi_health import sicken
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
 
@@ -82,6 +83,8 @@ class SimulatedWorkload:
 
     def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
         gpus = gpus_for(spec.profile_type, spec.replica)
+        if gpus and spec.gpu_health:
+            gpus = sicken(gpus, spec.gpu_health)
         if gpus:
             message = start_failure(spec.image, spec.env, driver=self.driver_version, brand=gpus[0].brand)
             if message is not None:
@@ -132,8 +135,9 @@ class SimulatedWorkload:
             run_in_podman(container, spec, spec.env)
         elif spec.kind == "job" and is_shell_line(spec):
             # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
-            # exec does: its nvidia-smi is the replica's shim, its output and exit status are real
-            container.run_process(list(spec.command + spec.args))
+            # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
+            # and stdout and stderr stay apart as a container runtime keeps them
+            container.run_streams(list(spec.command + spec.args), container.env)
         elif spec.kind == "job":
             container.emit(f"acagpu emulator: simulated, not run ({unreal})", "stderr")
             argv = list(spec.command + spec.args)

@@ -2,7 +2,7 @@
 (`AcaWorkloadRuntime`), or inside a warm environment (`--env NAME`, `WarmWorkloadRuntime`).
 
 `AcaRuntime`/`WarmRuntime` give preflight (provider, offer, quota), the place and the billing-first
-teardown (the whole run-scoped group, or only the run's own jobs in a warm environment); the
+teardown (the whole run-scoped group; in a warm environment the run's own group of jobs); the
 `Workload` mixin replaces the tester with the user's job, started as one execution with its own
 template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
@@ -48,6 +48,7 @@ from aca_gpu.workflow.workload.plan import RunSpec
 CONTAINER = "main"
 REGISTRY_SECRET = "registry-password"
 LOG_RECONNECTS = 20
+RETRY_S = 0.2
 FINAL_STATUS_WAIT_S = 30.0
 START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
                   "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
@@ -100,6 +101,10 @@ class Where:
     tags: Mapping[str, str]
 
 
+def _why(run: TesterRun) -> str:
+    return f" ({run.lost})" if run.lost else ""
+
+
 class Workload:
     """The user's job in place of the tester (mixed into AcaRuntime or WarmRuntime)."""
 
@@ -142,12 +147,13 @@ class Workload:
             if waiter.cancel.is_set():
                 raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
             shown: Counter[Hashable] = Counter()
+            clean = False
             try:
                 records = self.cloud.job_log_records(
                     rg, job, run.execution, timeout=max(1.0, deadline - time.monotonic())
                 )
                 for stamp, stream, text in records:
-                    key = (stamp, stream, text) if stamp is not None else ("raw", stream, text, shown[text])
+                    key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)
                     shown[key] += 1
                     if shown[key] <= delivered[key]:
                         continue  # replayed by a new connection: already shown
@@ -157,19 +163,27 @@ class Workload:
                     self.console.line(stream, text)
                     if waiter.cancel.is_set():
                         raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+                clean = True
             except WaitTimedOut:
                 raise
-            except AcaGpuError:
+            except AcaGpuError as exc:
                 failures += 1
+                run.lost = exc.message
                 if failures > LOG_RECONNECTS:
                     return
             info = self._execution(rg, job, run.execution)
             if info is not None and info.finished:
                 run.info = info
+                # ACA removes a finished replica and its log within seconds: say what could not be read
+                if not delivered:
+                    self.console.note(f"no log line could be read before the execution ended{_why(run)}")
+                elif not clean:
+                    self.console.note(f"the log may be incomplete: its stream failed at the end{_why(run)}")
                 return
             if time.monotonic() >= deadline:
                 return
-            waiter.cancel.wait(waiter.interval)
+            # a failed read is retried soon: a short job's replica may live only seconds
+            waiter.cancel.wait(min(waiter.interval, RETRY_S) if failures else waiter.interval)
 
     def _execution(self, rg: str, job: str, execution: str) -> ExecutionInfo | None:
         try:
@@ -189,14 +203,13 @@ class Workload:
 
     def _judge(self, plan: Plan, where: Where, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
         seconds = run.seconds
-        codes = info.exit_codes if info else ()
+        run.info = info
         said = " ".join(filter(None, (info.reason, info.message))) if info else ""
         if "deadline" in said.lower():
             why = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
             return WorkloadResult("timeout", reason=why, execution=run.execution, seconds=seconds)
-        if codes:
-            code = next((c for c in codes if c != 0), codes[0])
-            return WorkloadResult("exited", code, execution=run.execution, seconds=seconds)
+        if run.exit_code is not None:  # only an ended execution's code is the container's
+            return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Succeeded":
             return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Failed":

@@ -9,6 +9,8 @@ their documented codes, and the document's `exit_code_from` says which of the tw
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -34,15 +36,29 @@ STATUS_BY_EXIT = {
 class Console:
     """Receives the container's lines: prints them live (table mode) and keeps them (capped)."""
 
-    def __init__(self, live: bool, stdout: TextIO, stderr: TextIO) -> None:
+    def __init__(self, live: bool, stdout: Callable[[], TextIO], stderr: Callable[[], TextIO]) -> None:
+        """The streams are looked up at every line: a progress display on a terminal may redirect
+        them for a while, so the lines print above it instead of through it."""
         self.live, self._out, self._err = live, stdout, stderr
         self._lock = threading.Lock()
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
         self.dropped: dict[str, int] = {"stdout": 0, "stderr": 0}
+        self.notes: list[str] = []
         self._chars = 0
+        self.opened = time.monotonic()
+        self.first_line_s: float | None = None  # from the start of the run to the first line
+
+    def note(self, text: str) -> None:
+        """What the document should say about the output itself (e.g. it could not be read)."""
+        with self._lock:
+            self.notes.append(text)
+            if self.live:
+                print(f"warning: {text}", file=self._err(), flush=True)
 
     def line(self, stream: str, text: str) -> None:
         with self._lock:
+            if self.first_line_s is None:
+                self.first_line_s = round(time.monotonic() - self.opened, 3)
             kept = self.lines[stream]
             if len(kept) < MAX_LINES and self._chars + len(text) <= MAX_CHARS:
                 kept.append(text)
@@ -50,7 +66,7 @@ class Console:
             else:
                 self.dropped[stream] += 1
             if self.live:
-                target = self._out if stream == "stdout" else self._err
+                target = self._out() if stream == "stdout" else self._err()
                 print(text, file=target, flush=True)
 
     def count(self) -> int:
@@ -62,6 +78,8 @@ class Console:
             doc: dict[str, Any] = {
                 name: "".join(f"{line}\n" for line in lines) for name, lines in self.lines.items()
             }
+            if self.notes:
+                doc["notes"] = list(self.notes)
             if any(self.dropped.values()):
                 doc["truncated"] = {
                     "note": f"capped at {MAX_LINES} lines or {MAX_CHARS} characters; later lines dropped",
@@ -143,7 +161,9 @@ class WorkloadOutcome(RunOutcome):
                 "basis": "this machine's own GPUs: nothing billed",
             }
         profile = self.plan.pairs[0].profile
-        per_second, basis = replica_price(profile, self.spec.workload.cpu, self.spec.workload.memory_gib)
+        per_second, basis = replica_price(
+            profile, self.spec.workload.cpu, self.spec.workload.memory_gib, self.plan.location
+        )
         return {
             "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 1),
             "replica_seconds": round(self.gpu_seconds, 1),
@@ -166,7 +186,10 @@ class WorkloadOutcome(RunOutcome):
             "container": self.result.as_dict() if self.result else {"status": "not-started"},
             "output": self.console.as_dict() if self.console else {"stdout": "", "stderr": ""},
             "phases": dict(self.phases),
-            "timings": dict(self.timings),
+            "timings": {
+                **self.timings,
+                "time_to_first_line_s": self.console.first_line_s if self.console else None,
+            },
             "cost": self.cost(),
             "teardown": self.teardown.as_dict(),
             "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
@@ -196,3 +219,40 @@ def render_run(doc: dict[str, Any]) -> str:
     if doc.get("runtime") == "aca":
         lines.append(f"  teardown       {teardown.get('status')}")
     return "\n".join(lines)
+
+
+def render_run_markdown(doc: dict[str, Any]) -> str:
+    """The job summary (`--github`): what ran, how it ended, the output's tail; never a secret."""
+    container, work = doc.get("container") or {}, doc.get("workload") or {}
+    ended = container.get("status")
+    if ended == "exited":
+        ended = f"exited with code {container.get('exit_code')}"
+    cost = doc.get("cost") or {}
+    rows = [
+        ("status", f"{doc['status']} (exit {doc['exit_code']}, from {doc['exit_code_from']})"),
+        ("where", f"{doc['runtime']} ({doc.get('location')})"),
+        ("image", f"`{work.get('image')}`"),
+        ("command", f"`{' '.join(work.get('command') or []) or '(image default)'}`"),
+        ("container", f"{ended}" + (f": {container['reason']}" if container.get("reason") else "")),
+        (
+            "cost",
+            f"{cost.get('gpu_seconds', 0):g} GPU-seconds, ≈ ${cost.get('usd_estimate') or 0:.4f} (estimate)",
+        ),
+        ("teardown", str((doc.get("teardown") or {}).get("status"))),
+    ]
+    if doc.get("error"):
+        rows.append(("error", doc["error"]["message"]))
+    lines = [f"## acagpu run — run {doc['run_id']}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows]
+    tail = (doc.get("output") or {}).get("stdout", "").splitlines()[-20:]
+    if tail:
+        lines += [
+            "",
+            "<details><summary>last lines of stdout</summary>",
+            "",
+            "```",
+            *tail,
+            "```",
+            "</details>",
+        ]
+    return "\n".join(lines) + "\n"

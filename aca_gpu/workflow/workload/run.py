@@ -19,7 +19,7 @@ from aca_gpu.workflow.workload.plan import RunSpec
 
 def console_for(output: Output) -> Console:
     """Live lines on a human run; collected into the document with -o json (stdout stays one JSON)."""
-    return Console(not output.is_json, output.stdout, output.stderr)
+    return Console(not output.is_json, lambda: output.stdout, lambda: output.stderr)
 
 
 def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> WorkloadOutcome:
@@ -43,11 +43,13 @@ def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> Wo
     return outcome
 
 
-def run_aca(cloud: Cloud, spec: RunSpec, output: Output, waiter: Waiter) -> WorkloadOutcome:
+def run_aca(
+    cloud: Cloud, spec: RunSpec, output: Output, waiter: Waiter, console: Console | None = None
+) -> WorkloadOutcome:
     """The workload as a job on Azure Container Apps: a run-scoped group and environment, or `--env`."""
     from aca_gpu.workflow.workload.aca import runtime_for
 
-    console = console_for(output)
+    console = console or console_for(output)
     plan, runtime = runtime_for(cloud, spec.plan, waiter, spec, console)  # cold, or `--env`
     outcome = WorkloadOutcome(plan=plan, runtime="aca", spec=replace(spec, plan=plan), console=console)
     Engine(plan, runtime, output, waiter, outcome=outcome).run()

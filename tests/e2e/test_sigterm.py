@@ -1,0 +1,50 @@
+"""SIGTERM (a cancelled CI job, `timeout`) ends a run like Ctrl-C: teardown, one document, exit 130,
+and the embedded emulator's temporary folder removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TMPDIR": str(tmp_path),
+        "ACAGPU_EMULATOR_FAULTS": "stuck",  # the explorer never starts: `up` is mid-wait when signalled
+        "ACAGPU_PROGRESS_S": "0.5",
+    }
+    env.pop("ACAGPU_CONFIG", None)
+    args = ["up", "--emulator", "--time-scale", "0.002", "--start-timeout", "2h", "-o", "json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aca_gpu", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:  # signal once it waits for the explorer
+            seen.append(line)
+            if "waiting for probe and test" in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(seen) + err
+    assert proc.returncode == 130, text
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and doc["error"]["exit_code"] == 130, doc["error"]
+    assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
+    assert "Traceback" not in text
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("acagpu-emulator-")], os.listdir(tmp_path)
