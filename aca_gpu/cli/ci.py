@@ -63,6 +63,17 @@ def ci() -> None:
     help="This acagpu version's wheel, if one is at hand (default: built or re-packed from the install).",
 )
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Refresh the wheel and the dependency lock to this acagpu; keep existing workflows.",
+)
+@click.option(
+    "--no-lock-hashes",
+    "no_lock_hashes",
+    is_flag=True,
+    help="Pin dependency versions without hashes (no pip download, e.g. offline).",
+)
 @output_options
 def init(
     repo_dir: Path,
@@ -82,6 +93,8 @@ def init(
     install_spec: str | None,
     wheel: Path | None,
     force: bool,
+    upgrade: bool,
+    no_lock_hashes: bool,
     output: Output,
 ) -> None:
     """Write .github/workflows/acagpu-validate.yml and acagpu-reap.yml, then print the one-time
@@ -89,7 +102,9 @@ def init(
     assignment. Existing files are kept unless --force (exit 2).
 
     The workflows install exactly this acagpu: its wheel goes to .github/acagpu/ with a
-    requirements file pinning its sha256 (pip --require-hashes --no-index)."""
+    requirements file pinning its sha256 (pip --require-hashes --no-index), and its dependencies
+    from a lock of the versions installed here, with hashes where pip can download them
+    (requirements-lock.txt, installed with --no-deps). --upgrade refreshes both."""
     request = ci_flow.CiInitRequest(
         repo_dir=repo_dir,
         subscription=subscription,
@@ -108,6 +123,8 @@ def init(
         install_spec=install_spec,
         wheel=wheel,
         force=force,
+        upgrade=upgrade,
+        lock_hashes=not no_lock_hashes,
     )
     result = ci_flow.init(request)
 
