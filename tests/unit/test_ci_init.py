@@ -77,7 +77,7 @@ def test_json_output_is_one_document(tmp_path: Path) -> None:
     code, out, _ = invoke(tmp_path, "--github-repo", "example/gpu-ci", "-o", "json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["kind"] == "ci-init" and len(doc["written"]) == 6  # 2 workflows, role, requirements, lock, wheel
+    assert doc["kind"] == "ci-init" and len(doc["written"]) == 6  # workflows, role, reqs, lock, wheel
     assert doc["install"]["source"] == "wheel" and len(doc["install"]["wheel"]["sha256"]) == 64
     assert any(c.startswith("az role definition create") for c in doc["commands"])
 
