@@ -22,7 +22,11 @@ from aca_gpu.workflow.up import up as run_up
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
-@click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
+@click.option(
+    "--gpu",
+    help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`); a list such as a100,t4 "
+    "means A100 across its region order, else T4.",
+)
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
     "--tester-image", help="gpu-tester image (default: a stock PyTorch image + the injected tester)."

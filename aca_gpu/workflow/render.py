@@ -120,12 +120,15 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
         return []
     pad = " " * len(label)
     lines = []
+    several_gpus = len({a.get("gpu") for a in attempts}) > 1  # `--gpu a100,t4` fell back
     for index, a in enumerate(attempts):
         usd = (a.get("cost") or {}).get("usd_estimate")
         spent = f", ~${usd:.2f}" if isinstance(usd, (int, float)) else ""
         why = f": {a['reason'][:160]}" if a.get("reason") else ""
         lines.append(
-            f"{label if index == 0 else pad}{a['region']} {a['status']}{why} ({a['seconds']:.0f}s{spent})"
+            f"{label if index == 0 else pad}{a['region']}"
+            + (f" {a.get('gpu')}" if several_gpus else "")
+            + f" {a['status']}{why} ({a['seconds']:.0f}s{spent})"
         )
     return lines
 
