@@ -97,7 +97,7 @@ def up(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
-    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)

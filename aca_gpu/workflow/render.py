@@ -47,10 +47,12 @@ def _cost_line(cost: dict[str, Any]) -> str:
     return f"{cost.get('gpu_seconds', 0):.0f} GPU-seconds, {money} (estimate: {cost.get('basis', '')})"
 
 
-def render_plan(doc: dict[str, Any]) -> str:
+def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
+    """The plan; titled a dry run only for `--dry-run` (above a confirmation it is about to happen)."""
     res, prof = doc["resources"], doc["profile"]
+    title = "(dry run: nothing is created)" if dry_run else "(created once you confirm)"
     lines = [
-        f"plan for run {doc['run_id']} (dry run: nothing is created)",
+        f"plan for run {doc['run_id']} {title}",
         f"  location       {doc['location']}",
         f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
         f"  resource group {res['resource_group']}",
