@@ -127,6 +127,11 @@ def init(
         lock_hashes=not no_lock_hashes,
     )
     result = ci_flow.init(request)
+    if result.github_repo is None:  # the az steps below carry a placeholder the user must replace
+        output.warn(
+            "no GitHub remote `origin` found: the federated credential below names repo:<owner>/<repo>; "
+            "pass --github-repo OWNER/NAME (or replace it before running the commands)"
+        )
 
     def human(stream: TextIO) -> None:
         for path in result.written:

@@ -244,3 +244,9 @@ def test_lock_hashes_are_the_runner_wheels() -> None:
     assert len(pin.sha256[0]) == 64
     assert f"click=={pin.version} \\\n    --hash=sha256:{pin.sha256[0]}" in made.render()
     assert made.pip_flags == "--no-deps --require-hashes"
+
+
+def test_without_an_origin_remote_the_placeholder_is_a_warning(tmp_path: Path) -> None:
+    code, out, err = invoke(tmp_path)
+    assert code == 0 and "repo:<owner>/<repo>" in out
+    assert err.startswith("warning: no GitHub remote `origin` found"), err
