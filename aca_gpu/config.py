@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from aca_gpu.errors import BadInput
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-STRING_KEYS = ("subscription", "arm_endpoint", "ca_bundle", "location", "gpu", "image", "ttl", "owner")
+STRING_KEYS = ("subscription", "arm_endpoint", "ca_bundle", "location", "gpu", "image", "ttl", "owner", "env")
 
 DEFAULT_LOCATION = "eastus"
 DEFAULT_GPU = "t4"
@@ -89,6 +89,7 @@ class Settings:
     owner: str | None = None
     polling_interval: float = 5.0
     regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
+    env: str | None = None  # warm environment for up/validate/test (config `env`, ACAGPU_ENV)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **values: Any) -> Settings:
@@ -155,6 +156,7 @@ def load_settings(
         owner=pick("owner", "ACAGPU_OWNER", None),
         polling_interval=poll,
         regions=_regions(env.get("ACAGPU_REGIONS") or cfg.get("regions")),
+        env=pick("env", "ACAGPU_ENV", None),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
     if check:

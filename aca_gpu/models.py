@@ -74,6 +74,17 @@ class ContainerDef(Record):
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)  # env var -> secret name (secretRef)
+
+
+@dataclass(frozen=True)
+class RegistryCred(Record):
+    """How a job pulls from a private registry: a managed identity, or a user + a password secret."""
+
+    server: str
+    identity: str | None = None
+    username: str | None = None
+    password_secret: str | None = None  # the name of the job secret holding the password
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,11 @@ class EnvInfo(Record):
     provisioning_state: str | None
     event_stream_endpoint: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    workload_profiles: tuple[tuple[str, str], ...] = ()  # (name, type), as the environment says
+
+    def profile_named_for(self, profile_type: str) -> str | None:
+        """The name this environment gives a workload profile type (runs reference it by name)."""
+        return next((n for n, t in self.workload_profiles if t.lower() == profile_type.lower()), None)
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,9 @@ class JobSpec(Record):
     tags: Mapping[str, str]
     replica_timeout_s: int = 1800
     retry_limit: int = 0
+    # secret name -> value: sent in the job's PUT only (ARM never answers values back); hidden from repr
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    registries: tuple[RegistryCred, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -169,20 +188,23 @@ class ReplicaInfo(Record):
     details: str | None = None
 
 
+FINAL_EXECUTION_STATES = frozenset({"Succeeded", "Failed", "Stopped", "Degraded"})
+
+
 @dataclass(frozen=True)
 class ExecutionInfo(Record):
     name: str
     status: str | None  # Running, Processing, Succeeded, Failed, Stopped, Degraded, Unknown
     start_time: str | None = None
     end_time: str | None = None
-    # containers' exit codes from properties.detailedStatus (SDK 5.1); empty while none has ended
+    # containers' exit codes from properties.detailedStatus (SDK 5.1); empty until the execution has ended
     exit_codes: tuple[int, ...] = ()
     reason: str | None = None  # properties.reason / message: why the platform ended it, when it says
     message: str | None = None
 
     @property
     def finished(self) -> bool:
-        return (self.status or "") in {"Succeeded", "Failed", "Stopped", "Degraded"}
+        return (self.status or "") in FINAL_EXECUTION_STATES
 
 
 @dataclass(frozen=True)
@@ -234,7 +256,9 @@ class Cloud(Protocol):
     def get_job(self, resource_group: str, name: str) -> JobInfo | None: ...
     def list_jobs(self, resource_group: str) -> list[JobInfo]: ...
     def delete_job(self, resource_group: str, name: str) -> None: ...
-    def start_job(self, resource_group: str, job: str) -> str: ...  # returns the execution name
+    def start_job(
+        self, resource_group: str, job: str, template: Sequence[ContainerDef] | None = None
+    ) -> str: ...  # returns the execution name; `template`: this execution's own containers
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
@@ -264,6 +288,9 @@ class Cloud(Protocol):
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
     ) -> Iterator[str]: ...
+    def job_log_records(
+        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+    ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
     ) -> list[dict[str, Any]]: ...

@@ -16,6 +16,11 @@ TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_OWNER = "acagpu:owner"
 TAG_KEEP = "acagpu:keep"
 TAG_GPU = "acagpu:gpu"
+TAG_KIND = "acagpu:kind"  # "env" on a warm environment's group (`acagpu env create`), which is no run
+TAG_ENV = "acagpu:env"  # on a run's jobs inside a warm environment: the environment's name
+TAG_IDLE_TTL = "acagpu:idle-ttl"  # a warm environment's idle TTL in seconds; expires-at renews by it
+TAG_LAST_USED = "acagpu:last-used"
+KIND_ENV = "env"
 TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
 
 ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
@@ -212,3 +217,63 @@ def run_tags(
 
 def is_managed(tags: dict[str, str] | None) -> bool:
     return bool(tags) and (tags or {}).get(TAG_MANAGED) == "true"
+
+
+ENV_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,18}[a-z0-9]$|^[a-z]$")
+
+
+def validate_env_name(name: str) -> str:
+    """A warm environment's name: it becomes part of a resource group and an environment name."""
+    if not ENV_NAME_RE.match(name) or "--" in name:
+        raise BadInput(
+            f"invalid environment name {name!r}: use 1-20 lowercase letters, digits and single hyphens, "
+            "starting with a letter and not ending with a hyphen"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class EnvNames:
+    """Where a warm environment lives: its own group, holding one workload-profiles environment."""
+
+    name: str
+
+    @property
+    def resource_group(self) -> str:
+        return f"rg-acagpu-env-{self.name}"
+
+    @property
+    def environment(self) -> str:
+        return f"cae-acagpu-env-{self.name}"
+
+
+def env_tags(
+    name: str, *, owner: str, idle_ttl: timedelta, gpus: str, now: datetime | None = None
+) -> dict[str, str]:
+    """A warm environment's group tags: managed, kind=env, and an expiry renewed on every use."""
+    created = now or datetime.now(UTC)
+    return {
+        TAG_MANAGED: "true",
+        TAG_KIND: KIND_ENV,
+        TAG_ENV: name,
+        TAG_CREATED_AT: iso_utc(created),
+        TAG_LAST_USED: iso_utc(created),
+        TAG_EXPIRES_AT: iso_utc(created + idle_ttl),
+        TAG_IDLE_TTL: str(int(idle_ttl.total_seconds())),
+        TAG_OWNER: owner,
+        TAG_GPU: gpus,
+    }
+
+
+def renewed_env_tags(tags: dict[str, str], now: datetime | None = None) -> dict[str, str]:
+    """The same tags, used now: last-used is now and the expiry one idle TTL from now."""
+    when = now or datetime.now(UTC)
+    try:
+        idle = timedelta(seconds=int(tags.get(TAG_IDLE_TTL, "")))
+    except ValueError:
+        idle = timedelta(days=7)
+    return {**tags, TAG_LAST_USED: iso_utc(when), TAG_EXPIRES_AT: iso_utc(when + idle)}
+
+
+def is_env_group(tags: dict[str, str] | None) -> bool:
+    return is_managed(tags) and (tags or {}).get(TAG_KIND) == KIND_ENV

@@ -11,7 +11,13 @@ faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
     down       `down` of a run kept beforehand (the setup goes to the emulator directly, no faults)
     reap       `reap --yes` after expired runs (and one live run) were created directly
     sigint     `up` with SIGINT at a random moment, sometimes a second SIGINT during the teardown
+    run        (seeds 1000-1999) `acagpu run` of a `sh -c` line printing numbered lines and exiting
+               with a drawn code; sometimes SIGINT at a random moment (and a second one)
+    warm       (seeds from 2000) `up --env` or `validate --env` beside a neighbour run in one warm
+               environment, with faults and sometimes SIGINT
 
+A `run` command must exit with the container's code (or a documented acagpu code, or 130 after
+SIGINT) and, when the container's code came back, show every numbered line exactly once, in order.
 For every command it records the exit code, a Python traceback on stderr, whether the output ends
 in one clear line, exit 5 on a healthy GPU, library noise on stderr, `-o json` giving exactly one
 document with `schema` and `command`; after the command, whatever is left in the emulator's
@@ -57,6 +63,13 @@ HEALTHY_IMAGES = [
 ]
 TOO_NEW_IMAGE = "nvidia/cuda:13.0.0-base-ubuntu24.04"  # needs a newer driver than the emulated fleet's
 KINDS = {"up": 0.22, "kept": 0.2, "validate": 0.18, "down": 0.12, "reap": 0.1, "sigint": 0.18}
+RUN_SEEDS_FROM = 1000  # `acagpu run` scenarios; seeds below keep the flows they always drew
+NUMBERED = re.compile(r"^line(\d+)$")
+# Seeds from WARM_SEEDS on are warm-environment scenarios (drawn apart, so seeds below keep their
+# scenarios): a neighbour run shares the environment while the faulted `up --env` runs, sometimes
+# with Ctrl-C; afterwards neither run may leave anything and the environment must stand untouched.
+WARM_SEEDS = 2000
+WARM_ENV = "chaoslab"
 FAULT_KINDS = [
     "throttle_seconds",
     "throttle_date",
@@ -118,6 +131,8 @@ class Step:
     too_new: bool = False  # exit 5 is the right answer (an image needs a newer driver)
     healthy_images: list[str] = field(default_factory=list)
     check_leftovers: bool = True
+    container_exit: int | None = None  # `run`: the code the container exits with
+    numbered_lines: int = 0  # `run`: lines line1..lineN it prints, each exactly once
 
 
 @dataclass
@@ -151,6 +166,8 @@ class StepResult:
     # Ctrl-C while the interpreter was still starting, before any acagpu code ran (Python's own
     # KeyboardInterrupt from runpy/importlib, exit -2): nothing acagpu can catch or clean up
     before_start: bool = False
+    container_exit: int | None = None  # `run`: the container's own code, an expected exit
+    lines_problem: str = ""  # `run`: a numbered line lost, doubled or out of order
 
 
 @dataclass
@@ -228,9 +245,100 @@ def _rule(rng: random.Random, kind: str, flow: str) -> tuple[dict[str, Any], str
     return rule, label
 
 
+def draw_run(seed: int) -> Scenario:
+    """An `acagpu run` scenario: numbered lines, a drawn exit code, faults, sometimes SIGINT."""
+    rng = random.Random(seed)
+    as_json = rng.random() < 0.4
+    run_id = f"r{seed:04d}{rng.choice('abcdefghjk')}"
+    picks = rng.sample(FAULT_KINDS, rng.choice([1, 1, 2, 3]))
+    rules, labels = [], []
+    for k in picks:
+        rule, label = _rule(rng, k, "run")
+        rules.append(rule)
+        labels.append(label)
+    lines, code = rng.choice([3, 20, 200]), rng.choice([0, 0, 1, 3, 42])
+    script = f"i=1; while [ $i -le {lines} ]; do echo line$i; i=$((i+1)); done; echo done >&2; exit {code}"
+    argv = ["run", "--yes", "--run-id", run_id, *(["-o", "json"] if as_json else []), "busybox", "--"]
+    step = Step("run", [*argv, "sh", "-c", script], 180, as_json, container_exit=code, numbered_lines=lines)
+    if rng.random() < 0.3:
+        step.sigint_at = rng.uniform(0.5, 20.0)
+        step.second_sigint_after = rng.uniform(0.3, 4.0) if rng.random() < 0.35 else None
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    return Scenario(seed, "run", [step], rules, labels, None, run_id)
+
+
+UNREADABLE = ("no log line could be read", "the log may be incomplete")
+
+
+def numbered_problem(step: Step, rc: int | None, out: str, err: str) -> str:
+    """When the container's code came back, its numbered lines must all be there once, in order,
+    unless acagpu said the log could not be read (ACA drops a finished replica's log in seconds)."""
+    if not step.numbered_lines or rc != step.container_exit:
+        return ""
+    text, said = out, err
+    if step.json:
+        try:
+            output = json.loads(out)["output"]
+            text, said = str(output["stdout"]), " ".join(output.get("notes", []))
+        except (ValueError, KeyError, TypeError):
+            return "no output in the JSON document"
+    seen = [int(m.group(1)) for m in map(NUMBERED.match, text.splitlines()) if m]
+    wanted = list(range(1, step.numbered_lines + 1))
+    if seen == wanted:
+        return ""
+    doubled = sorted({n for n in seen if seen.count(n) > 1})
+    in_order = seen == sorted(set(seen))
+    if not doubled and in_order and any(u in said for u in UNREADABLE):
+        return ""  # lost lines that acagpu said it could not read: the platform's limit, stated
+    missing = sorted(set(wanted) - set(seen))
+    return f"lines: {len(seen)} of {len(wanted)}; missing {missing[:5]}; doubled {doubled[:5]}"
+
+
+def _draw_warm(seed: int, rng: random.Random) -> Scenario:
+    """`up --env` (or `validate --env`) beside a neighbour run in one warm environment."""
+    as_json = rng.random() < 0.4
+    out = ["-o", "json"] if as_json else []
+    run_id = f"w{seed:04d}{rng.choice('abcdefghjk')}"
+    allowed = [k for k in FAULT_KINDS if k not in ("ws_close", "not_found_after_put")]
+    rules, labels = [], []
+    for k in rng.sample(allowed, rng.choice([1, 1, 2])):
+        rule, label = _rule(rng, k, "up")
+        rules.append(rule)
+        labels.append(label)
+    if rng.random() < 0.3:
+        images = rng.sample(HEALTHY_IMAGES, 2)
+        argv = ["validate", "--yes", "--no-inspect", "--env", WARM_ENV, "--run-id", run_id, *out]
+        for image in images:
+            argv += ["--image", image]
+        argv += ["--gpu", "t4"]
+        step = Step("validate --env", argv, 240, as_json, healthy_images=images)
+    else:
+        argv = [
+            "up",
+            "--yes",
+            "--env",
+            WARM_ENV,
+            "--gpu",
+            rng.choice(["t4", "a100"]),
+            "--run-id",
+            run_id,
+            *out,
+        ]
+        step = Step("up --env", argv, 240, as_json)
+    if rng.random() < 0.3:
+        step.sigint_at = rng.uniform(0.5, 12.0)
+        step.second_sigint_after = rng.uniform(0.3, 3.0) if rng.random() < 0.3 else None
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    return Scenario(seed, "warm", [step], rules, labels, "warm env", run_id)
+
+
 def draw(seed: int) -> Scenario:
     """The scenario of one seed: the same seed gives the same flow, arguments and faults."""
     rng = random.Random(seed)
+    if seed >= WARM_SEEDS:
+        return _draw_warm(seed, rng)
+    if seed >= RUN_SEEDS_FROM:
+        return draw_run(seed)
     kind = rng.choices(list(KINDS), weights=list(KINDS.values()))[0]
     as_json = rng.random() < 0.4
     out = ["-o", "json"] if as_json else []
@@ -488,6 +596,45 @@ def setup_kept_run(world: World, run_id: str) -> None:
         raise RuntimeError(f"setup `up --keep` left no run (exit {proc.returncode})")
 
 
+def setup_warm_env(world: World) -> subprocess.Popen[bytes]:
+    """The shared environment (made directly, not through the proxy) and a neighbour run in it."""
+    made = subprocess.run(
+        [*world.acagpu, "env", "create", WARM_ENV, "--gpu", "t4,a100", "--yes"],
+        env=world.env(direct=True),
+        capture_output=True,
+        timeout=240,
+        check=False,
+    )
+    if made.returncode != 0:
+        raise RuntimeError(f"setup `env create` failed (exit {made.returncode}): {made.stderr[-300:]!r}")
+    return subprocess.Popen(
+        # on A100, so the faulted run's T4 pairs and the neighbour never compete for the GPU quota
+        [*world.acagpu, "up", "--yes", "--env", WARM_ENV, "--gpu", "a100", "--run-id", "live1"],
+        env=world.env(direct=True),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def check_warm_env(world: World, neighbour: subprocess.Popen[bytes]) -> str | None:
+    """The neighbour run passed, and the environment stands (not deleting), with nothing inside."""
+    try:
+        _, err = neighbour.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        neighbour.kill()
+        return "the neighbour run in the warm environment did not finish"
+    if neighbour.returncode != 0:
+        return f"the neighbour run failed (exit {neighbour.returncode}): {err.decode()[-300:]!r}"
+    inv = world.inventory()
+    group = f"rg-acagpu-env-{WARM_ENV}"
+    if not any(g["name"] == group and not g["deleting"] for g in inv["resource_groups"]):
+        return "the warm environment's group was deleted"
+    if not any(e["resource_group"] == group and e["state"] == "Succeeded" for e in inv["environments"]):
+        return "the warm environment itself is gone or not ready"
+    live = [f"{k[:-1]} {i['name']}" for k in ("apps", "jobs") for i in inv[k] if not i["deleting"]]
+    return f"left inside the warm environment: {', '.join(live)}" if live else None
+
+
 def setup_expired_runs(world: World, rng: random.Random) -> list[str]:
     """1-2 expired runs (group + GPU environment) and one live kept run; returns the expired groups."""
     now = datetime.now(UTC)
@@ -552,8 +699,9 @@ def leftovers(inv: dict[str, Any], keep: set[str]) -> list[str]:
             if not item["deleting"] and item["resource_group"].lower() not in gone_groups:
                 left.append(f"{kind[:-1]} {item['name']}")
     for r in inv["replicas"]:
-        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not str(r["owner"]).startswith(
-            "live"
+        owner_parts = str(r["owner"]).split("-")
+        if r["phase"] in ("Running", "Pending", "AssigningReplica") and not any(
+            part.startswith("live") for part in owner_parts
         ):
             left.append(f"replica {r['name']} ({r['phase']})")
     return left
@@ -605,8 +753,8 @@ def judge(step: Step, rc: int | None, out: str, err: str, *, interrupted: bool =
         except ValueError:
             json_problem = "not exactly one JSON document" if out.strip() else "no JSON document"
         json_ok = not json_problem
-    if rc == 0:
-        clear = True
+    if rc == 0 or (step.container_exit is not None and rc == step.container_exit):
+        clear = True  # `run`: the container's own code, like `docker run`, needs no line of acagpu's
     elif last_err.startswith("error:"):
         # "unexpected (failure:) SomeError: ..." is a caught crash, not a statement of what went wrong
         clear = not CAUGHT_CRASH.match(last_err)
@@ -695,6 +843,8 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
     return StepResult(
         name=step.name,
         argv=step.argv,
+        container_exit=step.container_exit,
+        lines_problem=numbered_problem(step, rc, out, err),
         exit_code=rc,
         seconds=round(seconds, 2),
         timed_out=timed_out,
@@ -706,9 +856,10 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
 
 
 def _expected_exit(s: StepResult) -> bool:
-    """0; 5 for an image the driver cannot run; 130 after Ctrl-C."""
+    """0 (or the container's own code for `run`); 5 for an image the driver cannot run; 130 after Ctrl-C."""
     return (
         s.exit_code == 0
+        or (s.container_exit is not None and s.exit_code == s.container_exit)
         or (s.exit_code == 5 and not s.exit5_on_healthy)
         or (s.sigints > 0 and s.exit_code == 130)
         or (s.sigints > 0 and s.before_start)
@@ -731,6 +882,8 @@ def classify(res: ScenarioResult) -> None:
             res.json_problems.append(f"{s.name}: {s.json_problem}")
         if s.noise:
             flags.add("noise")
+        if s.lines_problem:
+            flags.add("lines")
         if not s.clear:
             flags.add("unclear")
     if res.error:
@@ -738,7 +891,7 @@ def classify(res: ScenarioResult) -> None:
     res.flags = sorted(flags)
     if "traceback" in flags:
         res.verdict = "traceback"
-    elif flags & {"unclear", "hung", "noise", "bad_json", "runner_error"}:
+    elif flags & {"unclear", "hung", "noise", "bad_json", "runner_error", "lines"}:
         res.verdict = "unclear"
     elif any(not _expected_exit(s) for s in res.steps):
         res.verdict = "clear error"
@@ -766,9 +919,13 @@ def run_scenario(
     workdir = Path(tempfile.mkdtemp(prefix=f"acagpu-chaos-{seed}-"))
     started = time.monotonic()
     world: World | None = None
+    neighbour: subprocess.Popen[bytes] | None = None
     try:
         world = World(acagpu, workdir, sc.rules, seed, speed)
         keep: set[str] = set()
+        if sc.setup == "warm env":
+            neighbour = setup_warm_env(world)
+            keep = {f"rg-acagpu-env-{WARM_ENV}", "rg-acagpu-live1"}
         if sc.setup == "kept run":
             setup_kept_run(world, sc.run_id)
         elif sc.setup == "expired runs":
@@ -776,6 +933,8 @@ def run_scenario(
             keep = {"rg-acagpu-live0"}
         for step in sc.steps:
             res.steps.append(run_step(world, step, keep, verbose))
+        if neighbour is not None:
+            res.error = check_warm_env(world, neighbour)
         if sc.setup == "expired runs":
             inv = world.inventory()
             if not any(g["name"] == "rg-acagpu-live0" and not g["deleting"] for g in inv["resource_groups"]):
@@ -784,6 +943,9 @@ def run_scenario(
     except Exception as exc:
         res.error = f"{type(exc).__name__}: {exc}"
     finally:
+        if neighbour is not None and neighbour.poll() is None:
+            neighbour.kill()
+            neighbour.wait()
         if world is not None:
             with contextlib.suppress(Exception):
                 res.fired = res.fired or world.fired()
@@ -846,7 +1008,9 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
             )
         ),
         "by flow:  "
-        + ", ".join(f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in KINDS),
+        + ", ".join(
+            f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok" for k in (*KINDS, "run", "warm")
+        ),
     ]
     codes = Counter(s.exit_code for r in results for s in r.steps)
     lines.append(
@@ -892,6 +1056,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", type=int, default=200)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, action="append", help="run only this seed (repeatable)")
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=20,
+        help=f"also this many warm-environment scenarios (seeds {WARM_SEEDS}+)",
+    )
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument(
         "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
@@ -910,7 +1080,10 @@ def main(argv: list[str] | None = None) -> int:
         print(summarize(*load_results(args.summarize)))
         return 0
     acagpu = args.acagpu.split() if args.acagpu else [sys.executable, "-m", "aca_gpu"]
-    seeds = args.seed or list(range(args.first_seed, args.first_seed + args.scenarios))
+    seeds = args.seed or [
+        *range(args.first_seed, args.first_seed + args.scenarios),
+        *range(WARM_SEEDS, WARM_SEEDS + args.warm),
+    ]
     started = time.monotonic()
     results: list[ScenarioResult] = []
     skipped: list[int] = []

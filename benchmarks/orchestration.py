@@ -12,7 +12,12 @@ With realistic ACA durations scaled down (`--time-scale`), this measures:
   3. Billed GPU-seconds (emulated): `up` vs the seed flow left running for its tester's 4-hour
      sleep with the explorer still up, as the seed leaves it.
 
-Usage: python benchmarks/orchestration.py [--time-scale 0.02] [--poll 0.02] [--runs 3]
+  4. With `--warm`, at the newer Azure durations (aca-2026.md §10: a GPU profile ~490 s with the
+     environment, pulls by image size and registry distance, cached by an environment's nodes):
+     cold `up` vs `up --env` (first pull of the images) vs `up --env` again (same images), and a
+     4-tag x 1 GPU `validate`, cold vs warm. The warm environment is made before the clock starts.
+
+Usage: python benchmarks/orchestration.py [--time-scale 0.02] [--poll 0.02] [--runs 3] [--warm]
 """
 
 from __future__ import annotations
@@ -117,13 +122,104 @@ def engine_timings(args: argparse.Namespace) -> None:
             )
 
 
+WARM_TAGS = (
+    "nvidia/cuda:11.8.0-runtime-ubuntu22.04",
+    "nvidia/cuda:12.1.1-runtime-ubuntu22.04",
+    "nvidia/cuda:12.2.2-base-ubuntu22.04",
+    "nvidia/cuda:12.4.1-base-ubuntu22.04",
+)
+
+
+def _flow(
+    emu: EmulatorServer, cloud: Cloud, settings: Any, poll: float, label: str, rid: str
+) -> dict[str, Any]:
+    """One timed flow; the emulator's billing is read as a difference, so earlier flows do not count."""
+    known = {r["replica"] for r in emu.billing()["replicas"]}
+    env = "bench" if "--env" in label else None
+    if label.startswith("validate"):
+        request = ValidateRequest(images=WARM_TAGS, gpus=("t4",), run_id=rid, env=env)
+        vplan = make_validate_plan(settings, request, owner="bench")
+        outcome = validate(cloud, vplan, NullProgress(), Waiter(interval=poll))
+    else:
+        uplan = make_plan(settings, UpRequest(run_id=rid, gpu="t4", env=env), owner="bench")
+        outcome = up(cloud, uplan, NullProgress(), Waiter(interval=poll))
+    assert outcome.exit_code == 0, outcome.document()["error"]
+    billing = emu.billing()
+    scale = billing["time_scale"]
+    fresh = [r for r in billing["replicas"] if r["replica"] not in known]
+    billed = sum(r["gpu_seconds"] for r in fresh)
+    probes = sum(r["gpu_seconds"] for r in fresh if r["resource"].startswith("cuda-probe-"))
+    tester = [p.tester.result.elapsed_s or 0.0 for p in outcome.pairs if p.tester and p.tester.result]
+    return {
+        "verdict": (outcome.timings["time_to_verdict_s"] or 0.0) / scale,
+        "prompt": (outcome.timings["time_to_prompt_s"] or 0.0) / scale,
+        "gpu_s": billed,
+        "pairs": len(outcome.pairs),
+        "probe_s": probes / len(outcome.pairs),
+        "tester_s": statistics.mean(tester) if tester else 0.0,
+    }
+
+
+def warm_timings(args: argparse.Namespace) -> None:
+    """Cold vs warm at the aca-2026 durations (emulated seconds; see the module doc, item 4)."""
+    from aca_gpu.workflow import envs
+
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for i in range(args.runs):
+        with EmulatorServer(time_scale=args.time_scale, registered=True, durations="aca-2026") as emu:
+            settings = load_settings(
+                env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": str(args.poll)}, file={}
+            )
+            cloud = open_cloud(settings)
+            rows.setdefault("up (cold)", []).append(_flow(emu, cloud, settings, args.poll, "up", f"c{i}"))
+            rows.setdefault("validate 4x1 (cold)", []).append(
+                _flow(emu, cloud, settings, args.poll, "validate", f"v{i}")
+            )
+            plan = envs.make_env_plan(
+                settings, "bench", location=None, gpus="t4", idle_ttl="1d", owner="bench"
+            )
+            envs.create_env(cloud, plan, NullProgress())
+            for label, rid in (
+                ("up --env (first pull)", f"w{i}"),
+                ("up --env (same images)", f"x{i}"),
+                ("validate 4x1 --env", f"y{i}"),
+            ):
+                rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, rid))
+            assert envs.running_replicas(cloud, "rg-acagpu-env-bench", "bench") == 0
+            assert not envs.runs_inside(cloud, "rg-acagpu-env-bench", "bench")
+    med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in rows.items()}
+    print(f"\naca-2026 durations, time scale {args.time_scale}, poll {args.poll}s, median of {args.runs}")
+    head = ("to verdict", "to prompt", "GPU-s", "GPU-s/pair", "tester run")
+    print(f"{'flow':<24} {head[0]:>11} {head[1]:>10} {head[2]:>8} {head[3]:>11} {head[4]:>11}")
+    for label, m in med.items():
+        print(
+            f"{label:<24} {m['verdict']:9.0f} s {m['prompt']:8.0f} s {m['gpu_s']:8.1f} "
+            f"{m['gpu_s'] / m['pairs']:11.1f} {m['tester_s']:9.1f} s"
+        )
+    cold = med["up (cold)"]["verdict"]
+    for label in ("up --env (first pull)", "up --env (same images)"):
+        print(f"{label} / cold up, time to verdict: {med[label]['verdict'] / cold:.2f}  (goal <= 0.35)")
+    v_cold, v_warm = med["validate 4x1 (cold)"], med["validate 4x1 --env"]
+    print(f"validate 4x1 warm / cold, time to verdict: {v_warm['verdict'] / v_cold['verdict']:.2f}")
+    per_pair = v_warm["gpu_s"] / v_warm["pairs"]
+    budget = v_warm["tester_s"] + v_warm["probe_s"] + 30
+    print(
+        f"warm validation GPU-s per pair {per_pair:.1f} vs tester run + probe + 30 s = "
+        f"{v_warm['tester_s']:.1f} + {v_warm['probe_s']:.1f} + 30 = {budget:.1f} (goal: at most that)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--time-scale", type=float, default=0.02)
     parser.add_argument("--poll", type=float, default=0.02, help="client polling interval (wall seconds)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine-only", action="store_true", help="only the verdict/prompt/gone figures")
+    parser.add_argument("--warm", action="store_true", help="only cold vs warm at the aca-2026 durations")
     args = parser.parse_args()
+    if args.warm:
+        warm_timings(args)
+        return
     engine_timings(args)
     if args.engine_only:
         return

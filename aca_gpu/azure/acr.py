@@ -56,6 +56,12 @@ class AcrSource:
             from azure.identity import DefaultAzureCredential
 
             credential = DefaultAzureCredential()
+        from aca_gpu import recording
+
+        if recording.active() is not None:  # --record: the registry's exchanges too
+            from aca_gpu.azure.recorder import policy_options
+
+            client_kwargs = {**policy_options(), **client_kwargs}
         return cls(ContainerRegistryClient(f"https://{login_server}", credential, **client_kwargs))
 
     def list_tags(self, repository: str) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -20,6 +20,7 @@ from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
 from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import (
+    FINAL_EXECUTION_STATES,
     AppInfo,
     AppSpec,
     ContainerDef,
@@ -28,6 +29,7 @@ from aca_gpu.models import (
     ExecutionInfo,
     JobInfo,
     JobSpec,
+    RegistryCred,
     ReplicaContainerInfo,
     ReplicaInfo,
 )
@@ -89,9 +91,17 @@ def container_body(container: ContainerDef) -> dict[str, Any]:
         body["command"] = list(container.command)
     if container.args:
         body["args"] = list(container.args)
-    if container.env:
-        body["env"] = [{"name": k, "value": v} for k, v in container.env.items()]
+    env = [{"name": k, "value": v} for k, v in container.env.items()]
+    env += [{"name": k, "secretRef": ref} for k, ref in container.secret_env.items()]
+    if env:
+        body["env"] = env
     return body
+
+
+def _registry_body(cred: RegistryCred) -> dict[str, Any]:
+    if cred.identity:
+        return {"server": cred.server, "identity": cred.identity}
+    return {"server": cred.server, "username": cred.username, "passwordSecretRef": cred.password_secret}
 
 
 def app_body(spec: AppSpec) -> dict[str, Any]:
@@ -111,18 +121,23 @@ def app_body(spec: AppSpec) -> dict[str, Any]:
 
 
 def job_body(spec: JobSpec) -> dict[str, Any]:
+    configuration: dict[str, Any] = {
+        "triggerType": "Manual",
+        "replicaTimeout": spec.replica_timeout_s,
+        "replicaRetryLimit": spec.retry_limit,
+        "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
+    }
+    if spec.secrets:
+        configuration["secrets"] = [{"name": k, "value": v} for k, v in spec.secrets.items()]
+    if spec.registries:
+        configuration["registries"] = [_registry_body(r) for r in spec.registries]
     return {
         "location": spec.location,
         "tags": dict(spec.tags),
         "properties": {
             "environmentId": spec.environment_id,
             "workloadProfileName": spec.workload_profile_name,
-            "configuration": {
-                "triggerType": "Manual",
-                "replicaTimeout": spec.replica_timeout_s,
-                "replicaRetryLimit": spec.retry_limit,
-                "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
-            },
+            "configuration": configuration,
             "template": {"containers": [container_body(spec.container)]},
         },
     }
@@ -146,6 +161,11 @@ def env_info(obj: Any, rg: str) -> EnvInfo:
         provisioning_state=p.get("provisioningState"),
         event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
         tags=dict(doc.get("tags") or {}),
+        workload_profiles=tuple(
+            (str(w.get("name", "")), str(w.get("workloadProfileType", "")))
+            for w in p.get("workloadProfiles") or []
+            if isinstance(w, Mapping)
+        ),
     )
 
 
@@ -205,7 +225,13 @@ def replica_info(obj: Any) -> ReplicaInfo:
 
 
 def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
-    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1)."""
+    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1).
+
+    Only an ended execution's codes are exit codes: while it runs Azure answers -1 for each container,
+    and a read that races the end would otherwise pass that off as the tester's exit code.
+    """
+    if p.get("status") not in FINAL_EXECUTION_STATES:
+        return ()
     detailed = p.get("detailedStatus")
     codes: list[int] = []
     replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None
@@ -420,13 +446,14 @@ def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
 
 
 def send(
-    clients: Clients, method: str, url: str, action: str, target: str
+    clients: Clients, method: str, url: str, action: str, target: str, *, json_body: Any = None
 ) -> tuple[int, Any, Mapping[str, str]]:
     """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors."""
     from azure.core.rest import HttpRequest
 
+    request = HttpRequest(method, url) if json_body is None else HttpRequest(method, url, json=json_body)
     with translate_errors(action, target):
-        response = clients.apps.send_request(HttpRequest(method, url))
+        response = clients.apps.send_request(request)
         text = response.text() if callable(getattr(response, "text", None)) else str(response.text)
     status = int(response.status_code)
     if status >= 400:
@@ -477,16 +504,25 @@ def _execution_name(body: Any) -> str | None:
     return None
 
 
+def execution_template(containers: Sequence[ContainerDef]) -> dict[str, Any]:
+    """A `JobExecutionTemplate` (Jobs_Start's body): this execution's containers, not the job's."""
+    return {"containers": [container_body(c) for c in containers]}
+
+
 def start_job(
     clients: Clients,
     rg: str,
     job: str,
     *,
+    template: Sequence[ContainerDef] | None = None,
     timeout: float = JOB_START_TIMEOUT_S,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> str:
     """Start a manual job; the execution name comes from the 200 body or from the 202's Location poll.
+
+    With `template`, this execution runs those containers (image, command, env) instead of the job's
+    own: one job, a different workload per start, no PUT (Jobs_Start's JobExecutionTemplate).
 
     The POST is retried only when it provably started nothing: after a transport failure the
     executions are listed again, and a new one means the start did happen (no second GPU bill).
@@ -496,7 +532,8 @@ def start_job(
     before = {e.name for e in list_executions(clients, rg, job)}
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
-            status, body, headers = send(clients, "POST", url, "start job", job)
+            body_out = execution_template(template) if template else None
+            status, body, headers = send(clients, "POST", url, "start job", job, json_body=body_out)
             break
         except InfraError:
             started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]

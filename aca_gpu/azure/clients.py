@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from aca_gpu import recording
 from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError
 
@@ -178,6 +179,10 @@ class Clients:
             # an unreadable GET (an LRO status poll too) is read again, backing off (reads.py)
             "per_call_policies": [read_retry_policy(self.settings.polling_interval)],
         }
+        if recording.active() is not None:
+            from aca_gpu.azure.recorder import policy_options
+
+            options.update(policy_options())
         if self.settings.arm_endpoint:
             options["base_url"] = self.settings.arm_endpoint.rstrip("/")
         if self.settings.ca_bundle:

@@ -19,6 +19,7 @@ from aca_gpu.models import (
     AppInfo,
     AppSpec,
     Cloud,
+    ContainerDef,
     EnvInfo,
     EnvSpec,
     ExecResult,
@@ -179,8 +180,10 @@ class AzureCloud:
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return apps.get_job(self.clients, resource_group, name)
 
-    def start_job(self, resource_group: str, job: str) -> str:
-        return apps.start_job(self.clients, resource_group, job, sleep=self._sleep, clock=self._clock)
+    def start_job(self, resource_group: str, job: str, template: Sequence[ContainerDef] | None = None) -> str:
+        return apps.start_job(
+            self.clients, resource_group, job, template=template, sleep=self._sleep, clock=self._clock
+        )
 
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
         return apps.get_execution(self.clients, resource_group, job, execution)
@@ -321,6 +324,34 @@ class AzureCloud:
             what=what,
             verify=self.clients.verify,
             stop_when=stop_when,
+            finished=finished,
+            timeout=max(1.0, deadline - self._clock()),
+            sleep=self._sleep,
+        )
+
+    def job_log_records(
+        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+    ) -> Iterator[tuple[str | None, str, str]]:
+        """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end."""
+        deadline = self._clock() + timeout
+        what = f"the log of job {job} execution {execution}"
+        container = self._execution_container(resource_group, job, execution, deadline, what)
+        if container is None:
+            return
+        token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
+
+        def finished() -> bool:
+            if self.get_execution(resource_group, job, execution).finished:
+                return True
+            return not self.list_execution_replicas(resource_group, job, execution)
+
+        yield from logstream.follow_records(
+            str(container.log_stream_endpoint),
+            token,
+            follow=True,
+            tail=logstream.MAX_TAIL,
+            what=what,
+            verify=self.clients.verify,
             finished=finished,
             timeout=max(1.0, deadline - self._clock()),
             sleep=self._sleep,

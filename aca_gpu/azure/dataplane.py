@@ -208,7 +208,9 @@ Connect = Callable[..., Any]
 def _default_connect(url: str, **kwargs: Any) -> Any:
     import websocket
 
-    return websocket.create_connection(url, **kwargs)
+    from aca_gpu.azure import recorder
+
+    return recorder.socket(websocket.create_connection(url, **kwargs), url)
 
 
 def run_exec(

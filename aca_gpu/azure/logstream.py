@@ -44,11 +44,12 @@ class LogRecord:
     flag: str | None
     message: str
     heartbeat: bool = False
+    stream: str = "stdout"  # the CRI text form names it; the JSON form does not (stdout then)
 
     @property
     def key(self) -> Hashable:
-        """What identifies a record across reconnects: timestamp, flag and content."""
-        return (self.stamp, self.flag, self.message)
+        """What identifies a record across reconnects: timestamp, stream, flag and content."""
+        return (self.stamp, self.stream, self.flag, self.message)
 
 
 def parse_record(line: str) -> LogRecord:
@@ -69,7 +70,7 @@ def parse_record(line: str) -> LogRecord:
                 value = value.rstrip("\r\n")
                 if CRI_RE.match(value):
                     inner = parse_record(value)
-                    return LogRecord(stamp or inner.stamp, inner.flag, inner.message)
+                    return LogRecord(stamp or inner.stamp, inner.flag, inner.message, stream=inner.stream)
                 flagged = FLAG_RE.match(value)
                 if flagged:
                     return LogRecord(stamp, flagged.group("tag"), flagged.group("msg") or "")
@@ -77,7 +78,9 @@ def parse_record(line: str) -> LogRecord:
         return LogRecord(None, None, text)
     match = CRI_RE.match(text)
     if match:
-        return LogRecord(match.group("ts"), match.group("tag"), match.group("msg") or "")
+        return LogRecord(
+            match.group("ts"), match.group("tag"), match.group("msg") or "", stream=match.group("stream")
+        )
     beat = HEARTBEAT_RE.match(stripped)
     if beat:
         return LogRecord(beat.group("ts"), None, stripped, heartbeat=True)
@@ -141,7 +144,9 @@ class StreamGone(Exception):
 def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_timeout: float) -> Any:
     import requests
 
-    return requests.get(
+    from aca_gpu.azure import recorder
+
+    response = requests.get(
         url,
         params=params,
         headers={"Authorization": f"Bearer {token}"},
@@ -149,6 +154,7 @@ def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_
         verify=verify,
         timeout=(20.0, read_timeout),
     )
+    return recorder.stream(response, "GET", str(response.url))
 
 
 Getter = Callable[[str, str, dict[str, Any], "str | bool", float], Any]
@@ -209,6 +215,41 @@ def follow_lines(
     `token` is called per connection (tokens last an hour). At the deadline this raises WaitTimedOut
     when something was awaited (`stop_when`), and simply ends otherwise.
     """
+    for _, _, message in follow_records(
+        url,
+        token,
+        follow=follow,
+        tail=tail,
+        what=what,
+        output=output,
+        verify=verify,
+        stop_when=stop_when,
+        finished=finished,
+        timeout=timeout,
+        get=get,
+        clock=clock,
+        sleep=sleep,
+    ):
+        yield message
+
+
+def follow_records(
+    url: str,
+    token: Callable[[], str],
+    *,
+    follow: bool,
+    tail: int,
+    what: str,
+    output: str = "text",
+    verify: str | bool = True,
+    stop_when: Callable[[str], bool] | None = None,
+    finished: Callable[[], bool] | None = None,
+    timeout: float = 600.0,
+    get: Getter = _get,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[tuple[str | None, str, str]]:
+    """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication."""
     import requests
 
     deadline = clock() + timeout
@@ -219,7 +260,7 @@ def follow_lines(
         remaining = deadline - clock()
         if remaining <= 0:
             break
-        delivered = False
+        delivered = alive = False  # lines came; the server kept the connection (heartbeats)
         shown: Counter[Hashable] = Counter()  # this connection's records, against `seen`
         try:
             lines = open_lines(
@@ -235,6 +276,7 @@ def follow_lines(
             for line in lines:
                 record = parse_record(line)
                 if record.heartbeat:
+                    alive = True
                     if clock() >= deadline:
                         break
                     continue
@@ -249,7 +291,7 @@ def follow_lines(
                 message = "".join(partial) + record.message
                 partial.clear()
                 delivered = True
-                yield message
+                yield record.stamp, record.stream, message
                 if stop_when is not None and stop_when(message):
                     return
                 if clock() >= deadline:
@@ -263,14 +305,15 @@ def follow_lines(
             break
         if finished is not None and finished():
             break
-        # A stream that was delivering and dropped comes back at once (a finished job's replica may
-        # linger only seconds); one that gave nothing (only heartbeats) waits before the next try.
-        if not delivered:
+        # A stream that was delivering, or that the server closed for quietness after heartbeats,
+        # comes back at once (a short job's replica may print and go within seconds); one that gave
+        # nothing at all waits before the next try.
+        if not (delivered or alive):
             sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
     if partial:  # the stream ended inside a long line: what arrived of it is still output
         message = "".join(partial)
         partial.clear()
-        yield message
+        yield None, "stdout", message
         if stop_when is not None and stop_when(message):
             return
     if stop_when is not None and clock() >= deadline:

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("up:up", "Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."),
     "down": ("down:down", "Delete a run and wait until its resource group is really gone."),
     "status": ("status:status", "List acagpu runs: age, expiry, phase and estimated spend so far."),
-    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs."),
+    "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health."),
     "exec": (
         "exec_cmd:exec_cmd",
         "Run a command non-interactively in the explorer (no TTY needed); returns the remote exit code.",
@@ -59,6 +59,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "local": (
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
+    ),
+    "run": (
+        "run_cmd:run",
+        "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
+    ),
+    "env": (
+        "env:env",
+        "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",
     ),
     "doctor": (
         "doctor:doctor",
@@ -164,6 +172,7 @@ class LazyGroup(click.Group):
         finally:
             output = CURRENT_OUTPUT.get()
             CURRENT_OUTPUT.reset(token)
+        _finish_recording(argv, code)
         if output is not None:
             output.finish(code)
         if standalone_mode:
@@ -208,6 +217,16 @@ class LazyGroup(click.Group):
             _report(argv, message, EXIT_FAILURE, type(exc).__name__, "run again with --debug for details")
             return EXIT_FAILURE
         return result if isinstance(result, int) else 0
+
+
+def _finish_recording(argv: list[str], code: int) -> None:
+    """`--record`: meta.json names the command and its exit code (aca_gpu/recording.py). Imports
+    nothing: a run that records has loaded the module already, and one that does not must end here
+    at once (a second Ctrl-C may be on its way)."""
+    recording = sys.modules.get("aca_gpu.recording")
+    if recording is not None and (recorder := recording.active()) is not None:
+        recorder.finish(_peek_command(argv), code, argv)
+        recording.stop()
 
 
 def _exit_code(code: object) -> int:

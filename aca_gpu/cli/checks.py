@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -27,6 +28,7 @@ BY_NAME: dict[str, Callback] = {
     "tenant": options.guid,
     "client_id": options.guid,
     "ttl": options.duration,
+    "idle_ttl": options.duration,
     "start_timeout": options.duration,
     "older_than": options.duration,
     "location": options.location,
@@ -74,11 +76,18 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Requires("time_scale", "emulator"),
         Excludes("dry_run", "emulator"),
         Excludes("location", "regions"),
+        Excludes("env_name", "regions"),
+        Excludes("env_name", "location"),
+        Excludes("env_name", "keep"),
+        Excludes("env_name", "emulator"),
     ),
     "validate": (
         Requires("time_scale", "emulator"),
         Excludes("no_tester", "tester_image"),
         Excludes("location", "regions"),
+        Excludes("env_name", "regions"),
+        Excludes("env_name", "location"),
+        Excludes("env_name", "emulator"),
     ),
     "smi": (
         Excludes("from_file", "run_id"),
@@ -86,6 +95,14 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Excludes("from_file", "subscription"),
         Requires("fields", "from_file"),
     ),
+    "run": (
+        Requires("time_scale", "emulator"),
+        Excludes("location", "regions"),
+        Requires("registry_password_env", "registry_username"),
+        Requires("registry_username", "registry_password_env"),
+        Excludes("registry_identity", "registry_username"),
+    ),
+    "test": (Excludes("env_name", "resource_group"), Requires("gpu", "env_name")),
     "profiles": (Excludes("offline", "subscription"),),
     "tags": (Requires("password", "username"),),
 }
@@ -116,6 +133,7 @@ def harden(command: click.Command, path: str) -> click.Command:
         for name, sub in command.commands.items():
             harden(sub, f"{path} {name}")
         return command
+    command.params.append(record_option())
     for param in command.params:
         name = param.name or ""
         if type(param.type) is click.Path:
@@ -136,6 +154,27 @@ def harden(command: click.Command, path: str) -> click.Command:
     if rules and command.callback is not None:
         command.callback = _with_rules(command.callback, rules)
     return command
+
+
+def record_option() -> click.Option:
+    """`--record DIR` (or ACAGPU_RECORD) on every command: a sanitized recording of its Azure traffic."""
+    return click.Option(
+        ["--record"],
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="ACAGPU_RECORD",
+        expose_value=False,
+        callback=_start_recording,
+        hidden=True,  # on every command: README's "Record a run" documents it once
+        help="Record every ARM and data-plane exchange, sanitized, into this folder (JSON lines).",
+    )
+
+
+def _start_recording(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is None or not str(value).strip():
+        return
+    from aca_gpu import recording
+
+    recording.start(value)
 
 
 def _with_rules(callback: Callable[..., Any], rules: tuple[Excludes | Requires, ...]) -> Callable[..., Any]:

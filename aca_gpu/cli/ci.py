@@ -62,6 +62,11 @@ def ci() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="This acagpu version's wheel, if one is at hand (default: built or re-packed from the install).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="A warm environment the validate jobs share (the one-time steps create it; $0 while idle).",
+)
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
 @click.option(
     "--upgrade",
@@ -92,6 +97,7 @@ def init(
     max_parallel: int,
     install_spec: str | None,
     wheel: Path | None,
+    env_name: str | None,
     force: bool,
     upgrade: bool,
     no_lock_hashes: bool,
@@ -125,6 +131,7 @@ def init(
         force=force,
         upgrade=upgrade,
         lock_hashes=not no_lock_hashes,
+        env=env_name,
     )
     result = ci_flow.init(request)
     if result.github_repo is None:  # the az steps below carry a placeholder the user must replace

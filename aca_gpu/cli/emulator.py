@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -85,6 +87,14 @@ def emulator() -> None:
     help="Start with Microsoft.App registered (a fresh subscription is not).",
 )
 @click.option(
+    "--durations",
+    type=click.Choice(["recorded", "aca-2026"]),
+    default="recorded",
+    show_default=True,
+    help="Duration set: the recorded traffic, or the newer 2026 figures (GPU profile ~490 s, app "
+    "create tails, pulls by image size and registry distance, cached by the environment).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -99,6 +109,7 @@ def serve(
     driver_version: str | None,
     faults: str | None,
     registered: bool,
+    durations: str,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
@@ -118,6 +129,7 @@ def serve(
         driver_version=driver_version,
         faults=faults,
         registered=registered,
+        durations=durations,
     )
     try:
         server.start()
@@ -139,3 +151,61 @@ def serve(
         server.stop()
         raise
     server.serve_forever()
+
+
+@emulator.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port on 127.0.0.1."
+)
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the ACAGPU_* variables to this file (mode 0600).",
+)
+@output_options
+def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> None:
+    """Serve a `--record` folder as a strict fake Azure until Ctrl-C; exit 1 if the replay diverged."""
+    from aca_gpu.emulator.replay import STATUS_PATH, ReplayServer
+    from aca_gpu.recording import RECORDING_FILE
+
+    if not (folder / RECORDING_FILE).is_file():
+        raise BadInput(f"{folder} holds no {RECORDING_FILE}", hint="record one with --record DIR")
+    if env_file is not None and not env_file.parent.is_dir():
+        raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+    server = ReplayServer(folder, port=port)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        server.stop()
+        raise BadInput(f"--port {port}: cannot listen on 127.0.0.1 ({exc.__cause__ or exc})") from None
+    try:
+        env = server.client_env()
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        if env_file is not None:
+            write_env_file(env_file, "\n".join(lines) + "\n")
+        doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
+        output.emit(doc, "\n".join(lines))
+        verdict = f"{server.endpoint}{STATUS_PATH}"
+        click.echo(f"# replaying {folder} on {server.endpoint} (verdict: {verdict}; Ctrl-C stops)", err=True)
+        _wait_for_interrupt()
+    finally:
+        server.stop()
+    report = server.script.report()
+    click.echo(f"# replay verdict: {json.dumps(report)}", err=True)
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+def _wait_for_interrupt() -> None:
+    import signal
+    import threading
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+    with contextlib.suppress(KeyboardInterrupt):
+        threading.Event().wait()

@@ -5,9 +5,12 @@ Without `--from-file` it execs nvidia-smi in a run's CUDA explorer (live).
 (table, `--query-gpu` CSV, `-q`, `-q -x`, `-L`, or its failure messages). The rendering helpers
 here are shared with the live path, which prints the same summary for a run's CUDA explorer.
 
+A saved `nvidia-smi -q` also gets a health verdict per GPU (`aca_gpu/gpu/nvidia_smi_health.py`):
+ECC, retired pages, remapped rows, reset status, PCIe link, clock event reasons.
+
 Exit codes: 0 GPUs found · 5 nvidia-smi reported a failure state (NVML mismatch, no devices,
-driver not loaded, a GPU lost from the bus) · 2 input that is not nvidia-smi output, or a file that
-cannot be read.
+driver not loaded, a GPU lost from the bus), or a GPU's health is `failed` (`degraded` too with
+`--strict`) · 2 input that is not nvidia-smi output, or a file that cannot be read.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_OK, BadInput
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
+from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.probe import explorer_smi
@@ -125,11 +129,50 @@ def _read(path: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def smi_from_file(path: str, fields: str | None, output: Output) -> int:
+def render_health(health: HealthReport, stream: TextIO) -> None:
+    """One line per GPU with its verdict, then every finding that is not merely informational."""
+    for gpu in health.gpus:
+        unread = f"  (not read: {', '.join(gpu.unread)})" if gpu.unread else ""
+        print(f"GPU {gpu.index} health: {gpu.verdict}{unread}", file=stream)
+        for finding in gpu.findings:
+            mark = {"failed": "FAILED", "degraded": "warning"}.get(finding.severity, "note")
+            print(f"  {mark}: {finding.message}", file=stream)
+
+
+def health_exit_code(health: HealthReport | None, strict: bool) -> int:
+    """5 for a failed GPU (and a degraded one under --strict), else 0."""
+    if health is not None and (health.failed or (strict and health.degraded)):
+        return EXIT_GPU_CHECK
+    return EXIT_OK
+
+
+def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool = False) -> int:
     """The offline branch: parse a saved output, render it, return the exit code."""
-    smi = nvidia_smi.parse(_read(path), fields=nvidia_smi.split_fields(fields))
-    output.emit(smi_document(smi), lambda stream: render_smi_human(smi, stream))
-    return smi_exit_code(smi)
+    text = _read(path)
+    smi = nvidia_smi.parse(text, fields=nvidia_smi.split_fields(fields))
+    health = assess(text) if smi.ok and smi.format == nvidia_smi.QUERY else None
+    doc = smi_document(smi, health=health.as_dict() if health is not None else None)
+    code = smi_exit_code(smi) or health_exit_code(health, strict)
+    if code == EXIT_GPU_CHECK and smi.ok and health is not None:
+        doc["status"] = "error"
+        doc["error"] = {
+            "message": f"GPU health {health.summary()}",
+            "code": "GpuUnhealthy",
+            "exit_code": code,
+            "hint": "a failed GPU needs a reset or replacement before it takes work"
+            if health.failed
+            else "degraded counts as failed under --strict",
+        }
+
+    def human(stream: TextIO) -> None:
+        render_smi_human(smi, stream)
+        if health is not None:
+            render_health(health, stream)
+
+    output.emit(doc, human)
+    if health is not None and health.degraded and not strict:
+        output.warn(f"GPU health {health.summary()}")
+    return code
 
 
 def smi_live(ref: RunRef, settings: Settings, output: Output, start_timeout: str = WAKE_TIMEOUT) -> int:
@@ -160,30 +203,38 @@ def smi_live(ref: RunRef, settings: Settings, output: Output, start_timeout: str
     metavar="F1,F2,...",
     help="The --query-gpu field list of a headerless CSV (e.g. index,name,memory.total).",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A degraded GPU (correctable errors, pending remap, slow link, hardware slowdown) exits 5 too.",
+)
 @run_options
 @start_timeout_option
 @output_options
 def smi(
     from_file: str | None,
     fields: str | None,
+    strict: bool,
     output: Output,
     ref: RunRef,
     settings: Settings,
     start_timeout: str,
 ) -> None:
-    """Show what nvidia-smi says: driver, highest supported CUDA, GPUs.
+    """Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health.
 
     Without --from-file it runs nvidia-smi in the run's CUDA explorer (--run-id, or the only run).
+    A saved `nvidia-smi -q` also gets a health verdict per GPU: healthy, degraded or failed.
 
     A kept run's explorer is stopped between uses: smi starts it (minutes on Azure, shown as a
     step), runs nvidia-smi, and stops it again.
 
     Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
-    not loaded), 2 unreadable input, 4 the explorer did not start within --start-timeout.
+    not loaded) or a GPU's health is failed (degraded too with --strict), 2 unreadable input, 4 the
+    explorer did not start within --start-timeout.
     """
     if from_file is None:
         code = smi_live(ref, settings, output, start_timeout)
     else:
-        code = smi_from_file(from_file, fields, output)
+        code = smi_from_file(from_file, fields, output, strict=strict)
     if code:
         raise SystemExit(code)

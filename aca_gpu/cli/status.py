@@ -27,6 +27,19 @@ def _duration(seconds: float | None) -> str:
 
 def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
     runs = doc["runs"]
+    for env in (doc.get("environments") or {}).get("warm") or []:
+        idle = (env.get("idle_cost") or {}).get("usd_per_hour")
+        inside = ", ".join(r["run_id"] for r in env.get("runs") or []) or "no run"
+        expiry = (
+            "expired (reap removes it when idle)"
+            if env.get("expired")
+            else f"expires {env.get('expires_at')}"
+        )
+        cost = f"${idle:.2f}/h idle" if isinstance(idle, int | float) else "idle cost unknown"
+        print(
+            f"warm environment {env['name']} ({env['location']}): {env['state']}, {inside}, {expiry}, {cost}",
+            file=stream,
+        )
     if not runs:
         print("no acagpu runs found", file=stream)
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -22,6 +23,28 @@ def _read(path: str) -> str:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def burn_lines(burn: dict[str, Any]) -> list[str]:
+    """The `--burn` run: errors first (silent corruption is what it looks for), then each GPU."""
+    lines = [f"burn: {burn.get('seconds')} s, {burn.get('errors')} error(s)"]
+    for dev in burn.get("devices") or []:
+        last = (dev.get("intervals") or [{}])[-1]
+        lines.append(
+            f"  gpu{dev.get('index')} {dev.get('dtype')} {dev.get('tflops')} TFLOP/s, "
+            f"{dev.get('checks')} checks, {dev.get('errors')} errors, "
+            f"{dev.get('mismatches')} mismatches; at the end SM "
+            f"{last.get('sm_clock_mhz')} MHz, {last.get('power_w')} W, {last.get('temp_max_c')} °C"
+        )
+    lines += [f"  {failure}" for failure in burn.get("failures") or []]
+    dcgm = burn.get("dcgm") or {}
+    if dcgm:
+        lines.append(
+            f"  dcgm diag: {'passed' if dcgm.get('passed') else 'FAILED'}"
+            if dcgm.get("available")
+            else f"  dcgm diag: not run ({dcgm.get('reason')})"
+        )
+    return lines
+
+
 def _human(result: TesterResult) -> str:
     head = f"status: {result.status}" + (f" ({result.reason})" if result.reason else "")
     lines = [
@@ -35,7 +58,8 @@ def _human(result: TesterResult) -> str:
             continue
         peak = f"  {rate.pct_of_peak:5.1f}% of peak" if rate.pct_of_peak is not None else ""
         check = "" if rate.ok is None else ("  ok" if rate.ok else "  WRONG RESULT")
-        lines.append(f"  {name:<5} {rate.tflops:9.1f} TFLOP/s{peak}{check}")
+        burst = f"  (burst {rate.burst_tflops:.1f})" if rate.burst_tflops is not None else ""
+        lines.append(f"  {name:<5} {rate.tflops:9.1f} TFLOP/s{peak}{check}{burst}")
     for name, value in result.bandwidth_gbps.items():
         lines.append(f"  {name:<11} {value:9.1f} GB/s")
     if result.allreduce_busbw_gbps is not None:
@@ -48,6 +72,8 @@ def _human(result: TesterResult) -> str:
         lines.append(f"main matmul: {result.gpu_elapsed_s:.6f} s per product")
     if result.elapsed_s is not None:
         lines.append(f"tester run: {result.elapsed_s:.1f} s")
+    if result.burn:
+        lines += burn_lines(result.burn)
     if result.cuda_init_attempts and result.cuda_init_attempts > 1:
         lines.append(
             f"CUDA start-up took {result.cuda_init_attempts} attempts ({', '.join(result.cuda_init_errors)})"
@@ -60,6 +86,11 @@ def _human(result: TesterResult) -> str:
             lines += [f"    gpu{gpu.index} {text}" for text in (*gpu.evidence, *gpu.findings)]
     elif result.telemetry_available is False and result.telemetry_note:
         lines.append(f"telemetry unavailable ({result.telemetry_note})")
+    if result.health is not None:
+        lines.append(f"GPU health (NVML): {result.health.summary()}")
+        lines += [
+            f"  {line}" for line in result.health.problems("failed") + result.health.problems("degraded")
+        ]
     return "\n".join(lines)
 
 
@@ -73,8 +104,17 @@ def _human(result: TesterResult) -> str:
 )
 @output_options
 def tester_report(from_file: str, output: Output) -> None:
-    """Parse gpu-tester output into a result. Exit 0 pass, 5 fail, 2 no result found."""
+    """Parse gpu-tester output into a result. Exit 0 pass, 5 fail, 2 no result found.
+
+    Tester 1.2 also reads each GPU's health through NVML (ECC counts, row remapping, pages pending
+    retirement, PCIe link): a failed GPU is exit 5 even when the measurements passed; a degraded one
+    passes with a warning.
+    """
     result = parse_tester_output(_read(from_file))
     doc = {"schema": SCHEMA_VERSION, "result": result.as_dict()}
     output.emit(doc, _human(result))
-    raise SystemExit(EXIT_OK if result.passed else EXIT_GPU_CHECK)
+    health = result.health
+    if health is not None and health.degraded:
+        output.warn(f"GPU health {health.summary()}")
+    failed = not result.passed or (health is not None and health.failed)
+    raise SystemExit(EXIT_GPU_CHECK if failed else EXIT_OK)

@@ -23,6 +23,12 @@ from aca_gpu.workflow.up import up as run_up
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
 @click.option(
+    "--env",
+    "env_name",
+    help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
+    "removed (default: the `env` setting; none: a run-scoped environment, built and deleted).",
+)
+@click.option(
     "--gpu",
     help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`); a list such as a100,t4 "
     "means A100 across its region order, else T4.",
@@ -51,6 +57,12 @@ from aca_gpu.workflow.up import up as run_up
     is_flag=True,
     help="After teardown, wait until the resource group is gone (404), not only billing.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A degraded GPU (correctable ECC errors, pending row remap, slow PCIe link, hardware slowdown) "
+    "fails the run too (exit 5); without it a degraded GPU passes with a warning.",
+)
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option(
     "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
@@ -61,6 +73,7 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     gpu: str | None,
     image: str | None,
     tester_image: str | None,
@@ -72,6 +85,7 @@ def up(
     yes: bool,
     dry_run: bool,
     wait: bool,
+    strict: bool,
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
@@ -90,6 +104,8 @@ def up(
         start_timeout=start_timeout,
         keep=keep,
         wait=wait,
+        strict=strict,
+        env=env_name,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
     if dry_run:

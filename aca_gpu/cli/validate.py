@@ -27,6 +27,12 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
+@click.option(
+    "--env",
+    "env_name",
+    help="Run every pair inside this warm environment (`acagpu env create`); only the run's jobs "
+    "are made and removed (default: the `env` setting).",
+)
 @click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
 @click.option("--ttl", help="Expiry tag for the reaper, e.g. 90m (default 2h).")
 @click.option("--max-minutes", type=click.IntRange(1, 1440), help="Deadline per tester run (default 20).")
@@ -36,6 +42,12 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
 @click.option("--no-tester", is_flag=True, help="Only start the image and read nvidia-smi.")
 @click.option("--no-inspect", is_flag=True, help="Do not read digests and CUDA env from the registry.")
 @click.option("--wait", is_flag=True, help="After teardown, wait until the resource group is gone (404).")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A degraded GPU (correctable ECC errors, pending row remap, slow PCIe link, hardware slowdown) "
+    "fails the run too (exit 5); without it a degraded GPU passes with a warning.",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
@@ -47,6 +59,7 @@ def validate(
     gpus: tuple[str, ...],
     location: str | None,
     regions: str | None,
+    env_name: str | None,
     run_id: str | None,
     ttl: str | None,
     max_minutes: int | None,
@@ -56,6 +69,7 @@ def validate(
     no_tester: bool,
     no_inspect: bool,
     wait: bool,
+    strict: bool,
     yes: bool,
     emulator: bool,
     time_scale: float | None,
@@ -80,6 +94,8 @@ def validate(
         driver=driver,
         run_tester=not no_tester,
         wait=wait,
+        strict=strict,
+        env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
     question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"

@@ -74,7 +74,7 @@ def billing(ctx: Ctx) -> dict[str, Any]:
     runs: dict[str, dict[str, Any]] = {}
     for rec in ctx.state.billing:
         wall = (rec.ended_wall if rec.ended_wall is not None else now) - rec.started_wall
-        seconds = ctx.clock.emulated(wall)
+        seconds = wall if rec.real_time else ctx.clock.emulated(wall)
         gpu_seconds = round(seconds * rec.gpus, 3)
         rows.append(
             {

@@ -34,6 +34,12 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
   does not serve, so a client must find out from the refusal itself.
 
+- `gpu` (`health=` ecc | remap | pcie | throttle, `+` joins several; default ecc): a replica's
+  simulated GPUs are unhealthy as `nvidia-smi -q` shows it: `ecc` 2 volatile DRAM uncorrectable
+  errors (failed), `remap` a row remapping failure (failed), `pcie` a link trained to x8 of x16
+  (degraded), `throttle` HW Slowdown and HW Thermal Slowdown active at a low clock (degraded).
+  Every replica started while it fires is affected; `match=` picks replicas by name.
+
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
 with `slow_create`).
@@ -59,7 +65,11 @@ KINDS = (
     "tty_echo",
     "apiversion",
     "deny",
+    "gpu",
 )
+
+
+GPU_HEALTH_FAULTS = ("ecc", "remap", "pcie", "throttle")
 
 
 def region_key(location: str) -> str:
@@ -117,6 +127,12 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.params[key] = value
             except ValueError as exc:
                 raise FaultSpecError(f"bad number in {entry!r}") from exc
+        if kind == "gpu":
+            bad = [k for k in fault.param("health", "ecc").split("+") if k not in GPU_HEALTH_FAULTS]
+            if bad:
+                raise FaultSpecError(
+                    f"unknown gpu health {'+'.join(bad)!r}; known: {', '.join(GPU_HEALTH_FAULTS)}"
+                )
         faults.append(fault)
     return faults, seed
 

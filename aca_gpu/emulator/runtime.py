@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
 from aca_gpu.emulator import catalog
@@ -20,9 +21,18 @@ from aca_gpu.emulator.state import (
     LogLine,
     Replica,
     State,
+    in_env,
     key,
 )
-from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, Clock, image_pull_seconds
+from aca_gpu.emulator.timing import (
+    AZURE_2026,
+    DURATIONS,
+    LINGER_FLOOR_S,
+    Clock,
+    image_pull_seconds,
+    image_size_gb,
+    pull_seconds_2026,
+)
 from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailure, Workload
 
 log = logging.getLogger(__name__)
@@ -35,10 +45,19 @@ def container_specs(
     kind: str,
     replica: str,
     extra_env: dict[str, str] | None = None,
+    secrets: dict[str, str] | None = None,
 ) -> list[ContainerSpec]:
     specs = []
     for c in template.get("containers") or []:
-        env = {str(e.get("name")): str(e.get("value") or "") for e in c.get("env") or [] if e.get("name")}
+        env = {
+            str(e.get("name")): str(
+                (secrets or {}).get(str(e.get("secretRef")), "")
+                if e.get("secretRef")
+                else e.get("value") or ""
+            )
+            for e in c.get("env") or []
+            if e.get("name")
+        }
         env.update(extra_env or {})
         specs.append(
             ContainerSpec(
@@ -68,6 +87,7 @@ class Runtime:
         rep: Replica | None,
         *,
         env: str,
+        env_rg: str,
         rg: str,
         app: str | None,
         reason: str,
@@ -80,6 +100,7 @@ class Runtime:
                 at=utc_now(),
                 env=env,
                 rg=rg,
+                env_rg=env_rg,
                 app=app,
                 revision=rep.parent if rep else revision,
                 replica=rep.name if rep else "",
@@ -90,7 +111,9 @@ class Runtime:
         )
 
     def _emit_rep(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
-        self.emit(rep, env=rep.env, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_)
+        self.emit(
+            rep, env=rep.env, env_rg=rep.env_rg, rg=rep.rg, app=rep.owner, reason=reason, msg=msg, type_=type_
+        )
 
     # ---- replicas -----------------------------------------------------------------------------
     def new_replica(
@@ -101,12 +124,14 @@ class Runtime:
         parent: str,
         rg: str,
         env: str,
+        env_rg: str,
         profile_type: str,
         template: dict[str, Any],
         run_id: str | None,
         name: str,
         retry_limit: int | None = None,
         extra_env: dict[str, str] | None = None,
+        secrets: dict[str, str] | None = None,
     ) -> Replica:
         rep = Replica(
             name=name,
@@ -115,16 +140,25 @@ class Runtime:
             parent=parent,
             rg=rg,
             env=env,
+            env_rg=env_rg,
             profile_type=profile_type,
             specs=container_specs(
-                template, profile_type=profile_type, kind=kind, replica=name, extra_env=extra_env
+                template,
+                profile_type=profile_type,
+                kind=kind,
+                replica=name,
+                extra_env=extra_env,
+                secrets=secrets,
             ),
             run_id=run_id,
             retry_limit=retry_limit,
         )
-        env_rec = self.state.envs.get((rg.lower(), env.lower()))
+        env_rec = self.state.envs.get(key(env_rg, env))
         where = {"location": env_rec.location if env_rec else "", "profile": profile_type}
         rep.stuck = self.faults.fire("stuck", path=name, **where) is not None
+        sick = self.faults.fire("gpu", path=name, **where)
+        if sick is not None:
+            rep.specs = [replace(spec, gpu_health=sick.param("health", "ecc")) for spec in rep.specs]
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []
@@ -188,29 +222,39 @@ class Runtime:
                 profile_type=rep.profile_type,
                 gpus=catalog.gpus(rep.profile_type),
                 started_wall=self.clock.now(),
+                real_time=all(getattr(h, "real_process", False) for h in started.values()),
             )
             self.state.billing.append(rep.billing)
 
     def _capture_logs(self, rep: Replica) -> None:
         for name, handle in rep.handles.items():
             lines = rep.logs.setdefault(name, [])
-            fresh = handle.logs(len(lines) - rep.log_base.get(name, 0))
+            start = len(lines) - rep.log_base.get(name, 0)
+            streams = getattr(handle, "streams", None)  # which lines went to stderr, when it knows
+            fresh = handle.logs(start)
             if fresh:
                 now = utc_now()
-                lines.extend(LogLine(now, text) for text in fresh)
+                kinds = streams(start) if streams is not None else []
+                lines.extend(
+                    LogLine(now, text, kinds[i] if i < len(kinds) else "stdout")
+                    for i, text in enumerate(fresh)
+                )
 
     async def _advance(self, rep: Replica) -> None:
         now = self.clock.now()
         due = rep.phase_until is not None and now >= rep.phase_until
         if rep.phase == "AssigningReplica" and due and not rep.stuck:
             rep.phase = "PullingImage"
-            pull = sum(image_pull_seconds(s.image) for s in rep.specs)
-            rep.phase_until = self.clock.after_seconds(pull)
+            rep.pull_s = [self._pull_seconds(rep, s.image) for s in rep.specs]
+            rep.phase_until = self.clock.after_seconds(sum(rep.pull_s))
             for spec in rep.specs:
                 self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
         elif rep.phase == "PullingImage" and due:
-            for spec in rep.specs:
-                self._emit_rep(rep, "ImagePulled", f'Successfully pulled image "{spec.image}"')
+            env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
+            for spec, seconds in zip(rep.specs, rep.pull_s or [0.0] * len(rep.specs), strict=False):
+                self._emit_rep(rep, "ImagePulled", self._pulled_text(spec.image, seconds))
+                if env_rec is not None:
+                    env_rec.pulled[(rep.profile_type, spec.image)] = now
             rep.phase = "Creating"
             rep.phase_until = self.clock.after("container_create")
         elif rep.phase in ("Creating", "Waiting") and due:
@@ -220,6 +264,23 @@ class Runtime:
             codes = [h.exit_code for h in rep.handles.values()]
             if rep.handles and all(c is not None for c in codes):
                 self._on_exit(rep, next((c for c in codes if c), 0))
+
+    def _pull_seconds(self, rep: Replica, image: str) -> float:
+        """Emulated seconds to pull `image` onto this replica's node (see timing.py)."""
+        if not self.clock.azure_2026:
+            return image_pull_seconds(image)
+        env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
+        last = env_rec.pulled.get((rep.profile_type, image)) if env_rec is not None else None
+        if last is not None and self.clock.emulated(self.clock.now() - last) <= AZURE_2026["pull_cache_ttl"]:
+            return AZURE_2026["pull_cached"]
+        return pull_seconds_2026(image)
+
+    def _pulled_text(self, image: str, seconds: float) -> str:
+        """The kubelet's own message; with `aca-2026` durations it names the size, as newer ones do."""
+        text = f'Successfully pulled image "{image}" in {seconds:.3f}s ({seconds:.3f}s including waiting)'
+        if self.clock.azure_2026:
+            text += f". Image size: {int(image_size_gb(image) * 1e9)} bytes."
+        return text
 
     def _on_exit(self, rep: Replica, code: int | None) -> None:
         # the last lines may have been printed after this tick's capture but before the exit
@@ -329,6 +390,7 @@ class Runtime:
         self.emit(
             None,
             env=job.env,
+            env_rg=job.env_rg,
             rg=job.rg,
             app=job.name,
             revision=ex.name,
@@ -363,13 +425,9 @@ class Runtime:
         self.state.jobs.pop(key(job.rg, job.name), None)
 
     def remove_env(self, env: Environment) -> None:
-        for app in [
-            a for a in self.state.apps.values() if a.rg.lower() == env.rg.lower() and a.env == env.name
-        ]:
+        for app in [a for a in self.state.apps.values() if in_env(a, env)]:
             self.remove_app(app)
-        for job in [
-            j for j in self.state.jobs.values() if j.rg.lower() == env.rg.lower() and j.env == env.name
-        ]:
+        for job in [j for j in self.state.jobs.values() if in_env(j, env)]:
             self.remove_job(job)
         self.state.envs.pop(key(env.rg, env.name), None)
 

@@ -40,7 +40,7 @@ from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
-from aca_gpu.emulator.timing import Clock
+from aca_gpu.emulator.timing import DURATION_SETS, Clock
 from aca_gpu.emulator.tls import make_tls
 from aca_gpu.emulator.workloads.base import Workload
 
@@ -75,11 +75,15 @@ class EmulatorServer:
         workdir: Path | None = None,
         registered: bool = False,
         workload_impl: Workload | None = None,
+        durations: str = "recorded",
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the emulator listens on loopback only")
         if time_scale <= 0:
             raise ValueError("time_scale must be > 0")
+        if durations not in DURATION_SETS:
+            raise ValueError(f"durations must be one of {', '.join(DURATION_SETS)}")
+        self.durations = durations
         self.host, self.port = host, port
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="acagpu-emulator-")) if workdir is None else workdir
@@ -106,7 +110,7 @@ class EmulatorServer:
     def _build(self) -> Ctx:
         workload = self._workload or _load_workload(self._workload_kind, self._driver_version, self.workdir)
         self._workload = workload
-        clock = Clock(self._time_scale)
+        clock = Clock(self._time_scale, durations=self.durations)
         faults = Faults(self._faults_spec)
         state = State()
         ctx = Ctx(

@@ -44,6 +44,13 @@ class Environment:
     delete_done_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # writable properties echoed back
     updating: bool = False  # ready_at belongs to an update (new profile nodes), not the create
+    # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
+    pulled: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @property
+    def consumption_only(self) -> bool:
+        """Created without workload profiles: Azure's original environment kind (the guard uses one)."""
+        return not self.profiles
 
     def profile_type(self, profile_name: str | None) -> str | None:
         name = (profile_name or "Consumption").lower()
@@ -57,6 +64,7 @@ class Environment:
 class LogLine:
     at: datetime
     text: str
+    stream: str = "stdout"  # stdout | stderr, as the CRI text form of the log stream names it
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Replica:
     parent: str  # revision or execution name
     rg: str
     env: str
+    env_rg: str
     profile_type: str
     specs: list[ContainerSpec]
     run_id: str | None
@@ -84,6 +93,7 @@ class Replica:
     billing: BillingRecord | None = None
     retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
     gone: bool = False
+    pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
 
 
 @dataclass
@@ -104,6 +114,7 @@ class App:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -145,6 +156,7 @@ class Job:
     location: str
     tags: dict[str, str]
     env: str
+    env_rg: str  # the environment's resource group: Azure lets it differ from the resource's own
     profile_name: str | None
     profile_type: str
     configuration: dict[str, Any]
@@ -186,6 +198,7 @@ class Event:
     at: datetime
     env: str
     rg: str
+    env_rg: str  # where the environment lives; `rg` is the app's or job's own group
     app: str | None
     revision: str
     replica: str
@@ -206,6 +219,8 @@ class BillingRecord:
     gpus: int
     started_wall: float
     ended_wall: float | None = None
+    # a real process (a `sh -c` job line) lives in real seconds, not on the scaled clock
+    real_time: bool = False
 
 
 @dataclass
@@ -241,3 +256,8 @@ class State:
 
 def key(rg: str, name: str) -> tuple[str, str]:
     return rg.lower(), name.lower()
+
+
+def in_env(item: App | Job | Replica | Event, env: Environment) -> bool:
+    """Does this app, job, replica or event belong to the environment (whatever group it sits in)?"""
+    return item.env_rg.lower() == env.rg.lower() and item.env.lower() == env.name.lower()

@@ -123,7 +123,7 @@ def _structured(lines: Sequence[str]) -> NvidiaSmi | None:
     first = next((line.strip() for line in lines if line.strip()), "")
     if first.startswith("<"):
         return parse_xml("\n".join(lines))
-    if any("NVSMI LOG" in line for line in lines):
+    if any("NVSMI LOG" in line or line.startswith("Attached GPUs ") for line in lines):
         return parse_query(lines)
     if any(is_banner(line) for line in lines) or any(is_process_title(line) for line in lines):
         return parse_table(lines)  # (a process table pasted alone has no banner)

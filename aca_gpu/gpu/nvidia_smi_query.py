@@ -126,11 +126,16 @@ def _process(gpu: int, raw: Mapping[str, str | None]) -> Process | None:
     )
 
 
-def parse_query(lines: Sequence[str]) -> NvidiaSmi:
-    """`nvidia-smi -q` text; `lines` start anywhere before the `NVSMI LOG` title."""
+def query_blocks(lines: Sequence[str]) -> tuple[dict[str, str], list[_GpuBlock]] | None:
+    """The top-level values and one block of `section/key -> value` per GPU; None without a title.
+
+    Shared by `parse_query` and the health reading (`nvidia_smi_health`), which reads sections this
+    module does not model (ECC, retired pages, remapped rows, PCIe link, clock reasons)."""
     start = next((i for i, line in enumerate(lines) if "NVSMI LOG" in line), None)
+    if start is None and any(line.startswith("Attached GPUs") and " : " in line for line in lines):
+        start = -1  # the title cut away (a report quoting its key lines): read from the first line
     if start is None:
-        return unrecognized("no NVSMI LOG title found", fmt=QUERY)
+        return None
     top: dict[str, str] = {}
     blocks: list[_GpuBlock] = []
     stack: list[tuple[int, str]] = []
@@ -160,7 +165,15 @@ def parse_query(lines: Sequence[str]) -> NvidiaSmi:
             blocks[-1].process_value(key, val)
         elif not stack and key == "Processes":  # `Processes : None`
             blocks[-1].processes = blocks[-1].processes or []
+    return top, blocks
 
+
+def parse_query(lines: Sequence[str]) -> NvidiaSmi:
+    """`nvidia-smi -q` text; `lines` start anywhere before the `NVSMI LOG` title."""
+    found = query_blocks(lines)
+    if found is None:
+        return unrecognized("no NVSMI LOG title found", fmt=QUERY)
+    top, blocks = found
     gpus = tuple(_gpu_from_block(i, block) for i, block in enumerate(blocks))
     processes: list[Process] | None = None
     for i, block in enumerate(blocks):

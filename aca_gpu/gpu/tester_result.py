@@ -6,7 +6,10 @@ of the seed's simple tester (`Elapsed Time: <s> seconds`) still parses, marked `
 no rate in it, only the one timing. No result at all raises `NoTesterResult`, never a crash.
 
 Schema 2 (tester 1.1) adds GPU telemetry sampled during each timed loop; schema 1 lines still parse,
-with `telemetry_available` None. `summary_lines` renders one readable line per GPU for every summary
+with `telemetry_available` None. Schema 3 (tester 1.2) takes each rate at steady state (a timed
+window after a warm-up that waits for clock and power to settle) and reports the best short burst
+apart (`burst_tflops`), plus the optional `--burn` stress run (`burn`).
+`summary_lines` renders one readable line per GPU for every summary
 that shows a tester result (tester-report, up, validate), so they all say the same thing.
 """
 
@@ -18,10 +21,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aca_gpu.errors import BadInput
+from aca_gpu.gpu.nvidia_smi_health import HealthReport, judge_nvml, worst
 
 RESULT_TAG = "ACAGPU_RESULT"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
-SCHEMAS = (1, 2)  # what this parser knows; a newer schema still parses, its new fields ignored
+SCHEMAS = (1, 2, 3)  # what this parser knows; a newer schema still parses, its new fields ignored
 VERDICTS = ("nominal", "power-capped", "thermal", "clocks-held")
 # the rate a GPU line leads with: the tensor-core dtypes first, as datasheets and users quote them
 _HEADLINE = ("bf16", "fp16", "tf32", "fp32")
@@ -46,6 +50,9 @@ class DtypeRate:
     pct_of_peak: float | None = None
     ok: bool | None = None  # correctness against the float64 reference; None when not reported
     rel_err: float | None = None
+    burst_tflops: float | None = None  # schema 3: the best short chunk, apart from the sustained rate
+    window_s: float | None = None  # schema 3: the timed window the rate is averaged over
+    settled: bool | None = None  # schema 3: the warm-up saw clock and power settle before the window
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,6 +120,8 @@ class TesterResult:
     cuda_init_attempts: int | None = None  # > 1: CUDA start-up needed a retry
     cuda_init_errors: tuple[str, ...] = ()
     result_grace_s: float | None = None  # how long the tester stays alive after its result line
+    burn: dict[str, Any] | None = None  # schema 3 `--burn`: seconds, errors, per-GPU checks and telemetry
+    health: HealthReport | None = None  # schema 3: NVML health readings judged like `nvidia-smi -q`
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -123,6 +132,7 @@ class TesterResult:
         doc = {k: v for k, v in asdict(self).items() if k != "raw"}
         doc["rates"] = {k: v.as_dict() for k, v in self.rates.items()}
         doc["gpu_telemetry"] = [g.as_dict() for g in self.gpu_telemetry]
+        doc["health"] = self.health.as_dict() if self.health is not None else None
         return doc
 
 
@@ -196,6 +206,20 @@ def _gpu_telemetry(device: dict[str, Any], position: int, schema: int, top: dict
     )
 
 
+def _health(devices: list[Any]) -> HealthReport | None:
+    """Every device's NVML health readings (tester 1.2), judged; None when the tester read none."""
+    judged = []
+    for position, device in enumerate(d for d in devices if isinstance(d, dict)):
+        readings = _dict(_dict(device.get("telemetry")).get("health"))
+        if readings:
+            index = _int(device.get("index"))
+            name = device.get("name") if isinstance(device.get("name"), str) else None
+            judged.append(judge_nvml(index if index is not None else position, name, readings))
+    if not judged:
+        return None
+    return HealthReport(worst([g.verdict for g in judged]), tuple(judged))
+
+
 def from_document(doc: dict[str, Any]) -> TesterResult:
     """Build a result from the tester's JSON document (also what the emulator's simulation emits)."""
     status = doc.get("status")
@@ -212,8 +236,15 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         if name not in DTYPES or tflops is None:
             continue
         detail = _dict(first_mm.get(name))
+        settled = detail.get("settled")
         rates[name] = DtypeRate(
-            tflops, _float(pct.get(name)), detail.get("ok"), _float(detail.get("rel_err"))
+            tflops,
+            _float(pct.get(name)),
+            detail.get("ok"),
+            _float(detail.get("rel_err")),
+            burst_tflops=_float(detail.get("burst_tflops")),
+            window_s=_float(detail.get("window_s")),
+            settled=settled if isinstance(settled, bool) else None,
         )
     per_gpu = tuple(
         {
@@ -260,6 +291,8 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         cuda_init_attempts=_int(init.get("attempts")) if init else None,
         cuda_init_errors=_texts(init.get("errors")),
         result_grace_s=_float(doc.get("result_grace_s")),
+        burn=_dict(doc.get("burn")) or None,
+        health=_health(devices),
         raw=doc,
     )
 

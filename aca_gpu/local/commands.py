@@ -3,7 +3,8 @@
 Values of the environment (the tester's compressed source is tens of kilobytes) never go on the
 command line: Docker and Podman get `-e NAME` and read the value from their own environment,
 Apptainer reads `APPTAINERENV_NAME`. So `ps` shows no payload and argv stays short.
-Containers get no network (`--network none`): neither nvidia-smi nor the tester needs one.
+Containers get no network (`--network none`): neither nvidia-smi nor the tester needs one; a user's
+own workload (`acagpu run`) gets the runtime's default network, as `docker run` does.
 """
 
 from __future__ import annotations
@@ -54,12 +55,13 @@ def container_command(
     name: str | None = None,
     podman_gpu: str = "cdi",
     sif: str | None = None,
+    network: bool = False,
 ) -> ContainerCommand:
     """One `run --rm` of `image` with `command` and the GPUs asked for, for `runtime`."""
     values = dict(env or {})
     exe = binary or runtime
     if runtime == "docker":
-        argv = [exe, "run", "--rm", "--network", "none"]
+        argv = [exe, "run", "--rm", *([] if network else ["--network", "none"])]
         if name:
             argv += ["--name", name]
         argv += gpus.docker_args()
@@ -67,7 +69,7 @@ def container_command(
             argv += ["-e", key]
         return ContainerCommand(runtime, [*argv, image, *command], values, name)
     if runtime == "podman":
-        argv = [exe, "run", "--rm", "--network", "none"]
+        argv = [exe, "run", "--rm", *([] if network else ["--network", "none"])]
         if name:
             argv += ["--name", name]
         if podman_gpu == "hook":

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aca_gpu.local.commands import ContainerCommand, remove_command
@@ -121,3 +123,75 @@ def _remove(command: ContainerCommand) -> None:
     argv = remove_command(command.runtime, command.name, command.argv[0]) if command.name else None
     if argv is not None:
         subprocess.run(argv, capture_output=True, timeout=60, check=False)
+
+
+LineSink = Callable[[str, str], None]  # (stream: "stdout" | "stderr", line without its newline)
+REFUSAL_TAIL = 50  # stderr lines kept to tell a refused container from a program that failed
+
+
+def stream_container(
+    command: ContainerCommand, timeout: float, cancel: threading.Event, on_line: LineSink
+) -> ContainerRun:
+    """Run it like `run_container`, but hand every stdout/stderr line to `on_line` as it arrives.
+
+    The record keeps only stderr's tail (for the refusal); the caller's sink owns the output. A
+    deadline or `cancel` kills the client and removes the named container, as Ctrl-C does.
+    """
+    env = {**os.environ, **command.env}
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        command.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    tail: deque[str] = deque(maxlen=REFUSAL_TAIL)
+
+    def pump(pipe: object, stream: str) -> None:
+        for raw in iter(pipe.readline, b""):  # type: ignore[attr-defined]
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if stream == "stderr":
+                tail.append(line)
+            on_line(stream, line)
+
+    readers = [
+        threading.Thread(target=pump, args=(getattr(proc, name), name), daemon=True, name=f"acagpu-{name}")
+        for name in ("stdout", "stderr")
+    ]
+    for reader in readers:
+        reader.start()
+    deadline = started + timeout
+    stopped: str | None = None
+    try:
+        while proc.poll() is None:
+            if cancel.wait(0.05):
+                stopped = "cancelled"
+            elif time.monotonic() >= deadline:
+                stopped = "timed_out"
+            if stopped:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                _remove(command)
+                break
+    except BaseException:  # Ctrl-C: the container must not outlive us
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        _remove(command)
+        raise
+    for reader in readers:
+        reader.join(timeout=5)
+    stderr = "\n".join(tail)
+    code = None if stopped else proc.returncode
+    return ContainerRun(
+        command.runtime,
+        command.display(),
+        code,
+        "",
+        stderr,
+        time.monotonic() - started,
+        refused=None if stopped else refusal(command.runtime, code, stderr),
+        timed_out=stopped == "timed_out",
+        cancelled=stopped == "cancelled",
+    )

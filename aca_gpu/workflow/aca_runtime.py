@@ -33,6 +33,18 @@ REGISTER_ATTEMPTS = 3
 STOPPED = "stopped"
 
 
+def require_offered(location: str, offered: list[str], wanted: list[str]) -> None:
+    """PreflightRefused (in seconds, before anything exists) when `location` lacks a wanted profile."""
+    offers = {name.lower() for name in offered}
+    missing = sorted({t for t in wanted if t.lower() not in offers})
+    if missing:
+        raise PreflightRefused(
+            f"{location} does not offer the {', '.join(missing)} workload profile",
+            code="ProfileNotOffered",
+            hint=f"`acagpu profiles -l {location}` lists what it offers",
+        )
+
+
 class AcaRuntime:
     """The engine's Runtime over a `Cloud` (Azure, the emulator, or a test double)."""
 
@@ -62,14 +74,8 @@ class AcaRuntime:
             else:
                 self._retry(lambda: cloud.register_provider(PROVIDER, timeout=REGISTER_TIMEOUT_S))
                 step.update("registered now")
-        offers = {o.name.lower() for o in self._retry(lambda: cloud.available_profiles(plan.location))}
-        missing = sorted({t for _, t in plan.gpu_profiles if t.lower() not in offers})
-        if missing:
-            raise PreflightRefused(
-                f"{plan.location} does not offer the {', '.join(missing)} workload profile",
-                code="ProfileNotOffered",
-                hint=f"`acagpu profiles -l {plan.location}` lists what it offers",
-            )
+        offers = self._retry(lambda: cloud.available_profiles(plan.location))
+        require_offered(plan.location, [o.name for o in offers], [t for _, t in plan.gpu_profiles])
         with progress.step("GPU quota") as step:
             checks_ = self.quota_checks(plan.location, [pair.profile for pair in plan.pairs])
             step.update("; ".join(c.summary() for c in checks_))

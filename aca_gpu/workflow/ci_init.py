@@ -26,8 +26,8 @@ from typing import Any
 
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.image_ref import parse_image_ref
-from aca_gpu.gpu.profiles import valid_aliases
-from aca_gpu.naming import validate_location
+from aca_gpu.gpu.profiles import resolve_profile, valid_aliases
+from aca_gpu.naming import validate_env_name, validate_location
 from aca_gpu.registry.tags import parse_version
 from aca_gpu.resources import template_path
 from aca_gpu.workflow import lock as locks
@@ -88,6 +88,7 @@ class CiInitRequest:
     force: bool = False
     upgrade: bool = False  # refresh the wheel and the lock; keep existing workflows (unless force)
     lock_hashes: bool = True  # hashes in the lock (pip download for the runner's platform)
+    env: str | None = None  # a warm environment the validate jobs share (`acagpu env create`, once)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,9 @@ def placeholder_values(req: CiInitRequest) -> dict[str, str]:
     if req.limit < 1 or req.max_parallel < 1:
         raise BadInput("--limit and --max-parallel must be at least 1")
     install_flags(req.install_spec)
+    dedicated = [g for g in req.gpus if not resolve_profile(g).serverless]
+    if req.env and dedicated:
+        raise BadInput(f"--env takes serverless GPUs only; {', '.join(dedicated)} is dedicated")
     return {
         "SUBSCRIPTION_ID": req.subscription.lower(),
         "TENANT_ID": req.tenant.lower(),
@@ -161,6 +165,7 @@ def placeholder_values(req: CiInitRequest) -> dict[str, str]:
         "INSTALL_FLAGS": install_flags(req.install_spec),
         "REQUIREMENTS": REQUIREMENTS_FILE,
         "MATRIX": MATRIX_FILE,
+        "ENV": validate_env_name(req.env) if req.env else "",
     }
 
 
@@ -241,6 +246,19 @@ def az_commands(req: CiInitRequest, github_repo: str | None) -> tuple[str, ...]:
         "# 6. Recommended: a reaper inside Azure that needs neither CI nor a laptop (exit 2 and the",
         "#    commands for an administrator if you may not assign roles)",
         f"acagpu guard install -l {validate_location(req.location)} --subscription {sub}",
+        *_warm_commands(req, sub),
+    )
+
+
+def _warm_commands(req: CiInitRequest, sub: str) -> tuple[str, ...]:
+    if not req.env:
+        return ()
+    gpus = ",".join(dict.fromkeys(req.gpus))
+    return (
+        "# 7. The warm environment the validate jobs share (once; serverless-only, $0/h while idle;",
+        "#    every validation renews its 30-day idle TTL, then reap or the guard removes it)",
+        f"acagpu env create {validate_env_name(req.env)} -l {validate_location(req.location)} "
+        f"--gpu {gpus} --idle-ttl 30d --yes --subscription {sub}",
     )
 
 

@@ -124,7 +124,9 @@ def list_runs(cloud: Cloud) -> list[Run]:
     return [
         run_from_group(g)
         for g in groups
-        if naming.is_managed(dict(g.tags)) and g.tags.get(naming.TAG_ROLE) != "guard"
+        if naming.is_managed(dict(g.tags))
+        and g.tags.get(naming.TAG_ROLE) != "guard"
+        and not naming.is_env_group(dict(g.tags))  # a warm environment is no run (`acagpu env list`)
     ]
 
 

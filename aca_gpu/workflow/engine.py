@@ -245,18 +245,21 @@ class Engine:
         label = "test run" if not plan.probe else "probe and test"
         if len(plan.pairs) > 1:
             label = f"{len(plan.pairs)} pairs"
+        if plan.command == "run":
+            label = "container"
         with self.phase(label) as step:
             futures = [spawn(partial(self._pair, pair), f"acagpu-pair-{pair.index}") for pair in plan.pairs]
             self.outcome.pairs = [wait_for(f) for f in futures]
             passed = sum(1 for p in self.outcome.pairs if p.status == "pass")
-            step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
+            if plan.command != "run":  # the user's container: its own output says how it went
+                step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
             if passed < len(self.outcome.pairs):
                 step.status = "fail"
 
     def _pair(self, pair: Pair) -> PairOutcome:
         """Probe and tester side by side; a GPU verdict from the probe stops the tester early."""
         plan = self.plan
-        result = PairOutcome(pair)
+        result = PairOutcome(pair, strict=plan.strict)
         if pair.index in self.predictions:
             result.predicted, result.image_digest = self.predictions[pair.index]
         started = time.monotonic()

@@ -21,6 +21,7 @@ from aca_gpu.errors import (
     TeardownIncomplete,
 )
 from aca_gpu.gpu.cuda_compat import CompatVerdict
+from aca_gpu.gpu.nvidia_smi_health import HealthReport
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.failover import Attempt
@@ -51,6 +52,9 @@ class ProbeResult:
     raw_query: str = ""
     start_s: float | None = None  # from the create (or wake) request to a running replica
     smi_s: float | None = None  # the nvidia-smi exec itself
+    health: HealthReport | None = None  # from `nvidia-smi -q` (and `topo -m` for several GPUs)
+    raw_health: str = ""
+    platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
 
     @property
     def failed(self) -> bool:
@@ -66,6 +70,7 @@ class ProbeResult:
             "exit_code": self.exit_code,
             "raw": self.raw,
             "raw_query": self.raw_query,
+            "health": self.health.as_dict() if self.health is not None else None,
         }
 
 
@@ -81,6 +86,7 @@ class TesterOutcome:
     reason: str | None = None
     seconds: float = 0.0  # measured replica lifetime, for the cost
     started_after_s: float | None = None  # from the start request to the first log line
+    platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
 
     def as_dict(self) -> dict[str, Any]:
         result = self.result.as_dict() if self.result is not None else None
@@ -110,6 +116,19 @@ class PairOutcome:
     error: AcaGpuError | None = None  # what stopped this pair other than a verdict
     image_digest: str | None = None
     seconds: float = 0.0
+    strict: bool = False  # --strict: a degraded GPU fails the pair too
+
+    @property
+    def health(self) -> HealthReport | None:
+        return self.probe.health if self.probe is not None else None
+
+    @property
+    def warnings(self) -> list[str]:
+        """What an operator would act on but does not fail the pair: a degraded GPU (not --strict)."""
+        health = self.health
+        if health is None or not health.degraded or self.strict:
+            return []
+        return [f"{self.pair.label()}: GPU health {line}" for line in health.problems("degraded")]
 
     @property
     def phases(self) -> dict[str, float]:
@@ -118,11 +137,22 @@ class PairOutcome:
         if self.probe is not None:
             found["explorer start"] = self.probe.start_s
             found["nvidia-smi"] = self.probe.smi_s
+            found["probe image pull"] = (self.probe.platform.get("image_pull") or {}).get("seconds")
         if self.tester is not None:
             found["tester start"] = self.tester.started_after_s
             started = self.tester.started_after_s or 0.0
             found["test run"] = round(max(0.0, self.tester.seconds), 3) if started is not None else None
+            found["tester image pull"] = (self.tester.platform.get("image_pull") or {}).get("seconds")
         return {k: round(v, 3) for k, v in found.items() if v is not None}
+
+    @property
+    def platform(self) -> dict[str, Any]:
+        """The platform's own account of each container's start (system events; phases.py)."""
+        found = {
+            "probe": self.probe.platform if self.probe else {},
+            "tester": self.tester.platform if self.tester else {},
+        }
+        return {k: v for k, v in found.items() if v}
 
     @property
     def gpu_failure(self) -> str | None:
@@ -131,6 +161,9 @@ class PairOutcome:
             return f"container refused to start: {self.probe.refused}"
         if self.probe is not None and self.probe.error:
             return f"nvidia-smi: {self.probe.error}"
+        health = self.health
+        if health is not None and (health.failed or (self.strict and health.degraded)):
+            return f"GPU health {health.summary()}" + (" (--strict)" if not health.failed else "")
         if not compat_passes(self.compat):
             assert self.compat is not None
             return f"incompatible: {self.compat.reason}"
@@ -187,9 +220,13 @@ class PairOutcome:
             "tester": self.tester.as_dict()["result"] if self.tester else None,
             "tester_status": self.tester.status if self.tester else "not-run",
             "gpu_lines": self.tester.as_dict()["gpu_lines"] if self.tester else [],
+            "health": self.health.as_dict() if self.health is not None else None,
+            "health_verdict": self.health.verdict if self.health is not None else None,
+            "warnings": self.warnings,
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
             "phases": self.phases,
+            "platform": self.platform,
         }
 
 
@@ -300,7 +337,7 @@ class RunOutcome:
             "runtime": self.runtime,
             "location": plan.location,
             "profile": checks.profile_dict(plan.pairs[0].profile, plan.pairs[0].gpu),
-            "resources": resource_names(plan.names),
+            "resources": resource_names(plan.names, plan.env),
             "resumed": list(self.resumed),
         }
         if plan.command in ("up", "test", "local"):
@@ -314,6 +351,7 @@ class RunOutcome:
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
                 "attempts": [a.as_dict() for a in self.attempts],
+                "warnings": [w for p in self.pairs for w in p.warnings],
                 "error": error.as_dict() if error is not None else None,
             }
         )

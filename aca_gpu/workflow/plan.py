@@ -68,6 +68,8 @@ class Plan:
     regions: tuple[str, ...] = ()  # failover order (first = location); empty: `location` only
     # `--gpu a100,t4`: after the first GPU's regions, these (region, GPU pair) places, in order
     fallbacks: tuple[tuple[str, Pair], ...] = ()
+    strict: bool = False  # a degraded GPU (health) fails the pair too, not only a failed one
+    env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -154,7 +156,7 @@ class Plan:
             "run_id": self.run_id,
             "location": self.location,
             "profile": checks.profile_dict(first.profile, first.gpu),
-            "resources": resource_names(self.names),
+            "resources": resource_names(self.names, self.env),
             "explorer": {"image": first.image},
             "tester": {"image": self.tester_image},
             "ttl_seconds": int(self.ttl.total_seconds()),
@@ -172,7 +174,16 @@ class Plan:
         return doc
 
 
-def resource_names(names: naming.RunNames) -> dict[str, str]:
+def resource_names(names: naming.RunNames, env: str | None = None) -> dict[str, str]:
+    if env is not None:  # the run's own group holds its jobs; the environment is borrowed
+        where = naming.EnvNames(env)
+        return {
+            "resource_group": names.resource_group,
+            "environment": where.environment,
+            "environment_group": where.resource_group,
+            "probe_job": names.explorer.replace("cuda-explorer-", "cuda-probe-", 1),
+            "tester_job": names.tester,
+        }
     return {
         "resource_group": names.resource_group,
         "environment": names.environment,
@@ -199,6 +210,8 @@ class UpRequest:
     keep: bool = False
     wait: bool = False
     regions: str | None = None  # --regions R1,R2,...
+    strict: bool = False  # --strict: a degraded GPU fails too
+    env: str | None = None  # --env NAME: run inside a warm environment
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,8 @@ class ValidateRequest:
     run_tester: bool = True
     wait: bool = False
     regions: str | None = None
+    strict: bool = False
+    env: str | None = None
 
 
 def _text(value: str | None, flag: str) -> str | None:
@@ -337,9 +352,11 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
         keep=request.keep,
         wait_gone=request.wait,
+        strict=request.strict,
         location=regions[0],
         regions=regions,
         fallbacks=fallbacks,
+        env=_env(settings, request.env, request.keep),
     )
 
 
@@ -354,6 +371,19 @@ def _gpu_list(text: str) -> list[str]:
     for alias in aliases:
         _profile(alias)
     return aliases
+
+
+def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:
+    """--env (or the `env` setting): the warm environment a run borrows; None runs cold."""
+    name = _text(flag, "--env") or settings.env
+    if name is None:
+        return None
+    if keep:
+        raise BadInput(
+            "--keep with --env: a run in a warm environment has nothing to keep (its jobs bill nothing "
+            "idle); the environment itself stays"
+        )
+    return naming.validate_env_name(name)
 
 
 def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
@@ -409,9 +439,11 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
         run_tester=request.run_tester,
         wait_gone=request.wait,
+        strict=request.strict,
         driver=driver,
         location=regions[0],
         regions=regions,
+        env=_env(settings, request.env, False),
     )
 
 

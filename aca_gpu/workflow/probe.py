@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 
 from aca_gpu.errors import AcaGpuError, CloudError, ContainerRefused, InfraError, NotFound
 from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
+from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.models import Cloud, ExecResult, ReplicaInfo
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow import checks
@@ -125,13 +127,57 @@ def run_exec(
     )
 
 
+def probe_health(
+    cloud: Cloud, resource_group: str, app: str, waiter: Waiter, gpu_count: int
+) -> tuple[HealthReport, str]:
+    """`nvidia-smi -q` (and `topo -m` for several GPUs) judged per GPU; a lost session is "not read".
+
+    Health is evidence on top of the table's verdict: an exec that cannot complete leaves it unread
+    (said so in the report), never a GPU failure."""
+    try:
+        query = run_exec(cloud, resource_group, app, ["nvidia-smi", "-q"], waiter)
+    except InfraError as exc:
+        return HealthReport(None, error=f"nvidia-smi -q: {exc.message}"), ""
+    if query.exit_code != 0:
+        why = (query.output.strip() or query.stderr.strip())[:200]
+        return HealthReport(None, error=f"nvidia-smi -q exited {query.exit_code}: {why}"), query.output
+    topology = None
+    if gpu_count > 1:
+        try:
+            topo = run_exec(cloud, resource_group, app, ["nvidia-smi", "topo", "-m"], waiter)
+            topology = topo.output if topo.exit_code == 0 else None
+        except InfraError:
+            topology = None
+    return assess(query.output, topology), query.output
+
+
 def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> ProbeResult:
-    """`nvidia-smi` and its CSV query, parsed: a failure state of nvidia-smi itself is a GPU verdict."""
+    """`nvidia-smi` and its CSV query, parsed: a failure state of nvidia-smi itself is a GPU verdict;
+    then `nvidia-smi -q` for the health of every GPU (probe_health)."""
     table = run_exec(cloud, resource_group, app, ["nvidia-smi"], waiter)
     try:
         query = run_exec(cloud, resource_group, app, checks.SMI_QUERY, waiter)
     except InfraError:
         query = ExecResult(tuple(checks.SMI_QUERY), "", "", None)  # the table is what judges
+    result = read_smi(table, query)
+    if result.error:
+        return result
+    health, raw = probe_health(cloud, resource_group, app, waiter, len(result.gpus))
+    return replace(result, health=health, raw_health=raw)
+
+
+def health_of(health: ExecResult | None) -> tuple[HealthReport | None, str]:
+    """A probe job's `nvidia-smi -q` part judged (None when the job printed none)."""
+    if health is None:
+        return None, ""
+    if health.exit_code != 0:
+        why = health.output.strip()[:200]
+        return HealthReport(None, error=f"nvidia-smi -q exited {health.exit_code}: {why}"), health.output
+    return assess(health.output), health.output
+
+
+def read_smi(table: ExecResult, query: ExecResult, health: ExecResult | None = None) -> ProbeResult:
+    """The one way a probe's nvidia-smi table, CSV query and `-q` become a ProbeResult (exec or job)."""
     parsed = nvidia_smi.parse(table.output)
     csv_parsed = nvidia_smi.parse(query.output) if query.exit_code == 0 else None
     gpus = [g.as_dict() for g in parsed.gpus] or (
@@ -142,6 +188,7 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
         error = (table.output.strip() or table.stderr.strip() or f"nvidia-smi exited {table.exit_code}")[:300]
     if error == nvidia_smi.UNRECOGNIZED and table.exit_code == 0 and csv_parsed is not None and csv_parsed.ok:
         error = None  # an unfamiliar table layout, but the query answered: the GPU is fine
+    report, raw_health = (None, "") if error else health_of(health)
     return ProbeResult(
         driver_version=parsed.driver_version or (csv_parsed.driver_version if csv_parsed else None),
         cuda_version=parsed.cuda_version,
@@ -150,6 +197,8 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
         exit_code=table.exit_code,
         raw=table.output,
         raw_query=query.output,
+        health=report,
+        raw_health=raw_health,
     )
 
 

@@ -18,16 +18,20 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import (
+    KIND_ENV,
     TAG_CREATED_AT,
+    TAG_ENV,
     TAG_EXPIRES_AT,
     TAG_GPU,
     TAG_KEEP,
+    TAG_KIND,
     TAG_MANAGED,
     TAG_RUN_ID,
     is_managed,
     parse_iso_utc,
 )
 from aca_gpu.output import NullProgress, Progress
+from aca_gpu.workflow.envs import runs_inside
 from aca_gpu.workflow.teardown import teardown_group
 from aca_gpu.workflow.threads import spawn, wait_for
 
@@ -45,12 +49,14 @@ class ReapItem:
     spend_usd: float | None
     status: str = "pending"  # would-delete | deleted | skipped | failed
     error: str | None = None
+    kind: str = "run"  # run | env (a warm environment)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "subscription": self.subscription,
             "resource_group": self.resource_group,
             "run_id": self.run_id,
+            "kind": self.kind,
             "status": self.status,
             "reason": self.reason,
             "age_seconds": None if self.age_s is None else round(self.age_s),
@@ -97,7 +103,10 @@ def decide(
 
     def item(action: str, reason: str) -> ReapItem:
         status = "skipped" if action == "skip" else "pending"
-        return ReapItem(subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status)
+        kind = KIND_ENV if tags.get(TAG_KIND) == KIND_ENV else "run"
+        return ReapItem(
+            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status, kind=kind
+        )
 
     if not is_managed(tags):
         return item("skip", f"not tagged {TAG_MANAGED}=true")
@@ -107,6 +116,14 @@ def decide(
         if fnmatch.fnmatchcase(group.name, pattern):
             return item("skip", f"excluded by pattern {pattern!r}")
     expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if tags.get(TAG_KIND) == KIND_ENV:  # a warm environment: its expiry is renewed by every run
+        if expires is not None and expires <= now:
+            return item("delete", f"warm environment idle past its TTL (expired at {tags[TAG_EXPIRES_AT]})")
+        if expires is not None:
+            return item(
+                "skip", f"warm environment in use or idle within its TTL (expires {tags[TAG_EXPIRES_AT]})"
+            )
+        return item("skip", "warm environment without an expiry tag")
     if expires is not None and expires <= now:
         return item("delete", f"expired at {tags[TAG_EXPIRES_AT]}")
     if older_than is not None and created is not None and now - created >= older_than:
@@ -114,6 +131,25 @@ def decide(
     if expires is not None:
         return item("skip", f"not expired (expires {tags[TAG_EXPIRES_AT]})")
     return item("skip", "no expiry tag (use --older-than to include it)")
+
+
+def _unless_busy(cloud: Cloud, item: ReapItem, env_name: str | None = None) -> ReapItem:
+    """A warm environment with a run inside is never removed, expired or not (the run renews it)."""
+    if item.action != "delete" or item.kind != KIND_ENV:
+        return item
+    try:
+        name = env_name or item.resource_group.removeprefix("rg-acagpu-env-")
+        runs = runs_inside(cloud, item.resource_group, name)
+    except AcaGpuError as exc:  # cannot tell whether a run is inside: leave it
+        return replace(item, action="skip", status="skipped", reason=f"cannot list its runs: {exc.message}")
+    if runs:
+        return replace(
+            item,
+            action="skip",
+            status="skipped",
+            reason=f"warm environment with a run inside: {', '.join(sorted(runs))}",
+        )
+    return item
 
 
 def _human(delta: timedelta) -> str:
@@ -141,13 +177,17 @@ def reap(
     now = now or datetime.now(UTC)
     items: list[ReapItem] = []
     with progress.step("find acagpu resource groups") as step:
+        groups_seen: dict[int, list[ResourceGroupInfo]] = {}
         for subscription, cloud in clouds.items():
-            for group in cloud.list_resource_groups(TAG_MANAGED, "true"):
+            groups_seen[id(cloud)] = cloud.list_resource_groups(TAG_MANAGED, "true")
+            for group in groups_seen[id(cloud)]:
                 items.append(
                     decide(
                         group, subscription, now=now, older_than=older_than, excludes=excludes, spend=spend
                     )
                 )
+        names = {g.name: g.tags.get(TAG_ENV) for c in clouds.values() for g in groups_seen.get(id(c), [])}
+        items = [_unless_busy(clouds[i.subscription], i, names.get(i.resource_group)) for i in items]
         doomed = [i for i in items if i.action == "delete"]
         step.update(f"{len(items)} found, {len(doomed)} expired")
     if not delete:
@@ -156,8 +196,22 @@ def reap(
 
     def remove(item: ReapItem) -> ReapItem:
         """The one teardown path (billing first), verified gone; a failure is reported, not raised."""
+        cloud = clouds[item.subscription]
         try:
-            result = teardown_group(clouds[item.subscription], item.resource_group, wait_gone=True, poll=poll)
+            if item.kind == KIND_ENV:  # a run may have begun since the plan: read tags and runs again
+                group = cloud.get_resource_group(item.resource_group)
+                if group is None:
+                    return replace(item, action="skip", status="skipped", reason="already gone")
+                again = _unless_busy(
+                    cloud,
+                    decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than),
+                    group.tags.get(TAG_ENV),
+                )
+                if again.action != "delete":
+                    return replace(
+                        again, status="skipped", reason=f"re-checked before delete: {again.reason}"
+                    )
+            result = teardown_group(cloud, item.resource_group, wait_gone=True, poll=poll)
         except AcaGpuError as exc:
             return replace(item, status="failed", error=exc.message)
         if not result.verified:
@@ -219,6 +273,7 @@ def run(
         concurrency=concurrency,
         spend=spend_estimate,
         progress=progress,
+        poll=min(s.polling_interval for s in settings_list) if settings_list else 5.0,
     )
 
 

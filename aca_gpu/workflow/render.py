@@ -18,6 +18,8 @@ def finish(
     """Render a run once (JSON or text), its job summary, its one error line; exit with its code."""
     doc = outcome.document()
     output.emit(doc, human(doc))
+    for warning in doc.get("warnings") or []:  # a degraded GPU passes, but is said so on stderr
+        output.warn(warning)
     if markdown is not None:
         output.summary(markdown(doc))
     if outcome.exit_code:  # emit printed the document's one error line
@@ -57,7 +59,11 @@ def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
         f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
         f"  resource group {res['resource_group']}",
         f"  environment    {res['environment']}",
-        f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}",
+        (
+            f"  probe job      {res['probe_job']}  image {doc['explorer']['image']}  (warm environment)"
+            if "probe_job" in res
+            else f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}"
+        ),
         f"  tester job     {res['tester_job']}  image {doc['tester']['image']}",
         f"  ttl            {_fmt_seconds(doc['ttl_seconds'])}   max minutes {doc['max_minutes']}",
         "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),
@@ -88,6 +94,7 @@ def render_up(doc: dict[str, Any]) -> str:
             lines.append(f"  explorer       refused to start: {exp['refused']}")
         if exp.get("error"):
             lines.append(f"  nvidia-smi     error: {exp['error']}")
+        lines += health_lines(exp.get("health"), "  GPU health     ")
         lines.append(f"  explorer image {exp['image']}: {_compat_line(exp.get('compat'))}")
         lines.append(f"  tester image   {tester['image']}: {_compat_line(tester.get('compat'))}")
     status = tester.get("status") or result.get("status") or "none"
@@ -113,6 +120,19 @@ def render_up(doc: dict[str, Any]) -> str:
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def health_lines(health: dict[str, Any] | None, label: str) -> list[str]:
+    """The health verdict and every finding that is not merely informational, one per line."""
+    if not health:
+        return []
+    pad = " " * len(label)
+    lines = [f"{label}{health.get('summary')}"]
+    for gpu in health.get("gpus") or []:
+        for finding in gpu.get("findings") or []:
+            if finding.get("severity") in ("failed", "degraded"):
+                lines.append(f"{pad}gpu{gpu.get('index')} {finding['severity']}: {finding['message']}")
+    return lines
 
 
 def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:

@@ -123,6 +123,20 @@ def merge_files(paths: Iterable[Path]) -> Matrix:
     return Matrix(tuple(pairs))
 
 
+def health_of(pair: Mapping[str, Any]) -> str | None:
+    """The pair's GPU health verdict (healthy / degraded / failed), None when it was not read."""
+    verdict = pair.get("health_verdict") or (pair.get("health") or {}).get("verdict")
+    return str(verdict) if verdict else None
+
+
+def _health_cell(pair: Mapping[str, Any]) -> str:
+    verdict = health_of(pair)
+    if verdict is None:
+        return "health not read"
+    mark = {"healthy": "", "degraded": "⚠️ ", "failed": "❌ "}.get(verdict, "")
+    return f"{mark}health {verdict}"
+
+
 def _fmt_tflops(value: Any) -> str:
     return f"{float(value):.0f}" if isinstance(value, int | float) else "–"
 
@@ -155,12 +169,17 @@ def render_markdown(matrix: Matrix) -> str:
             cuda = pair.get("cuda_version") or "?"
             cells.append(
                 f"{glyph}<br>driver {driver} / CUDA {cuda}<br>bf16 {_fmt_tflops(pair.get('bf16_tflops'))}"
+                f"<br>{_health_cell(pair)}"
             )
         lines.append(f"| `{image}` | " + " | ".join(cells) + " |")
     digests = [(p["image"], p["gpu"], p.get("image_digest")) for p in matrix.pairs if p.get("image_digest")]
     if matrix.failed:
         lines += ["", "### Failures", ""]
         lines += [f"- `{p['image']}` on {p['gpu']}: {p.get('reason') or 'failed'}" for p in matrix.failed]
+    degraded = [(p, w) for p in matrix.pairs if p.get("status") == "pass" for w in p.get("warnings") or []]
+    if degraded:
+        lines += ["", "### Degraded GPUs (passed with a warning)", ""]
+        lines += [f"- {w}" for _, w in degraded]
     if digests:
         lines += ["", "<details><summary>image digests tested</summary>", ""]
         lines += [f"- `{image}` ({gpu}): `{digest}`" for image, gpu, digest in digests]
@@ -175,7 +194,11 @@ def render_text(matrix: Matrix) -> str:
         cells = []
         for gpu in matrix.gpus:
             pair = matrix.cell(image, gpu)
-            cells.append(f"{(pair or {}).get('status', '·'):<12}")
+            state = (pair or {}).get("status", "·")
+            health = health_of(pair or {})
+            if health and health != "healthy":
+                state = f"{state}/{health}"
+            cells.append(f"{state:<12}")
         rows.append(f"{image:<{width}}  " + "  ".join(cells))
     rows += [f"  {p['image']} on {p['gpu']}: {p.get('reason') or 'failed'}" for p in matrix.failed]
     return "\n".join(rows)

@@ -95,4 +95,11 @@ def _profile(alias: str | None) -> checks.Profile | None:
 def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     runs = sorted(list_runs(cloud), key=lambda r: r.tags.get(naming.TAG_CREATED_AT, ""))
-    return {"command": "status", "runs": [describe_run(cloud, run, now) for run in runs]}
+    from aca_gpu.workflow.envs import list_envs
+
+    return {
+        "command": "status",
+        "runs": [describe_run(cloud, run, now) for run in runs],
+        # warm environments (runs inside, expiry, idle cost); nested, so `-o tsv` still lists the runs
+        "environments": {"warm": list_envs(cloud)},
+    }

@@ -1,15 +1,21 @@
-"""`acagpu test`: the gpu-tester again on a kept run, through the run engine (nothing created or removed)."""
+"""`acagpu test`: the gpu-tester again on a kept run, through the run engine (nothing created or removed),
+or with `--env` the tester alone in a warm environment: a run of its own that makes and removes only
+its tester job."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aca_gpu import naming
+from aca_gpu.config import Settings
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Run, Waiter
 from aca_gpu.workflow.engine import run_plan
 from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.plan import DEFAULT_MAX_MINUTES, make_test_plan
+from aca_gpu.workflow.plan import DEFAULT_MAX_MINUTES, UpRequest, make_test_plan, make_up_plan
+from aca_gpu.workflow.warm_runtime import runtime_for
 
 DEFAULT_TIMEOUT_S = DEFAULT_MAX_MINUTES * 60.0
 DEFAULT_START_TIMEOUT_S = 15 * 60.0
@@ -36,3 +42,25 @@ def run_test(
         timeout_s=timeout,
     )
     return run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+
+
+def test_in_env(
+    cloud: Cloud,
+    settings: Settings,
+    env: str,
+    progress: Progress,
+    waiter: Waiter,
+    *,
+    owner: str,
+    gpu: str | None = None,
+    run_id: str | None = None,
+    start_timeout: float = DEFAULT_START_TIMEOUT_S,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> RunOutcome:
+    """The tester alone inside warm environment `env` (no probe): its job is made and removed."""
+    minutes = max(1, int(timeout // 60))
+    request = UpRequest(gpu=gpu, run_id=run_id, env=env, max_minutes=minutes)
+    plan = make_up_plan(settings, request, owner=owner)
+    plan = replace(plan, command="test", probe=False, start_timeout_s=start_timeout)
+    placed, runtime = runtime_for(cloud, plan, waiter)
+    return run_plan(placed, runtime, progress, waiter)

@@ -8,37 +8,20 @@ finished job replica and its logs soon after exit, and log streams drop.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.gpu import tester_result
-from aca_gpu.models import Cloud, ExecutionInfo, JobSpec
-from aca_gpu.workflow import checks
+from aca_gpu.models import Cloud, ContainerDef, JobSpec
+from aca_gpu.workflow import checks, executions
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import TesterOutcome
-from aca_gpu.workflow.replicas import event_reasons_of
-
-LOG_RECONNECTS = 20
-FINAL_STATUS_WAIT_S = 20.0  # how long an ended stream may wait for the execution's final status
 
 
-@dataclass
-class TesterRun:
-    """One execution being followed; times are monotonic seconds, for the measured GPU lifetime."""
+class TesterRun(executions.ExecutionRun):
+    """The tester's execution: its verdict is the result line it prints."""
 
-    execution: str
-    reused: bool = False
-    started: float = field(default_factory=time.monotonic)
-    first_line: float | None = None  # when the replica was running (its first log line arrived)
-    ended: float | None = None
-    lines: list[str] = field(default_factory=list)
-    info: ExecutionInfo | None = None
-
-    @property
-    def seconds(self) -> float:
-        """Measured replica lifetime: from its first line (else from the start request) to the result."""
-        return max(0.0, (self.ended or time.monotonic()) - (self.first_line or self.started))
+    __test__ = False  # a name pytest would otherwise try to collect
 
     def has_result(self) -> bool:
         return any(checks.RESULT_MARKER in line for line in self.lines)
@@ -52,42 +35,17 @@ def ensure_job(cloud: Cloud, spec: JobSpec) -> bool:
     return False
 
 
-def start_execution(cloud: Cloud, resource_group: str, job: str, *, resume: bool) -> TesterRun:
-    """A new execution, or on resume the one still running (a re-run should not pay twice)."""
-    if resume:
-        for info in cloud.list_executions(resource_group, job):
-            if not info.finished and info.status not in (None, "Unknown"):
-                return TesterRun(execution=info.name, reused=True)
-    return TesterRun(execution=cloud.start_job(resource_group, job))
-
-
-def _execution(cloud: Cloud, resource_group: str, job: str, execution: str) -> ExecutionInfo | None:
-    try:
-        return cloud.get_execution(resource_group, job, execution)
-    except AcaGpuError:
-        return None
-
-
-def _read(
-    cloud: Cloud, resource_group: str, job: str, run: TesterRun, *, follow: bool, timeout: float
-) -> None:
-    """One connection to the execution's log; a reconnect replays the tail, so known lines are skipped."""
-    seen = set(run.lines)
-    stream = cloud.job_logs(
-        resource_group,
-        job,
-        run.execution,
-        follow=follow,
-        tail=300,
-        stop_when=lambda line: checks.RESULT_MARKER in line,
-        timeout=timeout,
-    )
-    for line in stream:
-        if run.first_line is None:
-            run.first_line = time.monotonic()
-        if line not in seen:
-            seen.add(line)
-            run.lines.append(line)
+def start_execution(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    *,
+    resume: bool,
+    template: Sequence[ContainerDef] | None = None,
+) -> TesterRun:
+    """A new execution (of `template` when given), or on resume the one still running."""
+    run = executions.start(cloud, resource_group, job, template, resume=resume)
+    return TesterRun(execution=run.execution, reused=run.reused, started=run.started)
 
 
 def follow_result(
@@ -101,69 +59,17 @@ def follow_result(
     environment: str | None = None,
 ) -> TesterOutcome:
     """Follow the execution until its result line or its end, then judge it (see the module doc)."""
-    deadline = time.monotonic() + timeout
-    failures = 0
-    last_error = ""
-    while not run.has_result():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            why = event_reasons_of(cloud, resource_group, environment) if environment else []
-            raise WaitTimedOut(
-                "; ".join(
-                    [
-                        f"timed out after {timeout:.0f}s waiting for the tester's result line",
-                        *why,
-                    ]
-                )
-            )
-        if waiter.cancel.is_set():
-            raise WaitTimedOut("stopped following the tester: cancelled", code="Cancelled")
-        try:
-            _read(cloud, resource_group, job, run, follow=True, timeout=remaining)
-        except WaitTimedOut as exc:
-            why = event_reasons_of(cloud, resource_group, environment) if environment else []
-            raise WaitTimedOut("; ".join([exc.message, *why]), code=exc.code) from exc
-        except AcaGpuError as exc:  # a dropped or refused stream: reconnect, bounded
-            failures += 1
-            last_error = exc.message
-            if failures > LOG_RECONNECTS:
-                break
-        if run.has_result():
-            break
-        run.info = _execution(cloud, resource_group, job, run.execution)
-        if run.info is not None and run.info.finished:
-            try:  # one last plain read, in case the stream dropped just before the end
-                _read(cloud, resource_group, job, run, follow=False, timeout=30.0)
-            except AcaGpuError as exc:
-                last_error = exc.message
-            break
-        waiter.cancel.wait(waiter.interval)
-    run.ended = time.monotonic()
-    if not run.has_result():
-        run.info = _final_status(cloud, resource_group, job, run, waiter)
-    return judge(run, lost=last_error)
-
-
-def _final_status(
-    cloud: Cloud, resource_group: str, job: str, run: TesterRun, waiter: Waiter
-) -> ExecutionInfo | None:
-    """The execution's status once it has ended (a stream can end a moment before the status does)."""
-    deadline = time.monotonic() + FINAL_STATUS_WAIT_S
-    info = run.info
-    while True:
-        info = _execution(cloud, resource_group, job, run.execution) or info
-        if info is not None and info.finished:
-            return info
-        if time.monotonic() >= deadline or waiter.cancel.is_set():
-            return info
-        waiter.cancel.wait(min(waiter.interval, 1.0))
+    marker = checks.RESULT_MARKER
+    executions.follow(
+        cloud, resource_group, job, run, waiter, timeout=timeout, marker=marker, environment=environment
+    )
+    return judge(run, lost=run.lost)
 
 
 def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     """pass/fail from the result line and the exit code; `unavailable` when only transport failed."""
     info = run.info
-    codes = info.exit_codes if info else ()
-    code = next((c for c in codes if c != 0), codes[0] if codes else None)
+    code = run.exit_code
 
     def out(
         status: str, reason: str | None, result: tester_result.TesterResult | None = None

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import run_plan
 from aca_gpu.workflow.outcome import RunOutcome
 from aca_gpu.workflow.plan import Plan
+from aca_gpu.workflow.warm_runtime import runtime_for
 
 
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
-    return run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    placed, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
+    return run_plan(placed, runtime, progress, waiter)

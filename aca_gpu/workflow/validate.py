@@ -16,11 +16,11 @@ from aca_gpu.gpu.image_ref import ImageRef
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow import drivers
-from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import Prediction, run_plan
 from aca_gpu.workflow.outcome import RunOutcome
 from aca_gpu.workflow.plan import Pair, Plan, ValidateRequest, make_validate_plan
+from aca_gpu.workflow.warm_runtime import runtime_for
 
 ImageInspector = Callable[[ImageRef], dict[str, Any]]
 make_plan = make_validate_plan
@@ -76,8 +76,9 @@ def validate(
     waiter: Waiter,
     inspector: ImageInspector | None = None,
 ) -> RunOutcome:
+    plan, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
     guesses = predictions(plan, progress, inspector)
-    outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter, guesses)
+    outcome = run_plan(plan, runtime, progress, waiter, guesses)
     for pair in outcome.pairs:
         progress.note(f"{pair.status}: {pair.pair.label()}: {pair.reason}")
     return outcome

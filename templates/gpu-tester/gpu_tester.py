@@ -5,9 +5,12 @@ Standalone on purpose (stdlib + torch only, never acagpu): the same file runs un
 `docker run --gpus all`, `apptainer exec --nv`, as an Azure Container Apps job, injected into a
 public PyTorch image through an environment variable, and directly on a GPU host.
 
-Every GPU figure is taken the same way: warm-up first, CUDA events around a loop of N iterations,
-the median over several repeats, random inputs (never zeros), and input buffers rotated so their
-total exceeds the L2 cache. While each timed loop runs, a background thread samples the GPU through
+Every matmul rate is taken at steady state: warm-up until the rate, the SM clock and the power stop
+moving from one second to the next, then a timed window of at least a second (four for fp16/bf16,
+two for fp32/tf32) in CUDA-event-timed chunks; the window's total work over its time is the rate,
+the best chunk the burst, reported apart. Inputs are random (never zeros) and rotated so their total
+exceeds the L2 cache. `--burn SECONDS` then keeps every GPU at full load, checking results against
+a reference. While each rate is taken, a background thread samples the GPU through
 the driver's own NVML library (ctypes, no extra package), so every rate comes with the clocks, power
 and temperature it was measured at. The README beside this file documents the output schema.
 Exit codes: 0 pass, 1 fail, 2 bad arguments.
@@ -32,13 +35,16 @@ import threading
 import time
 from typing import Any
 
-TESTER_VERSION = "1.1"
-SCHEMA = 2  # 2 adds telemetry, per-rate clock context, env.cuda_init and result_grace_s
+TESTER_VERSION = "1.2"
+# 2 adds telemetry, per-rate clock context, env.cuda_init and result_grace_s; 3 steady-state rates
+# (tflops over a timed window after warm-up; burst_tflops, window_s, warmup_s, settled) and burn
+SCHEMA = 3
 RESULT_TAG = "ACAGPU_RESULT"
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
 # ‖out − ref‖ / ‖ref‖ against a float64 product of the same (rounded) inputs. fp32 lands far below
 # its bound; tf32 rounds operands to 10 mantissa bits; fp16/bf16 also round the output.
 ERROR_BOUNDS = {"fp32": 1e-4, "tf32": 3e-3, "fp16": 5e-3, "bf16": 1.5e-2}
+HEADLINE_DTYPES = ("fp16", "bf16")  # the rates users quote: the longest windows
 PEAK_KEYS = {"fp32": "fp32_tflops", "tf32": "tf32_tflops", "fp16": "fp16_tflops", "bf16": "bf16_tflops"}
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MIB = 1 << 20
@@ -102,11 +108,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Measure a GPU honestly: matmul TFLOP/s per dtype, memory bandwidth, CPU baseline.",
     )
     p.add_argument("--budget", type=float, default=45.0, help="wall-clock bound for the whole run, s")
-    p.add_argument("--quick", action="store_true", help="smallest useful run (fewer repeats, smaller sizes)")
+    p.add_argument(
+        "--quick", action="store_true", help="smallest useful run (shorter windows, smaller sizes)"
+    )
     p.add_argument("--allow-cpu", action="store_true", help="no GPU is not a failure (CPU part only)")
     p.add_argument("--peaks", metavar="FILE", help="datasheet peaks JSON (default: $ACAGPU_PEAKS text)")
     p.add_argument("--size", type=int, default=0, help="GPU matmul size n (n×n×n); 0 = chosen per GPU")
-    p.add_argument("--repeats", type=int, default=0, help="timed repeats per measurement; 0 = automatic")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=0.0,
+        help="timed window per rate after warm-up, s (>= 1); 0 = automatic",
+    )
+    p.add_argument(
+        "--burn",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the measurements, keep every GPU at full load this long, checking results",
+    )
     p.add_argument("--dtypes", default=",".join(DTYPES), help="comma list from fp32,tf32,fp16,bf16")
     p.add_argument("--no-allreduce", action="store_true", help="skip the multi-GPU NCCL all-reduce")
     p.add_argument("--cpu-budget", type=float, default=0.0, help="seconds for the CPU baseline; 0 = auto")
@@ -124,8 +144,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--budget must be between 1 and 86400 seconds")
     if args.size and not 256 <= args.size <= 65536:
         p.error("--size must be between 256 and 65536")
-    if args.repeats and not 1 <= args.repeats <= 1000:
-        p.error("--repeats must be between 1 and 1000")
+    if args.window and not 1.0 <= args.window <= 600:
+        p.error("--window must be 0 (automatic) or between 1 and 600 seconds")
+    if args.burn and not 1.0 <= args.burn <= 86400:
+        p.error("--burn must be between 1 and 86400 seconds")
     if args.cpu_budget < 0:
         p.error("--cpu-budget must not be negative")
     if args.telemetry_ms and not 5 <= args.telemetry_ms <= 5000:
@@ -414,6 +436,46 @@ class Nvml:
             return None
         return int(value.value) if rc == 0 else None
 
+    def _ull(self, name: str, handle: Any, *args: int) -> int | None:
+        fn = getattr(self.lib, name, None)
+        if fn is None:
+            return None
+        value = ctypes.c_ulonglong(0)
+        try:
+            rc = fn(handle, *[ctypes.c_int(a) for a in args], ctypes.byref(value))
+        except OSError:
+            return None
+        return int(value.value) if rc == 0 else None
+
+    def health(self, handle: Any) -> dict[str, Any]:
+        """What `nvidia-smi -q` prints about health, read through NVML (None where the part has none):
+        ECC counts (volatile/aggregate, corrected/uncorrected), row remapping, pages pending
+        retirement, PCIe link against its maximum. acagpu judges these like a saved `-q`."""
+        out: dict[str, Any] = {}
+        for key, err, counter in (
+            ("ecc_volatile_corrected", 0, 0),
+            ("ecc_volatile_uncorrected", 1, 0),
+            ("ecc_aggregate_corrected", 0, 1),
+            ("ecc_aggregate_uncorrected", 1, 1),
+        ):
+            out[key] = self._ull("nvmlDeviceGetTotalEccErrors", handle, err, counter)
+        rows = [ctypes.c_uint(0) for _ in range(4)]
+        fn = getattr(self.lib, "nvmlDeviceGetRemappedRows", None)
+        ok = fn is not None and fn(handle, *[ctypes.byref(r) for r in rows]) == 0
+        out.update(
+            remapped_correctable=rows[0].value if ok else None,
+            remapped_uncorrectable=rows[1].value if ok else None,
+            remap_pending=bool(rows[2].value) if ok else None,
+            remap_failure=bool(rows[3].value) if ok else None,
+        )
+        pending = self._uint("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+        out["retired_pages_pending"] = bool(pending) if pending is not None else None
+        out["pcie_gen"] = self._uint("nvmlDeviceGetCurrPcieLinkGeneration", handle)
+        out["pcie_gen_max"] = self._uint("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        out["pcie_width"] = self._uint("nvmlDeviceGetCurrPcieLinkWidth", handle)
+        out["pcie_width_max"] = self._uint("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        return out
+
     def static(self, handle: Any) -> dict[str, Any]:
         """What the part allows: max and application SM clocks, power limit, the slowdown temperature."""
         limit = self._uint("nvmlDeviceGetEnforcedPowerLimit", handle)
@@ -464,8 +526,10 @@ class Nvml:
 
 
 class Sampler:
-    """Samples one GPU on a background thread between start() and stop(): the timed loop, no more.
+    """Samples one GPU on a background thread between start() and stop(): warm-up and timed window.
 
+    Each sample carries its monotonic time, so the warm-up can ask how the clock and power moved over
+    the last second and the timed window can be summarised on its own (`since`).
     ctypes releases the GIL during each NVML call and the main thread waits in a CUDA event, so the
     thread costs the measurement little (benchmarks/tester_telemetry_overhead.py measures how little).
     """
@@ -473,22 +537,29 @@ class Sampler:
     def __init__(self, nvml: Nvml, handle: Any, interval_s: float) -> None:
         self.nvml, self.handle, self.interval_s = nvml, handle, interval_s
         self.samples: list[tuple[Any, ...]] = []
+        self.times: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self.samples, self._stop = [], threading.Event()
+        self.samples, self.times, self._stop = [], [], threading.Event()
         self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while True:
             try:
-                self.samples.append(self.nvml.sample(self.handle))
+                sample = self.nvml.sample(self.handle)
             except Exception:  # a driver hiccup ends the sampling, never the measurement
                 return
+            self.times.append(time.monotonic())
+            self.samples.append(sample)
             if self._stop.wait(self.interval_s):
                 return
+
+    def between(self, lo: float, hi: float) -> list[tuple[Any, ...]]:
+        """The samples taken in [lo, hi) (monotonic seconds)."""
+        return [s for t, s in zip(list(self.times), list(self.samples)) if lo <= t < hi]  # noqa: B905
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()
@@ -638,6 +709,120 @@ def time_gpu(
     return statistics.median(samples)
 
 
+class Steady:
+    """How a rate is taken at steady state: chunk length, settle period and tolerances, window length.
+
+    Measured on an H100 (benchmarks/RESULTS.md): under its power cap the card's power management
+    swings the SM clock with a period near one second for the first seconds of full load, so a window
+    shorter than a few periods catches a high or a low of the swing. The warm-up therefore compares
+    whole periods: it ends when three consecutive periods' rates, median SM clocks and median powers
+    agree within the tolerances, and the timed window then spans several periods (four seconds for
+    the half-precision headline rates, two for fp32/tf32). With two-second windows and a two-period
+    rule, six runs on that card spread 3 % (benchmarks/RESULTS.md).
+    """
+
+    def __init__(self, window_s: float, period_s: float, warm_max_s: float) -> None:
+        self.window_s = window_s
+        self.period_s = period_s
+        self.warm_max_s = warm_max_s
+        self.chunk_ms = 50.0  # one event-timed chunk: the unit of the best burst
+        self.rate_tol = 0.01
+        self.clock_tol = 0.02
+        self.power_tol = 0.05
+
+
+def _changed(old: Any, new: Any, tol: float) -> bool:
+    return bool(old and new) and abs(new - old) / old > tol
+
+
+def _settled(chunks: list[tuple[float, float, float]], sampler: Sampler | None, how: Steady) -> bool:
+    """Did the last three periods agree (rate, median SM clock, median power), each with the one
+    before it? Two agreeing periods in a row can be a swing's high and low met halfway; three
+    consecutive ones were not, on the H100 measured. chunks: (t_end, ms, flops)."""
+    now = chunks[-1][0]
+    spans = [(now - (k + 1) * how.period_s, now - k * how.period_s + (1 if k == 0 else 0)) for k in (2, 1, 0)]
+    rates, clocks, powers = [], [], []
+    for lo, hi in spans:
+        inside = [(ms, fl) for t, ms, fl in chunks if lo <= t < hi]
+        if not inside:
+            return False
+        rates.append(sum(fl for _, fl in inside) / sum(ms for ms, _ in inside))
+        tel = summarize(sampler.between(lo, hi)) if sampler is not None else {}
+        clocks.append(tel.get("sm_clock_mhz"))
+        powers.append(tel.get("power_w"))
+    return not any(
+        _changed(rates[k], rates[k + 1], how.rate_tol)
+        or _changed(clocks[k], clocks[k + 1], how.clock_tol)
+        or _changed(powers[k], powers[k + 1], how.power_tol)
+        for k in (0, 1)
+    )
+
+
+def steady_rate(
+    torch: Any, step: Any, flops: float, how: Steady, sampler: Sampler | None = None
+) -> dict[str, Any]:
+    """The sustained rate of `step(i)` (flops each): warm up until settled, then one timed window.
+
+    Every chunk of calls is timed with CUDA events; the headline is the window's total work over its
+    total time (not a median of short loops, which a clock swing can flatter), and the best single
+    chunk seen (warm-up included) is reported apart as the burst. Telemetry covers the window only.
+    """
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    i = 0
+
+    def chunk(calls: int) -> float:
+        nonlocal i
+        start.record()
+        for _ in range(calls):
+            step(i)
+            i += 1
+        end.record()
+        end.synchronize()
+        return max(start.elapsed_time(end), 1e-6)
+
+    chunk(3)  # loads the kernels (cuBLAS picks its algorithm here): too slow to size chunks by
+    per_call = chunk(3) / 3
+    calls = max(1, min(1000, math.ceil(how.chunk_ms / per_call)))
+    if sampler is not None:
+        sampler.start()
+    warm: list[tuple[float, float, float]] = []
+    began = time.monotonic()
+    settled = False
+    while time.monotonic() - began < how.warm_max_s:
+        ms = chunk(calls)
+        warm.append((time.monotonic(), ms, calls * flops))
+        if ms < how.chunk_ms / 2:  # sized on a slow first call: longer chunks, fewer sync gaps
+            calls = max(1, min(1000, math.ceil(how.chunk_ms * calls / ms)))
+        if warm[-1][0] - began >= 3 * how.period_s and _settled(warm, sampler, how):
+            settled = True
+            break
+    warm_s = time.monotonic() - began
+    window_start = time.monotonic()
+    timed: list[float] = []
+    while sum(timed) < how.window_s * 1e3:
+        timed.append(chunk(calls))
+    window_end = time.monotonic()
+    samples = sampler.between(window_start, window_end + 1) if sampler is not None else []
+    if sampler is not None:
+        sampler.stop()
+    total_ms = sum(timed)
+    chunk_flops = calls * flops
+    rates = [chunk_flops / (ms * 1e-3) / 1e12 for ms in timed]
+    burst = max(rates + [fl / (ms * 1e-3) / 1e12 for _, ms, fl in warm])
+    return {
+        "tflops": round(chunk_flops * len(timed) / (total_ms * 1e-3) / 1e12, 2),
+        "median_ms": round(total_ms / (calls * len(timed)), 4),
+        "burst_tflops": round(burst, 2),
+        "window_s": round(total_ms / 1e3, 3),
+        "window_spread_pct": round(100 * (max(rates) / min(rates) - 1), 1),
+        "warmup_s": round(warm_s, 2),
+        "settled": settled,
+        "chunks": len(timed),
+        "chunk_calls": calls,
+        "telemetry": summarize(samples) if sampler is not None else None,
+    }
+
+
 # -- CPU baseline ------------------------------------------------------------------------------
 
 
@@ -681,58 +866,74 @@ def choose_size(props: Any, quick: bool) -> int:
     return 8192 if big and not quick else 4096
 
 
+def operands(torch: Any, n: int, dtype: Any, gen: Any, half: bool) -> Any:
+    """Random n×n operands. Half-precision ones take values exact in both bf16 and fp16 (normal
+    values rounded to bf16), so fp16 and bf16, equal on every datasheet, are compared on the same
+    numbers: full-mantissa fp16 data toggles more multiplier bits and, under a power cap, measured
+    about 4 % slower on an H100 (benchmarks/RESULTS.md), which is the data, not the datapath."""
+    x = torch.randn(n, n, device=gen.device, generator=gen)
+    return x.to(torch.bfloat16).to(dtype) if half else x.to(dtype)
+
+
 def matmul_dtype(
     torch: Any,
     dev: Any,
     name: str,
     n: int,
     l2_bytes: int,
-    repeats: int,
-    target_ms: float,
+    how: Steady,
     sampler: Sampler | None = None,
 ) -> dict[str, Any]:
     dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[
         name
     ]
+    half = name in ("fp16", "bf16")
     torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
     item = torch.tensor([], dtype=dtype).element_size()
     pair = 2 * n * n * item
     sets = max(2, min(8, math.ceil(2 * l2_bytes / pair) + 1))
     gen = torch.Generator(device=dev).manual_seed(1234 + n)
-    a = [torch.randn(n, n, device=dev, dtype=dtype, generator=gen) for _ in range(sets)]
-    b = [torch.randn(n, n, device=dev, dtype=dtype, generator=gen) for _ in range(sets)]
+    a = [operands(torch, n, dtype, gen, half) for _ in range(sets)]
+    b = [operands(torch, n, dtype, gen, half) for _ in range(sets)]
     c = torch.empty(n, n, device=dev, dtype=dtype)
 
     def step(i: int) -> None:
         torch.mm(a[i % sets], b[i % sets], out=c)
 
-    ms = time_gpu(
-        torch, step, target_ms=target_ms, repeats=repeats, warm_ms=min(150.0, 4 * target_ms), sampler=sampler
-    )
-    # correctness on fresh inputs: poison the output, check every element was written, then a
-    # sample of rows x columns against float64 products of the same inputs
-    x = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
-    y = torch.randn(n, n, device=dev, dtype=dtype, generator=gen)
+    row = steady_rate(torch, step, 2.0 * n**3, how, sampler)
+    if row["telemetry"] is None:
+        del row["telemetry"]
+    row.update(check_product(torch, n, dtype, gen, c, name))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return row
+
+
+def check_product(torch: Any, n: int, dtype: Any, gen: Any, c: Any, name: str) -> dict[str, Any]:
+    """Correctness on fresh inputs: poison the output, check every element was written, then a sample
+    of rows x columns against float64 products of the same inputs."""
+    x = torch.randn(n, n, device=c.device, dtype=dtype, generator=gen)
+    y = torch.randn(n, n, device=c.device, dtype=dtype, generator=gen)
     c.fill_(float("nan"))
     torch.mm(x, y, out=c)
+    return {
+        "rel_err": None,
+        "bound": ERROR_BOUNDS[name],
+        "ok": False,
+        **sample_error(torch, x, y, c, name, gen),
+    }
+
+
+def sample_error(torch: Any, x: Any, y: Any, c: Any, name: str, gen: Any) -> dict[str, Any]:
+    """‖c − x·y‖/‖x·y‖ on 128 random rows × columns against float64, and whether it is in bounds."""
+    n = x.shape[0]
     written = bool(torch.isfinite(c).all().item())
-    rows = torch.randperm(n, device=dev, generator=gen)[:128]
-    cols = torch.randperm(n, device=dev, generator=gen)[:128]
+    rows = torch.randperm(n, device=c.device, generator=gen)[:128]
+    cols = torch.randperm(n, device=c.device, generator=gen)[:128]
     ref = x[rows].double() @ y[:, cols].double()
     got = c[rows][:, cols].double()
     rel = (torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref)).item()
-    torch.backends.cuda.matmul.allow_tf32 = False
     ok = written and math.isfinite(rel) and rel <= ERROR_BOUNDS[name]
-    row = {
-        "tflops": round(2 * n**3 / (ms * 1e-3) / 1e12, 2),
-        "median_ms": round(ms, 4),
-        "rel_err": rel if math.isfinite(rel) else None,
-        "bound": ERROR_BOUNDS[name],
-        "ok": ok,
-    }
-    if sampler is not None:
-        row["telemetry"] = summarize(sampler.samples)
-    return row
+    return {"rel_err": rel if math.isfinite(rel) else None, "ok": ok}
 
 
 def bandwidth(torch: Any, dev: Any, quick: bool, free: int, sampler: Sampler | None = None) -> dict[str, Any]:
@@ -795,10 +996,25 @@ def device_telemetry(nvml: Nvml | None, why: str | None, props: Any, index: int,
         handle = nvml.handle(props, index)
         if handle is None:
             return None, {"available": False, "reason": "NVML does not list this CUDA device"}
-        record = {"available": True, **nvml.static(handle)}
+        record = {"available": True, **nvml.static(handle), "health": nvml.health(handle)}
         return Sampler(nvml, handle, interval_s), record
     except Exception as exc:  # an old or partial NVML: measure without telemetry
         return None, {"available": False, "reason": f"NVML: {type(exc).__name__}: {exc}"[:200]}
+
+
+def steady_plan(
+    args: argparse.Namespace, deadline: float, clock: Clock, todo: list[str], name: str
+) -> Steady:
+    """This dtype's share of what is left: the timed window (never under 1 s) and a warm-up cap."""
+    left = min(deadline - time.monotonic(), clock.left() - 2)
+    after = todo[todo.index(name) + 1 :] if name in todo else []
+    headline = name in HEADLINE_DTYPES
+    window = args.window or (1.0 if args.quick else (4.0 if headline else 2.0))
+    own = left / (len(after) + 1)
+    window = max(1.0, min(window, own / 2))
+    period = 0.5 if args.quick else 1.0
+    cap = 6.0 if headline else 4.0  # fp32/tf32 must not eat the headline's time
+    return Steady(window, period, warm_max_s=max(3 * period + 0.2, min(cap, own - window - 0.5)))
 
 
 def measure_device(
@@ -835,11 +1051,9 @@ def measure_device(
         telemetry["clock_ref_mhz"] = ref_mhz
         telemetry["clock_ref_source"] = "datasheet" if peak.get("peak_clock_mhz") else "nvml-max"
     n = args.size or choose_size(props, args.quick)
-    repeats = args.repeats or (3 if args.quick else 7)
-    # several GPUs share one budget: shorter timed loops each (still >> launch overhead)
-    target_ms = 15.0 if args.quick or torch.cuda.device_count() > 2 else 40.0
     matmul: dict[str, Any] = {"size": n}
     deadline = time.monotonic() + share
+    todo = [d for d in args.dtype_list if d != "bf16" or bf16_native(torch)]
     skipped: list[str] = []
     measured: list[tuple[str, dict[str, Any]]] = []
     findings: list[str] = []
@@ -850,7 +1064,7 @@ def measure_device(
         if time.monotonic() > deadline or clock.left() < 2:
             skipped.append(f"gpu{index}:{name}:budget")
             continue
-        row = matmul_dtype(torch, dev, name, n, l2, repeats, target_ms, sampler)
+        row = matmul_dtype(torch, dev, name, n, l2, steady_plan(args, deadline, clock, todo, name), sampler)
         row["pct_of_peak"] = pct(row["tflops"], peak.get(PEAK_KEYS[name]))
         clock_context(row, peak.get(PEAK_KEYS[name]), fp32_ref_mhz if name == "fp32" else ref_mhz)
         matmul[name] = row
@@ -861,9 +1075,15 @@ def measure_device(
                 f"{name} reached {row['pct_of_clock']}% of the {row['at_clock_tflops']} TFLOP/s its "
                 f"{row['telemetry']['sm_clock_mhz']} MHz clock allows: slow for a reason other than clocks"
             )
-        check = f"rel_err={row['rel_err']:.2e} {'ok' if row['ok'] else 'FAIL'}"
+        check = (
+            f"rel_err={row['rel_err']:.2e} {'ok' if row['ok'] else 'FAIL'}"
+            if row["rel_err"] is not None
+            else "FAIL"
+        )
         say(
-            f"gpu{index} {name:<4} n={n}: {row['tflops']:8.1f} TFLOP/s{of_peak(row['pct_of_peak'])}  {check}"
+            f"gpu{index} {name:<4} n={n}: {row['tflops']:8.1f} TFLOP/s{of_peak(row['pct_of_peak'])}"
+            f" sustained over {row['window_s']:.1f}s after {row['warmup_s']:.1f}s warm-up"
+            f"{'' if row['settled'] else ' (not settled)'}, burst {row['burst_tflops']:.1f}  {check}"
             + telemetry_text(row)
         )
     info["matmul"] = matmul
@@ -948,6 +1168,153 @@ def allreduce(torch: Any, world: int, quick: bool) -> dict[str, Any]:
         "busbw_gbps": busbw,
         "ok": ok,
     }
+
+
+# -- burn: sustained load with result checking ------------------------------------------------
+
+BURN_CHECK_S = 2.0  # how often each GPU recomputes the reference product and compares
+BURN_INTERVAL_S = 5.0  # one telemetry row per this many seconds
+
+
+def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None) -> dict[str, Any]:
+    """Full load on one GPU for `seconds`, recomputing a fixed product every BURN_CHECK_S.
+
+    Silent data corruption is the failure that matters: each check compares the product with the
+    first one bit for bit (cuBLAS picks the same kernel for the same shape, so any difference is
+    suspect: `mismatches`) and with a float64 reference on sampled rows × columns (`errors`: outside
+    the dtype's bound, or not finite). Telemetry is summarised per BURN_INTERVAL_S.
+    """
+    dev = torch.device("cuda", index)
+    torch.cuda.set_device(dev)
+    name = "bf16" if bf16_native(torch) else "fp16"
+    dtype = torch.bfloat16 if name == "bf16" else torch.float16
+    props = torch.cuda.get_device_properties(dev)
+    n = choose_size(props, False)
+    gen = torch.Generator(device=dev).manual_seed(4321 + index)
+    a = [operands(torch, n, dtype, gen, True) for _ in range(4)]
+    b = [operands(torch, n, dtype, gen, True) for _ in range(4)]
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+    x, y = operands(torch, n, dtype, gen, True), operands(torch, n, dtype, gen, True)
+    first = torch.mm(x, y)
+    check = torch.empty_like(first)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    checks = errors = mismatches = 0
+    worst = 0.0
+    rows: list[dict[str, Any]] = []
+    done_ms, done_flops, i = 0.0, 0.0, 0
+    row_ms, row_flops = 0.0, 0.0
+    if sampler is not None:
+        sampler.start()
+    began = time.monotonic()
+    row_start = next_check = began
+    while time.monotonic() - began < seconds:
+        start.record()
+        for _ in range(10):
+            torch.mm(a[i % 4], b[i % 4], out=c)
+            i += 1
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        done_ms, done_flops = done_ms + ms, done_flops + 10 * 2.0 * n**3
+        row_ms, row_flops = row_ms + ms, row_flops + 10 * 2.0 * n**3
+        now = time.monotonic()
+        if now >= next_check:
+            next_check = now + BURN_CHECK_S
+            check.fill_(float("nan"))
+            torch.mm(x, y, out=check)
+            checks += 1
+            mismatches += 0 if bool(torch.equal(check, first)) else 1
+            got = sample_error(torch, x, y, check, name, gen)
+            worst = max(worst, got["rel_err"] if got["rel_err"] is not None else math.inf)
+            errors += 0 if got["ok"] else 1
+        if now - row_start >= BURN_INTERVAL_S or now - began >= seconds:
+            tel = summarize(sampler.between(row_start, now + 1)) if sampler is not None else {}
+            rows.append(
+                {
+                    "t_s": round(now - began, 1),
+                    "tflops": round(row_flops / (row_ms * 1e-3) / 1e12, 1),
+                    "sm_clock_mhz": tel.get("sm_clock_mhz"),
+                    "power_w": tel.get("power_w"),
+                    "temp_max_c": tel.get("temp_max_c"),
+                    "reasons": tel.get("reasons", {}),
+                }
+            )
+            row_start, row_ms, row_flops = now, 0.0, 0.0
+    if sampler is not None:
+        sampler.stop()
+    return {
+        "index": index,
+        "dtype": name,
+        "size": n,
+        "seconds": round(time.monotonic() - began, 1),
+        "tflops": round(done_flops / (done_ms * 1e-3) / 1e12, 2) if done_ms else None,
+        "checks": checks,
+        "errors": errors,
+        "mismatches": mismatches,
+        "worst_rel_err": worst if math.isfinite(worst) else None,
+        "bound": ERROR_BOUNDS[name],
+        "intervals": rows,
+    }
+
+
+def dcgm_diag(timeout_s: float = 300.0) -> dict[str, Any]:
+    """NVIDIA DCGM's short diagnostic (`dcgmi diag -r 1`) when the image carries it; else say so."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dcgmi")
+    if exe is None:
+        return {"available": False, "reason": "dcgmi is not in this image"}
+    try:
+        done = subprocess.run(
+            [exe, "diag", "-r", "1"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"available": True, "passed": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    text = (done.stdout + done.stderr)[-4000:]
+    failed = done.returncode != 0 or "fail" in text.lower()
+    return {"available": True, "passed": not failed, "exit_code": done.returncode, "output": text}
+
+
+def burn(torch: Any, count: int, seconds: float, nvml: Nvml | None, interval_s: float) -> dict[str, Any]:
+    """Every GPU at full load at once (one thread each: CUDA waits release the GIL), then DCGM."""
+    results: list[dict[str, Any] | None] = [None] * count
+    failures: list[str] = []
+
+    def work(index: int) -> None:
+        try:
+            sampler = None
+            if nvml is not None:
+                props = torch.cuda.get_device_properties(index)
+                handle = nvml.handle(props, index)
+                sampler = Sampler(nvml, handle, interval_s) if handle is not None else None
+            results[index] = burn_device(torch, index, seconds, sampler)
+        except Exception as exc:  # a CUDA error under load is a finding, reported for that GPU
+            failures.append(f"gpu{index}: {type(exc).__name__}: {exc}"[:300])
+
+    say(f"burn: {seconds:g}s of full load on {count} GPU(s), results checked every {BURN_CHECK_S:g}s")
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    devices = [r for r in results if r is not None]
+    for r in devices:
+        last = r["intervals"][-1] if r["intervals"] else {}
+        say(
+            f"gpu{r['index']} burn {r['dtype']} {r['seconds']:g}s: {r['tflops']} TFLOP/s, "
+            f"{r['checks']} checks, {r['errors']} errors, {r['mismatches']} mismatches"
+            + (
+                f"; last {BURN_INTERVAL_S:g}s: SM {last.get('sm_clock_mhz')} MHz, {last.get('power_w')} W, "
+                f"{last.get('temp_max_c')} °C"
+                if last
+                else ""
+            )
+        )
+    dcgm = dcgm_diag()
+    say(f"dcgm diag: {'not run (' + dcgm['reason'] + ')' if not dcgm['available'] else dcgm.get('passed')}")
+    errors = sum(r["errors"] for r in devices) + len(failures)
+    return {"seconds": seconds, "devices": devices, "failures": failures, "errors": errors, "dcgm": dcgm}
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -1075,12 +1442,23 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
         else:
             result["skipped"].append("allreduce:budget")
 
+    result["burn"] = None
+    if args.burn:
+        nvml_burn, _ = Nvml.open() if args.telemetry_ms else (None, None)
+        try:
+            result["burn"] = burn(torch, count, args.burn, nvml_burn, args.telemetry_ms / 1000)
+        finally:
+            if nvml_burn is not None:
+                nvml_burn.close()
+
     if not main:
         result["reason"] = "budget-exceeded"
     elif not result["correct"]:
         result["reason"] = "incorrect-result"
     elif result["allreduce"] is not None and not result["allreduce"]["ok"]:
         result["reason"] = "allreduce-wrong"
+    elif result["burn"] is not None and result["burn"]["errors"]:
+        result["reason"] = "burn-errors"
     else:
         result["status"] = "pass"
     return result

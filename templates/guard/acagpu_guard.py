@@ -42,6 +42,11 @@ TAG_RUN_ID = "acagpu:run-id"
 TAG_CREATED_AT = "acagpu:created-at"
 TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_ROLE = "acagpu:role"
+TAG_KIND = "acagpu:kind"
+TAG_ENV = "acagpu:env"
+KIND_ENV = (
+    "env"  # a warm environment (`acagpu env create`): removed when idle past its TTL, never with a run inside
+)
 TAG_LAST_RUN = "acagpu:guard-last-run"
 TAG_LAST_DELETION = "acagpu:guard-last-deletion"  # the last run that deleted (or failed to delete) something
 TAG_VALUE_MAX = 256  # ARM's limit on a tag value
@@ -92,6 +97,12 @@ def decide(
         if fnmatch.fnmatchcase(name, pattern):
             return "skip", f"excluded by pattern {pattern!r}"
     expires = parse_iso_utc(tags.get(TAG_EXPIRES_AT, ""))
+    if tags.get(TAG_KIND) == KIND_ENV:  # a warm environment: its expiry is renewed by every run
+        if expires is not None and expires <= now:
+            return "delete", f"warm environment idle past its TTL (expired at {tags[TAG_EXPIRES_AT]})"
+        if expires is not None:
+            return "skip", f"warm environment in use or idle within its TTL (expires {tags[TAG_EXPIRES_AT]})"
+        return "skip", "warm environment without an expiry tag"
     if expires is not None and expires <= now:
         return "delete", f"expired at {tags[TAG_EXPIRES_AT]}"
     if older_than is not None and created is not None and now - created >= older_than:
@@ -199,6 +210,33 @@ def _config_error(message: str) -> int:
     return EXIT_BAD_CONFIG
 
 
+def runs_inside(arm: Arm, sub: str, group: str, env_name: str) -> list[str]:
+    """Runs borrowing a warm environment (their groups are tagged acagpu:env) and any app or job in
+    its own group: such an environment is never removed."""
+    flt = {"$filter": f"tagName eq '{TAG_ENV}' and tagValue eq '{env_name}'"}
+    runs = {
+        str((g.get("tags") or {}).get(TAG_RUN_ID))
+        for g in arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+        if (g.get("tags") or {}).get(TAG_RUN_ID)
+        and (g.get("tags") or {}).get(TAG_KIND) != KIND_ENV
+        and (g.get("properties") or {}).get("provisioningState") != "Deleting"
+    }
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    runs |= {
+        str((item.get("tags") or {}).get(TAG_RUN_ID) or "(unknown)")
+        for kind in ("containerApps", "jobs")
+        for item in arm.pages(f"{base}/{kind}", APP_API)
+    }
+    return sorted(runs)
+
+
+def _busy(arm: Arm, sub: str, name: str, tags: dict[str, Any]) -> str | None:
+    if tags.get(TAG_KIND) != KIND_ENV:
+        return None
+    runs = runs_inside(arm, sub, name, str(tags.get(TAG_ENV) or name.removeprefix("rg-acagpu-env-")))
+    return f"warm environment with a run inside: {', '.join(runs)}" if runs else None
+
+
 def _stop_billing(arm: Arm, sub: str, group: str) -> None:
     """Container apps and jobs first: once they are gone nothing in the group bills per second."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
@@ -227,6 +265,15 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
         tags = group.get("tags") or {}
         action, reason = decide(name, tags, now, older_than, excludes)
         event = {"event": "decision", "group": name, "run_id": tags.get(TAG_RUN_ID), "reason": reason}
+        if tags.get(TAG_KIND) == KIND_ENV:
+            event["kind"] = KIND_ENV
+        if action == "delete":
+            try:
+                busy = _busy(arm, sub, name, tags)
+            except ArmFailure as exc:
+                busy = f"cannot list its runs: {exc}"
+            if busy:
+                action, event["reason"] = "skip", busy
         if action == "skip":
             counts["skipped"] += 1
             log(event | {"status": "skipped"})
@@ -243,9 +290,10 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
                 log(event | {"status": "skipped", "reason": "already gone"})
                 continue
             again, why = decide(name, fresh.get("tags") or {}, datetime.now(UTC), older_than, excludes)
-            if again != "delete":
+            busy = _busy(arm, sub, name, fresh.get("tags") or {}) if again == "delete" else None
+            if again != "delete" or busy:
                 counts["skipped"] += 1
-                log(event | {"status": "skipped", "reason": f"re-checked before delete: {why}"})
+                log(event | {"status": "skipped", "reason": f"re-checked before delete: {busy or why}"})
                 continue
             _stop_billing(arm, sub, name)
             arm.call("DELETE", path, RESOURCES_API)

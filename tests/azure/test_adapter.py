@@ -450,6 +450,22 @@ def test_execution_status_mapping(clients: Clients) -> None:
     assert info.status == "Stopped" and info.finished
 
 
+def _execution_with_code(status: str, code: int) -> Any:
+    replica = {"name": "j-1-abcde", "containers": [{"name": "tester", "code": code, "status": status}]}
+    return m.JobExecution(
+        {"name": "j-1", "properties": {"status": status, "detailedStatus": {"replicas": [replica]}}}
+    )
+
+
+def test_a_running_executions_container_code_is_no_exit_code(clients: Clients) -> None:
+    # Azure answers code -1 for each container while the execution runs; only an ended one has codes
+    clients.apps.job_execution.return_value = _execution_with_code("Running", -1)
+    running = cloud_of(clients).get_execution(RG, "j", "j-1")
+    assert running.exit_codes == () and not running.finished
+    clients.apps.job_execution.return_value = _execution_with_code("Failed", 3)
+    assert cloud_of(clients).get_execution(RG, "j", "j-1").exit_codes == (3,)
+
+
 # ---- exec orchestration --------------------------------------------------------------------------
 
 

@@ -6,7 +6,6 @@ this also checks the override contract end to end.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -16,6 +15,7 @@ from aca_gpu.azure.cloud import AzureCloud
 from aca_gpu.config import DEFAULT_IMAGE, load_settings
 from aca_gpu.models import AppSpec, ContainerDef, EnvSpec, JobSpec
 from aca_gpu.naming import RunNames, run_tags
+from tests.azure.emulated import wait_finished
 
 server = pytest.importorskip("aca_gpu.emulator.server")
 
@@ -30,16 +30,6 @@ def cloud() -> Iterator[AzureCloud]:
         settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.05"}, file={})
         assert settings.arm_endpoint and settings.arm_endpoint.startswith("https://127.0.0.1:")
         yield AzureCloud.from_settings(settings)
-
-
-def _wait_finished(cloud: AzureCloud, rg: str, job: str, execution: str, timeout: float = 60.0) -> str | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = cloud.get_execution(rg, job, execution)
-        if info.finished:
-            return info.status
-        time.sleep(0.05)
-    return None
 
 
 def test_full_lifecycle(cloud: AzureCloud) -> None:
@@ -90,7 +80,7 @@ def test_full_lifecycle(cloud: AzureCloud) -> None:
     assert execution in [e.name for e in cloud.list_executions(rg, NAMES.tester)]
     job_lines = list(cloud.job_logs(rg, NAMES.tester, execution, timeout=60))
     assert all(isinstance(line, str) for line in job_lines)
-    assert _wait_finished(cloud, rg, NAMES.tester, execution) == "Succeeded"
+    assert wait_finished(cloud, rg, NAMES.tester, execution) == "Succeeded"
 
     cloud.delete_resource_group(rg, wait=True)
     assert cloud.get_resource_group(rg) is None

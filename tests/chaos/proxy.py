@@ -31,7 +31,9 @@ Faults and their parameters:
     not_found_after_put  a successful PUT is followed by `gets` 404 answers to GETs of that resource
 
 Each fired fault is appended as one JSON line to `--log`, and listed by GET `/_chaos/events`, so a
-scenario can say which faults it met. Requests under `/_emulator/` pass through untouched.
+scenario can say which faults it met. GET `/_chaos/traffic` lists every request body and answer
+(stream bodies excepted), for checks that something was never sent. Requests under `/_emulator/`
+pass through untouched.
 """
 
 from __future__ import annotations
@@ -216,6 +218,7 @@ class ChaosProxy:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_path
         self.events: list[dict[str, Any]] = []
+        self.traffic: list[dict[str, Any]] = []  # every forwarded request and answer body (text)
         self.requests = 0
         self.endpoint = ""
         self.ca_bundle = ""
@@ -256,6 +259,17 @@ class ChaosProxy:
         if self.log_path is not None:
             with self.log_path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(event) + "\n")
+
+    def _keep(self, method: str, path: str, body: bytes, answer: bytes) -> None:
+        """The traffic record: what a test checks for things that must never be sent (secrets)."""
+        entry = {
+            "method": method,
+            "path": path,
+            "body": body.decode("utf-8", "replace"),
+            "answer": answer.decode("utf-8", "replace"),
+        }
+        with self._lock:
+            self.traffic.append(entry)
 
     def _pick(self, method: str, path: str, faults: set[str], when: str | None = None) -> Rule | None:
         """The first rule among `faults` that fires for this request (counts and the seeded rate)."""
@@ -460,8 +474,10 @@ class ChaosProxy:
         async with up:
             headers = self._headers_out(up.headers)
             if stream and up.status == 200:
+                self._keep(method, path, body, b"")
                 return await self._stream(req, up, headers, path, faults)
             data = self._rewrite(await up.read())
+        self._keep(method, path, body, data)
         if not faults:
             return web.Response(status=up.status, body=data, headers=headers)
         if method == "PUT" and 200 <= up.status < 300:
@@ -638,6 +654,9 @@ class ChaosProxy:
             except (RuleError, ValueError) as exc:
                 return web.json_response({"error": str(exc)}, status=400)
             return web.json_response(self.describe())
+        if name == "traffic" and req.method == "GET":
+            with self._lock:
+                return web.json_response({"traffic": list(self.traffic)})
         if name == "events" and req.method == "GET":
             with self._lock:
                 return web.json_response({"events": list(self.events), "requests": self.requests})

@@ -33,6 +33,7 @@ SEEDS = {
     6: "reap --yes of expired runs (a live one stays); 429 with Retry-After in seconds",
     20: "up, SIGINT, a second SIGINT during the teardown; latency on the group PUT",
     56: "up, SIGINT early; repeated long-running-operation poll answers",
+    1013: "run: numbered lines, exit 1, SIGINT; 429 on the execution's replica list",
 }
 
 
@@ -67,6 +68,8 @@ def _problems(res: Any) -> list[str]:
             problems.append(f"{where}: still running at its deadline")
         if not step.clear:
             problems.append(f"{where}: no clear last line: {step.last_line!r}")
+        if step.lines_problem:
+            problems.append(f"{where}: {step.lines_problem}")
     return problems
 
 

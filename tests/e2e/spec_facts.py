@@ -92,6 +92,22 @@ MANAGED_ENVIRONMENT = {
         "properties": {"props": {"workloadProfiles": {"items": WORKLOAD_PROFILE}}},
     },
 }
+# Jobs_Start's optional body: JobExecutionTemplate (containers, initContainers of JobExecutionContainer:
+# image, name, command, args, env, resources), read in azure-mgmt-appcontainers 5.1.0's models.
+EXECUTION_CONTAINER = {
+    "props": {
+        "name": S,
+        "image": S,
+        "command": STRINGS,
+        "args": STRINGS,
+        "env": {"items": ENV_VAR},
+        "resources": {"props": {"cpu": S, "memory": S}},
+    }
+}
+JOB_EXECUTION_TEMPLATE = {
+    "optional_body": True,
+    "props": {"containers": {"items": EXECUTION_CONTAINER}, "initContainers": {"items": EXECUTION_CONTAINER}},
+}
 RESOURCE_GROUP = {"required": ["location"], "props": {"location": S, "tags": TAGS, "managedBy": S}}
 
 SUB = "/subscriptions/{subscriptionId}"
@@ -179,7 +195,7 @@ OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
     ("GET", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Get"),
     ("PUT", APP + "/jobs/{jobName}", APP_VERSION, JOB, "Jobs_CreateOrUpdate"),
     ("DELETE", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Delete"),
-    ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, None, "Jobs_Start"),
+    ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, JOB_EXECUTION_TEMPLATE, "Jobs_Start"),
     ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),
     ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}", APP_VERSION, None, "JobExecution"),
 )

@@ -89,6 +89,12 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
     assert served["ACAGPU_TOKEN"] not in installed.stdout + installed.stderr
     assert arm.groups()["rg-acagpu-guard"] == {**doc["tags"]}
     assert doc["tags"]["acagpu:keep"] == "true"  # the reaper's rule keeps the guard's own group
+    # a Consumption-only environment, answered as Azure answers one: no profiles, no WorkloadProfiles mode
+    app_rp = "/resourceGroups/rg-acagpu-guard/providers/Microsoft.App"
+    [env] = arm.call("GET", f"{app_rp}/managedEnvironments", api="2025-07-01")["value"]
+    assert env["properties"]["workloadProfiles"] is None and "environmentMode" not in env["properties"]
+    guard_job = arm.call("GET", f"{app_rp}/jobs/acagpu-guard", api="2025-07-01")
+    assert guard_job["properties"]["workloadProfileName"] is None
 
     expired = {"acagpu:managed": "true", "acagpu:expires-at": "2020-01-01T00:00:00Z"}
     arm.call("PUT", "/resourcegroups/rg-not-ours", json={"location": "westus3"})
@@ -112,7 +118,7 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
     assert "rg-acagpu-guarded" not in groups, "the guard did not delete the expired run"
     assert {"rg-not-ours", "rg-kept", "rg-acagpu-guard"} <= set(groups)
 
-    jobs = "/resourceGroups/rg-acagpu-guard/providers/Microsoft.App/jobs/acagpu-guard/executions"
+    jobs = f"{app_rp}/jobs/acagpu-guard/executions"
 
     def deleters() -> list[dict[str, Any]]:
         found = []

@@ -117,7 +117,8 @@ def check(requests: list[Sent]) -> tuple[list[str], dict[str, int]]:
             problems.append(f"{operation}: sends a body the operation does not take")
         if schema is not None:
             if body is None:
-                problems.append(f"{operation}: no body")
+                if not schema.get("optional_body"):
+                    problems.append(f"{operation}: no body")
             else:
                 problems += [f"{operation}: {e}" for e in body_errors(body, schema)]
     return problems, seen
@@ -146,7 +147,14 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
         "-l",
         "eastus",
     )
+    _run("env", "create", "spec", "--gpu", "t4", "-l", "eastus", "--yes")
+    _run("up", "--yes", "--env", "spec", "--max-minutes", "5")
+    _run("test", "--env", "spec", "--timeout", "5m")
+    _run("env", "list")
+    _run("env", "delete", "spec", "--yes")
     problems, seen = check(sent)
+    starts = [body for method, url, body in sent if method == "POST" and url.split("?")[0].endswith("/start")]
+    assert any(body and body.get("containers") for body in starts), "no job start with a template"
     assert not problems, "\n".join(problems)
     for operation in (
         "ResourceGroups_CreateOrUpdate",

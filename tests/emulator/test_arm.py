@@ -57,6 +57,24 @@ def test_api_version_missing_or_unknown_is_400(server: EmulatorServer) -> None:
     assert resp.json()["error"]["code"] == "InvalidApiVersionParameter"
 
 
+def test_the_provider_advertises_the_versions_it_accepts(
+    arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    # recorded (Nov 2025): newest first, defaultApiVersion the newest preview; Azure accepts each one
+    types = {t.resource_type: t for t in arm.providers.get("Microsoft.App").resource_types}
+    jobs = types["jobs"]
+    assert jobs.default_api_version == "2025-10-02-preview"
+    assert jobs.api_versions[0] == "2026-07-01" and jobs.api_versions[-1] == "2022-03-01"
+    assert jobs.api_versions == sorted(jobs.api_versions, reverse=True)
+    assert "SystemAssignedResourceIdentity" in (jobs.capabilities or "")
+    path = f"/subscriptions/{server.subscription}/providers/Microsoft.App/jobs"
+    for version in jobs.api_versions:
+        assert _get(server, path, **{"api-version": version}).status_code == 200, version
+    assert _get(server, path, **{"api-version": "2025-11-01"}).json()["error"]["code"] == (
+        "InvalidApiVersionParameter"
+    )
+
+
 def test_resource_group_crud_and_tag_filter(arm: ResourceManagementClient, server: EmulatorServer) -> None:
     make_rg(arm, "rg-a", "a1")
     arm.resource_groups.create_or_update("rg-b", {"location": "westus", "tags": {"other": "x"}})

@@ -89,7 +89,9 @@ def test_app_put_drops_nulls_and_fills_recorded_defaults(
     assert props["workloadProfileName"] == "Consumption"
     assert resp.json()["identity"] == {"type": "None"}
     again = _raw(server, "PUT", f"{_rgp(server)}/containerApps/cli-app", _cli_style_app(server))
-    assert again.status_code == 200 and "Azure-AsyncOperation" in again.headers  # a replace, not a create
+    assert (
+        again.status_code == 201 and "Azure-AsyncOperation" in again.headers
+    )  # recorded: a replace is 201 too
     # the SDK reads the same answer back as a model
     app = aca.container_apps.get(RG, "cli-app")
     assert app.template.containers[0].env is None and app.template.containers[0].resources.cpu == 0.5
@@ -123,6 +125,10 @@ def test_patch_app_merges_and_makes_a_revision(
     assert updated.template.scale.max_replicas == 1  # untouched parts of the template stay
     assert updated.workload_profile_name == "gpu"
     assert updated.latest_revision_name != first.latest_revision_name
+    raw = _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", {"tags": {"k": "w"}})
+    assert raw.status_code == 202  # recorded: both LRO headers on an app's PATCH
+    assert "containerappOperationStatuses" in raw.headers["Azure-AsyncOperation"]
+    assert "containerappOperationResults" in raw.headers["Location"]
 
 
 def test_workload_profile_add_is_a_long_operation(
@@ -227,3 +233,45 @@ def test_resource_group_delete_asks_for_retry_after(
     assert int(resp.headers["Retry-After"]) >= 1
     assert int(resp.headers["retry-after-ms"]) == round(15_000 * server.ctx.clock.scale)  # type: ignore[union-attr]
     wait_for(lambda: arm.resource_groups.check_existence(RG) is False, what="group gone")
+
+
+def test_an_environment_without_profiles_stays_consumption_only(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    make_rg(arm)
+    body = {"location": LOCATION, "properties": {}}  # as the guard creates its environment
+    env = aca.managed_environments.begin_create_or_update(RG, "cae-plain", body).result()
+    assert env.workload_profiles is None and env.environment_mode is None  # as Azure answers
+    job = job_body(server.subscription, RG, "cae-plain")
+    refused = _raw(server, "PUT", f"{_rgp(server)}/jobs/named", job)
+    assert refused.status_code == 400 and "gpu" in refused.json()["error"]["message"]
+    del job["properties"]["workloadProfileName"]
+    created = aca.jobs.begin_create_or_update(RG, "plain", job).result()
+    assert created.workload_profile_name is None and created.provisioning_state == "Succeeded"
+    states = _raw(server, "GET", f"{_rgp(server)}/managedEnvironments/cae-plain/workloadProfileStates")
+    assert states.json() == {"value": []}
+
+
+def test_secret_values_come_back_only_through_list_secrets(
+    server: EmulatorServer, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+) -> None:
+    value = "s3cr3t-hf-token-value"
+    make_rg(arm)
+    make_env(aca)
+    job = job_body(server.subscription, RG, ENV)
+    job["properties"]["configuration"]["secrets"] = [{"name": "hf-token", "value": value}]
+    job["properties"]["template"]["containers"][0]["env"] = [{"name": "HF_TOKEN", "secretRef": "hf-token"}]
+    aca.jobs.begin_create_or_update(RG, "with-secret", job).result()
+    app = app_body(server.subscription, RG, ENV)
+    app["properties"]["configuration"]["secrets"] = [{"name": "hf-token", "value": value}]
+    aca.container_apps.begin_create_or_update(RG, "with-secret", app).result()
+    for kind in ("jobs", "containerApps"):
+        got = _raw(server, "GET", f"{_rgp(server)}/{kind}/with-secret")
+        assert got.json()["properties"]["configuration"]["secrets"] == [{"name": "hf-token"}]
+        assert value not in got.text  # as on Azure: names only
+        listed = _raw(server, "GET", f"{_rgp(server)}/{kind}")
+        assert value not in listed.text
+    assert [(s.name, s.value) for s in aca.jobs.list_secrets(RG, "with-secret").value] == [
+        ("hf-token", value)
+    ]
+    assert [s.value for s in aca.container_apps.list_secrets(RG, "with-secret").value] == [value]

@@ -17,6 +17,7 @@ from azure.core.rest import HttpRequest
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
+from aca_gpu.azure.apps import execution_info
 from aca_gpu.emulator.banner import cuda_banner, cuda_image_version
 from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import (
@@ -97,16 +98,19 @@ def test_job_exiting_non_zero_fails_after_its_retries(
     assert [CRI_LINE.fullmatch(line)["text"] for line in logs.text.splitlines()] == ["hi"] * attempts  # type: ignore[index]
     assert container["restartCount"] == retries
     assert container["runningStateDetails"] == "Container exited with code 3"
-    assert aca.job_execution(RG, "failing", started.name).status == "Running"
+    execution_url = f"{base}/jobs/failing/executions/{started.name}?api-version=2024-03-01"
+    racing = aca.send_request(HttpRequest("GET", execution_url)).json()
+    assert racing["properties"]["status"] == "Running"
+    # as on Azure: -1 until the execution ends, though its replica has already exited with 3
+    assert racing["properties"]["detailedStatus"]["replicas"][0]["containers"][0]["code"] == -1
+    assert execution_info(racing).exit_codes == ()  # acagpu takes no exit code from a running execution
 
     ex = wait_for(
         lambda: (e := aca.job_execution(RG, "failing", started.name)).status != "Running" and e,
         what="the execution's end",
     )
     assert ex.status == "Failed"
-    raw = aca.send_request(
-        HttpRequest("GET", f"{base}/jobs/failing/executions/{started.name}?api-version=2024-03-01")
-    ).json()["properties"]
+    raw = aca.send_request(HttpRequest("GET", execution_url)).json()["properties"]
     assert raw["reason"] == "BackoffLimitExceeded"
     assert raw["detailedStatus"]["replicas"][0]["containers"][0]["code"] == 3
     assert replicas() == []  # gone once the execution has ended

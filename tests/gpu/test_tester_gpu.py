@@ -86,8 +86,8 @@ def test_quick_run_passes_and_parses() -> None:
 def test_correctness_check_catches_a_wrong_product(dtype: str, corrupt: str) -> None:
     tester = _tester()
     dev = torch.device("cuda", 0)
-    good = tester.matmul_dtype(torch, dev, dtype, 1024, 50 << 20, 2, 2.0)
-    bad = tester.matmul_dtype(_WrongMatmul(corrupt), dev, dtype, 1024, 50 << 20, 2, 2.0)
+    good = tester.matmul_dtype(torch, dev, dtype, 1024, 50 << 20, tester.Steady(1.0, 0.3, 1.0))
+    bad = tester.matmul_dtype(_WrongMatmul(corrupt), dev, dtype, 1024, 50 << 20, tester.Steady(1.0, 0.3, 1.0))
     assert good["ok"] is True and good["rel_err"] < good["bound"]
     assert bad["ok"] is False
 
@@ -142,7 +142,9 @@ def test_sampler_reads_the_gpu_while_a_measurement_runs() -> None:
         assert handle is not None
         static = nvml.static(handle)
         sampler = tester.Sampler(nvml, handle, 0.01)
-        row = tester.matmul_dtype(torch, torch.device("cuda", 0), "bf16", 4096, 50 << 20, 5, 30.0, sampler)
+        row = tester.matmul_dtype(
+            torch, torch.device("cuda", 0), "bf16", 4096, 50 << 20, tester.Steady(1.0, 0.3, 1.5), sampler
+        )
     finally:
         nvml.close()
     tel = row["telemetry"]

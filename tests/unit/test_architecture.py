@@ -27,6 +27,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "config": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
     "models": {"cli", "workflow", "azure", "registry", "emulator", "local"},
     "cost": {"cli", "workflow", "azure", "registry", "emulator", "local"},
+    "recording": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
 }
 
 

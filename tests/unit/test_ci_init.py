@@ -250,3 +250,23 @@ def test_without_an_origin_remote_the_placeholder_is_a_warning(tmp_path: Path) -
     code, out, err = invoke(tmp_path)
     assert code == 0 and "repo:<owner>/<repo>" in out
     assert err.startswith("warning: no GitHub remote `origin` found"), err
+
+
+def test_env_makes_the_validations_share_a_warm_environment(tmp_path: Path) -> None:
+    code, out, err = invoke(
+        tmp_path, "--gpus", "t4,a100", "--env", "ci-lab", "--github-repo", "example/gpu-ci"
+    )
+    assert code == 0, err
+    validate = (tmp_path / ".github/workflows/acagpu-validate.yml").read_text(encoding="utf-8")
+    assert "ACAGPU_ENV: ${{ vars.ACAGPU_ENV || 'ci-lab' }}" in validate
+    assert "acagpu env create ci-lab -l westus3 --gpu t4,a100 --idle-ttl 30d --yes" in out
+
+    (tmp_path / "cold").mkdir()
+    code, _, _ = invoke(tmp_path / "cold", "--gpus", "t4")
+    cold = (tmp_path / "cold/.github/workflows/acagpu-validate.yml").read_text(encoding="utf-8")
+    assert code == 0 and "ACAGPU_ENV: ${{ vars.ACAGPU_ENV || '' }}" in cold
+
+    (tmp_path / "bad").mkdir()
+    code, _, err = invoke(tmp_path / "bad", "--gpus", "nc24-a100", "--env", "ci-lab")
+    assert code == 2 and "serverless GPUs only" in err
+    assert not (tmp_path / "bad/.github").exists()

@@ -298,3 +298,21 @@ def test_partial_records_join_into_the_full_line_and_stay_apart_from_it() -> Non
 def test_a_stream_ending_inside_a_long_line_still_yields_it() -> None:
     get = Getter(FakeResponse(200, ["t1 stdout P half"]))
     assert list(ls.follow_lines("u", lambda: "t", follow=False, tail=5, what="x", get=get)) == ["half"]
+
+
+def test_a_quiet_close_after_heartbeats_reconnects_at_once() -> None:
+    """A job may start printing right after the server closed a quiet stream: no pause then."""
+    get = Getter(
+        FakeResponse(200, [BEAT_TEXT, BEAT_TEXT, BEAT_TEXT]),
+        FakeResponse(200, ["t1 stdout F out", "t2 stderr F err"]),
+    )
+    done = iter([False, True])
+    pauses: list[float] = []
+    records = list(
+        ls.follow_records(
+            "u", lambda: "t", follow=True, tail=5, what="x", get=get, finished=lambda: next(done),
+            sleep=pauses.append,
+        )
+    )  # fmt: skip
+    assert records == [("t1", "stdout", "out"), ("t2", "stderr", "err")]
+    assert pauses == []

@@ -53,6 +53,16 @@ CASES = [
     ("old-odd", {**M, "acagpu:created-at": "2026-11-23T10:00:00Z"}, timedelta(seconds=61), ()),
     ("excluded", {**M, "acagpu:expires-at": PAST}, None, ("rg-acagpu-ex*",)),
     ("guard-own", {**M, "acagpu:keep": "true", "acagpu:role": "guard"}, None, ()),
+    ("env-idle-expired", {**M, "acagpu:kind": "env", "acagpu:expires-at": PAST}, None, ()),
+    ("env-within-ttl", {**M, "acagpu:kind": "env", "acagpu:expires-at": FUTURE}, None, ()),
+    (
+        "env-old-not-expired",
+        {**M, "acagpu:kind": "env", "acagpu:expires-at": FUTURE, "acagpu:created-at": "2026-11-01T12:00:00Z"},
+        timedelta(days=1),
+        (),
+    ),
+    ("env-no-expiry", {**M, "acagpu:kind": "env"}, None, ()),
+    ("env-keep", {**M, "acagpu:kind": "env", "acagpu:expires-at": PAST, "acagpu:keep": "true"}, None, ()),
 ]
 
 

@@ -153,3 +153,28 @@ def test_partial_inputs_people_paste() -> None:
     )  # fmt: skip
     assert lost.exit_code == 5, lost.output
     assert json.loads(lost.stdout)["error"]["code"] == "gpu_lost" and "hint:" in lost.stderr
+
+
+def test_health_of_a_saved_query_output(tmp_path: Path) -> None:
+    """Degraded passes with a warning and fails under --strict; failed is exit 5 with the finding."""
+    degraded = saved(tmp_path, "90")
+    result = run("--from-file", degraded)
+    assert result.exit_code == 0
+    assert "GPU 0 health: degraded" in result.stdout and "warning: 177 correctable ECC" in result.stdout
+    assert "warning: GPU health degraded: gpu0: 177 correctable" in result.stderr
+    strict = run("--from-file", degraded, "--strict", "-o", "json")
+    assert strict.exit_code == 5
+    doc = json.loads(strict.stdout)
+    assert doc["health"]["verdict"] == "degraded" and doc["error"]["code"] == "GpuUnhealthy"
+    failed = body("92").replace(
+        "Remapping Failure Occurred        : No", "Remapping Failure Occurred        : Yes"
+    )
+    result = run("--from-file", "-", "-o", "json", stdin=failed)
+    assert result.exit_code == 5
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "error" and doc["health"]["gpus"][0]["verdict"] == "failed"
+    assert "Remapping Failure Occurred: Yes" in doc["error"]["message"]
+    healthy = run("--from-file", saved(tmp_path, "95"), "--strict", "-o", "json")
+    assert healthy.exit_code == 0 and json.loads(healthy.stdout)["health"]["verdict"] == "healthy"
+    table = run("--from-file", saved(tmp_path, "50"), "-o", "json")
+    assert json.loads(table.stdout)["health"] is None  # a table carries none of the health fields

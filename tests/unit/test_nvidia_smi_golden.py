@@ -18,7 +18,7 @@ from aca_gpu.gpu import nvidia_smi
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 CASES = sorted(FIXTURES.glob("*.txt"))
-FREE_TEXT = {"notes"}
+FREE_TEXT = {"notes", "health"}  # health: tests/unit/test_gpu_health.py
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,7 @@ def test_no_gpu_run_says_telemetry_was_unavailable() -> None:
     proc = _run("--quick", "--allow-cpu", "--cpu-budget", "0.05")
     assert "telemetry: unavailable (no CUDA device)" in proc.stdout
     result = parse_tester_output(proc.stdout)
-    assert result.schema == 2 and result.telemetry_available is False
+    assert result.schema == 3 and result.telemetry_available is False
     assert result.telemetry_note == "no CUDA device" and result.gpu_telemetry == ()
 
 

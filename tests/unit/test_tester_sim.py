@@ -47,7 +47,8 @@ def test_simulated_telemetry_has_the_real_shape(profile: str) -> None:
     assert gpus
     script, _ = simulate(gpus, driver="550.144.03", driver_cuda="12.4", vcpu=24, host=f"host-{profile}")
     result = parse_tester_output("\n".join(line for _, line in script))
-    assert result.simulated and result.schema == 2 and result.telemetry_source == "simulated"
+    assert result.simulated and result.schema == 3 and result.telemetry_source == "simulated"
+    assert all(r.burst_tflops and r.burst_tflops > r.tflops and r.window_s for r in result.rates.values())
     assert result.telemetry_available is True and result.result_grace_s == 15.0
     assert len(result.gpu_telemetry) == len(gpus)
     for gpu in result.gpu_telemetry:
@@ -114,3 +115,26 @@ def test_host_workload_runs_the_zero_build_launch_with_a_scaled_grace(tmp_path: 
     assert (result.status, result.reason) == ("fail", "no-cuda") and result.cpu_gflops
     assert container.exit_code == 1 and result.result_grace_s == pytest.approx(0.3)
     assert 0.25 <= ended - printed <= 10
+
+
+def test_tester_health_readings_are_judged_like_nvidia_smi_q(tmp_path: Path) -> None:
+    """Tester 1.2 reads ECC, remap, retired pages and PCIe through NVML; acagpu judges them with the
+    `-q` rules: a spoiled GPU fails tester-report (exit 5) although every measurement passed."""
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+    from aca_gpu.emulator.workloads.smi_health import sicken
+
+    a100 = gpus_for("Consumption-GPU-NC24-A100", "r1")
+    for health, verdict, code in (("", "healthy", 0), ("pcie", "degraded", 0), ("remap", "failed", 5)):
+        gpus = sicken(a100, health) if health else a100
+        script, _ = simulate(gpus, driver="550.144.03", driver_cuda="12.4", vcpu=24, host="h1")
+        text = "\n".join(line for _, line in script)
+        result = parse_tester_output(text)
+        assert result.passed and result.health is not None and result.health.verdict == verdict
+        path = tmp_path / f"{verdict}.log"
+        path.write_text(text, encoding="utf-8")
+        report = CliRunner().invoke(cli, ["tester-report", "--from-file", str(path)])
+        assert report.exit_code == code, report.output
+        assert f"GPU health (NVML): {verdict}" in report.stdout
+    assert "Remapping Failure Occurred: Yes" in report.stdout

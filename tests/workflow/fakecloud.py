@@ -204,7 +204,7 @@ class FakeCloud:
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return self.jobs.get((resource_group, name))
 
-    def start_job(self, resource_group: str, job: str) -> str:
+    def start_job(self, resource_group: str, job: str, template: Any = None) -> str:
         runs = self.executions.setdefault((resource_group, job), [])
         name = f"{job}-exec{len(runs) + 1}"
         runs.append(ExecutionInfo(name, "Running", "2026-11-22T12:00:00Z"))
@@ -266,6 +266,12 @@ class FakeCloud:
         yield "CUDA is available. Running on GPU."
         yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
         self._set_status(resource_group, job, execution, "Succeeded")
+
+    def job_log_records(
+        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+    ) -> Iterator[tuple[str | None, str, str]]:
+        for line in self.job_logs(resource_group, job, execution):
+            yield None, "stdout", line
 
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50

@@ -38,6 +38,7 @@ UP_KEYS = {
     "cost",
     "teardown",
     "attempts",
+    "warnings",
     "error",
 }
 

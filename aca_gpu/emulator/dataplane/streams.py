@@ -67,7 +67,7 @@ def format_log(line: LogLine, output: str) -> bytes:
         if output == "json":
             out.append(json.dumps({"TimeStamp": _json_stamp(line.at), "Log": f"{flag} {piece}"}))
         else:
-            out.append(f"{stamp} stdout {flag} {piece}")
+            out.append(f"{stamp} {line.stream} {flag} {piece}")
     return ("\n".join(out) + "\n").encode()
 
 
@@ -157,7 +157,10 @@ async def eventstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespon
     rg = p["rg"].lower()
 
     def matching() -> list[Event]:
-        return [e for e in ctx.state.events if e.rg.lower() == rg and (e.app == app if app else e.env == env)]
+        # an environment's stream covers its apps and jobs in other resource groups too
+        if app:
+            return [e for e in ctx.state.events if e.rg.lower() == rg and e.app == app]
+        return [e for e in ctx.state.events if e.env_rg.lower() == rg and e.env == env]
 
     resp = web.StreamResponse(status=200)
     await resp.prepare(req)

@@ -25,6 +25,7 @@ class ContainerSpec:
     profile_type: str  # workload profile TYPE the app/job runs on, e.g. "Consumption-GPU-NC8as-T4"
     kind: str  # "app" or "job"
     replica: str  # replica name
+    gpu_health: str = ""  # a `gpu` fault's `health=` (ecc, remap, pcie, throttle; `+` joins several)
 
 
 class StartFailure(Exception):

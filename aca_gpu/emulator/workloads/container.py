@@ -16,6 +16,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from aca_gpu.emulator.workloads.base import ExecNotFound
 
@@ -49,9 +50,12 @@ class SandboxContainer:
         self._hidden = set(hidden)  # executables this container must not see (nvidia-smi without a GPU)
         self._lock = threading.Lock()
         self._lines: list[str] = []
+        self._streams: list[str] = []  # stdout | stderr of each console line
+        self._on_stop: list[Callable[[], None]] = []
         self._exit_code: int | None = None
         self._stopped = threading.Event()
         self._main: subprocess.Popen[bytes] | None = None
+        self.real_process = False  # True when the main process really runs (real seconds, not scaled)
         self._execs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
 
@@ -82,6 +86,11 @@ class SandboxContainer:
         with self._lock:
             return self._lines[start:]
 
+    def streams(self, start: int = 0) -> list[str]:
+        """stdout or stderr for each console line from `start` (the CRI log's stream field)."""
+        with self._lock:
+            return self._streams[start:]
+
     @property
     def exit_code(self) -> int | None:
         with self._lock:
@@ -93,6 +102,9 @@ class SandboxContainer:
             procs = ([self._main] if self._main else []) + list(self._execs)
         for proc in procs:
             _kill_group(proc)
+        for hook in self._on_stop:
+            with contextlib.suppress(Exception):
+                hook()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
@@ -102,9 +114,48 @@ class SandboxContainer:
 
     # --- main process strategies ------------------------------------------------------------------
 
-    def emit(self, line: str) -> None:
+    def emit(self, line: str, stream: str = "stdout") -> None:
         with self._lock:
             self._lines.append(line)
+            self._streams.append(stream)
+
+    def on_stop(self, hook: Callable[[], None]) -> None:
+        """Run `hook` when the container stops (remove what the main process left behind)."""
+        self._on_stop.append(hook)
+
+    def run_streams(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        """Run a real main process with stdout and stderr kept apart, line by line, in arrival order."""
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._main = proc
+
+        def pump(pipe: Any, stream: str) -> None:
+            for raw in iter(pipe.readline, b""):
+                self.emit(raw.decode("utf-8", "replace").rstrip("\r\n"), stream)
+            pipe.close()
+
+        readers = [
+            threading.Thread(target=pump, args=(proc.stdout, "stdout"), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, "stderr"), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+
+        def wait() -> None:
+            for reader in readers:
+                reader.join()
+            code = proc.wait()
+            self._finish(128 - code if code < 0 else code)
+
+        self._start_thread(wait, "wait")
 
     def _finish(self, code: int) -> None:
         with self._lock:
@@ -142,6 +193,7 @@ class SandboxContainer:
         )
         with self._lock:
             self._main = proc
+            self.real_process = True
 
         def pump() -> None:
             assert proc.stdout is not None

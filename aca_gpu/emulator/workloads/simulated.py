@@ -3,9 +3,12 @@
 Each container gets a sandbox directory whose `bin/` (first in PATH) holds an `nvidia-smi` shim that
 renders the replica's GPUs in the driver's real layout, so exec runs real processes (`sh` reading
 stdin, real `$?`) and nvidia-smi inside them answers like the real thing. Main processes are played,
-not run: an explorer idles, the gpu-tester prints a datasheet-based run, any other job prints a line
-and exits 0, except the acagpu guard (a stdlib script injected into a stock Python image), which runs
-for real against the emulator with its job's managed identity. An image whose CUDA requirement is
+not run: an explorer idles, the gpu-tester prints a datasheet-based run, a job whose image is in
+this machine's Podman storage runs for real in Podman (`podman.py`: a user's `acagpu run`), a job
+whose command is a `sh -c` line runs it for real in the sandbox (as exec does), any other job says
+why it was not run, prints a line and exits 0, except the acagpu guard (a stdlib script injected
+into a stock Python image), which runs for real against the emulator with its job's managed
+identity. An image whose CUDA requirement is
 newer than the driver does not start at all.
 """
 
@@ -24,10 +27,13 @@ from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
+from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
+from aca_gpu.emulator.workloads.smi_health import sicken
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash")
 OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _counter = itertools.count()
@@ -41,6 +47,12 @@ def is_guard(spec: ContainerSpec) -> bool:
 def is_gpu_tester(spec: ContainerSpec) -> bool:
     """The tester job: its zero-build env var, or a command line that names the tester script."""
     return "ACAGPU_TESTER_SRC" in spec.env or any("gpu_tester" in part for part in spec.command + spec.args)
+
+
+def is_shell_line(spec: ContainerSpec) -> bool:
+    """`sh -c '...'` (or bash): a command line the sandbox can run as it is."""
+    argv = list(spec.command + spec.args)
+    return len(argv) >= 3 and argv[0] in SHELLS and argv[1] == "-c"
 
 
 def _shim(smi_config: Path) -> str:
@@ -71,6 +83,8 @@ class SimulatedWorkload:
 
     def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
         gpus = gpus_for(spec.profile_type, spec.replica)
+        if gpus and spec.gpu_health:
+            gpus = sicken(gpus, spec.gpu_health)
         if gpus:
             message = start_failure(spec.image, spec.env, driver=self.driver_version, brand=gpus[0].brand)
             if message is not None:
@@ -117,7 +131,15 @@ class SimulatedWorkload:
             # a stock Python image's `python3`: this interpreter (the script needs only the stdlib)
             container.env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{BASE_PATH}"
             container.run_process(list(spec.command + spec.args))
+        elif spec.kind == "job" and (unreal := why_not(spec)) is None:
+            run_in_podman(container, spec, spec.env)
+        elif spec.kind == "job" and is_shell_line(spec):
+            # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
+            # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
+            # and stdout and stderr stay apart as a container runtime keeps them
+            container.run_streams(list(spec.command + spec.args), container.env)
         elif spec.kind == "job":
+            container.emit(f"acagpu emulator: simulated, not run ({unreal})", "stderr")
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS
             if (

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from aca_gpu.emulator.workloads.cuda_versions import driver_major, max_cuda_for_driver
+from aca_gpu.emulator.workloads.smi_health import health_sections
 
 CONFIG_ENV = "ACAGPU_EMULATOR_SMI_CONFIG"
 
@@ -54,6 +55,18 @@ class SmiGpu:
     clock_max_sm_mhz: int = 1410
     clock_mem_mhz: int = 1512
     clock_max_mem_mhz: int = 1512
+    # health, as `nvidia-smi -q` prints it (a `gpu` fault changes these)
+    ecc_volatile_corrected: int = 0
+    ecc_volatile_uncorrected: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    remapped_uncorrectable: int = 0
+    pcie_gen_max: int = 4
+    pcie_gen: int = 4
+    pcie_width_max: int = 16
+    pcie_width: int = 16
+    clock_reasons: tuple[str, ...] = ()  # printed names: "HW Slowdown", "HW Thermal Slowdown", ...
+    pages_pending: bool = False  # pre-Ampere parts: Pending Page Blacklist
 
     @property
     def memory_free_mib(self) -> int:
@@ -90,7 +103,9 @@ class SmiHost:
         raw = json.loads(text)
         return cls(
             driver_version=raw["driver_version"],
-            gpus=tuple(SmiGpu(**g) for g in raw["gpus"]),
+            gpus=tuple(
+                SmiGpu(**{**g, "clock_reasons": tuple(g.get("clock_reasons", ()))}) for g in raw["gpus"]
+            ),
             processes=tuple(SmiProcess(**p) for p in raw.get("processes", ())),
             cuda_version=raw.get("cuda_version"),
         )
@@ -355,6 +370,7 @@ def render_query(host: SmiHost, *, now: float | None = None) -> str:
     ]
     for g in host.gpus:
         domain, bus, rest = g.bus_id.split(":")
+        health = health_sections(g, host.driver_version, kv)
         lines += [
             f"GPU {g.bus_id}",
             kv(1, "Product Name", g.name),
@@ -366,14 +382,17 @@ def render_query(host: SmiHost, *, now: float | None = None) -> str:
             kv(2, "Pending", g.mig_mode),
             kv(1, "GPU UUID", g.uuid),
             kv(1, "Minor Number", g.index),
+            *health["reset"],
             kv(1, "PCI"),
             kv(2, "Bus", f"0x{bus}"),
             kv(2, "Device", f"0x{rest.split('.')[0]}"),
             kv(2, "Domain", f"0x{domain[-4:]}"),
             kv(2, "Device Id", g.device_id),
             kv(2, "Bus Id", g.bus_id),
+            *health["link"],
             kv(1, "Fan Speed", g.fan),
             kv(1, "Performance State", g.pstate),
+            *health["reasons"],
             kv(1, "FB Memory Usage"),
             kv(2, "Total", f"{g.memory_total_mib} MiB"),
             kv(2, "Reserved", f"{g.memory_reserved_mib} MiB"),
@@ -383,9 +402,7 @@ def render_query(host: SmiHost, *, now: float | None = None) -> str:
             kv(1, "Utilization"),
             kv(2, "Gpu", f"{g.util_pct} %"),
             kv(2, "Memory", f"{g.util_memory_pct} %"),
-            kv(1, "ECC Errors"),
-            kv(2, "Volatile"),
-            kv(3, "DRAM Uncorrectable", g.ecc_errors),
+            *health["ecc"],
             kv(1, "Temperature"),
             kv(2, "GPU Current Temp", f"{g.temperature_c} C"),
             kv(1, "GPU Power Readings"),

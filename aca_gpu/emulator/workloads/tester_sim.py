@@ -23,7 +23,7 @@ from aca_gpu.gpu.profiles import GpuSpec, lookup_gpu
 
 RESULT_TAG = "ACAGPU_RESULT"
 TESTER_VERSION = "1.1"
-SCHEMA = 2
+SCHEMA = 3
 GRACE_ENV, DEFAULT_GRACE_S = "ACAGPU_RESULT_GRACE_S", 15.0
 TELEMETRY_MS = 20
 SLOWDOWN_TEMP_C = 90
@@ -47,6 +47,26 @@ def _peak(spec: GpuSpec | None, dtype: str) -> float | None:
         "bf16": spec.bf16_tflops,
     }[dtype]
     return value
+
+
+def nvml_health(gpu: SmiGpu) -> dict[str, Any]:
+    """What the real tester reads through NVML about health (tester 1.2), from the simulated GPU."""
+    remaps = gpu.architecture in ("Ampere", "Hopper", "Ada Lovelace", "Blackwell")
+    return {
+        "ecc_volatile_corrected": gpu.ecc_volatile_corrected,
+        "ecc_volatile_uncorrected": gpu.ecc_volatile_uncorrected,
+        "ecc_aggregate_corrected": gpu.ecc_volatile_corrected,
+        "ecc_aggregate_uncorrected": gpu.ecc_volatile_uncorrected,
+        "remapped_correctable": 0 if remaps else None,
+        "remapped_uncorrectable": gpu.remapped_uncorrectable if remaps else None,
+        "remap_pending": gpu.remap_pending if remaps else None,
+        "remap_failure": gpu.remap_failure if remaps else None,
+        "retired_pages_pending": None if remaps else gpu.pages_pending,
+        "pcie_gen": gpu.pcie_gen,
+        "pcie_gen_max": gpu.pcie_gen_max,
+        "pcie_width": gpu.pcie_width,
+        "pcie_width_max": gpu.pcie_width_max,
+    }
 
 
 def _pct(value: float, peak: float | None) -> float | None:
@@ -233,9 +253,14 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
             temp=temp + (4 if tensor else 0),
             capped=rng.uniform(0.6, 1.0) if tensor else 0.0,
         )
+        window = 4.0 if dtype in ("fp16", "bf16") else 2.0
         row: dict[str, Any] = {
             "tflops": tflops,
             "median_ms": round(2 * n**3 / (tflops * 1e12) * 1e3, 4),
+            "burst_tflops": round(tflops * rng.uniform(1.08, 1.15), 2),
+            "window_s": window,
+            "warmup_s": round(rng.uniform(3.0, 4.5), 2),
+            "settled": True,
             "rel_err": rel_err,
             "bound": ERROR_BOUNDS[dtype],
             "ok": True,
@@ -302,6 +327,7 @@ def _device(gpu: SmiGpu, rng: random.Random, script: list[tuple[float, str]]) ->
         "verdict": verdict,
         "evidence": evidence,
         "findings": [],
+        "health": nvml_health(gpu),
     }
     return {
         "index": i,

@@ -117,7 +117,7 @@ def _with_keys(stored: dict[str, Any], keys: tuple[str, ...], fills: dict[str, A
 
 def app_configuration_answer(stored: dict[str, Any]) -> dict[str, Any]:
     fills = {"activeRevisionsMode": "Single", "maxInactiveRevisions": DEFAULT_MAX_INACTIVE_REVISIONS}
-    return _with_keys(stored, _APP_CONFIG_KEYS, fills)
+    return _with_keys(secrets_answer(stored), _APP_CONFIG_KEYS, fills)
 
 
 def app_template_answer(stored: dict[str, Any]) -> dict[str, Any]:
@@ -128,8 +128,18 @@ def app_template_answer(stored: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def secrets_answer(stored: dict[str, Any]) -> dict[str, Any]:
+    """ARM never answers a secret's value (only `listSecrets` does): names and references stay."""
+    out = dict(stored)
+    if isinstance(out.get("secrets"), list):
+        out["secrets"] = [
+            {k: v for k, v in s.items() if k != "value"} if isinstance(s, dict) else s for s in out["secrets"]
+        ]
+    return out
+
+
 def job_configuration_answer(stored: dict[str, Any]) -> dict[str, Any]:
-    return _with_keys(stored, _JOB_CONFIG_KEYS, {})
+    return _with_keys(secrets_answer(stored), _JOB_CONFIG_KEYS, {})
 
 
 def job_template_answer(stored: dict[str, Any]) -> dict[str, Any]:

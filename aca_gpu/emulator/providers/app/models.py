@@ -28,7 +28,18 @@ from aca_gpu.emulator.providers.app.exceptions import (
 )
 from aca_gpu.emulator.providers.app.identity import assign_identity, identity_env
 from aca_gpu.emulator.providers.resources import models as rg_models
-from aca_gpu.emulator.state import RUN_ID_TAG, App, Environment, Execution, Job, Replica, Revision, key
+from aca_gpu.emulator.state import (
+    RUN_ID_TAG,
+    App,
+    Environment,
+    Execution,
+    Job,
+    Replica,
+    Revision,
+    in_env,
+    key,
+)
+from aca_gpu.emulator.timing import AZURE_2026, DURATIONS, has_tail
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 _ENV_WRITABLE = ("appLogsConfiguration", "zoneRedundant")
@@ -57,6 +68,10 @@ def get_env(ctx: Ctx, rg: str, name: str) -> Environment:
 
 
 def _profiles(location: str, raw: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The environment's profiles; none at all (recorded: `workloadProfiles` absent or null) makes a
+    Consumption-only environment, which stays without profiles rather than gaining a Consumption one."""
+    if not raw:
+        return []
     profiles: list[dict[str, Any]] = []
     for item in raw or []:
         name = get_ci(item, "name")
@@ -121,7 +136,7 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         location=location,
         tags=tags,
         profiles=profiles,
-        ready_at=ctx.clock.after("env_create"),
+        ready_at=_env_create_done(ctx, profiles),
         created=utc_now(),
         default_domain=f"{rand_suffix(8, _LETTERS)}-{digest[:8]}.{location}.azurecontainerapps.io",
         static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
@@ -129,6 +144,13 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     )
     ctx.state.envs[key(rg, name)] = env
     return env, True
+
+
+def _env_create_done(ctx: Ctx, profiles: list[dict[str, Any]]) -> float:
+    """A GPU profile's nodes take ~490 s with the create too (aca-2026.md §10, `aca-2026` durations)."""
+    if ctx.clock.azure_2026 and any(catalog.gpus(p["workloadProfileType"]) for p in profiles):
+        return ctx.clock.after_seconds(max(DURATIONS["env_create"], AZURE_2026["env_create_gpu"]))
+    return ctx.clock.after("env_create")
 
 
 def patch_env(ctx: Ctx, env: Environment, body: dict[str, Any]) -> Environment:
@@ -152,7 +174,7 @@ def begin_delete_env(ctx: Ctx, env: Environment) -> None:
     factor = float(fault.param("factor", "1.67")) if fault else 1.0
     env.delete_done_at = ctx.clock.after("env_delete", factor)
     for app in ctx.state.apps.values():
-        if app.rg.lower() == env.rg.lower() and app.env == env.name:
+        if in_env(app, env):
             ctx.runtime.stop_app_replicas(app)
 
 
@@ -169,9 +191,22 @@ def env_from_id(ctx: Ctx, env_id: str | None) -> Environment:
     return env
 
 
-def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str, str]:
-    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded)."""
+def env_id(ctx: Ctx, item: App | Job) -> str:
+    """The id of the environment an app or job runs in, which may sit in another resource group."""
+    return (
+        f"/subscriptions/{ctx.subscription}/resourceGroups/{item.env_rg}/providers/"
+        f"Microsoft.App/managedEnvironments/{item.env}"
+    )
+
+
+def _profile_of(env: Environment, props: dict[str, Any]) -> tuple[str | None, str]:
+    """(profile name, type); no name means Consumption, and ARM then echoes "Consumption" (recorded).
+    A Consumption-only environment has no profiles to name: its apps and jobs answer no profile name."""
     profile_name = get_ci(props, "workloadProfileName")
+    if env.consumption_only:
+        if profile_name:
+            raise WorkloadProfileNotFound(str(profile_name), env.name)
+        return None, "Consumption"
     ptype = env.profile_type(profile_name)
     if ptype is None:
         raise WorkloadProfileNotFound(str(profile_name), env.name)
@@ -205,6 +240,14 @@ def _provision_kind(profile_type: str) -> str:
     return "app_provision_gpu" if catalog.gpus(profile_type) else "app_provision"
 
 
+def _app_create_done(ctx: Ctx, profile_type: str, name: str) -> float:
+    """A GPU app's create; with `aca-2026` durations one in TAIL_EVERY takes the 710 s tail."""
+    kind = _provision_kind(profile_type)
+    if ctx.clock.azure_2026 and kind == "app_provision_gpu" and has_tail(name):
+        return ctx.clock.after_seconds(AZURE_2026["app_provision_gpu_tail"] * _slow_create(ctx, name))
+    return ctx.clock.after(kind, _slow_create(ctx, name))
+
+
 def _slow_create(ctx: Ctx, name: str) -> float:
     """`slow_create` stretches a create toward the slowest figures seen (a T4 app: up to ~12 min)."""
     fault = ctx.faults.fire("slow_create", path=name)
@@ -219,11 +262,6 @@ def get_app(ctx: Ctx, rg: str, name: str) -> App:
     return app
 
 
-def app_exists(ctx: Ctx, rg: str, name: str) -> bool:
-    app = ctx.state.apps.get(key(rg, name))
-    return app is not None and not app.deleting
-
-
 def app_state(ctx: Ctx, app: App) -> str:
     if app.deleting:
         return "Deleting"
@@ -236,15 +274,14 @@ def run_id(ctx: Ctx, rg: str, tags: dict[str, str]) -> str | None:
 
 
 def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, patch: bool = False) -> App:
-    rg_models.live_rg(ctx, rg)
+    group = rg_models.live_rg(ctx, rg)
     existing = ctx.state.apps.get(key(rg, name))
     if existing is not None and existing.deleting:
         raise ResourceNotFound("containerApps", name, rg)
     props = body.get("properties") or {}
     if existing is not None:
         merged_props = {
-            "environmentId": f"/subscriptions/{ctx.subscription}/resourceGroups/{existing.rg}/providers/"
-            f"Microsoft.App/managedEnvironments/{existing.env}",
+            "environmentId": env_id(ctx, existing),
             "workloadProfileName": existing.profile_name,
             "configuration": existing.configuration,
             "template": existing.template,
@@ -270,17 +307,18 @@ def create_or_update_app(ctx: Ctx, rg: str, name: str, body: dict[str, Any], *, 
         count, _ = desired_replicas(template)
         check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * max(1, count))
         app = App(
-            rg=env.rg if env.rg.lower() == rg.lower() else rg,
+            rg=group.name,
             name=name,
             location=env.location,
             tags=tags,
             env=env.name,
+            env_rg=env.rg,
             profile_name=profile_name,
             profile_type=ptype,
             configuration=_canonical_config(props.get("configuration") or {}),
             template=template,
             created=utc_now(),
-            provisioned_at=ctx.clock.after(_provision_kind(ptype), _slow_create(ctx, name)),
+            provisioned_at=_app_create_done(ctx, ptype, name),
             identity=defaults.drop_nulls(body.get("identity") or {"type": "None"}),
         )
         for fault in ("wpfull", "nocapacity"):
@@ -314,6 +352,7 @@ def new_revision(ctx: Ctx, app: App) -> Revision:
     ctx.runtime.emit(
         None,
         env=app.env,
+        env_rg=app.env_rg,
         rg=app.rg,
         app=app.name,
         reason="ContainerAppUpdate",
@@ -322,6 +361,7 @@ def new_revision(ctx: Ctx, app: App) -> Revision:
     ctx.runtime.emit(
         None,
         env=app.env,
+        env_rg=app.env_rg,
         rg=app.rg,
         app=app.name,
         reason="RevisionUpdate",
@@ -359,6 +399,7 @@ def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
             parent=rev.name,
             rg=app.rg,
             env=app.env,
+            env_rg=app.env_rg,
             profile_type=app.profile_type,
             template=rev.template,
             run_id=run_id(ctx, app.rg, app.tags),
@@ -384,7 +425,7 @@ def gpus_in_use(ctx: Ctx, location: str, profile_type: str) -> int:
     """GPUs held by live replicas of this profile type in this region (what the quota counts)."""
     total = 0
     for rep in ctx.state.replicas():
-        env = ctx.state.envs.get((rep.rg.lower(), rep.env.lower()))
+        env = ctx.state.envs.get(key(rep.env_rg, rep.env))
         if not rep.gone and rep.profile_type == profile_type and env is not None and env.location == location:
             total += catalog.gpus(profile_type)
     return total
@@ -436,8 +477,7 @@ def patch_job(ctx: Ctx, job: Job, body: dict[str, Any]) -> Job:
         "tags": job.tags,
         "identity": job.identity,
         "properties": {
-            "environmentId": f"/subscriptions/{ctx.subscription}/resourceGroups/{job.rg}/providers/"
-            f"Microsoft.App/managedEnvironments/{job.env}",
+            "environmentId": env_id(ctx, job),
             "workloadProfileName": job.profile_name,
             "configuration": job.configuration,
             "template": job.template,
@@ -447,7 +487,7 @@ def patch_job(ctx: Ctx, job: Job, body: dict[str, Any]) -> Job:
 
 
 def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> Job:
-    rg_models.live_rg(ctx, rg)
+    group = rg_models.live_rg(ctx, rg)
     props = body.get("properties") or {}
     env = env_from_id(ctx, get_ci(props, "environmentId"))
     profile_name, ptype = _profile_of(env, props)
@@ -467,7 +507,9 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
     _check_template(template)
     tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
     existing = ctx.state.jobs.get(key(rg, name))
-    job_id = f"/subscriptions/{ctx.subscription}/resourceGroups/{env.rg}/providers/Microsoft.App/jobs/{name}"
+    job_id = (
+        f"/subscriptions/{ctx.subscription}/resourceGroups/{group.name}/providers/Microsoft.App/jobs/{name}"
+    )
     if existing is None or existing.deleting:
         check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * _parallelism(config))
     if existing is not None and not existing.deleting:
@@ -478,11 +520,12 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         existing.provisioned_at = ctx.clock.after("job_provision")
         return existing
     job = Job(
-        rg=env.rg,
+        rg=group.name,
         name=name,
         location=env.location,
         tags=tags,
         env=env.name,
+        env_rg=env.rg,
         profile_name=profile_name,
         profile_type=ptype,
         configuration=config,
@@ -498,6 +541,14 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
 def _parallelism(config: dict[str, Any]) -> int:
     trigger = "scheduleTriggerConfig" if config.get("triggerType") == "Schedule" else "manualTriggerConfig"
     return int((config.get(trigger) or {}).get("parallelism") or 1)
+
+
+def job_secrets(configuration: dict[str, Any]) -> dict[str, str]:
+    """Secret name -> value, for the env vars that reference them (`secretRef`)."""
+    found = configuration.get("secrets") or []
+    return {
+        str(s.get("name")): str(s.get("value") or "") for s in found if isinstance(s, dict) and s.get("name")
+    }
 
 
 def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: str = "Manual") -> Execution:
@@ -523,11 +574,13 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
             parent=ex.name,
             rg=job.rg,
             env=job.env,
+            env_rg=job.env_rg,
             profile_type=job.profile_type,
             template=template,
             run_id=run_id(ctx, job.rg, job.tags),
             name=name,
             retry_limit=retry_limit,
+            secrets=job_secrets(job.configuration),
             extra_env={
                 "CONTAINER_APP_JOB_NAME": job.name,
                 "CONTAINER_APP_JOB_EXECUTION_NAME": ex.name,
@@ -545,6 +598,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
     ctx.runtime.emit(
         None,
         env=job.env,
+        env_rg=job.env_rg,
         rg=job.rg,
         app=job.name,
         revision=ex.name,

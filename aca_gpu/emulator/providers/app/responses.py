@@ -13,7 +13,7 @@ from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.app import models, shapes
 from aca_gpu.emulator.providers.app.exceptions import GatewayTimeout, ResourceNotFound
-from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision
+from aca_gpu.emulator.state import App, Environment, Job, Operation, Revision, in_env
 
 WRITES = {"x-ms-ratelimit-remaining-subscription-writes": "1199"}
 
@@ -200,7 +200,7 @@ async def managed_environments_list_workload_profile_states(
         current = sum(
             1
             for r in ctx.state.replicas()
-            if not r.gone and r.env == env.name and r.profile_type == prof["workloadProfileType"]
+            if not r.gone and in_env(r, env) and r.profile_type == prof["workloadProfileType"]
         )
         value.append(
             {
@@ -230,21 +230,20 @@ def _app_op(ctx: Ctx, app: App) -> Operation:
 
 
 async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    existed = models.app_exists(ctx, p["rg"], p["name"])
     app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()))
     op = _app_op(ctx, app)
     if app.placement == "wpfull" and len(app.revisions) == 1:
         raise GatewayTimeout()  # the app exists; its replica waits on a full profile (#1705)
-    status = 200 if existed else 201  # ARM: 201 for a create, 200 for a replace
-    return json_response(
-        shapes.app_body(ctx, app), status=status, headers=async_operation_header(ctx, req, op)
-    )
+    # recorded: 201 for a replace too (the update is a new long-running operation), not ARM's usual 200
+    return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
 
 
 async def container_apps_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     models.get_app(ctx, p["rg"], p["name"])
     app = models.create_or_update_app(ctx, p["rg"], p["name"], read_json(await req.read()), patch=True)
-    return empty_response(202, location_header(ctx, req, _app_op(ctx, app)))
+    op = _app_op(ctx, app)
+    # recorded: an app's PATCH names its operation both ways, Azure-AsyncOperation and Location
+    return empty_response(202, {**async_operation_header(ctx, req, op), **location_header(ctx, req, op)})
 
 
 async def container_apps_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -290,6 +289,20 @@ async def container_apps_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -
         },
         headers=WRITES,
     )
+
+
+def _secrets(configuration: dict[str, Any]) -> web.StreamResponse:
+    """The one answer that carries secret values: GETs of the app or job give their names only."""
+    stored = configuration.get("secrets") or []
+    return json_response({"value": [dict(s) for s in stored if isinstance(s, dict)]}, headers=WRITES)
+
+
+async def container_apps_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_app(ctx, p["rg"], p["name"]).configuration)
+
+
+async def jobs_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    return _secrets(models.get_job(ctx, p["rg"], p["name"]).configuration)
 
 
 async def container_apps_revisions_list_revisions(

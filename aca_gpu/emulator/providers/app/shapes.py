@@ -8,7 +8,7 @@ from aca_gpu.emulator import catalog
 from aca_gpu.emulator.arm import iso_offset, iso_ticks, iso_z
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import defaults, models
-from aca_gpu.emulator.state import App, Environment, Execution, Job, Replica, Revision
+from aca_gpu.emulator.state import App, Environment, Execution, Job, Replica, Revision, key
 
 RP = "providers/Microsoft.App"
 KEDA_VERSION, DAPR_VERSION = "2.12.1", "1.12.5"  # as the May 2024 recording reports them
@@ -37,7 +37,7 @@ def data_url(ctx: Ctx, rg: str, tail: str) -> str:
 
 
 def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "id": f"{rg_path(ctx, env.rg)}/{RP}/managedEnvironments/{env.name}",
         "name": env.name,
         "type": "Microsoft.App/managedEnvironments",
@@ -69,13 +69,16 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
                     )
                 ),
             },
-            "workloadProfiles": env.profiles,
+            "workloadProfiles": env.profiles or None,  # recorded: null in a Consumption-only one
             "infrastructureResourceGroup": None,
             "environmentMode": "WorkloadProfiles",
             "peerAuthentication": {"mtls": {"enabled": False}},
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
+    if env.consumption_only:
+        del body["properties"]["environmentMode"]  # Azure says WorkloadProfiles only of such an environment
+    return body
 
 
 def _app_logs(config: Any) -> dict[str, Any]:
@@ -110,8 +113,8 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
         "properties": {
             "provisioningState": state,
             "runningStatus": "Stopped" if app.stopped else "Running",
-            "managedEnvironmentId": env_id(ctx, app.rg, app.env),
-            "environmentId": env_id(ctx, app.rg, app.env),
+            "managedEnvironmentId": env_id(ctx, app.env_rg, app.env),
+            "environmentId": env_id(ctx, app.env_rg, app.env),
             "workloadProfileName": app.profile_name,
             "outboundIpAddresses": ["20.75.1.10"],
             "latestRevisionName": app.latest_revision if ready else "",
@@ -127,7 +130,7 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
 
 
 def _env_domain(ctx: Ctx, app: App) -> str:
-    env = ctx.state.envs.get((app.rg.lower(), app.env.lower()))
+    env = ctx.state.envs.get(key(app.env_rg, app.env))
     return env.default_domain if env else f"{app.location}.azurecontainerapps.io"
 
 
@@ -249,7 +252,7 @@ def job_body(ctx: Ctx, job: Job) -> dict[str, Any]:
         "properties": {
             "provisioningState": models.job_state(ctx, job),
             "runningState": "Ready",
-            "environmentId": env_id(ctx, job.rg, job.env),
+            "environmentId": env_id(ctx, job.env_rg, job.env),
             "workloadProfileName": job.profile_name,
             "configuration": defaults.job_configuration_answer(job.configuration),
             "template": defaults.job_template_answer(job.template),
@@ -285,8 +288,11 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
     replicas = []
     for name in ex.replica_names:
         rep = ex.replicas.get(name)
-        code = rep.exit_code if rep else ex.codes.get(name)
-        status = (rep.phase if rep else "Terminated") if ex.status == "Running" else "Terminated"
+        running = ex.status == "Running"
+        # recorded: Azure answers -1 for every container while the execution runs; a code is final
+        # only once the execution is
+        code = -1 if running else (rep.exit_code if rep else ex.codes.get(name))
+        status = (rep.phase if rep else "Terminated") if running else "Terminated"
         replicas.append(
             {
                 "name": name,

@@ -7,7 +7,14 @@ from typing import Any
 from aiohttp import web
 
 from aca_gpu.emulator import versions
-from aca_gpu.emulator.arm import empty_response, json_response, new_op_id, read_json, utc_now
+from aca_gpu.emulator.arm import (
+    APP_DEFAULT_VERSION,
+    empty_response,
+    json_response,
+    new_op_id,
+    read_json,
+    utc_now,
+)
 from aca_gpu.emulator.catalog import REGIONS
 from aca_gpu.emulator.context import Ctx, Params
 from aca_gpu.emulator.providers.resources import models
@@ -169,6 +176,13 @@ async def tenants_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespo
     return json_response({"value": [tenant]})
 
 
+_MOVABLE = "CrossResourceGroupResourceMove, CrossSubscriptionResourceMove"
+_CAPABILITIES = {  # as recorded
+    t: f"{_MOVABLE}, SystemAssignedResourceIdentity, SupportsTags, SupportsLocation"
+    for t in ("managedEnvironments", "containerApps", "jobs")
+}
+
+
 def provider_body(ctx: Ctx, namespace: str) -> dict[str, Any]:
     prov = models.provider(ctx, namespace)
     types = [
@@ -190,8 +204,9 @@ def provider_body(ctx: Ctx, namespace: str) -> dict[str, Any]:
             {
                 "resourceType": t,
                 "locations": sorted(REGIONS.values()),
-                "apiVersions": list(reversed(versions.APP_VERSIONS)),
-                "capabilities": "None",
+                "apiVersions": list(reversed(versions.APP_VERSIONS)),  # newest first, as recorded
+                "defaultApiVersion": APP_DEFAULT_VERSION,
+                "capabilities": _CAPABILITIES.get(t, "None"),
             }
             for t in types
         ]

@@ -1,0 +1,121 @@
+"""`acagpu env`: warm GPU environments that runs borrow (`up --env NAME`) instead of building one."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import click
+
+from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.runopts import command_settings, waiter_for
+from aca_gpu.errors import EXIT_TEARDOWN
+from aca_gpu.output import Output
+from aca_gpu.workflow import envs
+from aca_gpu.workflow.context import open_cloud, resolve_owner
+
+
+@click.group()
+def env() -> None:
+    """Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`)."""
+
+
+def _line(doc: dict[str, Any]) -> str:
+    profiles = ", ".join(p["type"] for p in doc.get("profiles", []) if p["type"] != "Consumption") or "-"
+    runs = ", ".join(r["run_id"] for r in doc.get("runs", [])) or "none"
+    idle = doc.get("idle_cost") or {}
+    cost = f"${idle.get('usd_per_hour', 0):.2f}/h idle" if idle else "idle cost unknown"
+    expiry = "expired" if doc.get("expired") else f"expires {doc.get('expires_at')}"
+    text = (
+        f"{doc['name']:<14} {doc['state']:<8} {doc['location']:<14} {profiles}  runs: {runs}  "
+        f"last used {doc.get('last_used')}  {expiry}  {cost}"
+    )
+    return text + (f"  ({doc['error']})" if doc.get("error") else "")
+
+
+def _render(docs: list[dict[str, Any]]) -> Any:
+    def human(stream: TextIO) -> None:
+        if not docs:
+            print("no warm environments (`acagpu env create NAME -l REGION` makes one)", file=stream)
+        for doc in docs:
+            print(_line(doc), file=stream)
+        for basis in dict.fromkeys((d.get("idle_cost") or {}).get("basis") for d in docs):
+            if basis:
+                print(f"idle cost: {basis}", file=stream)
+
+    return human
+
+
+@env.command()
+@click.argument("name")
+@click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
+@click.option("--gpu", help="Serverless GPU profiles it offers, e.g. t4,a100 (default t4).")
+@click.option("--idle-ttl", help="Removed by reap/guard after this long unused, e.g. 7d, 12h (default 7d).")
+@click.option("--yes", is_flag=True, help="Do not ask before creating it.")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def create(
+    output: Output,
+    name: str,
+    location: str | None,
+    gpu: str | None,
+    idle_ttl: str | None,
+    yes: bool,
+    subscription: str | None,
+) -> None:
+    """Create (or finish) a warm environment: a tagged group with one serverless-only environment.
+
+    It costs nothing while no replica runs; every run that uses it renews its idle TTL."""
+    settings = command_settings(subscription)
+    plan = envs.make_env_plan(
+        settings, name, location=location, gpus=gpu, idle_ttl=idle_ttl, owner=resolve_owner(settings)
+    )
+    profiles = ", ".join(t for _, t in plan.profiles())
+    confirm(
+        f"Create warm environment {name} in {plan.location} ({profiles}; $0/h while idle)?",
+        yes=yes,
+        refusal=f"not creating environment {name}",
+    )
+    doc = envs.create_env(open_cloud(settings), plan, output)
+    output.emit({"schema": 1, **doc}, _render([doc]))
+
+
+@env.command(name="list")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def list_(output: Output, subscription: str | None) -> None:
+    """List warm environments: profiles, runs inside now, last use, expiry and idle cost."""
+    docs = envs.list_envs(open_cloud(command_settings(subscription)))
+    output.emit({"schema": 1, "environments": docs}, _render(docs))
+
+
+@env.command()
+@click.argument("name")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def show(output: Output, name: str, subscription: str | None) -> None:
+    """Show one warm environment and the runs inside it now."""
+    doc = envs.show_env(open_cloud(command_settings(subscription)), name)
+    output.emit({"schema": 1, **doc}, _render([doc]))
+
+
+@env.command()
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Delete even while runs are inside (their jobs go too).")
+@click.option("--wait", is_flag=True, help="Wait until the resource group is gone (404).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def delete(output: Output, name: str, force: bool, wait: bool, yes: bool, subscription: str | None) -> None:
+    """Delete a warm environment; refused while a run is inside it unless --force. Exit 6 if
+    something could not be removed."""
+    confirm(f"Delete warm environment {name}?", yes=yes, refusal=f"not deleting environment {name}")
+    settings = command_settings(subscription)
+    poll = max(0.05, waiter_for(settings).interval)
+    doc = envs.delete_env(open_cloud(settings), name, output, force=force, wait=wait, poll=poll)
+
+    def human(stream: TextIO) -> None:
+        print(f"environment {name}: {doc['resource_group']} {doc['teardown']['status']}", file=stream)
+
+    output.emit({"schema": 1, **doc}, human)
+    if doc["teardown"]["status"] not in ("deleted", "deleting", "absent"):
+        raise SystemExit(EXIT_TEARDOWN)

@@ -1,0 +1,182 @@
+"""`acagpu run IMAGE [-- COMMAND ARGS...]`: the user's own container on a GPU, like `docker run`."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import click
+
+from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.output import Output
+
+
+def render_run_plan(doc: dict[str, Any]) -> str:
+    work, price = doc["workload"], doc["price"]
+    command = " ".join(work["command"]) or "(the image's default command)"
+    lines = [
+        f"plan for run {doc['run_id']} (dry run: nothing is created)",
+        f"  runtime        {doc['runtime']}",
+    ]
+    if doc["runtime"] == "aca":
+        res, prof = doc["resources"], doc["profile"]
+        if doc.get("env"):
+            lines.append(f"  warm env       {doc['env']} (only the run's job is created and removed)")
+        lines += [
+            f"  location       {doc['location']}",
+            f"  profile        {prof['type']} ({prof['gpu']})",
+            f"  resource group {res['resource_group']}",
+            f"  environment    {res['environment']}",
+            f"  job            {res['job']}",
+        ]
+    else:
+        lines.append(f"  container      {doc['container']} (--gpus {doc['gpus']})")
+    lines += [
+        f"  image          {work['image']}",
+        f"  command        {command}",
+        f"  size           {work['cpu']:g} vCPU, {work['memory']}",
+    ]
+    if work["env"]:
+        lines.append(f"  env            {', '.join(sorted(work['env']))}")
+    if work["secret_env"]:
+        lines.append(f"  secrets        {', '.join(work['secret_env'])} (values never shown)")
+    if work["registry"]:
+        reg = work["registry"]
+        how = f"identity {reg['identity']}" if reg["identity"] else f"user {reg['username']}"
+        lines.append(f"  registry       {reg['server']} ({how})")
+    lines.append(f"  max minutes    {doc['max_minutes']}")
+    if doc["runtime"] == "aca":
+        lines.append(
+            f"  price          ${price['usd_per_second']:.7f}/s (${price['usd_per_hour']:.2f}/h); "
+            f"at most ≈ ${price['ceiling_usd']:.2f} at --max-minutes {doc['max_minutes']} (estimate)"
+        )
+    else:
+        lines.append("  price          nothing billed (this machine)")
+    lines += [f"  warning: {w}" for w in doc.get("warnings", [])]
+    return "\n".join(lines)
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.argument("image")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--runtime",
+    type=click.Choice(["aca", "docker", "podman", "apptainer"]),
+    default="aca",
+    show_default=True,
+    help="Where it runs: Azure Container Apps, or this machine's Docker, Podman or Apptainer.",
+)
+@click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
+@click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
+@click.option("--regions", help="Regions to try in order, e.g. eastus,westus3 (instead of -l).")
+@click.option(
+    "--env",
+    "env_name",
+    metavar="NAME",
+    help="Run inside the warm environment NAME (`acagpu env create`): only the run's job comes and goes.",
+)
+@click.option(
+    "-e", "--env-var", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."
+)
+@click.option(
+    "--secret-env",
+    multiple=True,
+    metavar="NAME",
+    help="Pass NAME from this environment as a secret (repeatable): never printed, stored or tagged.",
+)
+@click.option(
+    "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
+)
+@click.option("--memory", help="Memory, e.g. 16Gi (default: the profile's replica).")
+@click.option("--registry-identity", help="Managed identity (resource id, or `system`) that pulls the image.")
+@click.option("--registry-username", help="User name for a private registry.")
+@click.option(
+    "--registry-password-env", metavar="NAME", help="Environment variable holding the registry password."
+)
+@click.option(
+    "--gpus", default="all", show_default=True, help="Local runtimes: all, a count, device=0,2, or none."
+)
+@click.option(
+    "--podman-gpu",
+    type=click.Choice(["cdi", "hook"]),
+    default="cdi",
+    show_default=True,
+    help="How Podman gets the GPU (`acagpu doctor --write-cdi` makes the CDI spec).",
+)
+@click.option("--run-id", help="Run id (1-12 lowercase letters/digits).")
+@click.option("--ttl", help="Expiry in the tags, for the reaper and the guard (default 2h).")
+@click.option(
+    "--max-minutes",
+    type=click.IntRange(1, 1440),
+    help="Stop the container after this long, exit 4 (default 30).",
+)
+@click.option("--start-timeout", help="How long the replica may take to start, e.g. 15m (default).")
+@click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the plan, the price per second and the ceiling; create nothing."
+)
+@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
+@click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> None:
+    """Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.
+
+    Like `docker run`: stdout and stderr stream live, acagpu exits with the container's exit
+    code when it ran; acagpu's own failures keep their codes (2 bad input, 3 quota, 4 --max-minutes
+    or a replica that never started, 5 the container did not start, 6 teardown incomplete, 7
+    infrastructure, 130 Ctrl-C) and the JSON document's `exit_code_from` says which it was.
+    """
+    from aca_gpu.workflow.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
+    from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
+    from aca_gpu.workflow.workload.run import run_aca, run_local
+
+    settings = command_settings(flags["subscription"])
+    if command[:1] == ("--",):  # `IMAGE -- COMMAND`: the separator is not part of the command
+        command = command[1:]
+    request = RunRequest(
+        image=image,
+        command=command,
+        runtime=flags["runtime"],
+        gpu=flags["gpu"],
+        location=flags["location"],
+        regions=flags["regions"],
+        run_id=flags["run_id"],
+        ttl=flags["ttl"],
+        max_minutes=flags["max_minutes"],
+        start_timeout=flags["start_timeout"],
+        env=flags["env"],
+        secret_env=flags["secret_env"],
+        cpu=flags["cpu"],
+        memory=flags["memory"],
+        registry_identity=flags["registry_identity"],
+        registry_username=flags["registry_username"],
+        registry_password_env=flags["registry_password_env"],
+        gpus=flags["gpus"],
+        podman_gpu=flags["podman_gpu"],
+        env_name=flags["env_name"],
+    )
+    spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    if flags["dry_run"]:
+        doc = {"schema": 1, "command": "run", "status": "planned", **spec.as_dict()}
+        output.emit(doc, render_run_plan(doc))
+        return
+    for warning in spec.warnings:
+        output.warn(warning)
+    if spec.local:
+        outcome = run_local(spec, output)
+    else:
+        question = render_run_plan(spec.as_dict()) + "\nCreate these billable resources?"
+        confirm(question, yes=flags["yes"] or flags["emulator"], refusal="not creating billable resources")
+        scope = (
+            emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
+        )
+        with scope as active:
+            outcome = run_aca(open_cloud(active), spec, output, waiter_for(active))
+    doc = outcome.document()
+    output.emit(doc, lambda _stdout: print(render_run(doc), file=output.stderr, flush=True))
+    output.summary(render_run_markdown(doc))
+    if outcome.exit_code:
+        raise SystemExit(outcome.exit_code)

@@ -1,0 +1,78 @@
+"""A job's own container, run for real by Podman on this machine (no GPU: the command is what matters).
+
+Jobs that are neither the gpu-tester nor the guard (a user's `acagpu run`) run their image and
+command in a real container when Podman is here and the image is in its local storage, so exit
+codes, stdout/stderr, env vars and secrets are real. ACA's `command` replaces the image's
+entrypoint and `args` its CMD, as Podman's `--entrypoint` and trailing arguments do. Otherwise the
+container says in its first console line why it was simulated instead. Env values reach Podman
+through its own environment (`-e NAME`), never on its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+
+from aca_gpu.emulator.workloads.base import ContainerSpec
+from aca_gpu.emulator.workloads.container import SandboxContainer
+
+ENV_SWITCH = "ACAGPU_EMULATOR_CONTAINERS"  # auto (default): Podman when usable; off: always simulate
+_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+def podman_binary() -> str | None:
+    if os.environ.get(ENV_SWITCH, "auto").lower() in ("off", "simulated", "0", "false"):
+        return None
+    return shutil.which("podman")
+
+
+def why_not(spec: ContainerSpec) -> str | None:
+    """None when Podman can run the job's image here; else the reason, for the console."""
+    binary = podman_binary()
+    if binary is None:
+        if os.environ.get(ENV_SWITCH, "auto").lower() in ("off", "simulated", "0", "false"):
+            return f"real containers are off ({ENV_SWITCH})"
+        return "podman is not installed on the emulator's machine"
+    try:
+        found = subprocess.run(
+            [binary, "image", "exists", spec.image], capture_output=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"podman did not answer ({type(exc).__name__})"
+    if found.returncode != 0:
+        return f"image {spec.image} is not in podman's local storage (`podman pull {spec.image}` first)"
+    return None
+
+
+def podman_argv(binary: str, spec: ContainerSpec, name: str) -> list[str]:
+    argv = [binary, "run", "--rm", "--name", name, "--pull", "never"]
+    for key in spec.env:
+        argv += ["-e", key]
+    rest: list[str] = list(spec.args)
+    if spec.command:
+        argv += ["--entrypoint", json.dumps(list(spec.command))]
+    return [*argv, spec.image, *rest]
+
+
+def container_name(spec: ContainerSpec) -> str:
+    return "acagpu-emu-" + _NAME.sub("-", spec.replica)[:50]
+
+
+def run_in_podman(container: SandboxContainer, spec: ContainerSpec, env: Mapping[str, str]) -> None:
+    """Start the job's container; `stop()` removes it (killing the client alone would not)."""
+    binary = podman_binary()
+    assert binary is not None
+    name = container_name(spec)
+    outside = {**os.environ, **dict(env)}  # podman reads each `-e NAME` from its own environment
+
+    def remove() -> None:
+        subprocess.run(
+            [binary, "rm", "-f", "--time", "0", name], capture_output=True, timeout=60, check=False
+        )
+
+    container.on_stop(remove)
+    container.run_streams(podman_argv(binary, spec, name), outside)

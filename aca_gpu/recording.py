@@ -1,0 +1,282 @@
+"""`--record DIR`: every ARM and data-plane exchange of a command, sanitized, as JSON lines.
+
+The lines have the shape of tests/fixtures/arm-recordings (method, uri, request_body, status,
+response_headers, response_body, response_body_ndjson) plus `"websocket"` lines for exec sessions
+(`frames`: what each side sent). Nothing reaches the disk unsanitized: the Sanitizer replaces
+tokens, GUIDs (subscription, tenant, object and client ids, operation ids), e-mail addresses,
+secret values (by their key or the name beside them) and IPv4 addresses with placeholders, the
+same input always getting the same placeholder within a recording, so a replay still sees one
+subscription, one run and one tenant. A secret value once seen is also replaced wherever it turns
+up later (a log line, an exec transcript).
+
+Pure: the Azure layer feeds it (aca_gpu/azure/recorder.py), the emulator's replay server reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aca_gpu.errors import BadInput
+
+RECORDING_FILE = "recording.jsonl"
+META_FILE = "meta.json"
+KEPT_HEADERS = (
+    "location",
+    "azure-asyncoperation",
+    "retry-after",
+    "x-ms-ratelimit-remaining-subscription-writes",
+    "content-type",
+    "api-supported-versions",
+)
+MAX_TEXT = 1_000_000  # a whole log stream fits; larger answers are cut
+
+GUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+ZERO_GUID = "00000000-0000-0000-0000-000000000000"
+JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")
+EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+IPV4 = re.compile(r"\b(?!127\.)(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
+BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")
+# key=value / key: value in free text (log lines) whose key says it is secret
+SECRET_ASSIGNMENT = re.compile(
+    r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|token|apikey|api_key|accountkey|sharedkey|"
+    r"access_key|connectionstring|sig)[A-Za-z0-9_]*)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
+)
+SECRET_KEY = re.compile(
+    r"(?i)(password|passwd|secret|shared_?key|primary_?key|secondary_?key|account_?key|api_?key|"
+    r"access_?key|connection_?string|identity_header|token$|^token|^key$|_key$|sas$)"
+)
+# keys that say what a secret is called or where it lives, not what it is
+NOT_SECRET_KEY = re.compile(r"(?i)(ref|name|names|type|url|uri|endpoint|id|expires|version|count)$")
+# keys whose value names a person or a tenant, not a resource
+PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
+MIN_SECRET = 6
+PLACEHOLDER = re.compile(r"00000000-0000-4000-8000-\d{12}|user\d+@example\.com|192\.0\.2\.\d+|<[a-z]+-\d+>")
+SUBSCRIPTION_IN_URL = re.compile(r"/subscriptions/([0-9a-fA-F-]{36})")
+
+
+@dataclass
+class Sanitizer:
+    """Consistent placeholders: the n-th distinct GUID becomes `00000000-0000-4000-8000-<n>`, etc."""
+
+    seen: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def _placeholder(self, kind: str, original: str) -> str:
+        if PLACEHOLDER.fullmatch(original):  # sanitizing twice changes nothing more
+            return original
+        key = f"{kind}:{original.lower() if kind == 'guid' else original}"
+        if key not in self.seen:
+            n = self.counts[kind] = self.counts.get(kind, 0) + 1
+            self.seen[key] = {
+                "guid": f"00000000-0000-4000-8000-{n:012d}",
+                "jwt": f"<jwt-{n}>",
+                "email": f"user{n}@example.com",
+                "ip": f"192.0.2.{n % 250 + 1}",
+                "bearer": f"Bearer <token-{n}>",
+            }.get(kind, f"<{kind}-{n}>")
+        return self.seen[key]
+
+    def secret(self, value: str) -> str:
+        """A secret value: its placeholder, remembered so later free text loses it too."""
+        if value in self.secrets:
+            return self.secrets[value]
+        placeholder = self._placeholder("secret", value)
+        if len(value) >= MIN_SECRET:
+            self.secrets[value] = placeholder
+        return placeholder
+
+    def text(self, value: str) -> str:
+        for known in sorted(self.secrets, key=len, reverse=True):
+            if known in value:
+                value = value.replace(known, self.secrets[known])
+        value = BEARER.sub(lambda m: self._placeholder("bearer", m.group()), value)
+        value = JWT.sub(lambda m: self._placeholder("jwt", m.group()), value)
+        value = SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + self.secret(m.group(3)), value)
+        value = GUID.sub(lambda m: m.group() if m.group() == ZERO_GUID else self._guid(m.group()), value)
+        value = EMAIL.sub(lambda m: self._placeholder("email", m.group()), value)
+        return IPV4.sub(lambda m: self._placeholder("ip", m.group()), value)
+
+    def _guid(self, value: str) -> str:
+        return self._placeholder("guid", value)
+
+    def value(self, obj: Any, key: str = "") -> Any:
+        """A JSON value; `key` is the key it sits under (its secrecy is judged by that key)."""
+        if isinstance(obj, Mapping):
+            return self._mapping(obj)
+        if isinstance(obj, list):
+            return [self.value(item, key) for item in obj]
+        if isinstance(obj, str):
+            if obj and SECRET_KEY.search(key) and not NOT_SECRET_KEY.search(key):
+                return self.secret(obj)
+            if obj and key.lower() in PERSON_KEYS:
+                return self._placeholder("person", obj)
+            return self.text(obj)
+        return obj
+
+    def _mapping(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        # {"name": "API_KEY", "value": "..."} (env vars) and {"name": "x", "value": "..."} under
+        # "secrets": the value is secret whatever its own key says
+        name = obj.get("name")
+        paired_secret = isinstance(name, str) and bool(SECRET_KEY.search(name))
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if k == "secrets" and isinstance(v, list):
+                out[k] = [self._secret_entry(item) for item in v]
+            elif k == "value" and paired_secret and isinstance(v, str) and v:
+                out[k] = self.secret(v)
+            elif k == "tags" and isinstance(v, Mapping):
+                out[k] = {tk: self.value(tv, tk.split(":")[-1]) for tk, tv in v.items()}
+            else:
+                out[k] = self.value(v, k)
+        return out
+
+    def _secret_entry(self, item: Any) -> Any:
+        if not isinstance(item, Mapping):
+            return self.value(item, "secret")
+        return {
+            k: self.secret(v) if k == "value" and isinstance(v, str) and v else self.value(v, k)
+            for k, v in item.items()
+        }
+
+
+def parse_body(text: str) -> tuple[Any, list[Any] | None]:
+    """(JSON body or text, its lines parsed when it is line-delimited JSON)."""
+    if not text:
+        return "", None
+    try:
+        return json.loads(text), None
+    except ValueError:
+        pass
+    try:
+        lines = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+    except ValueError:
+        lines = None
+    return text[:MAX_TEXT], lines
+
+
+class Recorder:
+    """Writes sanitized exchanges to DIR/recording.jsonl as they complete (threads share it)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.sanitizer = Sanitizer()
+        self._lock = threading.Lock()
+        self.count = 0
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / RECORDING_FILE
+        if self.path.exists() and self.path.stat().st_size:
+            raise BadInput(
+                f"--record: {folder} already holds a recording",
+                hint="choose an empty folder (a recording is never overwritten)",
+            )
+        self.path.write_text("", encoding="utf-8")
+
+    def exchange(
+        self,
+        method: str,
+        url: str,
+        request_body: str | bytes | None,
+        status: int,
+        headers: Mapping[str, str],
+        body: str,
+        **extra: Any,
+    ) -> None:
+        with self._lock:
+            s = self.sanitizer
+            request: Any = None
+            if request_body:
+                text = (
+                    request_body.decode("utf-8", "replace")
+                    if isinstance(request_body, bytes)
+                    else request_body
+                )
+                parsed, _ = parse_body(text)
+                request = s.value(parsed, "body")
+            response, lines = parse_body(body)
+            line: dict[str, Any] = {
+                "method": method,
+                "uri": s.text(url),
+                "request_body": request,
+                "status": status,
+                "response_headers": {
+                    k: s.text(v) for k in KEPT_HEADERS for hk, v in headers.items() if hk.lower() == k
+                },
+                "response_body": s.value(response, "body"),
+            }
+            if lines is not None:
+                line["response_body_ndjson"] = [s.value(item, "line") for item in lines]
+            line.update({k: s.value(v, k) for k, v in extra.items()})
+            self._write(line)
+
+    def websocket(self, url: str, status: int, frames: list[dict[str, Any]]) -> None:
+        with self._lock:
+            s = self.sanitizer
+            clean = [{**f, "text": s.text(f["text"])} if "text" in f else f for f in frames]
+            self._write({"method": "WEBSOCKET", "uri": s.text(url), "status": status, "frames": clean})
+
+    def _write(self, line: dict[str, Any]) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def finish(self, command: str, exit_code: int, argv: list[str] | None = None) -> None:
+        """meta.json: what produced the recording (the arguments a replay runs again, without the
+        ones that chose where to run), and the subscription placeholder a replay uses."""
+        with self._lock:
+            from aca_gpu import __version__
+
+            found = SUBSCRIPTION_IN_URL.search(self.path.read_text(encoding="utf-8"))
+            meta = {
+                "schema": 1,
+                "acagpu": __version__,
+                "command": command,
+                "argv": [self.sanitizer.text(a) for a in replay_argv(argv or [])],
+                "exit_code": exit_code,
+                "exchanges": self.count,
+                "subscription": found.group(1) if found else ZERO_GUID,
+            }
+            (self.folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
+# options that say where a run went, not what it did: a replay chooses its own
+WHERE_FLAGS = {"--emulator": 0, "--time-scale": 1, "--record": 1, "--subscription": 1}
+
+
+def replay_argv(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = 0
+    for arg in argv:
+        if skip:
+            skip -= 1
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in WHERE_FLAGS:
+            skip = 0 if "=" in arg else WHERE_FLAGS[flag]
+            continue
+        out.append(arg)
+    return out
+
+
+_ACTIVE: Recorder | None = None
+
+
+def start(folder: Path) -> Recorder:
+    global _ACTIVE
+    _ACTIVE = Recorder(folder)
+    return _ACTIVE
+
+
+def active() -> Recorder | None:
+    return _ACTIVE
+
+
+def stop() -> None:
+    global _ACTIVE
+    _ACTIVE = None

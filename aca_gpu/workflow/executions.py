@@ -1,0 +1,232 @@
+"""One job execution with a template of its own: start it, follow its log, read its exit code.
+
+Jobs_Start takes a `JobExecutionTemplate` (aca-2026.md §10): one job runs a different image, command
+and environment at every start, with no PUT. The nvidia-smi probe of a warm run, the tester and a
+user's own workload are all executions started here and followed by `follow`; what they mean is the
+caller's business (`probe_job.py` reads nvidia-smi, `tester_run.py` judges a result line).
+
+The exit code comes from the execution's `detailedStatus`, never from the log: a log stream can drop,
+and ACA removes a finished replica (and its log) soon after it exits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.replicas import event_reasons_of
+
+LOG_RECONNECTS = 20
+FINAL_STATUS_WAIT_S = 20.0  # how long an ended stream may wait for the execution's final status
+TAIL = 300  # the service's largest tailLines
+
+
+@dataclass
+class ExecutionRun:
+    """One execution being followed; times are monotonic seconds, for the measured GPU lifetime."""
+
+    execution: str
+    reused: bool = False
+    started: float = field(default_factory=time.monotonic)
+    first_line: float | None = None  # when the replica was running (its first log line arrived)
+    ended: float | None = None
+    lines: list[str] = field(default_factory=list)
+    info: ExecutionInfo | None = None
+    stopped_by: str | None = None  # the line that met the caller's stop rule, if one did
+    lost: str = ""  # the last stream failure, for a caller that could not read what it needed
+
+    @property
+    def seconds(self) -> float:
+        """Measured replica lifetime: from its first line (else from the start request) to the end."""
+        return max(0.0, (self.ended or time.monotonic()) - (self.first_line or self.started))
+
+    @property
+    def exit_code(self) -> int | None:
+        """The container's exit code (the first non-zero one), None until the execution has ended
+        (a running execution's code is a placeholder, -1 on Azure)."""
+        codes = self.info.exit_codes if self.info and self.info.finished else ()
+        return next((c for c in codes if c != 0), codes[0] if codes else None)
+
+
+def start(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    containers: Sequence[ContainerDef] | None = None,
+    *,
+    resume: bool = False,
+) -> ExecutionRun:
+    """A new execution running `containers` (the job's own template when None).
+
+    On `resume`, an execution of this job that is still running is followed instead of paying twice.
+    """
+    if resume:
+        for info in cloud.list_executions(resource_group, job):
+            if not info.finished and info.status not in (None, "Unknown"):
+                return ExecutionRun(execution=info.name, reused=True)
+    name = cloud.start_job(resource_group, job, list(containers) if containers else None)
+    return ExecutionRun(execution=name)
+
+
+def get(cloud: Cloud, resource_group: str, job: str, execution: str) -> ExecutionInfo | None:
+    try:
+        return cloud.get_execution(resource_group, job, execution)
+    except AcaGpuError:
+        return None
+
+
+def _fresh(known: list[str], replay: list[str], *, ended: bool) -> list[str] | None:
+    """The lines of a reconnect's replay that are new, or None while that cannot be told yet.
+
+    A replay is the log's last TAIL lines, so it starts at some index `s` of `known`; every start
+    the replay agrees with stays a candidate, and the earliest one (the largest overlap) wins once
+    the replay has gone past all of them. Identical lines printed twice therefore both stay.
+    """
+    candidates = [
+        s
+        for s in range(max(0, len(known) - TAIL), len(known) + 1)
+        if known[s : s + len(replay)] == replay[: len(known) - s]
+    ]
+    if not candidates:
+        return list(replay)  # more than TAIL lines went by unseen: all of this is new
+    if not ended and any(len(replay) < len(known) - s for s in candidates):
+        return None
+    return replay[len(known) - candidates[0] :]
+
+
+def _read(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    run: ExecutionRun,
+    *,
+    follow: bool,
+    timeout: float,
+    stop_when: Callable[[str], bool] | None,
+    on_line: Callable[[str], None] | None,
+) -> None:
+    """One connection to the execution's log; what a reconnect replays is matched and skipped."""
+    known, replay = list(run.lines), []
+    deciding = bool(known)
+
+    def emit(lines: list[str]) -> None:
+        for text in lines:
+            run.lines.append(text)
+            if on_line is not None:
+                on_line(text)
+            if stop_when is not None and run.stopped_by is None and stop_when(text):
+                run.stopped_by = text
+
+    stream = cloud.job_logs(
+        resource_group, job, run.execution, follow=follow, tail=TAIL, stop_when=stop_when, timeout=timeout
+    )
+    try:
+        for line in stream:
+            if run.first_line is None:
+                run.first_line = time.monotonic()
+            if not deciding:
+                emit([line])
+                continue
+            replay.append(line)
+            fresh = _fresh(known, replay, ended=False)
+            if fresh is not None:
+                deciding = False
+                emit(fresh)
+    finally:
+        if deciding and replay:
+            emit(_fresh(known, replay, ended=True) or [])
+
+
+def follow(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    run: ExecutionRun,
+    waiter: Waiter,
+    *,
+    timeout: float,
+    stop_when: Callable[[str], bool] | None = None,
+    on_line: Callable[[str], None] | None = None,
+    environment: str | None = None,
+    marker: str | None = None,
+) -> ExecutionRun:
+    """Follow `run` until a line meets `stop_when` (or contains `marker`), or until the execution
+    ended (then its final status, with the exit codes, is in `run.info`). Every line reaches
+    `on_line` once, in order.
+
+    A dropped stream is reconnected (bounded); the deadline is WaitTimedOut naming the environment's
+    latest events; the run's cancel (Ctrl-C) ends the wait as WaitTimedOut("Cancelled").
+    """
+    if marker is not None and stop_when is None:
+        stop_when = lambda line: marker in line  # noqa: E731 - the common stop rule
+    deadline = time.monotonic() + timeout
+    failures = 0
+    while run.stopped_by is None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            why = event_reasons_of(cloud, resource_group, environment) if environment else []
+            what = f"timed out after {timeout:.0f}s waiting for execution {run.execution} of {job}"
+            raise WaitTimedOut("; ".join([what, *why]))
+        if waiter.cancel.is_set():
+            raise WaitTimedOut(f"stopped following {job}: cancelled", code="Cancelled")
+        try:
+            _read(
+                cloud,
+                resource_group,
+                job,
+                run,
+                follow=True,
+                timeout=remaining,
+                stop_when=stop_when,
+                on_line=on_line,
+            )
+        except WaitTimedOut as exc:
+            why = event_reasons_of(cloud, resource_group, environment) if environment else []
+            raise WaitTimedOut("; ".join([exc.message, *why]), code=exc.code) from exc
+        except AcaGpuError as exc:  # a dropped or refused stream: reconnect, bounded
+            failures += 1
+            run.lost = exc.message
+            if failures > LOG_RECONNECTS:
+                break
+        if run.stopped_by is not None:
+            break
+        run.info = get(cloud, resource_group, job, run.execution)
+        if run.info is not None and run.info.finished:
+            try:  # one last plain read, in case the stream dropped just before the end
+                _read(
+                    cloud,
+                    resource_group,
+                    job,
+                    run,
+                    follow=False,
+                    timeout=30.0,
+                    stop_when=stop_when,
+                    on_line=on_line,
+                )
+            except AcaGpuError as exc:
+                run.lost = exc.message
+            break
+        waiter.cancel.wait(waiter.interval)
+    run.ended = time.monotonic()
+    if run.stopped_by is None:
+        run.info = final_status(cloud, resource_group, job, run, waiter)
+    return run
+
+
+def final_status(
+    cloud: Cloud, resource_group: str, job: str, run: ExecutionRun, waiter: Waiter
+) -> ExecutionInfo | None:
+    """The execution's status once it has ended (a stream can end a moment before the status does)."""
+    deadline = time.monotonic() + FINAL_STATUS_WAIT_S
+    info = run.info
+    while True:
+        info = get(cloud, resource_group, job, run.execution) or info
+        if info is not None and info.finished:
+            return info
+        if time.monotonic() >= deadline or waiter.cancel.is_set():
+            return info
+        waiter.cancel.wait(min(waiter.interval, 1.0))

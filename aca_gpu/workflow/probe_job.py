@@ -1,0 +1,153 @@
+"""The nvidia-smi probe as a job execution: the image under test runs nvidia-smi and exits.
+
+No app, no revision, no exec session: one start with a per-execution template whose command prints
+the nvidia-smi table, the CSV query and `nvidia-smi -q` (the GPUs' health), each followed by a line
+with its exit status, so the probe's
+GPU-seconds end with its command. The lines are read with `executions.follow` and judged by the same
+`probe.read_smi` as the explorer's exec, so both ways give one kind of ProbeResult.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from aca_gpu.errors import ContainerRefused, InfraError, NotFound
+from aca_gpu.gpu.profiles import GpuProfile
+from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
+from aca_gpu.workflow import checks, executions
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import ProbeResult
+from aca_gpu.workflow.probe import fatal_text, read_smi
+from aca_gpu.workflow.replicas import replica_details, safe_events
+
+TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
+QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
+HEALTH_END = "ACAGPU_SMI_HEALTH_EXIT="
+ATTEMPTS = 2  # a finished execution whose lines could not be read is started once more
+RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver call
+# After its last line the probe stays this long, so a client polling every 5 s still finds the
+# replica and reads its log (ACA removes a finished replica, and its log, within seconds). The client
+# stops at the last line and deletes the job, which ends the replica: the grace rarely bills.
+GRACE_S = 10
+
+
+def probe_script() -> str:
+    """One shell line: the table, the CSV query and `nvidia-smi -q`, each with its status (stderr
+    kept in the log), then the grace."""
+    query = shlex.join(checks.SMI_QUERY)
+    return (
+        f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"; '
+        f'nvidia-smi -q 2>&1; echo "{HEALTH_END}$?"; sleep {GRACE_S}'
+    )
+
+
+def probe_container(image: str, profile: GpuProfile) -> ContainerDef:
+    return ContainerDef(
+        name="cuda-probe",
+        image=image,
+        cpu=float(profile.container_cpu),
+        memory=checks.memory_text(profile),
+        command=("/bin/sh", "-c", probe_script()),
+    )
+
+
+def _status(line: str, marker: str) -> int | None:
+    text = line.split(marker, 1)[1].strip()
+    return int(text) if text.isdigit() else None
+
+
+def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult, ExecResult] | None:
+    """(table, query, -q) as exec results, or None while the last status line has not been read."""
+    parts: list[list[str]] = [[], [], []]
+    codes: list[int | None] = []
+    for line in lines:
+        marker = next((m for m in (TABLE_END, QUERY_END, HEALTH_END) if m in line), None)
+        if marker is None:
+            parts[min(len(codes), 2)].append(line)
+            continue
+        codes.append(_status(line, marker))
+        if marker == HEALTH_END:
+            argv = (("nvidia-smi",), tuple(checks.SMI_QUERY), ("nvidia-smi", "-q"))
+            return tuple(  # type: ignore[return-value]
+                ExecResult(a, "\n".join(p), "", c) for a, p, c in zip(argv, parts, codes, strict=False)
+            )
+    return None
+
+
+def wait_execution_started(
+    cloud: Cloud, resource_group: str, job: str, execution: str, waiter: Waiter, *, timeout: float
+) -> None:
+    """Until the execution's container runs (or already ended); ContainerRefused as soon as the
+    platform says it never will (CUDA requirement, image pull), with the runtime's own text."""
+    last: list[ReplicaInfo] = []
+
+    def started() -> bool | None:
+        try:
+            last[:] = cloud.list_execution_replicas(resource_group, job, execution)
+        except NotFound:
+            last[:] = []
+        for replica in last:
+            states = [c.running_state for c in replica.containers] or [replica.running_state]
+            if any((s or "").lower() in ("running", "terminated") for s in states):
+                return True
+        details = replica_details(last)
+        if fatal_text(details) is not None:
+            reason = fatal_text(details + safe_events(cloud, resource_group, app=job))
+            raise ContainerRefused(f"{job}: {reason}", code="ContainerRefused")
+        info = executions.get(cloud, resource_group, job, execution)
+        return True if info is not None and info.finished else None
+
+    def describe() -> str:
+        return "; ".join(replica_details(last)) or "no replica was scheduled"
+
+    waiter.until(f"the probe execution {execution} to start", started, timeout=timeout, describe=describe)
+
+
+def probe_job(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    container: ContainerDef,
+    waiter: Waiter,
+    *,
+    start_timeout: float,
+    environment: str | None = None,
+    runs: list[executions.ExecutionRun] | None = None,
+) -> ProbeResult:
+    """nvidia-smi in one execution of `job` running `container`; `runs` collects the executions
+    (for their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
+    requested = time.monotonic()
+    lost = ""
+    for _ in range(ATTEMPTS):
+        run = executions.start(cloud, resource_group, job, [container])
+        if runs is not None:
+            runs.append(run)
+        wait_execution_started(cloud, resource_group, job, run.execution, waiter, timeout=start_timeout)
+        running = time.monotonic()
+        where = (cloud, resource_group, job)
+        executions.follow(
+            *where, run, waiter, timeout=RUN_TIMEOUT_S, marker=HEALTH_END, environment=environment
+        )
+        parts = split_output(run.lines)
+        if parts is not None:
+            result = read_smi(*parts)
+            return replace(
+                result,
+                start_s=round(running - requested, 3),
+                smi_s=round((run.ended or time.monotonic()) - running, 3),
+            )
+        code = run.exit_code
+        if code not in (None, 0) and not any(TABLE_END in line for line in run.lines):
+            said = " | ".join(line.strip() for line in run.lines[-3:] if line.strip())
+            raise ContainerRefused(
+                f"{job}: the probe's shell exited {code} before nvidia-smi ran"
+                + (f": {said}" if said else ""),
+                code="ContainerRefused",
+            )
+        lost = run.lost or f"execution {run.execution} ended without the probe's last line"
+    raise InfraError(
+        f"could not read the probe's nvidia-smi output ({ATTEMPTS} attempts): {lost}", code="ProbeLost"
+    )

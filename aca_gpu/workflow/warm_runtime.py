@@ -1,0 +1,214 @@
+"""A run in a warm environment (`--env NAME`): the place exists already; the run brings only jobs.
+
+The engine asks for a place as always; here it is borrowed. The run's pieces live in a group of its
+own (`rg-acagpu-<run>`, the run's usual tags plus `acagpu:env`): two jobs per pair, the nvidia-smi
+probe and the tester, whose environmentId names the warm environment in its group (ARM allows a
+job in another group than its environment). Each execution starts with a per-execution template.
+Teardown is the usual one on the run's group (billing first, then the group), so `down`, `status`,
+`reap` and the guard treat a warm run like any other, and the environment, its group and every
+other run stay untouched. Every run renews the environment's expiry (one idle TTL from now).
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from dataclasses import replace
+from typing import Any
+
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
+from aca_gpu.models import Cloud, ContainerDef, EnvInfo, JobSpec, ResourceGroupInfo
+from aca_gpu.output import Progress
+from aca_gpu.workflow import checks, drivers, envs, executions
+from aca_gpu.workflow.aca_runtime import AcaRuntime
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.phases import phases_of
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.probe_job import probe_container, probe_job
+from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
+from aca_gpu.workflow.threads import spawn
+
+PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
+
+
+def run_tags(plan: Plan) -> dict[str, str]:
+    """The run's tags plus the environment it borrowed (how `env list` and reap find runs inside)."""
+    return {**plan.tags, naming.TAG_ENV: plan.env or ""}
+
+
+def probe_job_name(pair: Pair) -> str:
+    return naming.validate_aca_name(pair.explorer.replace("cuda-explorer-", "cuda-probe-", 1), "job")
+
+
+def runtime_for(cloud: Cloud, plan: Plan, waiter: Waiter) -> tuple[Plan, AcaRuntime]:
+    """The place a plan runs in: cold (a run-scoped group + environment) or borrowed (`--env`),
+    with the plan moved to the environment's region."""
+    if plan.env is None:
+        return plan, AcaRuntime(cloud, waiter)
+    group, env = envs.find_env(cloud, plan.env)
+    placed = replace(plan, location=group.location, regions=(group.location,))
+    return placed, WarmRuntime(cloud, waiter, group, env)
+
+
+class WarmRuntime(AcaRuntime):
+    """The engine's Runtime inside an existing `acagpu env` (see the module doc)."""
+
+    name = "aca"
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, group: ResourceGroupInfo, env: EnvInfo) -> None:
+        super().__init__(cloud, waiter)
+        self.group, self.place = group, env
+        self.env = env
+        self.rg = ""  # the run's own group, known once the plan of the attempt is
+        self._probes: list[executions.ExecutionRun] = []
+        self._touched = False
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        """The environment must offer every pair's GPU; quota counts what other runs hold now."""
+        with progress.step(f"environment {plan.env}") as step:
+            missing = sorted(
+                {p.profile.type for p in plan.pairs if self.place.profile_named_for(p.profile.type) is None}
+            )
+            if missing:
+                step.status = "fail"
+                have = ", ".join(t for _, t in self.place.workload_profiles) or "none"
+                raise PreflightRefused(
+                    f"environment {plan.env} has no {', '.join(missing)} profile (it has: {have})",
+                    code="ProfileNotInEnvironment",
+                    hint=f"acagpu env create {plan.env} --gpu ... adds a GPU profile (minutes on Azure)",
+                )
+            self.rg = plan.names.resource_group
+            inside = envs.runs_inside(self.cloud, self.group.name, self.place.name)
+            others = sorted(r for r in inside if r != plan.run_id)
+            step.update(f"{self.place.name} in {self.group.location}; other runs inside: {len(others)}")
+        with progress.step("GPU quota") as step:
+            found = self.quota_checks(plan.location, [pair.profile for pair in plan.pairs])
+            step.update("; ".join(c.summary() for c in found))
+            for check in found:
+                if check.usage is not None and not check.ok:
+                    step.status = "fail"
+                    raise check.error()
+
+    def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
+        """The environment is renewed (its idle TTL restarts now); the run's group is made (or found
+        again: the same run id resumes). Nothing waits for an environment."""
+        self._resumed = resumed
+        self.rg = plan.names.resource_group
+        with progress.step("warm environment") as step:
+            envs.renew(self.cloud, self.group)
+            self._touched = True
+            step.update(f"{self.place.name} in {self.group.name} (ready)")
+        with progress.step("resource group") as step:
+            group = self.cloud.get_resource_group(self.rg)
+            if group is not None:
+                tags = dict(group.tags)
+                if not naming.is_managed(tags) or tags.get(naming.TAG_RUN_ID) != plan.run_id:
+                    raise PreflightRefused(f"resource group {self.rg} exists and is not run {plan.run_id}'s")
+                resumed.append("resource_group")
+                step.update(f"{self.rg} (resumed)")
+            else:
+                self._sent_group = True  # from here on, a group with this run's tags is ours
+                self.cloud.create_resource_group(self.rg, self.group.location, run_tags(plan))
+                step.update(self.rg)
+            self._sent_group = True
+
+    def _job(self, plan: Plan, pair: Pair, name: str, container: ContainerDef, timeout_s: int) -> bool:
+        profile_name = self.place.profile_named_for(pair.profile.type)
+        assert profile_name is not None  # preflight refused a missing profile
+        return ensure_job(
+            self.cloud,
+            JobSpec(
+                resource_group=self.rg,
+                name=name,
+                location=self.group.location,
+                environment_id=self.place.id,
+                workload_profile_name=profile_name,
+                container=container,
+                tags=run_tags(plan),
+                replica_timeout_s=timeout_s,
+            ),
+        )
+
+    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the probe was created", code="Cancelled")
+        job = probe_job_name(pair)
+        container = probe_container(pair.image, pair.profile)
+        if self._job(plan, pair, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
+            self._resume("probe")
+        result = probe_job(
+            self.cloud,
+            self.rg,
+            job,
+            container,
+            waiter,
+            start_timeout=plan.start_timeout_s,
+            environment=self.place.name,
+            runs=self._probes,
+        )
+        self._release(job)
+        result = replace(result, platform=self._phases(job))
+        if result.driver_version and not result.failed:
+            drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
+        return result
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
+        container = checks.tester_container(plan.tester_image, pair.profile)
+        reused = self._job(plan, pair, pair.tester, container, plan.tester_timeout_s)
+        if reused:
+            self._resume("tester")
+        run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
+        with self._lock:
+            self._testers.append(run)
+        outcome = follow_result(
+            self.cloud,
+            self.rg,
+            pair.tester,
+            run,
+            waiter,
+            timeout=plan.start_timeout_s + plan.tester_timeout_s,
+            environment=self.place.name,
+        )
+        self._release(pair.tester)
+        return replace(outcome, platform=self._phases(pair.tester))
+
+    def _phases(self, job: str) -> dict[str, Any]:
+        """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
+        system events; empty when they cannot be read (a report, never a failure)."""
+        try:
+            events = self.cloud.system_events(self.group.name, environment=self.place.name, tail=200)
+        except AcaGpuError:
+            return {}
+        return phases_of(events, job)
+
+    def _release(self, job: str) -> None:
+        """Billing ends with the answer: the job goes now (its execution with it), not when the last
+        pair of the run is done; teardown still lists the run's jobs until none is left."""
+
+        def delete() -> None:
+            with suppress(AcaGpuError):  # teardown deletes it, and says so if it cannot
+                self.cloud.delete_job(self.rg, job)
+
+        spawn(delete, "acagpu-release")
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        result = super().remove_place(plan, progress)  # the run's own group, billing first
+        if result.clean and self._touched:
+            try:  # the expiry counts from the end of the last use, not its start
+                group = self.cloud.get_resource_group(self.group.name)
+                if group is not None:
+                    envs.renew(self.cloud, group)
+            except AcaGpuError:  # a renewal is best effort; the run is done
+                pass
+        return result
+
+    def gpu_seconds(self) -> float:
+        with self._lock:
+            probes = sum(r.seconds for r in self._probes)
+        return super().gpu_seconds() + probes

@@ -1,0 +1,1 @@
+"""`acagpu run`: the user's own container on a GPU, through the run engine (ACA or a local runtime)."""

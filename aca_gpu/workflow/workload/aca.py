@@ -1,0 +1,279 @@
+"""The user's container as a job on Azure Container Apps: in the run's own group and environment
+(`AcaWorkloadRuntime`), or inside a warm environment (`--env NAME`, `WarmWorkloadRuntime`).
+
+`AcaRuntime`/`WarmRuntime` give preflight (provider, offer, quota), the place and the billing-first
+teardown (the whole run-scoped group; in a warm environment the run's own group of jobs); the
+`Workload` mixin replaces the tester with the user's job, started as one execution with its own
+template (`executions.start`): the image with the command as its
+args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
+values as job secrets that env vars reference (`secretRef`), private-registry credentials, and a
+replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
+a reconnect's replay is skipped by (timestamp, stream, text) counts, so no line is lost or doubled.
+The exit code comes from the execution's detailed status; a container that never started is
+explained by the platform's own events in one line.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, replace
+
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.gpu import runtime_errors
+from aca_gpu.models import (
+    Cloud,
+    ContainerDef,
+    EnvInfo,
+    ExecutionInfo,
+    JobSpec,
+    RegistryCred,
+    ResourceGroupInfo,
+)
+from aca_gpu.workflow import envs
+from aca_gpu.workflow.aca_runtime import AcaRuntime
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.replicas import safe_events
+from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
+from aca_gpu.workflow.warm_runtime import WarmRuntime
+from aca_gpu.workflow.workload.local import outcome_of
+from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
+from aca_gpu.workflow.workload.plan import RunSpec
+
+CONTAINER = "main"
+REGISTRY_SECRET = "registry-password"
+LOG_RECONNECTS = 20
+RETRY_S = 0.2
+FINAL_STATUS_WAIT_S = 30.0
+START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
+                  "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
+
+
+def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
+    work = spec.workload
+    secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
+    registries: tuple[RegistryCred, ...] = ()
+    if work.registry is not None:
+        reg = work.registry
+        if reg.identity:
+            registries = (RegistryCred(reg.server, identity=reg.identity),)
+        else:
+            assert work.registry_password is not None
+            secrets[REGISTRY_SECRET] = work.registry_password
+            registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
+    container = ContainerDef(
+        name=CONTAINER,
+        image=work.image,
+        cpu=work.cpu,
+        memory=work.memory,
+        args=work.command,
+        env=dict(work.env),
+        secret_env=dict(work.secrets),
+    )
+    return JobSpec(
+        resource_group=where.resource_group,
+        name=pair.tester,
+        location=where.location,
+        environment_id=where.environment_id,
+        workload_profile_name=where.profile_name,
+        container=container,
+        tags=dict(where.tags),
+        replica_timeout_s=plan.tester_timeout_s,
+        secrets=secrets,
+        registries=registries,
+    )
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the run's job goes: its group, region, environment, workload profile and tags."""
+
+    resource_group: str
+    location: str
+    environment_id: str
+    environment: str
+    profile_name: str
+    tags: Mapping[str, str]
+
+
+def _why(run: TesterRun) -> str:
+    return f" ({run.lost})" if run.lost else ""
+
+
+class Workload:
+    """The user's job in place of the tester (mixed into AcaRuntime or WarmRuntime)."""
+
+    cloud: Cloud
+    _lock: threading.Lock
+    _testers: list[TesterRun]
+    spec: RunSpec
+    console: Console
+    result: WorkloadResult | None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        raise NotImplementedError
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        where = self._where(plan, pair)
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
+        job = job_spec(self.spec, plan, pair, where)
+        reused = ensure_job(self.cloud, job)
+        run = start_execution(
+            self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
+        )
+        with self._lock:
+            self._testers.append(run)
+        try:
+            self._follow(plan, where, job.name, run, waiter)
+        finally:
+            run.ended = run.ended or time.monotonic()
+        info = self._final_status(where.resource_group, job.name, run, waiter)
+        self.result = self._judge(plan, where, run, info)
+        return outcome_of(self.result)
+
+    def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
+        """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
+        rg = where.resource_group
+        deadline = time.monotonic() + plan.start_timeout_s + plan.tester_timeout_s + 60
+        delivered: Counter[Hashable] = Counter()
+        failures = 0
+        while True:
+            if waiter.cancel.is_set():
+                raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+            shown: Counter[Hashable] = Counter()
+            clean = False
+            try:
+                records = self.cloud.job_log_records(
+                    rg, job, run.execution, timeout=max(1.0, deadline - time.monotonic())
+                )
+                for stamp, stream, text in records:
+                    key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)
+                    shown[key] += 1
+                    if shown[key] <= delivered[key]:
+                        continue  # replayed by a new connection: already shown
+                    delivered[key] += 1
+                    if run.first_line is None:
+                        run.first_line = time.monotonic()
+                    self.console.line(stream, text)
+                    if waiter.cancel.is_set():
+                        raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+                clean = True
+            except WaitTimedOut:
+                raise
+            except AcaGpuError as exc:
+                failures += 1
+                run.lost = exc.message
+                if failures > LOG_RECONNECTS:
+                    return
+            info = self._execution(rg, job, run.execution)
+            if info is not None and info.finished:
+                run.info = info
+                # ACA removes a finished replica and its log within seconds: say what could not be read
+                if not delivered:
+                    self.console.note(f"no log line could be read before the execution ended{_why(run)}")
+                elif not clean:
+                    self.console.note(f"the log may be incomplete: its stream failed at the end{_why(run)}")
+                return
+            if time.monotonic() >= deadline:
+                return
+            # a failed read is retried soon: a short job's replica may live only seconds
+            waiter.cancel.wait(min(waiter.interval, RETRY_S) if failures else waiter.interval)
+
+    def _execution(self, rg: str, job: str, execution: str) -> ExecutionInfo | None:
+        try:
+            return self.cloud.get_execution(rg, job, execution)
+        except AcaGpuError:
+            return None
+
+    def _final_status(self, rg: str, job: str, run: TesterRun, waiter: Waiter) -> ExecutionInfo | None:
+        deadline = time.monotonic() + FINAL_STATUS_WAIT_S
+        info = run.info
+        while not (info is not None and info.finished and (info.exit_codes or info.status != "Succeeded")):
+            if time.monotonic() >= deadline or waiter.cancel.is_set():
+                break
+            waiter.cancel.wait(min(waiter.interval, 1.0))
+            info = self._execution(rg, job, run.execution) or info
+        return info
+
+    def _judge(self, plan: Plan, where: Where, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
+        seconds = run.seconds
+        run.info = info
+        said = " ".join(filter(None, (info.reason, info.message))) if info else ""
+        if "deadline" in said.lower():
+            why = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
+            return WorkloadResult("timeout", reason=why, execution=run.execution, seconds=seconds)
+        if run.exit_code is not None:  # only an ended execution's code is the container's
+            return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=seconds)
+        if info is not None and info.status == "Succeeded":
+            return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
+        if info is not None and info.status == "Failed":
+            return self._refused(where, run, said)
+        what = info.status if info else "unknown"
+        return WorkloadResult(
+            "unknown", reason=f"the execution's end was not learnt (status {what})",
+            execution=run.execution, seconds=seconds,
+        )  # fmt: skip
+
+    def _refused(self, where: Where, run: TesterRun, said: str) -> WorkloadResult:
+        """The container never ran: the platform's own reason, and what to do when it is known."""
+        events = safe_events(self.cloud, where.resource_group, environment=where.environment)
+        failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
+        text = failures[-1] if failures else said or "the execution failed without a container exit code"
+        found = runtime_errors.first(text)
+        said = text.split(":", 1)[0] if ":" in text else ""
+        # one line: the platform's reason and, when the text is recognised, what it means
+        reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
+        run.first_line = run.ended  # no replica ran: nothing to bill beyond the wait
+        return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)
+
+
+class AcaWorkloadRuntime(Workload, AcaRuntime):
+    """The run's own tagged group and environment, torn down after."""
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, spec: RunSpec, console: Console) -> None:
+        AcaRuntime.__init__(self, cloud, waiter)
+        self.spec, self.console, self.result = spec, console, None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        assert self.env is not None
+        rg, env = plan.names.resource_group, plan.names.environment
+        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags)
+
+
+class WarmWorkloadRuntime(Workload, WarmRuntime):
+    """Inside a warm environment: the run brings only its job; teardown removes only that."""
+
+    def __init__(
+        self,
+        cloud: Cloud,
+        waiter: Waiter,
+        group: ResourceGroupInfo,
+        env: EnvInfo,
+        spec: RunSpec,
+        console: Console,
+    ) -> None:
+        WarmRuntime.__init__(self, cloud, waiter, group, env)
+        self.spec, self.console, self.result = spec, console, None
+
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        profile = self.place.profile_named_for(pair.profile.type)
+        assert profile is not None  # preflight refused an environment without the GPU
+        tags = {**plan.tags, naming.TAG_ENV: plan.env or ""}
+        return Where(self.rg, self.group.location, self.place.id, self.place.name, profile, tags)
+
+
+def runtime_for(
+    cloud: Cloud, plan: Plan, waiter: Waiter, spec: RunSpec, console: Console
+) -> tuple[Plan, AcaWorkloadRuntime | WarmWorkloadRuntime]:
+    """Cold (a run-scoped group + environment) or borrowed (`--env`), with the plan moved there."""
+    if plan.env is None:
+        return plan, AcaWorkloadRuntime(cloud, waiter, spec, console)
+    group, env = envs.find_env(cloud, plan.env)
+    placed = replace(plan, location=group.location, regions=(group.location,))
+    return placed, WarmWorkloadRuntime(cloud, waiter, group, env, spec, console)

@@ -1,0 +1,99 @@
+"""`acagpu run --runtime docker|podman|apptainer`: the same workload on this machine's runtime.
+
+The engine's second runtime for a workload: nothing to create or remove (`run --rm`), the
+container's lines go to the run's `Console` as they arrive, a deadline (--max-minutes) or Ctrl-C
+kills the client and removes the named container. A container the runtime refuses to start is
+explained with the runtime's own text (and a fix when `gpu/runtime_errors.py` knows one).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aca_gpu.errors import WaitTimedOut
+from aca_gpu.gpu import runtime_errors
+from aca_gpu.output import Progress
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
+from aca_gpu.workflow.workload.plan import RunSpec
+
+if TYPE_CHECKING:
+    from aca_gpu.local.probe import LocalTarget
+
+NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)
+
+
+def outcome_of(result: WorkloadResult) -> TesterOutcome:
+    """The engine's view: a container that ran passes the pair (its code is the run's exit code)."""
+    status = {"exited": "pass", "refused": "fail", "timeout": "timeout"}.get(result.status, "unavailable")
+    return TesterOutcome(status, result.execution, None, result.exit_code, result.reason, result.seconds)
+
+
+class LocalWorkloadRuntime:
+    """Implements the engine's Runtime for one user container on Docker, Podman or Apptainer."""
+
+    def __init__(self, target: LocalTarget, why: str, spec: RunSpec, console: Console) -> None:
+        self.target, self.why, self.spec, self.console = target, why, spec, console
+        self.name = target.runtime
+        self.result: WorkloadResult | None = None
+        self.commands: dict[str, str] = {}
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        progress.note(self.why)
+
+    def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
+        """Nothing to create: the container is removed as it exits (`--rm`)."""
+
+    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        raise NotImplementedError("a workload run has no probe")
+
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        from aca_gpu.local.commands import container_command
+        from aca_gpu.local.runner import stream_container
+
+        workload, target = self.spec.workload, self.target
+        env = {**workload.env, **workload.secret_values}  # read by name: no value on the command line
+        command = container_command(
+            target.runtime,
+            workload.image,
+            workload.command,
+            gpus=target.gpus,
+            env=env,
+            binary=target.binary,
+            name=pair.tester,
+            podman_gpu=target.podman_gpu,
+            network=True,
+        )
+        self.commands["container"] = command.display()
+        run = stream_container(command, plan.tester_timeout_s, waiter.cancel, self.console.line)
+        if run.cancelled:
+            self.result = WorkloadResult("stopped", reason="stopped (Ctrl-C)", seconds=run.seconds)
+            raise WaitTimedOut("the container was stopped", code="Cancelled")
+        if run.timed_out:
+            self.result = WorkloadResult(
+                "timeout", reason=f"still running after --max-minutes {plan.max_minutes}: stopped",
+                seconds=run.seconds,
+            )  # fmt: skip
+        elif run.refused is not None:
+            found = runtime_errors.first(run.stderr)
+            reason = found.summary if found is not None else run.refused
+            self.result = WorkloadResult(
+                "refused", run.exit_code, reason, found.fix if found else None, seconds=run.seconds
+            )
+        else:
+            self.result = WorkloadResult("exited", run.exit_code, seconds=run.seconds)
+        return outcome_of(self.result)
+
+    def has_place(self) -> bool:
+        return False
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def gpu_seconds(self) -> float:
+        return 0.0  # this machine's own GPUs: nothing is billed

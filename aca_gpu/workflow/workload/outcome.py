@@ -1,0 +1,256 @@
+"""What the user's container did, and the one exit-code rule of `acagpu run` (like `docker run`).
+
+The container's stdout and stderr reach the terminal line by line as they arrive (`Console`); with
+`-o json` they are collected into the document instead, capped, with a note when capped. acagpu
+exits with the container's code when the container ran; its own failures before or around it keep
+their documented codes, and the document's `exit_code_from` says which of the two it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
+from aca_gpu.workflow.outcome import RunOutcome
+from aca_gpu.workflow.workload.plan import RunSpec, replica_price
+
+MAX_LINES = 5000  # per stream, in the JSON document
+MAX_CHARS = 1_000_000
+STATUS_BY_EXIT = {
+    0: "ok",
+    1: "failed",
+    2: "bad_input",
+    3: "quota",
+    4: "timed_out",
+    5: "container_refused",
+    6: "teardown_incomplete",
+    7: "infra_error",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
+class Console:
+    """Receives the container's lines: prints them live (table mode) and keeps them (capped)."""
+
+    def __init__(self, live: bool, stdout: Callable[[], TextIO], stderr: Callable[[], TextIO]) -> None:
+        """The streams are looked up at every line: a progress display on a terminal may redirect
+        them for a while, so the lines print above it instead of through it."""
+        self.live, self._out, self._err = live, stdout, stderr
+        self._lock = threading.Lock()
+        self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self.dropped: dict[str, int] = {"stdout": 0, "stderr": 0}
+        self.notes: list[str] = []
+        self._chars = 0
+        self.opened = time.monotonic()
+        self.first_line_s: float | None = None  # from the start of the run to the first line
+
+    def note(self, text: str) -> None:
+        """What the document should say about the output itself (e.g. it could not be read)."""
+        with self._lock:
+            self.notes.append(text)
+            if self.live:
+                print(f"warning: {text}", file=self._err(), flush=True)
+
+    def line(self, stream: str, text: str) -> None:
+        with self._lock:
+            if self.first_line_s is None:
+                self.first_line_s = round(time.monotonic() - self.opened, 3)
+            kept = self.lines[stream]
+            if len(kept) < MAX_LINES and self._chars + len(text) <= MAX_CHARS:
+                kept.append(text)
+                self._chars += len(text) + 1
+            else:
+                self.dropped[stream] += 1
+            if self.live:
+                target = self._out() if stream == "stdout" else self._err()
+                print(text, file=target, flush=True)
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self.lines.values()) + sum(self.dropped.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            doc: dict[str, Any] = {
+                name: "".join(f"{line}\n" for line in lines) for name, lines in self.lines.items()
+            }
+            if self.notes:
+                doc["notes"] = list(self.notes)
+            if any(self.dropped.values()):
+                doc["truncated"] = {
+                    "note": f"capped at {MAX_LINES} lines or {MAX_CHARS} characters; later lines dropped",
+                    **{f"{k}_lines_dropped": v for k, v in self.dropped.items()},
+                }
+            return doc
+
+
+@dataclass
+class WorkloadResult:
+    """How the container ended: `exited` (its code is known), `refused` (it never started),
+    `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt)."""
+
+    status: str
+    exit_code: int | None = None
+    reason: str | None = None
+    hint: str | None = None
+    execution: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "execution": self.execution,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class WorkloadOutcome(RunOutcome):
+    """The engine's outcome with the workload's own end; the exit code follows `docker run`."""
+
+    spec: RunSpec | None = None
+    console: Console | None = None
+    result: WorkloadResult | None = None
+    commands: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def container_exit(self) -> int | None:
+        """The container's code when it ran and nothing of acagpu's outranks it."""
+        if self.interrupted or self.error is not None or not self.teardown.clean:
+            return None
+        if self.result is None or self.result.status != "exited":
+            return None
+        return self.result.exit_code
+
+    @property
+    def exit_code(self) -> int:
+        code = self.container_exit
+        return code if code is not None else super().exit_code
+
+    @property
+    def status(self) -> str:
+        code = self.container_exit
+        if code is not None:
+            return "ok" if code == 0 else "container_failed"
+        return STATUS_BY_EXIT.get(super().exit_code, "failed")
+
+    def failure(self) -> AcaGpuError | None:
+        if self.container_exit is not None:
+            return None  # the container's own failure is its output and its code, not acagpu's error
+        acagpu_fine = not self.interrupted and self.error is None and self.teardown.clean
+        if acagpu_fine and self.result is not None and self.result.status == "refused":
+            return GpuCheckFailed(
+                f"the container did not start: {self.result.reason}",
+                code="ContainerRefused",
+                hint=self.result.hint,
+            )
+        return super().failure()
+
+    def cost(self) -> dict[str, Any]:
+        """The measured replica lifetime at the replica's own price (its --cpu/--memory meters)."""
+        if self.spec is None or self.spec.local:
+            return {
+                "gpu_seconds": 0.0,
+                "usd_estimate": 0.0,
+                "basis": "this machine's own GPUs: nothing billed",
+            }
+        profile = self.plan.pairs[0].profile
+        per_second, basis = replica_price(profile, self.spec.workload.cpu, self.spec.workload.memory_gib)
+        return {
+            "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 1),
+            "replica_seconds": round(self.gpu_seconds, 1),
+            "usd_estimate": round(per_second * self.gpu_seconds, 4),
+            "basis": f"estimate: measured replica lifetime x ({basis})",
+        }
+
+    def document(self) -> dict[str, Any]:
+        assert self.spec is not None
+        error = self.failure()
+        code = self.exit_code
+        doc: dict[str, Any] = {
+            "schema": 1,
+            "command": "run",
+            "run_id": self.plan.run_id,
+            "status": self.status,
+            "exit_code": code,
+            "exit_code_from": "container" if self.container_exit is not None else "acagpu",
+            **self.spec.as_dict(),
+            "container": self.result.as_dict() if self.result else {"status": "not-started"},
+            "output": self.console.as_dict() if self.console else {"stdout": "", "stderr": ""},
+            "phases": dict(self.phases),
+            "timings": {
+                **self.timings,
+                "time_to_first_line_s": self.console.first_line_s if self.console else None,
+            },
+            "cost": self.cost(),
+            "teardown": self.teardown.as_dict(),
+            "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
+            "error": error.as_dict() if error is not None else None,
+        }
+        if self.commands:
+            doc["commands"] = dict(self.commands)
+        return doc
+
+
+def render_run(doc: dict[str, Any]) -> str:
+    """The closing lines on stderr (stdout carries only the container's own output)."""
+    container = doc.get("container") or {}
+    cost = doc.get("cost") or {}
+    where = doc.get("location")
+    lines = [f"run {doc['run_id']} on {doc['runtime']}" + (f" ({where})" if where != "local" else "")]
+    if container.get("status") == "exited":
+        lines.append(f"  container exited with code {container.get('exit_code')}")
+    elif container.get("reason"):
+        lines.append(f"  container {container.get('status')}: {container.get('reason')}")
+    usd = cost.get("usd_estimate")
+    if isinstance(usd, int | float) and doc.get("runtime") == "aca":
+        lines.append(
+            f"  cost           {cost.get('gpu_seconds', 0):.0f} GPU-seconds, ≈ ${usd:.4f} (estimate)"
+        )
+    teardown = doc.get("teardown") or {}
+    if doc.get("runtime") == "aca":
+        lines.append(f"  teardown       {teardown.get('status')}")
+    return "\n".join(lines)
+
+
+def render_run_markdown(doc: dict[str, Any]) -> str:
+    """The job summary (`--github`): what ran, how it ended, the output's tail; never a secret."""
+    container, work = doc.get("container") or {}, doc.get("workload") or {}
+    ended = container.get("status")
+    if ended == "exited":
+        ended = f"exited with code {container.get('exit_code')}"
+    cost = doc.get("cost") or {}
+    rows = [
+        ("status", f"{doc['status']} (exit {doc['exit_code']}, from {doc['exit_code_from']})"),
+        ("where", f"{doc['runtime']} ({doc.get('location')})"),
+        ("image", f"`{work.get('image')}`"),
+        ("command", f"`{' '.join(work.get('command') or []) or '(image default)'}`"),
+        ("container", f"{ended}" + (f": {container['reason']}" if container.get("reason") else "")),
+        (
+            "cost",
+            f"{cost.get('gpu_seconds', 0):g} GPU-seconds, ≈ ${cost.get('usd_estimate') or 0:.4f} (estimate)",
+        ),
+        ("teardown", str((doc.get("teardown") or {}).get("status"))),
+    ]
+    if doc.get("error"):
+        rows.append(("error", doc["error"]["message"]))
+    lines = [f"## acagpu run — run {doc['run_id']}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows]
+    tail = (doc.get("output") or {}).get("stdout", "").splitlines()[-20:]
+    if tail:
+        lines += [
+            "",
+            "<details><summary>last lines of stdout</summary>",
+            "",
+            "```",
+            *tail,
+            "```",
+            "</details>",
+        ]
+    return "\n".join(lines) + "\n"

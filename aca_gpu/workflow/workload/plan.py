@@ -1,0 +1,397 @@
+"""`acagpu run`'s plan: the user's container (image, command, env, secrets, size, registry) checked
+before anything exists, on the engine's `Plan` with one tester-only pair whose job is the workload.
+
+Secrets are read from the local environment here, once, so a missing one is bad input (exit 2)
+before anything bills; their values live only in `Workload.secret_values` (kept out of `repr`,
+of every document and of the plan's tags), and travel to ACA as secrets that env vars reference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from aca_gpu import cost, naming
+from aca_gpu.config import Settings
+from aca_gpu.errors import BadInput
+from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.workflow import checks, failover
+from aca_gpu.workflow.plan import (
+    DEFAULT_MAX_MINUTES,
+    DEFAULT_START_TIMEOUT,
+    GPU_PROFILE_NAME,
+    Pair,
+    Plan,
+)
+
+RUNTIMES = ("aca", "docker", "podman", "apptainer")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MEMORY_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(Gi)?$")
+RESERVED_ENV = ("CONTAINER_APP_", "ACAGPU_")  # set by the platform or by acagpu itself
+DOCKER_HUB = "index.docker.io"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The `run` flags as typed; None means "use the setting or default"."""
+
+    image: str
+    command: tuple[str, ...] = ()
+    runtime: str = "aca"
+    gpu: str | None = None
+    location: str | None = None
+    regions: str | None = None
+    run_id: str | None = None
+    ttl: str | None = None
+    max_minutes: int | None = None
+    start_timeout: str | None = None
+    env: tuple[str, ...] = ()  # -e KEY=VALUE
+    secret_env: tuple[str, ...] = ()  # --secret-env NAME (value from this environment)
+    cpu: float | None = None
+    memory: str | None = None
+    registry_identity: str | None = None
+    registry_username: str | None = None
+    registry_password_env: str | None = None
+    gpus: str = "all"  # local runtimes: --gpus
+    podman_gpu: str = "cdi"
+    env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Credentials for a private registry: a managed identity, or a user name + a password secret."""
+
+    server: str
+    identity: str | None = None
+    username: str | None = None
+    password_env: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "identity": self.identity,
+            "username": self.username,
+            "password_env": self.password_env,
+        }
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What runs: the values of secrets are here only, and never printed (repr hides them)."""
+
+    image: str
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+    secrets: Mapping[str, str]  # env var name -> ACA secret name
+    cpu: float
+    memory_gib: float
+    registry: Registry | None = None
+    secret_values: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+    registry_password: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def memory(self) -> str:
+        return f"{self.memory_gib:g}Gi"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The document's view: env values the user typed, secret names only."""
+        return {
+            "image": self.image,
+            "command": list(self.command),
+            "env": dict(self.env),
+            "secret_env": sorted(self.secrets),
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "registry": self.registry.as_dict() if self.registry else None,
+        }
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The engine's plan plus the workload and where it runs."""
+
+    plan: Plan
+    workload: Workload
+    runtime: str  # aca | docker | podman | apptainer
+    gpus: str = "all"
+    podman_gpu: str = "cdi"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def local(self) -> bool:
+        return self.runtime != "aca"
+
+    def price(self) -> dict[str, Any]:
+        """Per-second price of the replica and the ceiling at --max-minutes (list prices, estimate)."""
+        if self.local:
+            return {"usd_per_second": 0.0, "ceiling_usd": 0.0, "basis": "this machine: nothing billed"}
+        profile = self.plan.pairs[0].profile
+        per_second, basis = replica_price(profile, self.workload.cpu, self.workload.memory_gib)
+        ceiling = per_second * self.plan.max_minutes * 60
+        return {
+            "usd_per_second": round(per_second, 7),
+            "usd_per_hour": round(per_second * 3600, 4),
+            "ceiling_usd": round(ceiling, 4),
+            "ceiling_minutes": self.plan.max_minutes,
+            "basis": f"{basis}; ceiling = {self.plan.max_minutes} min (--max-minutes); estimate",
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `--dry-run` document (and the plan part of the run's document)."""
+        plan, pair = self.plan, self.plan.pairs[0]
+        doc: dict[str, Any] = {
+            "run_id": plan.run_id,
+            "runtime": self.runtime,
+            "workload": self.workload.as_dict(),
+            "max_minutes": plan.max_minutes,
+            "price": self.price(),
+            "warnings": list(self.warnings),
+        }
+        if self.local:
+            doc.update({"location": "local", "gpus": self.gpus, "container": pair.tester})
+        else:
+            doc.update(
+                {
+                    "location": plan.location,
+                    "regions": list(plan.region_order),
+                    "profile": checks.profile_dict(pair.profile, pair.gpu),
+                    "env": plan.env,
+                    "resources": {
+                        "resource_group": plan.names.resource_group,
+                        "environment": plan.names.environment,
+                        "job": pair.tester,
+                    }
+                    if plan.env is None
+                    else {
+                        "resource_group": plan.names.resource_group,  # the run's own, holding its job
+                        "environment": naming.EnvNames(plan.env).environment,
+                        "environment_group": naming.EnvNames(plan.env).resource_group,
+                        "job": pair.tester,
+                    },
+                    "ttl_seconds": int(plan.ttl.total_seconds()),
+                    "tags": dict(plan.tags),
+                }
+            )
+        return doc
+
+
+def replica_price(profile: checks.Profile, cpu: float, memory_gib: float) -> tuple[float, str]:
+    """USD per second of one replica: GPU + vCPU + GiB meters (serverless) or node + management."""
+    table = cost.load_prices()
+    rates = table.profile_rates(profile.type)
+    if rates.get("billing") == "per-node-hour":
+        node = float(rates["node_hour"]) / 3600
+        mgmt = table.management_hour / 3600
+        return node + mgmt, f"{profile.type} node ${float(rates['node_hour']):.3f}/h + management"
+    gpu = float(rates["gpu_second"]) * profile.gpu_count
+    vcpu = table.vcpu_second * cpu
+    mem = table.gib_second * memory_gib
+    basis = (
+        f"{profile.gpu_count} GPU x ${float(rates['gpu_second']):.7f}/s + {cpu:g} vCPU x "
+        f"${table.vcpu_second:.7f}/s + {memory_gib:g} GiB x ${table.gib_second:.7f}/s ({table.origin} prices)"
+    )
+    return gpu + vcpu + mem, basis
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+
+def _text(value: str | None, flag: str) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        raise BadInput(f"{flag} is empty: give a value or leave the flag out")
+    return value.strip()
+
+
+def _env_name(name: str, flag: str) -> str:
+    if not ENV_NAME_RE.fullmatch(name):
+        raise BadInput(f"{flag} {name!r}: an environment variable name is letters, digits and _ (not first)")
+    if name.upper().startswith(RESERVED_ENV):
+        raise BadInput(f"{flag} {name!r}: names starting with {' or '.join(RESERVED_ENV)} are reserved")
+    return name
+
+
+def parse_env(items: tuple[str, ...]) -> dict[str, str]:
+    """`-e KEY=VALUE` (repeatable): a KEY twice is an error, never "the last one wins"."""
+    env: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise BadInput(
+                f"-e {item!r}: expected KEY=VALUE",
+                hint="a value from this machine's environment goes through --secret-env NAME",
+            )
+        _env_name(name, "-e")
+        if name in env:
+            raise BadInput(f"-e {name} is given twice")
+        env[name] = value
+    return env
+
+
+def secret_name(env_name: str) -> str:
+    """ACA secret names: lowercase letters, digits and '-', starting and ending alphanumeric."""
+    return "env-" + env_name.lower().replace("_", "-").strip("-")
+
+
+def parse_secrets(names: tuple[str, ...], env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(env var -> secret name, env var -> value) for --secret-env; a missing or empty one is bad input."""
+    refs: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for raw in names:
+        name = _env_name(raw.strip(), "--secret-env")
+        if name in refs:
+            raise BadInput(f"--secret-env {name} is given twice")
+        if name in env:
+            raise BadInput(f"{name} is given with both -e and --secret-env: choose one")
+        value = os.environ.get(name)
+        if not value:
+            raise BadInput(
+                f"--secret-env {name}: {name} is not set in this environment (or is empty)",
+                hint=f"export {name}=... first; its value is sent as an ACA secret, never printed",
+            )
+        secret = secret_name(name)
+        if secret in refs.values():
+            raise BadInput(f"--secret-env {name}: another name maps to the same secret {secret!r}")
+        refs[name], values[name] = secret, value
+    return refs, values
+
+
+def parse_memory(value: str) -> float:
+    match = MEMORY_RE.fullmatch(value.strip())
+    if not match:
+        raise BadInput(f"--memory {value!r}: give GiB like 16Gi or 16")
+    return float(match.group(1))
+
+
+def _size(request: RunRequest, profile: checks.Profile) -> tuple[float, float]:
+    """--cpu/--memory, default the profile's whole replica; more than the replica has is refused."""
+    cpu = float(profile.container_cpu) if request.cpu is None else float(request.cpu)
+    memory = float(profile.container_memory_gib) if request.memory is None else parse_memory(request.memory)
+    if request.runtime != "aca":
+        return cpu, memory
+    if not 0 < cpu <= profile.container_cpu:
+        raise BadInput(
+            f"--cpu {cpu:g}: {profile.type} gives a container up to {profile.container_cpu:g} vCPU"
+        )
+    if not 0 < memory <= profile.container_memory_gib:
+        raise BadInput(
+            f"--memory {memory:g}Gi: {profile.type} gives a container up to {profile.container_memory_gib}Gi"
+        )
+    return cpu, memory
+
+
+def _registry(request: RunRequest, image: str) -> tuple[Registry | None, str | None]:
+    identity = _text(request.registry_identity, "--registry-identity")
+    user = _text(request.registry_username, "--registry-username")
+    password_env = _text(request.registry_password_env, "--registry-password-env")
+    if identity and (user or password_env):
+        raise BadInput("give --registry-identity or --registry-username/--registry-password-env, not both")
+    if bool(user) != bool(password_env):
+        raise BadInput("--registry-username and --registry-password-env go together")
+    if not (identity or user):
+        return None, None
+    ref = parse_image_ref(image)
+    server = DOCKER_HUB if ref.registry in ("docker.io", "registry-1.docker.io") else ref.registry
+    password = None
+    if password_env:
+        _env_name(password_env, "--registry-password-env")
+        password = os.environ.get(password_env)
+        if not password:
+            raise BadInput(f"--registry-password-env {password_env}: {password_env} is not set (or is empty)")
+    return Registry(server, identity, user, password_env), password
+
+
+def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> RunSpec:
+    """Validate every `run` value (one-line BadInput on the first bad one) before anything exists."""
+    if request.runtime not in RUNTIMES:
+        raise BadInput(f"--runtime {request.runtime!r}: choose one of {', '.join(RUNTIMES)}")
+    image_text = _text(request.image, "IMAGE") or ""
+    try:
+        parse_image_ref(image_text)
+    except BadInput as exc:
+        raise BadInput(f"IMAGE: {exc.message}") from exc
+    if any(not part for part in request.command[:1]):
+        raise BadInput("the COMMAND after -- is empty: give a program, e.g. -- nvidia-smi")
+    rid = _text(request.run_id, "--run-id")
+    run_id = naming.validate_run_id(rid) if rid else naming.new_run_id()
+    names = naming.RunNames(run_id).validate()
+    job = naming.validate_aca_name(f"run-{run_id}", "job")
+    location = naming.validate_location(_text(request.location, "--location") or settings.location)
+    ttl_text = _text(request.ttl, "--ttl") or settings.ttl
+    ttl = naming.parse_ttl(ttl_text, "--ttl")
+    gpu = (_text(request.gpu, "--gpu") or settings.gpu).lower()
+    profile = checks.resolve_profile(gpu)
+    minutes = DEFAULT_MAX_MINUTES if request.max_minutes is None else request.max_minutes
+    if not 1 <= minutes <= 24 * 60:
+        raise BadInput(f"invalid --max-minutes {minutes}: use 1 to 1440")
+    start = naming.parse_duration(_text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT)
+    env = parse_env(request.env)
+    secrets, values = parse_secrets(request.secret_env, env)
+    cpu, memory = _size(request, profile)
+    registry, password = _registry(request, image_text)
+    warnings: list[str] = []
+    env_name = _text(request.env_name, "--env") or settings.env
+    if env_name is not None:
+        naming.validate_env_name(env_name)
+        if request.runtime != "aca":
+            warnings.append(f"--env {env_name} is a warm environment on ACA; `{request.runtime}` needs none")
+            env_name = None
+        elif request.regions is not None or request.location is not None:
+            raise BadInput("--env runs where the environment is: leave out -l/--location and --regions")
+    if registry is not None and request.runtime != "aca":
+        warnings.append(
+            f"--registry-* apply on ACA; here `{request.runtime}` uses its own login "
+            f"(`{request.runtime} login {registry.server}`)"
+        )
+        registry, password = None, None
+    regions: tuple[str, ...] = (location,)
+    if request.regions is not None:
+        if request.location is not None:
+            raise BadInput(
+                "give -l/--location or --regions, not both (the first of --regions is where it starts)"
+            )
+        parts = [r.strip() for r in request.regions.split(",")]
+        if not all(parts):
+            raise BadInput(f"--regions {request.regions!r}: an empty region; separate regions by commas")
+        regions = tuple(dict.fromkeys(naming.validate_location(r) for r in parts))
+        if len(regions) > failover.MAX_REGIONS:
+            raise BadInput(f"--regions names {len(regions)} regions; at most {failover.MAX_REGIONS}")
+    pair = Pair(1, image_text, parse_image_ref(image_text), gpu, profile, GPU_PROFILE_NAME, "", job)
+    if request.runtime != "aca":
+        pair = Pair(
+            1, image_text, parse_image_ref(image_text), "local", profile, "local", "", f"acagpu-{run_id}-run"
+        )
+    tags = naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu)
+    plan = Plan(
+        command="run",
+        run_id=run_id,
+        names=names,
+        location=regions[0] if request.runtime == "aca" else "local",
+        pairs=(pair,),
+        tester_image=image_text,
+        ttl=ttl if request.runtime == "aca" else timedelta(0),
+        max_minutes=minutes,
+        start_timeout_s=start.total_seconds(),
+        owner=owner,
+        tags=tags,
+        probe=False,
+        regions=regions if request.runtime == "aca" else (),
+        env=env_name,
+    )
+    workload = Workload(
+        image=image_text,
+        command=tuple(request.command),
+        env=env,
+        secrets=secrets,
+        cpu=cpu,
+        memory_gib=memory,
+        registry=registry,
+        secret_values=values,
+        registry_password=password,
+    )
+    return RunSpec(plan, workload, request.runtime, request.gpus, request.podman_gpu, tuple(warnings))

@@ -1,0 +1,96 @@
+"""`acagpu up --emulator --record DIR`, then `acagpu emulator replay DIR` and a second `acagpu up`
+against it: real processes throughout. The recording must hold no secret, the replayed run must
+reach the recorded verdict through exactly the recorded exchanges, and a run that asks for anything
+else must be refused by the replay."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from aca_gpu.emulator.server import SUBSCRIPTION
+from aca_gpu.recording import EMAIL, GUID, META_FILE, RECORDING_FILE
+from tests.e2e.serving import ACAGPU, read_env
+
+RECORD_SCALE = "0.004"
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {"NO_COLOR": "1"}
+
+
+def _run(args: list[str], env: dict[str, str]) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run([*ACAGPU, *args], env=env, capture_output=True, text=True, timeout=180)
+    doc = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, doc, proc.stderr
+
+
+def _verdict(doc: dict[str, Any]) -> tuple[Any, ...]:
+    explorer = doc["explorer"]
+    return doc["status"], explorer["driver_version"], explorer["cuda_version"], explorer["gpus"][0]["name"]
+
+
+def test_a_recorded_up_replays_and_holds_no_secret(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    code, recorded, err = _run(
+        ["up", "--emulator", "--time-scale", RECORD_SCALE, "--record", str(folder), "-o", "json"],
+        _clean_env(),
+    )
+    assert code == 0, err
+    text = (folder / RECORDING_FILE).read_text(encoding="utf-8")
+    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    assert meta["command"] == "up" and meta["exit_code"] == 0 and meta["exchanges"] == len(text.splitlines())
+    # what it recorded: ARM, the tester's log stream, nvidia-smi over the exec websocket
+    methods = {json.loads(line)["method"] for line in text.splitlines()}
+    assert {"GET", "PUT", "POST", "DELETE", "WEBSOCKET"} <= methods
+    assert "/logstream?" in text and "Driver Version" in text
+    # and what it must not: the emulator's subscription, any token, any GUID or address of a person
+    assert SUBSCRIPTION not in text and "eyJ" not in text
+    assert all(re.fullmatch(r"00000000-0000-4000-8000-\d{12}", g) for g in GUID.findall(text))
+    assert all(e.endswith("@example.com") for e in EMAIL.findall(text))
+
+    env_file = tmp_path / "replay.env"
+    server = subprocess.Popen(
+        [*ACAGPU, "emulator", "replay", str(folder), "--env-file", str(env_file)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_clean_env(),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        assert env_file.exists(), server.stderr.read() if server.poll() is not None and server.stderr else ""
+        replay = read_env(env_file)
+        shell = _clean_env() | replay
+        code, replayed, err = _run(["up", "--yes", "-o", "json"], shell)
+        assert code == 0, err
+        assert _verdict(replayed) == _verdict(recorded)
+        assert replayed["run_id"] != recorded["run_id"]  # a new run id, learned by the replay
+        status_url = replay["ACAGPU_ARM_ENDPOINT"] + "/_replay/status"
+        report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
+        assert report["ok"] is True and report["mismatches"] == [] and report["unused_writes"] == []
+        assert report["served"] >= report["recorded"] - report["unused_reads"]
+
+        # strict: a run the recording does not have (another GPU) is refused, and the verdict says so
+        code, _, _ = _run(["up", "--yes", "--gpu", "a100", "-o", "json"], shell)
+        assert code != 0
+        report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
+        assert report["ok"] is False and report["mismatches"]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            exit_code = server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            raise
+    assert exit_code == 1  # the replay diverged (the second run), and the server's exit says so

@@ -1,0 +1,164 @@
+"""`acagpu run` against `acagpu emulator serve` in a second shell, through the fault proxy.
+
+The emulator runs the job's command for real in Podman (the test image is in its local storage),
+so the output, the exit code and the secret's arrival are the container's own. The proxy keeps
+every request and answer body: the secret may appear in the job's PUT (its secrets list) only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.chaos.proxy import ChaosProxy
+from tests.e2e.serving import emulator_serve
+from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+SECRET = "s3cr3t-v4lue-1"  # 14 characters: the container checks its length, never prints it
+
+
+def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=120)
+
+
+def _secret_only_in_the_job_put(traffic: list[dict[str, Any]]) -> int:
+    """Every body holding the secret is a job PUT whose only copy is in configuration.secrets."""
+    found = 0
+    for entry in traffic:
+        assert SECRET not in entry["answer"], f"answered back by {entry['method']} {entry['path']}"
+        if SECRET not in entry["body"]:
+            continue
+        assert entry["method"] == "PUT" and "/jobs/" in entry["path"], entry["path"]
+        body = json.loads(entry["body"])
+        config = body["properties"]["configuration"]
+        assert [s["value"] for s in config.pop("secrets")] == [SECRET]
+        assert SECRET not in json.dumps(body)  # not in env, tags, or anywhere else of the body
+        found += 1
+    return found
+
+
+def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
+    tmp_path: Path,
+    podman: str,  # noqa: F811
+    test_image: str,  # noqa: F811
+) -> None:
+    with (
+        emulator_serve(tmp_path / "emu.env") as emu,
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "TOKEN": SECRET}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
+        plain = _acagpu(shell, "run", "--yes", test_image, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+        assert plain.returncode == 3, plain.stderr
+        assert plain.stdout == "out\n" and "err\n" in plain.stderr
+
+        # the log stream is cut mid-line once: the reconnect's replay must not double a line
+        proxy.set_rules({"rules": [{"fault": "stream_cut", "path": "logstream", "after_lines": 2}]})
+        script = "for i in 1 2 3; do echo out; done; echo err >&2; [ ${#TOKEN} -eq 14 ] || exit 9; exit 3"
+        done = _acagpu(shell, "run", "--yes", "-o", "json", "--secret-env", "TOKEN", "-e", "A=1",
+                       test_image, "--", "sh", "-c", script)  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        doc = json.loads(done.stdout)
+        assert (doc["status"], doc["exit_code"], doc["exit_code_from"]) == (
+            "container_failed",
+            3,
+            "container",
+        )
+        assert doc["output"] == {"stdout": "out\nout\nout\n", "stderr": "err\n"}
+        assert doc["teardown"]["billing_stopped"] is True and doc["runtime"] == "aca"
+        assert [e["fault"] for e in requests.get(f"{proxy.endpoint}/_chaos/events", verify=proxy.ca_bundle,
+                                                 timeout=10).json()["events"]] == ["stream_cut"]  # fmt: skip
+        assert SECRET not in done.stdout + done.stderr + plain.stdout + plain.stderr
+        assert _secret_only_in_the_job_put(proxy.traffic) == 1
+
+        # --max-minutes: the platform ends the execution at its replica timeout; exit 4, said so
+        slow = _acagpu(shell, "run", "--yes", "-o", "json", "--max-minutes", "1", test_image, "--",
+                       "sh", "-c", "echo started; sleep 60")  # fmt: skip
+        assert slow.returncode == 4, slow.stderr
+        late = json.loads(slow.stdout)
+        assert (late["status"], late["exit_code_from"], late["container"]["status"]) == (
+            "timed_out", "acagpu", "timeout"
+        )  # fmt: skip
+        assert "--max-minutes 1" in late["error"]["message"] and late["teardown"]["billing_stopped"]
+
+        # --env: inside a warm environment only the run's job comes and goes
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        warm = _acagpu(
+            shell, "run", "--env", "lab", "--yes", "-o", "json", test_image, "--", "sh", "-c", "echo warm"
+        )
+        assert warm.returncode == 0, warm.stderr
+        inside = json.loads(warm.stdout)
+        assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["billing_stopped"]) == (
+            "lab",
+            "warm\n",
+            True,
+        )  # the run's own group is deleting: billing stopped, the warm environment untouched
+        assert inside["resources"]["environment_group"] == "rg-acagpu-env-lab"
+        assert inside["resources"]["resource_group"] == f"rg-acagpu-{inside['run_id']}"
+        kept = _acagpu(shell, "env", "show", "lab", "-o", "json")
+        assert kept.returncode == 0 and json.loads(kept.stdout)["state"] == "idle", kept.stdout
+
+        down = _acagpu(shell, "down", "--run-id", doc["run_id"], "--yes", "-o", "json")
+        assert down.returncode == 0, down.stderr
+        inventory = requests.get(
+            f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
+            headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        ).json()
+        assert not inventory["jobs"] and not inventory["replicas"], inventory
+        assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]  # only the warm one
+    left = subprocess.run(
+        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == ""  # the timed-out container was removed with its replica
+
+
+def test_ctrl_c_stops_the_run_tears_down_and_exits_130() -> None:
+    """A `sh -c` line runs for real in the emulator's sandbox; Ctrl-C while it runs."""
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--emulator", "--time-scale", "0.002", "--yes", "--run-id", "ctrlc2",
+         "busybox", "--", "sh", "-c", "echo started; sleep 60"],
+        env=shell,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"  # live, while the container runs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert out == ""  # nothing more from the container after it was stopped
+    assert "error: interrupted: run ctrlc2 stopped" in err
+    assert any(" teardown " in line and line.endswith("deleting") for line in err.splitlines()), err
+
+
+def test_a_second_ctrl_c_during_teardown_leaves_the_run_and_prints_its_removal() -> None:
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--emulator", "--time-scale", "0.005", "--yes", "--run-id", "ctrlc3",
+         "busybox", "--", "sh", "-c", "echo started; sleep 60"],
+        env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    said = ""
+    while "Ctrl-C again to leave it" not in said:  # the first one tears down, and says so
+        line = proc.stderr.readline()
+        assert line, said
+        said += line
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "remove it with: acagpu down --run-id ctrlc3" in err and "hint: acagpu down --run-id ctrlc3" in err

@@ -1,0 +1,181 @@
+"""Warm environments against `acagpu emulator serve` in a second shell: real processes throughout.
+
+`env create` → two `up --env` at the same time → both pass with their own results → the environment
+holds no replica, app or job of either run and lists idle at $0/h → `env delete --yes` leaves nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import requests
+
+from aca_gpu.resources import template_path
+from tests.e2e.serving import emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def _guard_script() -> ModuleType:
+    path = template_path("guard", "acagpu_guard.py")
+    spec = importlib.util.spec_from_file_location("acagpu_guard_warm", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GUARD = _guard_script()
+
+
+def _run(shell: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=timeout)
+
+
+def _control(emu: dict[str, str], name: str) -> dict[str, Any]:
+    response = requests.get(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{name}",
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+    response.raise_for_status()
+    doc: dict[str, Any] = response.json()
+    return doc
+
+
+def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> None:
+    with emulator_serve(tmp_path / "emu.env") as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell.pop("ACAGPU_ENV", None)
+
+        refused = _run(shell, "up", "--env", "nowhere", "--yes", "-o", "json")
+        assert refused.returncode == 2, refused.stderr  # no such environment: nothing was created
+        assert "acagpu env create nowhere" in json.loads(refused.stdout)["error"]["hint"]
+
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        created = json.loads(made.stdout)
+        assert created["state"] == "idle"
+        assert {"name": "gpu-t4", "type": "Consumption-GPU-NC8as-T4"} in created["profiles"]
+
+        runs = [
+            subprocess.Popen(
+                [*ACAGPU, "up", "--env", "lab", "--run-id", rid, "--yes", "-o", "json"],
+                env=shell,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for rid in ("warma", "warmb")
+        ]
+        docs = []
+        for proc in runs:
+            out, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err
+            docs.append(json.loads(out))
+        for rid, doc in zip(("warma", "warmb"), docs, strict=True):
+            assert doc["run_id"] == rid and doc["status"] == "ok"
+            assert doc["resources"]["probe_job"] == f"cuda-probe-{rid}"
+            assert doc["resources"]["resource_group"] == f"rg-acagpu-{rid}"  # the run's own group
+            assert doc["resources"]["environment_group"] == "rg-acagpu-env-lab"
+            assert doc["explorer"]["driver_version"] and doc["explorer"]["gpus"]
+            assert doc["tester"]["status"] == "pass" and doc["tester"]["result"]["gpu_name"]
+            assert doc["teardown"]["status"] == "deleting" and doc["teardown"]["billing_stopped"] is True
+        billed = _control(emu, "billing")["runs"]
+        assert billed["warma"]["replicas"] == 2 and billed["warmb"]["replicas"] == 2  # probe + tester
+
+        inventory = _control(emu, "inventory")
+        assert inventory["apps"] == [] and inventory["jobs"] == [] and inventory["replicas"] == []
+        assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]
+        deadline = time.monotonic() + 30  # the runs' own groups: deleting, not the environment's
+        while [g["name"] for g in _control(emu, "inventory")["resource_groups"]] != ["rg-acagpu-env-lab"]:
+            assert time.monotonic() < deadline, _control(emu, "inventory")["resource_groups"]
+            time.sleep(0.1)
+
+        listed = _run(shell, "env", "list", "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        (lab,) = json.loads(listed.stdout)["environments"]
+        assert lab["state"] == "idle" and lab["runs"] == [] and lab["replicas_running"] == 0
+        assert lab["idle_cost"]["usd_per_hour"] == 0.0 and "serverless-only" in lab["idle_cost"]["basis"]
+        assert lab["last_used"] >= created["last_used"]
+
+        gone = _run(shell, "env", "delete", "lab", "--yes", "-o", "json")
+        assert gone.returncode == 0, gone.stderr
+        assert json.loads(gone.stdout)["teardown"]["billing_stopped"] is True
+        deadline = time.monotonic() + 30  # the environment's delete: minutes on Azure, ~1 s here
+        while not _control(emu, "inventory")["empty"]:
+            assert time.monotonic() < deadline, _control(emu, "inventory")
+            time.sleep(0.1)
+
+
+def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_inside(
+    emu: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+    from aca_gpu.config import load_settings
+    from aca_gpu.models import ContainerDef, JobSpec
+    from aca_gpu.naming import run_tags
+    from aca_gpu.workflow.context import open_cloud
+
+    def acagpu(*args: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        doc: dict[str, Any] = json.loads(result.stdout)
+        return doc
+
+    for name in ("idle", "busy"):
+        acagpu("env", "create", name, "--idle-ttl", "1s", "--yes")
+    cloud = open_cloud(load_settings())
+    busy = cloud.get_environment("rg-acagpu-env-busy", "cae-acagpu-env-busy")
+    assert busy is not None
+    container = ContainerDef("work", "busybox", 0.5, "1Gi", command=("sleep", "3600"))
+    spec = JobSpec("rg-acagpu-env-busy", "work-inside", "eastus", busy.id, "Consumption", container, {})
+    cloud.create_job(replace(spec, tags=run_tags("inside", owner="t", ttl=timedelta(hours=1))))
+    time.sleep(1.1)  # both 1 s idle TTLs pass
+
+    seen = acagpu("status")
+    assert seen["runs"] == []  # a warm environment is no run (and `down` never picks one)
+    assert {e["name"]: e["state"] for e in seen["environments"]["warm"]} == {"busy": "busy", "idle": "idle"}
+
+    planned = {i["resource_group"]: i for i in acagpu("reap")["items"]}
+    assert planned["rg-acagpu-env-idle"]["status"] == "would-delete"
+    assert planned["rg-acagpu-env-idle"]["kind"] == "env"
+    assert planned["rg-acagpu-env-busy"]["status"] == "skipped"
+    assert "run inside: inside" in planned["rg-acagpu-env-busy"]["reason"]
+
+    # the guard's own copy of the rules, swept for real over HTTPS (only its token is the emulator's)
+    monkeypatch.setattr(GUARD, "identity_token", lambda env: env["ACAGPU_TOKEN"])
+    monkeypatch.setenv("SSL_CERT_FILE", os.environ["ACAGPU_CA_BUNDLE"])  # as its container has it
+    shell = dict(os.environ) | {"ACAGPU_GUARD_DRY_RUN": "true"}
+    assert GUARD.sweep(shell) == 0
+    events = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    swept = {e["group"]: e for e in events if e.get("event") == "decision"}
+    assert swept["rg-acagpu-env-idle"]["status"] == "would-delete"
+    assert swept["rg-acagpu-env-busy"]["status"] == "skipped"
+    assert "run inside: inside" in swept["rg-acagpu-env-busy"]["reason"]
+
+    done = {i["resource_group"]: i["status"] for i in acagpu("reap", "--yes")["items"]}
+    assert done == {"rg-acagpu-env-idle": "deleted", "rg-acagpu-env-busy": "skipped"}
+    assert {g["name"] for g in emu.inventory()["resource_groups"]} == {"rg-acagpu-env-busy"}
+    assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]
+
+    refused = CliRunner().invoke(cli, ["env", "delete", "busy", "--yes", "-o", "json"])
+    assert refused.exit_code == 2 and "run(s) inside: inside" in refused.stderr
+    assert [j["name"] for j in emu.inventory()["jobs"]] == ["work-inside"]  # nothing was touched
+    forced = acagpu("env", "delete", "busy", "--yes", "--force")
+    assert forced["runs_removed"] == ["inside"] and forced["teardown"]["billing_stopped"] is True
+    assert emu.inventory()["jobs"] == []

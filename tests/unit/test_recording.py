@@ -1,0 +1,203 @@
+"""The `--record` sanitizer on a recording that holds every kind of secret, and the replay script's
+matching rules (order per resource, generated names, strictness)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from aca_gpu import recording
+from aca_gpu.emulator.replay_script import Script
+from aca_gpu.errors import BadInput
+
+SUB = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+OBJECT_ID = "9b2c1d4e-0f3a-4b5c-8d7e-6f5a4b3c2d1e"
+CLIENT_ID = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+EMAIL = "jane.doe@contoso.com"
+SECRET = "hunter2-Zq8xW"
+ENV_SECRET = "sk-live-77aa88bb99cc"
+SHARED_KEY = "c2hhcmVkLWtleS1mb3ItbG9nLWFuYWx5dGljcw=="
+LOG_PASSWORD = "p4ssw0rd-in-a-log"
+PUBLIC_IP = "20.62.141.7"
+
+
+def _jwt(claims: dict[str, object]) -> str:
+    def part(doc: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(doc).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJlLWJ5dGVz"
+
+
+TOKEN = _jwt({"tid": TENANT, "oid": OBJECT_ID, "upn": EMAIL, "aud": "https://management.azure.com"})
+APP_TOKEN = _jwt({"capp_sub": SUB, "capp_name": "cuda-explorer-abc123"})
+SECRETS = [SUB, TENANT, OBJECT_ID, CLIENT_ID, EMAIL, SECRET, ENV_SECRET, SHARED_KEY, LOG_PASSWORD, PUBLIC_IP]
+
+
+def _record(folder: Path) -> recording.Recorder:
+    rec = recording.Recorder(folder)
+    base = f"https://management.azure.com/subscriptions/{SUB}/resourceGroups/rg-acagpu-abc123/providers"
+    job = {
+        "location": "eastus",
+        "tags": {"acagpu:owner": EMAIL, "acagpu:run-id": "abc123"},
+        "identity": {"type": "SystemAssigned", "principalId": OBJECT_ID, "tenantId": TENANT},
+        "properties": {
+            "environmentId": f"/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.App/jobs/e",
+            "configuration": {"secrets": [{"name": "registry-password", "value": SECRET}]},
+            "template": {"containers": [{"env": [{"name": "OPENAI_API_KEY", "value": ENV_SECRET}]}]},
+        },
+        "systemData": {"createdBy": EMAIL, "createdByType": "User"},
+    }
+    answer = {**job, "properties": {**job["properties"], "outboundIpAddresses": [PUBLIC_IP]}}
+    headers = {"Azure-AsyncOperation": f"{base}/op/{CLIENT_ID}", "X-Other": "x"}
+    url = f"{base}/Microsoft.App/jobs/gpu-tester-abc123?api-version=2025-07-01"
+    rec.exchange("PUT", url, json.dumps(job), 201, headers, json.dumps(answer))
+    env = {"properties": {"appLogsConfiguration": {"logAnalyticsConfiguration": {"sharedKey": SHARED_KEY}}}}
+    rec.exchange("PUT", f"{base}/Microsoft.App/managedEnvironments/e", json.dumps(env), 201, {}, "{}")
+    token = {"properties": {"token": APP_TOKEN, "expires": "2026-01-01T00:00:00Z"}}
+    rec.exchange(
+        "POST", f"{base}/Microsoft.App/containerApps/a/getAuthToken", None, 200, {}, json.dumps(token)
+    )
+    log = "\n".join(
+        [
+            json.dumps({"Log": f"login as {EMAIL} with password={LOG_PASSWORD}"}),
+            json.dumps({"Log": f"Authorization: Bearer {TOKEN}"}),
+            json.dumps({"Log": f"the secret is {SECRET} and tenant {TENANT}"}),
+        ]
+    )
+    rec.exchange("GET", "https://eastus.azurecontainerapps.dev/x/logstream?follow=true", None, 200, {}, log)
+    rec.websocket(
+        f"wss://eastus.azurecontainerapps.dev/subscriptions/{SUB}/exec?command=sh",
+        101,
+        [{"dir": "in", "head": [0, 1], "text": f"GPU-{OBJECT_ID} key {ENV_SECRET}"}],
+    )
+    rec.finish("up", 0)
+    return rec
+
+
+def test_no_secret_of_any_kind_reaches_the_recording(tmp_path: Path) -> None:
+    _record(tmp_path)
+    text = (tmp_path / recording.RECORDING_FILE).read_text(encoding="utf-8")
+    text += (tmp_path / recording.META_FILE).read_text(encoding="utf-8")
+    for secret in SECRETS:
+        assert secret not in text, f"{secret!r} leaked"
+    assert "eyJ" not in text  # no token of any audience, whole or in part
+    assert TOKEN.split(".")[1] not in text and APP_TOKEN.split(".")[1] not in text
+    guids = set(recording.GUID.findall(text))
+    assert guids and all(re.fullmatch(r"00000000-0000-4000-8000-\d{12}", g) for g in guids)
+    emails = set(recording.EMAIL.findall(text))
+    assert emails and all(e.endswith("@example.com") for e in emails)
+
+
+def test_placeholders_are_consistent_across_lines(tmp_path: Path) -> None:
+    rec = _record(tmp_path)
+    lines = [json.loads(ln) for ln in rec.path.read_text(encoding="utf-8").splitlines()]
+    sub = rec.sanitizer.seen[f"guid:{SUB}"]
+    assert f"/subscriptions/{sub}/" in lines[0]["uri"] and f"/subscriptions/{sub}/" in lines[4]["uri"]
+    put = lines[0]
+    secret = put["request_body"]["properties"]["configuration"]["secrets"][0]["value"]
+    assert secret.startswith("<secret-") and secret in lines[3]["response_body"]  # echoed in a log line
+    assert put["response_body"]["tags"]["acagpu:run-id"] == "abc123"  # names a replay needs survive
+    assert put["response_body"]["tags"]["acagpu:owner"] == put["request_body"]["tags"]["acagpu:owner"]
+    assert put["response_headers"] == {
+        "azure-asyncoperation": put["response_headers"]["azure-asyncoperation"]
+    }
+    assert json.loads((tmp_path / recording.META_FILE).read_text())["subscription"] == sub
+    assert [ln["Log"].split()[0] for ln in lines[3]["response_body_ndjson"]] == [
+        "login",
+        "Authorization:",
+        "the",
+    ]
+
+
+def test_a_recording_is_never_overwritten(tmp_path: Path) -> None:
+    _record(tmp_path)
+    with pytest.raises(BadInput, match="already holds a recording"):
+        recording.Recorder(tmp_path)
+
+
+# ---- the replay script -----------------------------------------------------------------------------
+def _line(
+    method: str, path: str, status: int = 200, body: object = None, answer: object = ""
+) -> dict[str, object]:
+    return {
+        "method": method,
+        "uri": f"https://management.azure.com{path}?api-version=2025-07-01",
+        "request_body": body,
+        "status": status,
+        "response_headers": {},
+        "response_body": answer,
+    }
+
+
+RG = "/subscriptions/s/resourcegroups/rg-acagpu-a95813"
+APP = RG + "/providers/Microsoft.App/containerApps/cuda-explorer-a95813"
+JOB = RG + "/providers/Microsoft.App/jobs/gpu-tester-a95813"
+
+
+def test_script_learns_generated_names_and_answers_with_them() -> None:
+    script = Script(
+        [_line("PUT", RG, 201, {"location": "x"}, {"name": "rg-acagpu-a95813"}), _line("GET", APP)]
+    )
+    ex = script.match("PUT", RG.replace("a95813", "0f0f0f"), "api-version=2025-07-01", {"location": "y"})
+    assert ex is not None and script.live_of == {"a95813": "0f0f0f"}
+    assert script.live_text(json.dumps(ex.line["response_body"]), "https://127.0.0.1:1") == (
+        '{"name": "rg-acagpu-0f0f0f"}'
+    )
+    # a second, different name in the same place is refused: names are learned once
+    assert script.match("GET", APP.replace("a95813", "1e1e1e"), "api-version=2025-07-01", None) is None
+    assert script.report()["ok"] is False
+
+
+def test_script_keeps_order_per_resource_but_lets_resources_interleave() -> None:
+    script = Script([_line("PUT", APP, 201, {}), _line("PUT", JOB, 201, {}), _line("GET", APP, answer="1"),
+                     _line("GET", APP, answer="2")])  # fmt: skip
+    q = "api-version=2025-07-01"
+    assert (
+        script.match("PUT", JOB, q, {}) is not None
+    )  # the job before the app: other resources may interleave
+    assert script.match("PUT", APP, q, {}) is not None
+    answers = [script.match("GET", APP, q, None) for _ in range(3)]
+    assert [a.line["response_body"] for a in answers if a] == ["1", "2", "2"]  # a 3rd poll repeats the last
+    assert script.report() | {"mismatches": []} == script.report() and script.report()["ok"] is True
+
+
+def test_script_refuses_unrecorded_writes_other_versions_and_other_bodies() -> None:
+    script = Script([_line("PUT", APP, 201, {"properties": {"template": {}}}), _line("DELETE", JOB, 202)])
+    assert script.match("PUT", APP, "api-version=2026-01-01", {"properties": {"template": {}}}) is None
+    assert script.match("PUT", APP, "api-version=2025-07-01", {"properties": {"other": {}}}) is None
+    assert script.match("POST", APP + "/stop", "api-version=2025-07-01", None) is None
+    report = script.report()
+    assert len(report["mismatches"]) == 3 and report["unused_writes"] == [f"PUT {APP}", f"DELETE {JOB}"]
+
+
+def test_script_never_learns_a_name_the_service_made_up() -> None:
+    """Operation ids come from answers: polling the other operation is a mismatch, not a new name."""
+    op = "/subscriptions/s/providers/Microsoft.App/locations/eastus/containerappOperationResults/"
+    lines = []
+    for resource, op_id in ((APP, "op000001"), (JOB, "op000002")):
+        deleted = _line("DELETE", resource, 202)
+        deleted["response_headers"] = {"location": f"https://management.azure.com{op}{op_id}"}
+        lines.append(deleted)
+    script = Script([*lines, _line("GET", op + "op000001", 204), _line("GET", op + "op000002", 204)])
+    q = "api-version=2025-07-01"
+    assert script.match("DELETE", APP, q, None) is not None
+    assert script.match("GET", op + "op000003", q, None) is None
+    assert script.match("GET", op + "op000001", q, None) is not None
+    assert script.live_of == {}
+
+
+def test_sanitizing_twice_changes_nothing_more() -> None:
+    """A placeholder is never taken for a secret again (`token=<secret-1>` stays so)."""
+    s = recording.Sanitizer()
+    s.secret(SECRET)
+    once = s.text(f"token={SECRET} password='{LOG_PASSWORD}' by {EMAIL} in {TENANT}")
+    assert once == s.text(once) and SECRET not in once and LOG_PASSWORD not in once
+    assert s.value({"secretRef": "registry-password", "password": "x1"}, "body") == {
+        "secretRef": "registry-password",  # which secret, not its value: kept
+        "password": s.secret("x1"),
+    }
