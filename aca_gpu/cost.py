@@ -1,30 +1,30 @@
-"""Cost estimates for GPU runs from a list-price table: always labelled an estimate, never a bill.
+"""Cost estimates for GPU runs from ACA's own meters: always labelled an estimate and its table.
 
-Serverless GPU profiles bill per replica-second for the GPU plus the replica's vCPU and GiB (no idle
-rate for GPU apps); dedicated profiles bill per node-hour plus the Dedicated plan management fee
-(reference aca-api.md §5.4). The bundled table (gpu/data/prices.json) says where each figure comes
-from; `refresh_prices` can replace it with the public Azure Retail Prices API, cached locally, and
-falls back to the bundled table with a warning whenever that is impossible.
+A serverless GPU replica bills per second on three meters at once: the profile's GPU meter
+(`Standard NC T4 v3 GPU Usage`, `Standard NC A100 v4 GPU Usage`) on top of `Standard vCPU Active
+Usage` and `Standard Memory Active Usage` for the replica's vCPUs and GiB (no idle rate for GPU
+apps). A dedicated GPU node bills by the hour: its vCPUs, GiB and GPUs on the `Dedicated …` meters,
+plus `Dedicated Plan Management` per environment (that mapping is inferred, and says so).
+
+The bundled table (gpu/data/prices.json) holds the meters per region with the date and source of
+each; `price_refresh` replaces a region's meters from the Retail Prices API into a local cache. Every
+figure names the table it came from (`PriceTable.label`), so a user can tell a bundled guess from a
+price read this morning.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog, resolve_profile
 from aca_gpu.resources import data_path
-
-RETAIL_PRICES_URL = "https://prices.azure.com/api/retail/prices"
-RETAIL_FILTER = "serviceName eq 'Azure Container Apps'"
-MAX_PAGES = 20
+from aca_gpu.units import per_second
 
 
 def default_cache_path() -> Path:
@@ -32,17 +32,28 @@ def default_cache_path() -> Path:
     return Path(base) / "prices.json" if base else Path.home() / ".cache" / "acagpu" / "prices.json"
 
 
-def retail_prices_url() -> str:
-    """The public Retail Prices API, or ACAGPU_PRICES_URL (a mirror, or a test server)."""
-    return os.environ.get("ACAGPU_PRICES_URL") or RETAIL_PRICES_URL
+@dataclass(frozen=True)
+class Meter:
+    """One ACA meter in one region, as a per-second (or per-hour) rate."""
+
+    name: str
+    region: str
+    per_second: float
+    date: str
+    source: str
+    unconfirmed: str | None = None
+
+    @property
+    def per_hour(self) -> float:
+        return self.per_second * 3600
 
 
 @dataclass(frozen=True)
 class PriceTable:
-    """The price document (prices.json shape) plus where it came from."""
+    """The price document (prices.json shape) plus where it came from ("bundled" or "cache")."""
 
     doc: Mapping[str, Any]
-    origin: str  # "bundled", "cache", or "retail-api"
+    origin: str
 
     @property
     def source(self) -> str:
@@ -50,7 +61,38 @@ class PriceTable:
 
     @property
     def region(self) -> str:
-        return str(self.doc.get("region", "default"))
+        """The region a location the table does not list is priced as."""
+        return str(self.doc.get("default_region", "eastus"))
+
+    @property
+    def regions(self) -> list[str]:
+        return sorted(self.doc.get("regions", {}))
+
+    @property
+    def label(self) -> str:
+        """Which table: `bundled table 2026-11-24`, or
+        `refreshed 2026-11-24T09:00Z (eastus; Retail Prices API)`."""
+        refreshed = self.doc.get("refreshed")
+        if self.origin == "cache" and isinstance(refreshed, Mapping):
+            regions = ", ".join(sorted(refreshed.get("regions", {})))
+            return f"refreshed {refreshed.get('at', '?')} ({regions}; Retail Prices API)"
+        return f"bundled table {self.doc.get('date', '?')}"
+
+    def region_for(self, location: str | None) -> str:
+        wanted = (location or "").replace(" ", "").lower()
+        return wanted if wanted in self.doc.get("regions", {}) else self.region
+
+    def meter(self, name: str, location: str | None = None) -> Meter:
+        region = self.region_for(location)
+        row = self.doc.get("regions", {}).get(region, {}).get(name)
+        if row is None:
+            raise BadInput(f"the price table has no {name!r} meter for {region}")
+        rate = per_second(float(row["price"]), str(row["unit"]))
+        if rate is None:
+            raise BadInput(f"the price table's {name!r} unit {row['unit']!r} is not a time unit")
+        return Meter(
+            name, region, rate, str(row.get("date", "")), str(row.get("source", "")), row.get("unconfirmed")
+        )
 
     def profile_rates(self, profile_type: str) -> Mapping[str, Any]:
         rates = self.doc.get("profiles", {}).get(profile_type)
@@ -58,17 +100,39 @@ class PriceTable:
             raise BadInput(f"no price for workload profile {profile_type!r}")
         return dict(rates)
 
-    @property
-    def vcpu_second(self) -> float:
-        return float(self.doc["consumption"]["vcpu_second"])
+    def _names(self, key: str) -> list[str]:
+        return [str(n) for n in self.doc.get("meters", {}).get(key, [])]
 
     @property
-    def gib_second(self) -> float:
-        return float(self.doc["consumption"]["gib_second"])
+    def management_meter(self) -> str:
+        return str(self.doc.get("meters", {}).get("management", "Dedicated Plan Management"))
 
     @property
-    def management_hour(self) -> float:
-        return float(self.doc.get("dedicated_management_hour", 0.0))
+    def dedicated_mapping(self) -> str:
+        return str(self.doc.get("meters", {}).get("dedicated_mapping", ""))
+
+    def replica_meters(self, prof: GpuProfile, location: str | None = None) -> list[tuple[Meter, float]]:
+        """(meter, quantity per second of life) for one replica (serverless) or one node (dedicated)."""
+        rates = self.profile_rates(prof.type)
+        gpu = self.meter(str(rates["gpu_meter"]), location)
+        if rates.get("billing") == "per-node-hour":
+            vcpu_name, mem_name = self._names("dedicated")
+            cpu, mem = float(prof.vcpu), float(prof.memory_gib)
+        else:
+            vcpu_name, mem_name = self._names("serverless")
+            cpu, mem = prof.container_cpu, float(prof.container_memory_gib)
+        return [
+            (gpu, float(prof.gpu_count)),
+            (self.meter(vcpu_name, location), cpu),
+            (self.meter(mem_name, location), mem),
+        ]
+
+    def unconfirmed(self, prof: GpuProfile, location: str | None = None) -> list[str]:
+        """The meters behind a profile's price that were inferred rather than read."""
+        meters = [m for m, _ in self.replica_meters(prof, location)]
+        if not prof.serverless:
+            meters.append(self.meter(self.management_meter, location))
+        return [m.name for m in meters if m.unconfirmed]
 
 
 @dataclass(frozen=True)
@@ -78,6 +142,7 @@ class CostEstimate:
     basis: str
     is_estimate: bool = True
     breakdown: Mapping[str, float] = field(default_factory=dict)
+    table: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +150,7 @@ class CostEstimate:
             "gpu_seconds": round(self.gpu_seconds, 1),
             "basis": self.basis,
             "is_estimate": self.is_estimate,
+            "prices": self.table,
             "breakdown": {k: round(v, 6) for k, v in self.breakdown.items()},
         }
 
@@ -115,15 +181,19 @@ def bundled_prices() -> PriceTable:
 
 
 def load_prices(cache_path: Path | None = None) -> PriceTable:
-    """The refreshed cache when one is readable, else the bundled table."""
+    """The refreshed cache when one is readable and of this table's schema, else the bundled table."""
     path = cache_path or default_cache_path()
+    bundled = bundled_prices()
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         table = PriceTable(doc, "cache")
-        _ = (table.vcpu_second, table.gib_second)  # validates the shape
+        if doc.get("schema") != bundled.doc.get("schema"):
+            return bundled  # a cache written by an older acagpu: its shape is not this one
+        for prof in profile_catalog():  # validates the shape: every profile priced
+            table.replica_meters(prof)
         return table
-    except (OSError, ValueError, KeyError, TypeError):
-        return bundled_prices()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, BadInput):
+        return bundled
 
 
 def _profile(profile: GpuProfile | str) -> GpuProfile:
@@ -143,33 +213,74 @@ def estimate(
         raise BadInput("seconds and replicas must not be negative")
     prof = _profile(profile)
     table = prices or load_prices()
-    rates = table.profile_rates(prof.type)
-    gpu_seconds = seconds * replicas * prof.gpu_count
-    where = f"{table.region} prices ({table.origin})"
-    if location and table.region != location:
+    meters = table.replica_meters(prof, location)
+    region = meters[0][0].region
+    where = f"{region} meters, {table.label}"
+    if location and region != location.replace(" ", "").lower():
         where += f"; {location} may differ"
-    if rates.get("billing") == "per-node-hour":
-        node = float(rates["node_hour"]) / 3600 * seconds * replicas
-        mgmt = table.management_hour / 3600 * seconds
+    unconfirmed = table.unconfirmed(prof, location)
+    if unconfirmed:
+        where += f"; UNCONFIRMED: {', '.join(unconfirmed)}"
+    gpu_seconds = seconds * replicas * prof.gpu_count
+    life = seconds * replicas
+    gpu, vcpu, mem = (meter.per_second * qty * life for meter, qty in meters)
+    if not prof.serverless:
+        mgmt = table.meter(table.management_meter, location).per_second * seconds
+        node_hour = sum(meter.per_hour * qty for meter, qty in meters)
         basis = (
             f"estimate: {_count(replicas, 'node')} x {_duration(seconds)} of {prof.type} "
-            f"at ${float(rates['node_hour']):.3f}/h = ${node:.2f}, + plan management "
-            f"${table.management_hour:.2f}/h = ${mgmt:.2f}; total ${node + mgmt:.2f}; {where}"
+            f"at ${node_hour:.3f}/h ({prof.gpu_count} GPU ${gpu:.2f} + {prof.vcpu} vCPU ${vcpu:.2f} + "
+            f"{prof.memory_gib} GiB ${mem:.2f}), + plan management ${mgmt:.2f}; "
+            f"total ${gpu + vcpu + mem + mgmt:.2f}; {where}"
         )
-        return CostEstimate(node + mgmt, gpu_seconds, basis, breakdown={"node": node, "management": mgmt})
-    replica_seconds = seconds * replicas
-    gpu = float(rates["gpu_second"]) * prof.gpu_count * replica_seconds
-    vcpu = table.vcpu_second * prof.container_cpu * replica_seconds
-    mem = table.gib_second * prof.container_memory_gib * replica_seconds
+        return CostEstimate(
+            gpu + vcpu + mem + mgmt,
+            gpu_seconds,
+            basis,
+            breakdown={"gpu": gpu, "vcpu": vcpu, "memory": mem, "management": mgmt},
+            table=table.label,
+        )
     basis = (
         f"estimate: {_count(replicas, 'replica')} x {_duration(seconds)} on {prof.type}: "
-        f"{gpu_seconds:.0f} GPU-s x ${float(rates['gpu_second']):.7f} = ${gpu:.2f}, "
+        f"{gpu_seconds:.0f} GPU-s x ${meters[0][0].per_second:.6f} = ${gpu:.2f}, "
         f"+ {prof.container_cpu:g} vCPU ${vcpu:.2f} + {prof.container_memory_gib:g} GiB ${mem:.2f}; "
         f"total ${gpu + vcpu + mem:.2f}; {where}"
     )
     return CostEstimate(
-        gpu + vcpu + mem, gpu_seconds, basis, breakdown={"gpu": gpu, "vcpu": vcpu, "memory": mem}
+        gpu + vcpu + mem,
+        gpu_seconds,
+        basis,
+        breakdown={"gpu": gpu, "vcpu": vcpu, "memory": mem},
+        table=table.label,
     )
+
+
+def replica_rate(
+    profile: GpuProfile | str,
+    cpu: float,
+    memory_gib: float,
+    *,
+    location: str | None = None,
+    prices: PriceTable | None = None,
+) -> tuple[float, str]:
+    """USD per second of one replica asking for `cpu` and `memory_gib` (serverless: the GPU meter
+    plus what it asked for on the vCPU and memory meters), or of one node plus management
+    (dedicated: the node bills whole, whatever the replica asks), with the basis in words."""
+    prof = _profile(profile)
+    table = prices or load_prices()
+    meters = table.replica_meters(prof, location)
+    where = f"{meters[0][0].region} meters, {table.label}"
+    if not prof.serverless:
+        mgmt = table.meter(table.management_meter, location)
+        node = sum(m.per_second * q for m, q in meters)
+        return node + mgmt.per_second, f"{prof.type} node ${node * 3600:.3f}/h + management ({where})"
+    gpu, vcpu, mem = (m for m, _ in meters)
+    rate = gpu.per_second * prof.gpu_count + vcpu.per_second * cpu + mem.per_second * memory_gib
+    basis = (
+        f"{prof.gpu_count} GPU x ${gpu.per_second:.6f}/s + {cpu:g} vCPU x ${vcpu.per_second:.6f}/s + "
+        f"{memory_gib:g} GiB x ${mem.per_second:.6f}/s ({where})"
+    )
+    return rate, basis
 
 
 def _count(n: int, noun: str) -> str:
@@ -213,145 +324,35 @@ def estimate_plan(
             f"estimate: explorer {explorer_minutes:g} min + tester {tester_minutes:g} min, one replica each"
         )
     else:
-        total = estimate(prof, max(explorer_minutes, tester_minutes) * 60, 1, prices=table).usd
+        longest = max(explorer_minutes, tester_minutes) * 60
+        total = estimate(prof, longest, 1, location=location, prices=table).usd
         basis = f"estimate: one {prof.type} node for {max(explorer_minutes, tester_minutes):g} min"
-    return PlanEstimate(explorer, tester, total, f"{basis}; {table.source.split('.')[0]}")
+    return PlanEstimate(explorer, tester, total, f"{basis}; {table.label}")
 
 
-def price_per_hour(profile: GpuProfile | str, prices: PriceTable | None = None) -> float:
+def price_per_hour(
+    profile: GpuProfile | str, prices: PriceTable | None = None, location: str | None = None
+) -> float:
     """One replica (serverless) or one node plus management (dedicated) for an hour."""
-    return estimate(profile, 3600, 1, prices=prices).usd
+    return estimate(profile, 3600, 1, location=location, prices=prices).usd
 
 
-# -- refresh from the Azure Retail Prices API ---------------------------------------------------
-
-_UNIT = re.compile(
-    r"^\s*(\d+(?:\.\d+)?)\s*([KM]?)\s*/?\s*(?:GiB[- ]?|GB[- ]?)?(second|hour)s?\b", re.IGNORECASE
-)
-
-
-def _per_second(price: float, unit: str) -> float | None:
-    """Retail prices are quoted per `unitOfMeasure` ("1 Second", "1 Hour", "100 Seconds", "1M Seconds")."""
-    m = _UNIT.match(unit)
-    if not m:
-        return None
-    count = float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6}[m.group(2).upper()]
-    seconds = count * (3600 if m.group(3).lower() == "hour" else 1)
-    return price / seconds
-
-
-def _text(item: Mapping[str, Any]) -> str:
-    return " ".join(str(item.get(k, "")) for k in ("productName", "skuName", "meterName")).lower()
-
-
-def parse_retail_items(
-    items: Iterable[Mapping[str, Any]], region: str, base: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Fold Retail Prices API items into the prices.json shape; meters not found keep `base`'s figures."""
-    doc: dict[str, Any] = json.loads(json.dumps(base))
-    found: list[str] = []
-    for item in items:
-        if item.get("armRegionName", region) != region or item.get("currencyCode", "USD") != "USD":
-            continue
-        if item.get("type", "Consumption") != "Consumption":
-            continue
-        text, unit = _text(item), str(item.get("unitOfMeasure", ""))
-        price = item.get("retailPrice", item.get("unitPrice"))
-        if price is None or "idle" in text:
-            continue
-        per_second = _per_second(float(price), unit)
-        if per_second is None:
-            continue
-        dedicated = "dedicated" in text
-        if "gpu" in text or "a100" in text or "t4" in text:
-            target = _gpu_profile_for(text, dedicated)
-            if target is None:
-                continue
-            rates = doc["profiles"].setdefault(target, {})
-            if dedicated:
-                rates.update(billing="per-node-hour", node_hour=round(per_second * 3600, 6))
-            else:
-                rates.update(billing="per-second", gpu_second=per_second)
-            rates["source"] = f"Azure Retail Prices API: {item.get('meterName')} ({region})"
-            found.append(target)
-        elif "management" in text:
-            doc["dedicated_management_hour"] = round(per_second * 3600, 6)
-            found.append("management")
-        elif "vcpu" in text and not dedicated:
-            doc["consumption"]["vcpu_second"] = per_second
-            found.append("vcpu")
-        elif "memory" in text and not dedicated:
-            doc["consumption"]["gib_second"] = per_second
-            found.append("memory")
-    doc["region"] = region
-    doc["date"] = datetime.now(UTC).strftime("%Y-%m-%d")
-    kept = "; figures not in the API kept from the bundled table" if len(set(found)) < 8 else ""
-    doc["source"] = f"Azure Retail Prices API ({RETAIL_PRICES_URL}), {region}, list prices{kept}"
-    doc["meters_found"] = sorted(set(found))
-    return doc
-
-
-def _gpu_profile_for(text: str, dedicated: bool) -> str | None:
-    if dedicated:
-        for size in ("NC96", "NC48", "NC24"):
-            if size.lower() in text and "a100" in text:
-                return f"{size}-A100"
-        return None
-    if "t4" in text:
-        return "Consumption-GPU-NC8as-T4"
-    if "a100" in text:
-        return "Consumption-GPU-NC24-A100"
-    return None
-
-
-def _fetch_json(url: str, timeout: float) -> dict[str, Any]:
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
-        data: dict[str, Any] = json.loads(resp.read().decode("utf-8"))
-    return data
-
-
-def refresh_prices(
-    cache_path: Path | None = None,
-    *,
-    region: str = "eastus",
-    endpoint: str | None = None,
-    timeout: float = 10.0,
-    warn: Callable[[str], None] | None = None,
-) -> PriceTable:
-    """Fetch list prices, cache them, and return the table; on any failure warn and use the fallback."""
-    from urllib.parse import quote
-
-    path = cache_path or default_cache_path()
-    query = f"{RETAIL_FILTER} and armRegionName eq '{region}'"
-    url: str | None = f"{endpoint or retail_prices_url()}?$filter={quote(query)}"
-    items: list[Mapping[str, Any]] = []
-    try:
-        for _ in range(MAX_PAGES):
-            if not url:
-                break
-            page = _fetch_json(url, timeout)
-            items.extend(page.get("Items", []))
-            url = page.get("NextPageLink")
-        if not items:
-            raise ValueError("the price list came back empty")
-        doc = parse_retail_items(items, region, bundled_prices().doc)
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        fallback = load_prices(path)
-        if warn:
-            warn(f"could not refresh prices ({exc}); using the {fallback.origin} price table")
-        return fallback
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        if warn:
-            warn(f"could not cache prices at {path}: {exc}")
-    return PriceTable(doc, "retail-api")
-
-
-def catalog_prices(prices: PriceTable | None = None) -> dict[str, float]:
+def catalog_prices(prices: PriceTable | None = None, location: str | None = None) -> dict[str, float]:
     """Hourly estimate per profile type, for listings."""
     table = prices or load_prices()
-    return {p.type: round(price_per_hour(p, table), 4) for p in profile_catalog()}
+    return {p.type: round(price_per_hour(p, table, location), 4) for p in profile_catalog()}
+
+
+def table_summary(table: PriceTable, location: str | None = None) -> dict[str, Any]:
+    """The `prices` block of a listing: which table, which region's meters, what is inferred."""
+    region = table.region_for(location)
+    rows = table.doc.get("regions", {}).get(region, {})
+    return {
+        "origin": table.origin,
+        "table": table.label,
+        "region": region,
+        "source": table.source,
+        "estimate": True,
+        "unconfirmed": sorted(name for name, row in rows.items() if row.get("unconfirmed")),
+        "dedicated": table.dedicated_mapping,
+    }

@@ -369,23 +369,34 @@ def _refuse_unmanaged(kind: str, name: str, tags: Mapping[str, str]) -> None:
         )
 
 
-def delete_app(clients: Clients, rg: str, name: str) -> None:
-    """Delete one container app acagpu made and wait for the LRO (the replica stops billing)."""
+def delete_app(
+    clients: Clients, rg: str, name: str, *, on_accepted: Callable[[], None] | None = None
+) -> None:
+    """Delete one container app acagpu made and wait for the LRO (the replica stops billing).
+    `on_accepted` runs once ARM accepted the delete: the moment its replicas stop costing."""
     current = get_app(clients, rg, name)
     if current is None:
         return
     _refuse_unmanaged("container app", name, current.tags)
     with translate_errors("delete container app", name):
-        clients.apps.container_apps.begin_delete(rg, name).result(timeout=DELETE_WAIT_S)
+        poller = clients.apps.container_apps.begin_delete(rg, name)
+        if on_accepted is not None:
+            on_accepted()
+        poller.result(timeout=DELETE_WAIT_S)
 
 
-def delete_job(clients: Clients, rg: str, name: str) -> None:
+def delete_job(
+    clients: Clients, rg: str, name: str, *, on_accepted: Callable[[], None] | None = None
+) -> None:
     current = get_job(clients, rg, name)
     if current is None:
         return
     _refuse_unmanaged("job", name, current.tags)
     with translate_errors("delete job", name):
-        clients.apps.jobs.begin_delete(rg, name).result(timeout=DELETE_WAIT_S)
+        poller = clients.apps.jobs.begin_delete(rg, name)
+        if on_accepted is not None:
+            on_accepted()
+        poller.result(timeout=DELETE_WAIT_S)
 
 
 def stop_app(clients: Clients, rg: str, name: str) -> None:

@@ -196,6 +196,13 @@ class Clients:
         return ContainerAppsAPIClient(self.credential, self.subscription_id, **self.pipeline_options())
 
     @cached_property
+    def costmanagement(self) -> Any:
+        """Scope-based (no subscription argument): queries name their scope."""
+        from azure.mgmt.costmanagement import CostManagementClient
+
+        return CostManagementClient(self.credential, **self.pipeline_options())
+
+    @cached_property
     def resources(self) -> ResourceManagementClient:
         from azure.mgmt.resource.resources import ResourceManagementClient
 

@@ -159,8 +159,10 @@ class AzureCloud:
     def list_apps(self, resource_group: str) -> list[AppInfo]:
         return apps.list_apps(self.clients, resource_group)
 
-    def delete_app(self, resource_group: str, name: str) -> None:
-        apps.delete_app(self.clients, resource_group, name)
+    def delete_app(
+        self, resource_group: str, name: str, *, on_accepted: Callable[[], None] | None = None
+    ) -> None:
+        apps.delete_app(self.clients, resource_group, name, on_accepted=on_accepted)
 
     def stop_app(self, resource_group: str, name: str) -> None:
         apps.stop_app(self.clients, resource_group, name)
@@ -174,8 +176,10 @@ class AzureCloud:
     def list_jobs(self, resource_group: str) -> list[JobInfo]:
         return apps.list_jobs(self.clients, resource_group)
 
-    def delete_job(self, resource_group: str, name: str) -> None:
-        apps.delete_job(self.clients, resource_group, name)
+    def delete_job(
+        self, resource_group: str, name: str, *, on_accepted: Callable[[], None] | None = None
+    ) -> None:
+        apps.delete_job(self.clients, resource_group, name, on_accepted=on_accepted)
 
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return apps.get_job(self.clients, resource_group, name)
@@ -302,13 +306,18 @@ class AzureCloud:
         tail: int = 300,
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
+        on_running: Callable[[], None] | None = None,
     ) -> Iterator[str]:
-        """Console lines of one execution; ends when the execution's replica is gone (it finished)."""
+        """Console lines of one execution; ends when the execution's replica is gone (it finished).
+        `on_running` is called once its container is seen running (it bills from then on, long
+        before its first line)."""
         deadline = self._clock() + timeout
         what = f"the awaited log line from job {job} execution {execution}"
         container = self._execution_container(resource_group, job, execution, deadline, what)
         if container is None:
             return
+        if on_running is not None:
+            on_running()
         token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
         def finished() -> bool:

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("up:up", "Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."),
     "down": ("down:down", "Delete a run and wait until its resource group is really gone."),
     "status": ("status:status", "List acagpu runs: age, expiry, phase and estimated spend so far."),
+    "cost": (
+        "cost:cost",
+        "Show each run's estimate beside what Azure Cost Management billed, and flag the differences.",
+    ),
     "smi": ("smi:smi", "Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health."),
     "exec": (
         "exec_cmd:exec_cmd",

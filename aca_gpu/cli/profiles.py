@@ -7,11 +7,11 @@ from typing import Any, TextIO
 
 import click
 
-from aca_gpu import cost
+from aca_gpu import price_refresh
 from aca_gpu.cli.options import output_options
 from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import command_settings
-from aca_gpu.cost import catalog_prices, load_prices
+from aca_gpu.cost import catalog_prices, load_prices, table_summary
 from aca_gpu.errors import AuthError
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
 from aca_gpu.naming import validate_location
@@ -23,7 +23,7 @@ from aca_gpu.workflow.offers import offered_profiles, render_offers
 def catalog_document(location: str | None = None) -> dict[str, Any]:
     """The bundled catalog as the `{"profiles": [...]}` JSON document, optionally one region's share."""
     table = load_prices()
-    prices = catalog_prices(table)
+    prices = catalog_prices(table, location)
     wanted: list[GpuProfile] = [p for p in profile_catalog() if location is None or p.offered_in(location)]
     return {
         "profiles": [
@@ -40,7 +40,7 @@ def catalog_document(location: str | None = None) -> dict[str, Any]:
             }
             for p in wanted
         ],
-        "prices": {"origin": table.origin, "source": table.source, "estimate": True},
+        "prices": table_summary(table, location),
     }
 
 
@@ -77,10 +77,14 @@ def render_catalog(doc: dict[str, Any], stream: TextIO | None = None) -> str:
     if not doc["profiles"]:
         lines = ["(no GPU profile in the bundled catalog lists that region)"]
     lines.append("")
+    prices = doc["prices"]
     note = (
-        "$/h≈: list-price estimate per replica (serverless) or per node + plan management (dedicated). "
+        f"$/h≈: list-price estimate from {prices['region']} meters ({prices['table']}) per replica "
+        "(serverless: GPU + vCPU + memory meters) or per node + plan management (dedicated). "
         "Regions: the docs' list; `acagpu profiles -l REGION` asks Azure."
     )
+    if prices.get("unconfirmed"):
+        note += " UNCONFIRMED (inferred) meters: " + ", ".join(prices["unconfirmed"]) + "."
     lines += textwrap.wrap(note, width)
     return "\n".join(lines)
 
@@ -100,7 +104,9 @@ def profiles(
 ) -> None:
     """List the ACA GPU workload profiles: type, aliases, GPU, size, regions and an hourly estimate."""
     if refresh_prices:
-        cost.refresh_prices(region=validate_location(location) if location else "eastus", warn=output.warn)
+        price_refresh.refresh_prices(
+            region=validate_location(location) if location else "eastus", warn=output.warn
+        )
     if offline:
         doc = catalog_document(location)
         output.emit(doc, lambda stream: print(render_catalog(doc, stream), file=stream))

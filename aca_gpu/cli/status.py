@@ -61,7 +61,9 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
     print(table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈")), file=stream)
-    print("SPEND≈: list-price estimate of the GPU time billed so far", file=stream)
+    from aca_gpu.cost import load_prices
+
+    print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)
 
 
 @click.command()

@@ -26,6 +26,11 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   creates take toward the slowest figures seen (T4 app create up to ~12 min).
 - `slow_delete` (`factor=`, default 1.67): environment deletes take 15 minutes instead of 9.
 - `tty_echo`: exec sessions echo stdin and use CRLF, as a TTY would.
+- `stall` (`seconds=` emulated, default 1500): a replica stalls between "Successfully pulled image"
+  and "Created container" and is billed for it, as A100 job users reported since 2026-06
+  (25 minutes, intermittent); its Cost Management usage starts at the pull.
+- `cost_delay` (`seconds=` emulated, default 28800): Cost Management shows usage only this long
+  after it happened (Azure: 8 to 24 hours); without it the emulator shows usage at once.
 - `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
   NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
 - `deny` (`action=`, an RBAC action or glob, e.g. `Microsoft.Authorization/roleAssignments/write`):
@@ -66,6 +71,8 @@ KINDS = (
     "apiversion",
     "deny",
     "gpu",
+    "stall",
+    "cost_delay",
 )
 
 
@@ -120,7 +127,7 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.rate = float(value)
                 elif key == "count":
                     fault.count = int(value)
-                elif key in ("limit", "factor", "after", "retry_after", "status"):
+                elif key in ("limit", "factor", "after", "retry_after", "status", "seconds"):
                     int(value) if key == "limit" else float(value)
                     fault.params[key] = value
                 else:

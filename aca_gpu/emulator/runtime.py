@@ -213,18 +213,34 @@ class Runtime:
             self._emit_rep(rep, "ContainerCreated", f"Created container '{spec.name}'")
             self._emit_rep(rep, "ContainerStarted", f"Started container '{spec.name}'")
         if rep.billing is None:
-            rep.billing = BillingRecord(
-                run_id=rep.run_id,
-                kind=rep.kind,
-                resource=rep.owner,
-                parent=rep.parent,
-                replica=rep.name,
-                profile_type=rep.profile_type,
-                gpus=catalog.gpus(rep.profile_type),
-                started_wall=self.clock.now(),
-                real_time=all(getattr(h, "real_process", False) for h in started.values()),
+            self._open_billing(
+                rep, real_time=all(getattr(h, "real_process", False) for h in started.values())
             )
-            self.state.billing.append(rep.billing)
+
+    def _open_billing(self, rep: Replica, *, stalled: bool = False, real_time: bool = False) -> None:
+        """The replica starts costing: at container start, or at the image pull when it stalls."""
+        owner = (self.state.apps if rep.kind == "app" else self.state.jobs).get(
+            (rep.rg.lower(), rep.owner.lower())
+        )
+        env = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
+        rep.billing = BillingRecord(
+            run_id=rep.run_id,
+            kind=rep.kind,
+            resource=rep.owner,
+            parent=rep.parent,
+            replica=rep.name,
+            profile_type=rep.profile_type,
+            gpus=catalog.gpus(rep.profile_type),
+            started_wall=self.clock.now(),
+            resource_group=rep.rg,
+            location=env.location if env else "",
+            vcpu=sum(_resource(c, "cpu") for c in _containers(owner)),
+            memory_gib=sum(_resource(c, "memory") for c in _containers(owner)),
+            tags=dict(owner.tags) if owner is not None else {},
+            stalled=stalled,
+            real_time=real_time,
+        )
+        self.state.billing.append(rep.billing)
 
     def _capture_logs(self, rep: Replica) -> None:
         for name, handle in rep.handles.items():
@@ -257,6 +273,13 @@ class Runtime:
                     env_rec.pulled[(rep.profile_type, spec.image)] = now
             rep.phase = "Creating"
             rep.phase_until = self.clock.after("container_create")
+            env_rec = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
+            stall = self.faults.fire(
+                "stall", path=rep.name, location=env_rec.location if env_rec else "", profile=rep.profile_type
+            )
+            if stall is not None:  # placed and billed, but the container is not created for minutes
+                rep.phase_until = self.clock.after_seconds(float(stall.param("seconds", "1500")))
+                self._open_billing(rep, stalled=True)
         elif rep.phase in ("Creating", "Waiting") and due:
             await self._start(rep)
         elif rep.phase == "Running":
@@ -442,3 +465,17 @@ class Runtime:
     def stop_all(self) -> None:
         for rep in self.state.replicas():
             self.stop_replica(rep)
+
+
+def _containers(owner: Any) -> list[dict[str, Any]]:
+    template = getattr(owner, "template", None) or {}
+    return [c for c in template.get("containers") or [] if isinstance(c, dict)]
+
+
+def _resource(container: dict[str, Any], key: str) -> float:
+    """A container's requested `cpu` or `memory` ("56Gi") as a number: what its replica is billed for."""
+    value = (container.get("resources") or {}).get(key) or 0
+    try:
+        return float(str(value).removesuffix("Gi"))
+    except ValueError:
+        return 0.0

@@ -36,6 +36,7 @@ from aca_gpu.emulator.providers.app.identity import principal_for_secret
 from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
 from aca_gpu.emulator.providers.authorization import models as authz
 from aca_gpu.emulator.providers.authorization.urls import ROUTES as AUTHORIZATION_ROUTES
+from aca_gpu.emulator.providers.costmanagement.urls import ROUTES as COST_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.runtime import Runtime
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
-ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES]
+ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES, *COST_ROUTES]
 TICK_S = 0.02
 METADATA_OBJECT_FORM = "2022-09-01"
 

@@ -219,6 +219,13 @@ class BillingRecord:
     gpus: int
     started_wall: float
     ended_wall: float | None = None
+    # what Cost Management prices and groups by: where it ran, its size, the resource's tags
+    resource_group: str = ""
+    location: str = ""
+    vcpu: float = 0.0
+    memory_gib: float = 0.0
+    tags: dict[str, str] = field(default_factory=dict)
+    stalled: bool = False  # billed from the image pull while the container was not created
     # a real process (a `sh -c` job line) lives in real seconds, not on the scaled clock
     real_time: bool = False
 

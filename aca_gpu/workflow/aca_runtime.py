@@ -57,6 +57,7 @@ class AcaRuntime:
         self._lock = threading.Lock()
         self._explorer_seconds: dict[str, tuple[float, float | None]] = {}
         self._testers: list[TesterRun] = []
+        self._tester_jobs: dict[str, list[TesterRun]] = {}  # by job name, for the delete that stops them
         self._resumed: list[str] = []
 
     def _resume(self, what: str) -> None:
@@ -182,8 +183,9 @@ class AcaRuntime:
                 cloud.start_app(rg, pair.explorer)
             elif not app.max_replicas:  # put to sleep at zero replicas by an older acagpu
                 cloud.scale_app(rg, pair.explorer, 1, 1)
-        wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s)
-        running = time.monotonic()
+        seen_at: list[float] = []
+        wait_started(cloud, rg, pair.explorer, waiter, timeout=plan.start_timeout_s, seen_at=seen_at)
+        running = seen_at[0] if seen_at else time.monotonic()
         with self._lock:
             self._explorer_seconds[f"{rg}/{pair.explorer}"] = (running, None)
         result = probe_smi(cloud, rg, pair.explorer, waiter)
@@ -224,6 +226,7 @@ class AcaRuntime:
         run = start_execution(cloud, rg, pair.tester, resume=reused)
         with self._lock:
             self._testers.append(run)
+            self._tester_jobs.setdefault(pair.tester, []).append(run)
         return follow_result(
             cloud,
             rg,
@@ -236,10 +239,24 @@ class AcaRuntime:
 
     # -- the end ------------------------------------------------------------------------------
     def _explorers_stopped(self) -> None:
+        """Teardown begins: no replica of this run bills after its delete or stop is sent, and a
+        tester that printed its result still bills until then (it lingers for its grace)."""
         now = time.monotonic()
         with self._lock:
             for name, (began, ended) in self._explorer_seconds.items():
                 self._explorer_seconds[name] = (began, ended or now)
+            for run in self._testers:
+                run.stopped = run.stopped or now
+
+    def _deleted(self, name: str) -> None:
+        """ARM accepted the delete of app or job `name`: its replicas stop billing now."""
+        now = time.monotonic()
+        with self._lock:
+            for key, (began, ended) in self._explorer_seconds.items():
+                if key.rsplit("/", 1)[-1] == name:
+                    self._explorer_seconds[key] = (began, ended or now)
+            for run in self._tester_jobs.get(name, []):
+                run.stopped = run.stopped or now
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         """Stop every explorer (the stable Stop operation): nothing bills on a serverless profile."""
@@ -263,7 +280,8 @@ class AcaRuntime:
         )
 
     def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        self._explorers_stopped()
+        """The run's replicas bill until teardown's deletes go out, so their lives end there (or
+        here, when teardown fails before any delete)."""
         try:
             return teardown_group(
                 self.cloud,
@@ -271,9 +289,12 @@ class AcaRuntime:
                 wait_gone=plan.wait_gone,
                 dedicated=plan.dedicated,
                 poll=max(0.05, self.waiter.interval),
+                on_deleted=self._deleted,
             )
         except PreflightRefused as exc:
             return TeardownResult("incomplete", message=exc.message)
+        finally:
+            self._explorers_stopped()
 
     def gpu_seconds(self) -> float:
         now = time.monotonic()

@@ -69,8 +69,13 @@ def check(cloud: Cloud, request: CheckRequest) -> CheckResult:
             hint=f"`acagpu up` registers it, or: az provider register --namespace {PROVIDER}",
         )
         return CheckResult(doc, error)
-    prices = catalog_prices(load_prices())
-    rows = [row for region in regions for row in _region_rows(cloud, region, profiles, prices)]
+    table = load_prices()
+    doc["prices"] = table.label
+    rows = [
+        row
+        for region in regions
+        for row in _region_rows(cloud, region, profiles, catalog_prices(table, region))
+    ]
     doc["rows"] = rows
     verdict = _verdict(rows, [g for g, _ in profiles])
     doc["status"] = "ok" if verdict is None else "refused"
@@ -163,7 +168,7 @@ def render(doc: dict[str, Any]) -> str:
         lines += [
             "",
             f"quota read from usages: {', '.join(usages) or 'none matched'} (usage names UNCONFIRMED); "
-            "$/h≈ is a list-price estimate",
+            f"$/h≈ is a list-price estimate ({doc.get('prices', 'bundled table')})",
         ]
         for r in rows:
             if r["reason"] and not r["can_run"]:

@@ -32,8 +32,10 @@ class ExecutionRun:
     execution: str
     reused: bool = False
     started: float = field(default_factory=time.monotonic)
-    first_line: float | None = None  # when the replica was running (its first log line arrived)
+    running: float | None = None  # when its container was first seen running
+    first_line: float | None = None  # when its first log line arrived
     ended: float | None = None
+    stopped: float | None = None  # when teardown's delete of its job was accepted: it bills until then
     lines: list[str] = field(default_factory=list)
     info: ExecutionInfo | None = None
     stopped_by: str | None = None  # the line that met the caller's stop rule, if one did
@@ -41,8 +43,11 @@ class ExecutionRun:
 
     @property
     def seconds(self) -> float:
-        """Measured replica lifetime: from its first line (else from the start request) to the end."""
-        return max(0.0, (self.ended or time.monotonic()) - (self.first_line or self.started))
+        """Measured replica lifetime: from its container seen running (else its first line, else
+        the start request) to the delete by teardown when there was one (a replica lingers, billed,
+        after its last line), else to the end."""
+        end = self.stopped or self.ended or time.monotonic()
+        return max(0.0, end - (self.running or self.first_line or self.started))
 
     @property
     def exit_code(self) -> int | None:
@@ -121,8 +126,18 @@ def _read(
             if stop_when is not None and run.stopped_by is None and stop_when(text):
                 run.stopped_by = text
 
+    def seen_running() -> None:
+        run.running = run.running or time.monotonic()
+
     stream = cloud.job_logs(
-        resource_group, job, run.execution, follow=follow, tail=TAIL, stop_when=stop_when, timeout=timeout
+        resource_group,
+        job,
+        run.execution,
+        follow=follow,
+        tail=TAIL,
+        stop_when=stop_when,
+        timeout=timeout,
+        on_running=seen_running,
     )
     try:
         for line in stream:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aca_gpu.cost import catalog_prices, load_prices
+from aca_gpu.cost import catalog_prices, load_prices, table_summary
 from aca_gpu.gpu.profiles import profile_catalog
 from aca_gpu.models import Cloud, ProfileOffer
 
@@ -20,7 +20,8 @@ def _is_gpu(offer: ProfileOffer, known: set[str]) -> bool:
 def offered_profiles(cloud: Cloud, location: str) -> dict[str, Any]:
     """GPU profile types `location` offers, each with the catalog's entry when acagpu knows the type."""
     catalog = {p.type.lower(): p for p in profile_catalog()}
-    prices = catalog_prices(load_prices())
+    table = load_prices()
+    prices = catalog_prices(table, location)
     rows: list[dict[str, Any]] = []
     for offer in sorted(cloud.available_profiles(location), key=lambda o: o.name):
         if not _is_gpu(offer, set(catalog)):
@@ -47,7 +48,13 @@ def offered_profiles(cloud: Cloud, location: str) -> dict[str, Any]:
                 },
             }
         )
-    return {"command": "profiles", "source": "live", "location": location, "profiles": rows}
+    return {
+        "command": "profiles",
+        "source": "live",
+        "location": location,
+        "profiles": rows,
+        "prices": table_summary(table, location),
+    }
 
 
 def render_offers(doc: dict[str, Any]) -> str:
@@ -62,5 +69,8 @@ def render_offers(doc: dict[str, Any]) -> str:
             f"{row['cores'] or '?':>5} {row['memory_gib'] or '?':>4} {(cat.get('aliases') or ['-'])[0]:<12} "
             f"{f'{price:.2f}' if price is not None else '?':>8}"
         )
-    lines.append(f"offered in {doc['location']} now (live); $/h is a list-price estimate")
+    lines.append(
+        f"offered in {doc['location']} now (live); $/h is a list-price estimate "
+        f"({doc['prices']['region']} meters, {doc['prices']['table']})"
+    )
     return "\n".join(lines)

@@ -139,7 +139,7 @@ class Plan:
         for pair in self.pairs:
             if pair.profile.serverless:
                 continue
-            hourly = cost.price_per_hour(pair.profile)
+            hourly = cost.price_per_hour(pair.profile, location=self.location)
             ttl = cost.run_spend(pair.profile, self.ttl.total_seconds(), self.location)
             found.append(
                 f"{pair.profile.type} is a dedicated profile: its node bills while the environment exists, "

@@ -58,22 +58,32 @@ def _running(replica: ReplicaInfo) -> bool:
 
 
 def wait_started(
-    cloud: Cloud, resource_group: str, app: str, waiter: Waiter, *, timeout: float
+    cloud: Cloud,
+    resource_group: str,
+    app: str,
+    waiter: Waiter,
+    *,
+    timeout: float,
+    seen_at: list[float] | None = None,
 ) -> ReplicaInfo:
     """A running replica of `app`, or ContainerRefused as soon as the platform says it never will be.
 
     A refusal (CUDA requirement newer than the driver, image pull failure) is reported within one
     poll of the platform saying so, with the runtime's own text, instead of waiting out `timeout`.
+    `seen_at` receives when the poll that found it running was sent (its bill began before that).
     """
     last: list[ReplicaInfo] = []
 
     def probe() -> ReplicaInfo | None:
+        sent = time.monotonic()
         try:
             last[:] = cloud.list_app_replicas(resource_group, app)
         except NotFound:  # ARM may answer 404 for a moment right after the create: not yet
             return None
         running = next((r for r in last if _running(r)), None)
         if running is not None:
+            if seen_at is not None:
+                seen_at.append(sent)
             return running
         details = replica_details(last)
         if fatal_text(details) is not None:

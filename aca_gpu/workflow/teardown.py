@@ -60,9 +60,11 @@ def teardown_group(
     poll: float = POLL_S,
     billing_deadline: float | None = None,
     gone_deadline: float | None = None,
+    on_deleted: Callable[[str], None] | None = None,
 ) -> TeardownResult:
     """Remove one managed resource group, billing first (see the module doc). Never raises for cloud
-    failures, except PreflightRefused for a group acagpu does not own."""
+    failures, except PreflightRefused for a group acagpu does not own. `on_deleted(name)` runs as
+    ARM accepts the delete of an app or job: the moment its replicas stop billing."""
     billing_deadline = BILLING_DEADLINE_S if billing_deadline is None else billing_deadline
     gone_deadline = GONE_DEADLINE_S if gone_deadline is None else gone_deadline
     errors: list[str] = []
@@ -78,7 +80,9 @@ def teardown_group(
         raise PreflightRefused(
             f"resource group {name!r} is not tagged {naming.TAG_MANAGED}=true; acagpu never deletes it"
         )
-    billing_stopped = _stop_billing(cloud, name, errors, poll=poll, deadline=billing_deadline)
+    billing_stopped = _stop_billing(
+        cloud, name, errors, poll=poll, deadline=billing_deadline, on_deleted=on_deleted
+    )
 
     def accept() -> bool:
         cloud.delete_resource_group(name, wait=False)
@@ -101,7 +105,15 @@ def teardown_group(
     )
 
 
-def _stop_billing(cloud: Cloud, rg: str, errors: list[str], *, poll: float, deadline: float) -> bool:
+def _stop_billing(
+    cloud: Cloud,
+    rg: str,
+    errors: list[str],
+    *,
+    poll: float,
+    deadline: float,
+    on_deleted: Callable[[str], None] | None = None,
+) -> bool:
     """Delete every app and job in the group until none is listed; True when none is left.
 
     Listing again after each round also catches an app or job whose create was still in flight
@@ -110,9 +122,13 @@ def _stop_billing(cloud: Cloud, rg: str, errors: list[str], *, poll: float, dead
     end = time.monotonic() + deadline
     failures: list[str] = []
 
-    def deleting(delete: Callable[[str, str], None], name: str) -> Callable[[], None]:
+    def deleting(delete: Callable[..., None], name: str) -> Callable[[], None]:
+        def accepted() -> None:
+            if on_deleted is not None:
+                on_deleted(name)
+
         def call() -> None:
-            _attempt(lambda: delete(rg, name), failures, f"delete {name}", poll)
+            _attempt(lambda: delete(rg, name, on_accepted=accepted), failures, f"delete {name}", poll)
 
         return call
 

@@ -10,6 +10,7 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
+from aca_gpu.workflow import ledger
 from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Run, Waiter
 from aca_gpu.workflow.engine import run_plan
@@ -41,7 +42,9 @@ def run_test(
         start_timeout_s=start_timeout,
         timeout_s=timeout,
     )
-    return run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
+    ledger.record(cloud, outcome)
+    return outcome
 
 
 def test_in_env(
@@ -63,4 +66,6 @@ def test_in_env(
     plan = make_up_plan(settings, request, owner=owner)
     plan = replace(plan, command="test", probe=False, start_timeout_s=start_timeout)
     placed, runtime = runtime_for(cloud, plan, waiter)
-    return run_plan(placed, runtime, progress, waiter)
+    outcome = run_plan(placed, runtime, progress, waiter)
+    ledger.record(cloud, outcome)
+    return outcome

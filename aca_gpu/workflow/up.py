@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
+from aca_gpu.workflow import ledger
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import run_plan
 from aca_gpu.workflow.outcome import RunOutcome
@@ -17,4 +18,6 @@ from aca_gpu.workflow.warm_runtime import runtime_for
 
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
     placed, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
-    return run_plan(placed, runtime, progress, waiter)
+    outcome = run_plan(placed, runtime, progress, waiter)
+    ledger.record(cloud, outcome)
+    return outcome

@@ -15,7 +15,7 @@ from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers
+from aca_gpu.workflow import drivers, ledger
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import Prediction, run_plan
 from aca_gpu.workflow.outcome import RunOutcome
@@ -79,6 +79,7 @@ def validate(
     plan, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
     guesses = predictions(plan, progress, inspector)
     outcome = run_plan(plan, runtime, progress, waiter, guesses)
+    ledger.record(cloud, outcome)
     for pair in outcome.pairs:
         progress.note(f"{pair.status}: {pair.pair.label()}: {pair.reason}")
     return outcome

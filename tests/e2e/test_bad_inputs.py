@@ -253,6 +253,11 @@ CASES = [
     c("doctor", "--from-file", "/nonexistent/run.log", says="cannot read"),
     c("doctor", "--from-file", "", says="--from-file"),
     c("doctor", "--cdi-path", "", says="--cdi-path"),
+    # -- cost ----------------------------------------------------------------------------------
+    c("cost", "--since", "soon", says="--since"),
+    c("cost", "--since", "0d", says="--since"),
+    c("cost", "--run-id", "", says="--run-id"),
+    c("cost", "--subscription", "not-a-guid", says="--subscription"),
     # -- warm environments --------------------------------------------------------------------
     c("env create", "Bad_Name!", "--yes", says="Bad_Name!"),
     c("env create", "lab", "--yes", "--gpu", "h100x", says="h100x"),

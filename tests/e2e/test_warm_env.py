@@ -94,7 +94,8 @@ def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> 
             assert doc["tester"]["status"] == "pass" and doc["tester"]["result"]["gpu_name"]
             assert doc["teardown"]["status"] == "deleting" and doc["teardown"]["billing_stopped"] is True
         billed = _control(emu, "billing")["runs"]
-        assert billed["warma"]["replicas"] == 2 and billed["warmb"]["replicas"] == 2  # probe + tester
+        # probe + tester; a probe whose lines were lost (a loaded machine) is started once more
+        assert billed["warma"]["replicas"] in (2, 3) and billed["warmb"]["replicas"] in (2, 3)
 
         inventory = _control(emu, "inventory")
         assert inventory["apps"] == [] and inventory["jobs"] == [] and inventory["replicas"] == []

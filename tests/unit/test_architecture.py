@@ -27,6 +27,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "config": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
     "models": {"cli", "workflow", "azure", "registry", "emulator", "local"},
     "cost": {"cli", "workflow", "azure", "registry", "emulator", "local"},
+    "price_refresh": {"cli", "workflow", "azure", "registry", "emulator", "local"},
+    "units": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
     "recording": {"cli", "workflow", "azure", "registry", "emulator", "gpu", "local"},
 }
 

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from aca_gpu import cost
+from aca_gpu import cost, price_refresh, units
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import profile_catalog, resolve_profile
 
@@ -22,30 +22,50 @@ def bundled() -> cost.PriceTable:
     return cost.bundled_prices()
 
 
-def test_bundled_table_prices_every_profile_with_a_source(bundled: cost.PriceTable) -> None:
+def test_bundled_table_prices_every_profile_with_dated_sourced_meters(bundled: cost.PriceTable) -> None:
     assert bundled.doc["source"] and bundled.doc["date"] and bundled.doc["currency"] == "USD"
-    for profile in profile_catalog():
-        rates = bundled.profile_rates(profile.type)
-        assert rates["source"]
-        key = "gpu_second" if profile.serverless else "node_hour"
-        assert rates["billing"] == ("per-second" if profile.serverless else "per-node-hour")
-        assert float(rates[key]) > 0
+    assert {"eastus", "southcentralus", "westeurope"} <= set(bundled.regions)
+    for region in bundled.regions:
+        for profile in profile_catalog():
+            for meter, qty in bundled.replica_meters(profile, region):
+                assert meter.region == region and meter.per_second > 0 and qty > 0
+                assert meter.date and meter.source, (region, meter.name)
+                if meter.unconfirmed:
+                    assert meter.unconfirmed.startswith("UNCONFIRMED"), meter
+    # the meters read for eastus are confirmed; the dedicated GPU meter there is inferred and says so
+    assert bundled.unconfirmed(resolve_profile("t4"), "eastus") == []
+    assert bundled.unconfirmed(resolve_profile("nc24-a100"), "eastus") == ["Dedicated GPU Usage"]
+
+
+@pytest.mark.parametrize(("gpu", "hourly"), [("t4", 1.56), ("a100", 6.35)])
+def test_eastus_serverless_replica_matches_acas_meters(
+    bundled: cost.PriceTable, gpu: str, hourly: float
+) -> None:
+    """GPU meter on top of the vCPU and memory meters: T4 ≈ $1.56/h, A100 ≈ $6.35/h (eastus, 2026-08)."""
+    assert cost.price_per_hour(gpu, bundled, "eastus") == pytest.approx(hourly, rel=0.05)
+    est = cost.estimate(gpu, 3600, prices=bundled, location="eastus")
+    assert est.breakdown["gpu"] < est.breakdown["vcpu"] + est.breakdown["memory"]  # the GPU is not all
+    assert "eastus meters, bundled table" in est.basis and est.table.startswith("bundled table")
 
 
 def test_serverless_estimate_sums_gpu_vcpu_and_memory(bundled: cost.PriceTable) -> None:
     t4 = resolve_profile("t4")
     est = cost.estimate("Consumption-GPU-NC8as-T4", 600, replicas=2, prices=bundled)
-    rates = bundled.profile_rates(t4.type)
-    per_replica_second = (
-        float(rates["gpu_second"])
-        + bundled.vcpu_second * t4.container_cpu
-        + bundled.gib_second * t4.container_memory_gib
-    )
+    per_replica_second = sum(m.per_second * q for m, q in bundled.replica_meters(t4))
+    assert per_replica_second == pytest.approx(0.000073 + 8 * 0.000024 + 56 * 0.000003)
     assert est.usd == pytest.approx(per_replica_second * 600 * 2)
     assert est.gpu_seconds == 1200
     assert est.is_estimate and est.basis.startswith("estimate:")
     assert set(est.breakdown) == {"gpu", "vcpu", "memory"}
     assert sum(est.breakdown.values()) == pytest.approx(est.usd)
+
+
+def test_regions_price_differently(bundled: cost.PriceTable) -> None:
+    east = cost.estimate("t4", 3600, prices=bundled, location="eastus")
+    south = cost.estimate("t4", 3600, prices=bundled, location="southcentralus")
+    assert south.breakdown["gpu"] == pytest.approx(0.000088 * 3600)  # the southcentralus T4 meter
+    assert south.usd > east.usd and "southcentralus meters" in south.basis
+    assert "UNCONFIRMED: Standard vCPU Active Usage" in south.basis  # inferred there, and said
 
 
 def test_estimate_scales_linearly_and_accepts_profiles_or_aliases(bundled: cost.PriceTable) -> None:
@@ -57,16 +77,16 @@ def test_estimate_scales_linearly_and_accepts_profiles_or_aliases(bundled: cost.
 
 def test_dedicated_estimate_is_node_hours_plus_management(bundled: cost.PriceTable) -> None:
     est = cost.estimate("nc48-a100", 1800, replicas=1, prices=bundled)
-    node_hour = float(bundled.profile_rates("NC48-A100")["node_hour"])
-    assert est.usd == pytest.approx(node_hour / 2 + bundled.management_hour / 2)
+    node_hour = 2 * 3.735 + 48 * 0.0571 + 440 * 0.005  # 2 GPUs, 48 vCPU, 440 GiB on Dedicated meters
+    assert est.usd == pytest.approx(node_hour / 2 + 0.1 / 2)
+    assert est.breakdown["management"] == pytest.approx(0.05)
     assert est.gpu_seconds == 1800 * 2  # two GPUs per NC48 node
-    assert "plan management" in est.basis
+    assert "plan management" in est.basis and "UNCONFIRMED: Dedicated GPU Usage" in est.basis
 
 
 def test_location_mismatch_is_said_in_the_basis(bundled: cost.PriceTable) -> None:
-    assert (
-        "swedencentral may differ" in cost.estimate("t4", 60, location="swedencentral", prices=bundled).basis
-    )
+    basis = cost.estimate("t4", 60, location="swedencentral", prices=bundled).basis
+    assert "eastus meters" in basis and "swedencentral may differ" in basis
 
 
 def test_bad_inputs(bundled: cost.PriceTable) -> None:
@@ -136,13 +156,16 @@ PAGE_1 = [
     _item("Standard vCPU Active Usage", 0.000034, "1 Second"),
     _item("Standard vCPU Idle Usage", 0.000004, "1 Second"),
     _item("Standard Memory Active Usage", 0.0000043, "1 GiB Second"),
+    _item("Hybrid vCPU Usage", 0.000001, "1 Second", sku="Hybrid"),  # Azure Arc: must never win
     _item("Standard vCPU Active Usage", 0.5, "1 Second", region="westeurope"),
 ]
 PAGE_2 = [
-    _item("Serverless GPU NC A100 Usage", 3.2, "1 Hour", sku="Serverless GPU NC A100"),
-    _item("Serverless GPU T4 Usage", 0.00025, "1 Second", sku="Serverless GPU T4"),
+    _item("Standard NC A100 v4 GPU Usage", 3.2, "1 Hour"),
+    _item("Standard NC T4 v3 GPU Usage", 0.00025, "1 Second"),
+    _item("Standard NV A10 v5 GPU Usage", 0.0002, "1 Second"),  # a GPU acagpu has no profile for
     _item("Dedicated Plan Management", 0.12, "1 Hour", sku="Dedicated"),
-    _item("Dedicated NC24 A100 Instance", 4.0, "1 Hour", sku="Dedicated NC24 A100"),
+    _item("Dedicated GPU Usage", 4.0, "1 Hour", sku="Dedicated"),
+    _item("Dedicated vCPU Usage", 0.06, "1 Hour", sku="Dedicated"),
     _item("Standard Requests", 0.4, "1M"),
 ]
 
@@ -193,34 +216,47 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
-def test_refresh_parses_pages_and_caches(server: str, tmp_path: Path) -> None:
+def test_refresh_matches_acas_meter_names_and_reports_the_rest(server: str, tmp_path: Path) -> None:
     cache = tmp_path / "prices.json"
     warnings: list[str] = []
-    table = cost.refresh_prices(cache, endpoint=server, warn=warnings.append)
-    assert warnings == []
-    assert table.origin == "retail-api"
+    table = price_refresh.refresh_prices(cache, endpoint=server, warn=warnings.append)
+    assert table.origin == "cache" and table.label.startswith("refreshed ") and "eastus" in table.label
     assert "serviceName eq 'Azure Container Apps'" in parse_qs(urlparse(_Handler.seen[0]).query)["$filter"][0]
     assert len(_Handler.seen) == 2  # followed NextPageLink
-    assert table.vcpu_second == pytest.approx(0.000034)  # eastus active rate, not idle, not westeurope
-    assert table.gib_second == pytest.approx(0.0000043)
-    assert table.management_hour == pytest.approx(0.12)
-    assert float(table.profile_rates("Consumption-GPU-NC24-A100")["gpu_second"]) == pytest.approx(3.2 / 3600)
-    assert float(table.profile_rates("Consumption-GPU-NC8as-T4")["gpu_second"]) == pytest.approx(0.00025)
-    assert float(table.profile_rates("NC24-A100")["node_hour"]) == pytest.approx(4.0)
-    bundled = cost.bundled_prices()
-    assert table.profile_rates("NC48-A100") == bundled.profile_rates("NC48-A100")  # not in the API: kept
-    assert "kept from the bundled table" in table.source
+    # active vCPU, not idle, not westeurope, not the Arc meter
+    assert table.meter("Standard vCPU Active Usage").per_second == pytest.approx(0.000034)
+    assert table.meter("Standard Memory Active Usage").per_second == pytest.approx(0.0000043)
+    assert table.meter("Standard NC A100 v4 GPU Usage").per_second == pytest.approx(3.2 / 3600)
+    assert table.meter("Standard NC T4 v3 GPU Usage").per_second == pytest.approx(0.00025)
+    assert table.meter("Dedicated GPU Usage").per_hour == pytest.approx(4.0)  # refreshed, no NC size
+    assert table.meter("Dedicated Plan Management").per_hour == pytest.approx(0.12)
+    assert table.meter("Dedicated GPU Usage").unconfirmed is None
+    kept = table.meter("Dedicated Memory Usage")  # not listed: kept, and labelled
+    assert kept.per_hour == pytest.approx(0.005) and kept.unconfirmed and "not listed" in kept.unconfirmed
+    report = table.doc["refreshed"]["regions"]["eastus"]
+    assert report["missing"] == ["Dedicated Memory Usage"]
+    assert report["hybrid"] == ["Hybrid vCPU Usage"]
+    assert report["unknown_gpu"] == ["Standard NV A10 v5 GPU Usage"]
+    assert any("Dedicated Memory Usage" in w for w in warnings)
+    assert any("Standard NV A10 v5 GPU Usage" in w for w in warnings)
+    assert any("Hybrid" in w for w in warnings)
     cached = cost.load_prices(cache)
-    assert cached.origin == "cache" and cached.vcpu_second == pytest.approx(0.000034)
+    assert cached.origin == "cache" and cached.meter(
+        "Standard vCPU Active Usage"
+    ).per_second == pytest.approx(0.000034)
+    bundled = cost.bundled_prices()
     assert cost.estimate("t4", 100, prices=cached).usd != cost.estimate("t4", 100, prices=bundled).usd
+    assert "refreshed" in cost.estimate("t4", 100, prices=cached).basis
+    # other regions keep the bundled meters
+    assert cached.meter("Standard NC T4 v3 GPU Usage", "southcentralus").per_second == pytest.approx(0.000088)
 
 
 def test_refresh_falls_back_with_a_warning_on_http_error(server: str, tmp_path: Path) -> None:
     _Handler.status = 503
     warnings: list[str] = []
-    table = cost.refresh_prices(tmp_path / "prices.json", endpoint=server, warn=warnings.append)
+    table = price_refresh.refresh_prices(tmp_path / "prices.json", endpoint=server, warn=warnings.append)
     assert table.origin == "bundled" and not (tmp_path / "prices.json").exists()
-    assert len(warnings) == 1 and "could not refresh prices" in warnings[0]
+    assert len(warnings) == 1 and "could not refresh prices" in warnings[0] and "bundled table" in warnings[0]
 
 
 def test_refresh_falls_back_when_nothing_listens(tmp_path: Path) -> None:
@@ -230,7 +266,7 @@ def test_refresh_falls_back_when_nothing_listens(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     warnings: list[str] = []
-    table = cost.refresh_prices(
+    table = price_refresh.refresh_prices(
         tmp_path / "p.json", endpoint=f"http://127.0.0.1:{port}/x", timeout=2, warn=warnings.append
     )
     assert table.origin == "bundled" and warnings
@@ -256,7 +292,7 @@ def test_load_prices_ignores_a_corrupt_cache(tmp_path: Path) -> None:
     ],
 )
 def test_unit_of_measure(price: float, unit: str, per_second: float | None) -> None:
-    got = cost._per_second(price, unit)
+    got = units.per_second(price, unit)
     assert got == (pytest.approx(per_second) if per_second is not None else None)
 
 

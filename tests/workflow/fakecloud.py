@@ -165,8 +165,12 @@ class FakeCloud:
     def list_apps(self, resource_group: str) -> list[AppInfo]:
         return [a for (rg, _), a in self.apps.items() if rg == resource_group]
 
-    def delete_app(self, resource_group: str, name: str) -> None:
+    def delete_app(
+        self, resource_group: str, name: str, *, on_accepted: Callable[[], None] | None = None
+    ) -> None:
         self.apps.pop((resource_group, name), None)
+        if on_accepted is not None:
+            on_accepted()
 
     def stop_app(self, resource_group: str, name: str) -> None:
         app = self.apps[(resource_group, name)]
@@ -179,9 +183,13 @@ class FakeCloud:
     def list_jobs(self, resource_group: str) -> list[JobInfo]:
         return [j for (rg, _), j in self.jobs.items() if rg == resource_group]
 
-    def delete_job(self, resource_group: str, name: str) -> None:
+    def delete_job(
+        self, resource_group: str, name: str, *, on_accepted: Callable[[], None] | None = None
+    ) -> None:
         self.jobs.pop((resource_group, name), None)
         self.executions.pop((resource_group, name), None)
+        if on_accepted is not None:
+            on_accepted()
 
     def _replica(self) -> ReplicaInfo:
         if self.replica_running:
@@ -260,9 +268,12 @@ class FakeCloud:
         tail: int = 300,
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
+        on_running: Callable[[], None] | None = None,
     ) -> Iterator[str]:
         if self.on_job_logs:
             self.on_job_logs()
+        if on_running is not None:
+            on_running()
         yield "CUDA is available. Running on GPU."
         yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
         self._set_status(resource_group, job, execution, "Succeeded")

@@ -161,7 +161,9 @@ class WorkloadOutcome(RunOutcome):
                 "basis": "this machine's own GPUs: nothing billed",
             }
         profile = self.plan.pairs[0].profile
-        per_second, basis = replica_price(profile, self.spec.workload.cpu, self.spec.workload.memory_gib)
+        per_second, basis = replica_price(
+            profile, self.spec.workload.cpu, self.spec.workload.memory_gib, self.plan.location
+        )
         return {
             "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 1),
             "replica_seconds": round(self.gpu_seconds, 1),

@@ -130,7 +130,9 @@ class RunSpec:
         if self.local:
             return {"usd_per_second": 0.0, "ceiling_usd": 0.0, "basis": "this machine: nothing billed"}
         profile = self.plan.pairs[0].profile
-        per_second, basis = replica_price(profile, self.workload.cpu, self.workload.memory_gib)
+        per_second, basis = replica_price(
+            profile, self.workload.cpu, self.workload.memory_gib, self.plan.location
+        )
         ceiling = per_second * self.plan.max_minutes * 60
         return {
             "usd_per_second": round(per_second, 7),
@@ -179,22 +181,11 @@ class RunSpec:
         return doc
 
 
-def replica_price(profile: checks.Profile, cpu: float, memory_gib: float) -> tuple[float, str]:
+def replica_price(
+    profile: checks.Profile, cpu: float, memory_gib: float, location: str | None = None
+) -> tuple[float, str]:
     """USD per second of one replica: GPU + vCPU + GiB meters (serverless) or node + management."""
-    table = cost.load_prices()
-    rates = table.profile_rates(profile.type)
-    if rates.get("billing") == "per-node-hour":
-        node = float(rates["node_hour"]) / 3600
-        mgmt = table.management_hour / 3600
-        return node + mgmt, f"{profile.type} node ${float(rates['node_hour']):.3f}/h + management"
-    gpu = float(rates["gpu_second"]) * profile.gpu_count
-    vcpu = table.vcpu_second * cpu
-    mem = table.gib_second * memory_gib
-    basis = (
-        f"{profile.gpu_count} GPU x ${float(rates['gpu_second']):.7f}/s + {cpu:g} vCPU x "
-        f"${table.vcpu_second:.7f}/s + {memory_gib:g} GiB x ${table.gib_second:.7f}/s ({table.origin} prices)"
-    )
-    return gpu + vcpu + mem, basis
+    return cost.replica_rate(profile, cpu, memory_gib, location=location)
 
 
 # ---- checks -----------------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""`acagpu cost`: what each run was estimated to cost beside what Azure actually billed."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import click
+
+from aca_gpu.cli.options import duration, guid, output_options
+from aca_gpu.cli.render import table
+from aca_gpu.cli.runopts import command_settings
+from aca_gpu.naming import parse_duration, validate_run_id
+from aca_gpu.output import Output
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
+    runs = doc["runs"]
+    if not runs:
+        print(f"no acagpu run billed or recorded since {doc['since']}", file=stream)
+    else:
+        rows = [
+            [
+                r["run_id"],
+                (r["ended_at"] or "?")[:16],
+                _usd(r["estimate_usd"]),
+                _usd(r["billed_usd"]),
+                "-" if r["difference_usd"] is None else f"{r['difference_usd']:+.4f}",
+                r["status"],
+            ]
+            for r in runs
+        ]
+        headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", "DIFF", "STATUS"]
+        print(table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "DIFF")), file=stream)
+        for r in runs:
+            if r["note"]:
+                print(f"{r['run_id']}: {r['note']}", file=stream)
+    print(f"billed: Azure Cost Management (ActualCost). {doc['data_delay']}.", file=stream)
+
+
+@click.command()
+@click.option("--since", default="30d", show_default=True, callback=duration, help="How far back, e.g. 7d.")
+@click.option("--run-id", "run_ids", multiple=True, help="Only this run; repeat for several.")
+@click.option(
+    "--subscription",
+    "subscriptions",
+    multiple=True,
+    callback=guid,
+    help="Subscription to ask; repeat for several (default: the configured one).",
+)
+@output_options
+def cost(output: Output, since: str, run_ids: tuple[str, ...], subscriptions: tuple[str, ...]) -> None:
+    """Show each run's estimate beside what Azure Cost Management billed, and flag the differences."""
+    from aca_gpu.workflow.cost_report import cost_report
+
+    wanted = tuple(validate_run_id(r) for r in run_ids)
+    doc = cost_report(
+        command_settings(),
+        list(subscriptions) or [None],
+        since=parse_duration(since),
+        run_ids=wanted,
+    )
+    for warning in doc["warnings"]:
+        output.warn(warning)
+    output.emit(doc, lambda stream: render_cost(doc, stream))

@@ -1,0 +1,1 @@
+"""Microsoft.CostManagement: the `query` subset acagpu asks for its runs' actual cost."""

@@ -1,0 +1,78 @@
+"""The local record of what each run was estimated to cost, for `acagpu cost` to set beside the bill.
+
+A run's resource group is gone when its bill arrives (Cost Management lags by up to a day), so the
+estimate acagpu printed at the end of the run is kept here: one JSON line per region attempt, in the
+cache directory. Like all local state it is only a cache: a run made elsewhere (CI) has no line, and
+`cost` then shows its bill without an estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aca_gpu import cost
+from aca_gpu.errors import BadInput
+from aca_gpu.models import Cloud
+from aca_gpu.workflow.outcome import RunOutcome
+
+
+def ledger_path() -> Path:
+    base = os.environ.get("ACAGPU_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "acagpu") / "runs.jsonl"
+
+
+def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
+    """Append one line per attempt that ran anything; never fails the run for a disk problem."""
+    subscription = str(getattr(cloud, "subscription_id", "") or "")
+    profile = outcome.plan.pairs[0].profile
+    table = cost.load_prices()
+    lines = []
+    for attempt in outcome.attempts:
+        try:
+            est = cost.estimate(profile, attempt.gpu_seconds, location=attempt.region, prices=table)
+        except BadInput:
+            continue
+        lines.append(
+            {
+                "run_id": outcome.plan.run_id,
+                "subscription": subscription,
+                "resource_group": attempt.resource_group,
+                "location": attempt.region,
+                "profile": profile.type,
+                "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "gpu_seconds": attempt.gpu_seconds,
+                "usd_estimate": est.usd,
+                "prices": est.table,
+                "kept": outcome.plan.keep,
+            }
+        )
+    if not lines:
+        return
+    target = path or ledger_path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(line) + "\n" for line in lines)
+    except OSError:
+        pass
+
+
+def read(path: Path | None = None) -> list[dict[str, Any]]:
+    """Every recorded attempt; unreadable lines are skipped (a cache, not a source of truth)."""
+    try:
+        text = (path or ledger_path()).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and row.get("run_id"):
+            found.append(row)
+    return found
