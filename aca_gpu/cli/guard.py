@@ -10,6 +10,7 @@ from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow import guard as guard_flow
+from aca_gpu.workflow.ci_init import ROLE_NAME
 
 
 @click.group()
@@ -33,9 +34,16 @@ def guard() -> None:
     help="Stock Python image the guard script is injected into (nothing is built or pushed).",
 )
 @click.option("--subscription", help="Subscription to guard (default: the configured one).")
+@click.option("--yes", is_flag=True, help="Do not ask before the subscription-scope role assignment.")
 @output_options
 def install(
-    location: str, every: str, dry_run: bool, image: str, subscription: str | None, output: Output
+    location: str,
+    every: str,
+    dry_run: bool,
+    image: str,
+    subscription: str | None,
+    yes: bool,
+    output: Output,
 ) -> None:
     """Install the guard: in its own resource group (tagged acagpu:keep=true, so no reaper touches
     it), a Consumption-only environment and a scheduled job that deletes expired acagpu:managed=true
@@ -44,6 +52,14 @@ def install(
     commands an administrator must run are printed. Running it again updates the guard."""
     request = guard_flow.InstallRequest(location=location, every=every, dry_run=dry_run, image=image)
     guard_flow.every_to_cron(every)  # bad input before any Azure call
+    confirm(
+        f"This creates {guard_flow.RESOURCE_GROUP} in {location} with a scheduled job, and gives the "
+        f"job's identity the role {ROLE_NAME!r} on the whole subscription: it "
+        + ("lists" if dry_run else "deletes")
+        + " expired acagpu:managed=true resource groups. Install the guard?",
+        yes=yes,
+        refusal="not installing the guard",
+    )
     doc = guard_flow.install(command_settings(subscription), request, progress=output)
 
     def human(stream: TextIO) -> None:

@@ -78,13 +78,18 @@ def allowed(permissions: Sequence[Mapping[str, Sequence[str]]], action: str) -> 
     )
 
 
-def admin_commands(subscription: str, object_id: str | None, missing: Sequence[str]) -> list[str]:
-    """What an administrator runs so that this caller can install the guard (or runs it themselves)."""
+def admin_commands(
+    subscription: str, object_id: str | None, missing: Sequence[str], principal_type: str | None = None
+) -> list[str]:
+    """What an administrator runs so that this caller can install the guard (or runs it themselves).
+    The principal type is the caller's own (an application in CI is a ServicePrincipal); unknown,
+    it is left out and `az` looks it up."""
     scope = f"/subscriptions/{subscription}"
     who = object_id or "<your object id: az ad signed-in-user show --query id -o tsv>"
+    kind = f" --assignee-principal-type {principal_type}" if principal_type else ""
     lines = [
         f'az role assignment create --role "Role Based Access Control Administrator" --scope {scope} '
-        f'--assignee-object-id "{who}" --assignee-principal-type User',
+        f'--assignee-object-id "{who}"{kind}',
     ]
     if DEFINE in missing:
         role = json.dumps(role_definition(subscription), separators=(",", ":"))
@@ -92,7 +97,9 @@ def admin_commands(subscription: str, object_id: str | None, missing: Sequence[s
     return lines
 
 
-def _refusal(subscription: str, missing: Sequence[str], object_id: str | None, done: str) -> PreflightRefused:
+def _refusal(
+    subscription: str, missing: Sequence[str], who: tuple[str | None, str | None], done: str
+) -> PreflightRefused:
     rights = {ASSIGN: "assign roles", DEFINE: "define roles"}
     lacking = " or ".join(f"{rights[a]} ({a})" for a in missing)
     return PreflightRefused(
@@ -100,7 +107,7 @@ def _refusal(subscription: str, missing: Sequence[str], object_id: str | None, d
         f"{done}. An administrator ({' or '.join(ADMIN_ROLES[:2])}) can run `acagpu guard install` "
         "instead, or run the commands below and you run it again",
         code="AuthorizationFailed",
-        hint=" && ".join(admin_commands(subscription, object_id, missing)),
+        hint=" && ".join(admin_commands(subscription, who[0], missing, who[1])),
     )
 
 
@@ -147,7 +154,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
         else:
             missing = [a for a in needed if not allowed(permissions, a)]
             if missing:
-                raise _refusal(sub, missing, az.caller_object_id(clients), "nothing was created")
+                raise _refusal(sub, missing, az.caller(clients), "nothing was created")
             step.update("may assign roles" + ("" if role else " and define the role"))
     cloud = open_cloud(settings)
     with progress.step("provider Microsoft.App") as step:
@@ -205,7 +212,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
             raise _refusal(
                 sub,
                 [ASSIGN],
-                az.caller_object_id(clients),
+                az.caller(clients),
                 f"what install had made ({RESOURCE_GROUP}) is deleted",
             ) from exc
     return {

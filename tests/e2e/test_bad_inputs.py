@@ -235,6 +235,7 @@ CASES = [
     ),
     # -- emulator serve: refused before any server or temporary folder exists --------------------
     c("emulator serve", "--port", "99999", says="--port"),
+    c("emulator serve", "--workload", "host", says="nvidia-smi", env={"PATH": "/nonexistent"}),
     c("emulator serve", "--port", "-1", says="--port"),
     c("emulator serve", "--faults", "bogus", says="--faults"),
     c("emulator replay", "{DIR}", says="holds no recording.jsonl", files={"DIR": b""}),

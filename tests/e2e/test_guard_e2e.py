@@ -82,7 +82,7 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
     shell = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.05"}
     arm = Arm(served)
 
-    installed = _acagpu(shell, "guard", "install", "-l", "westus3", "--every", "15m", "-o", "json")
+    installed = _acagpu(shell, "guard", "install", "-l", "westus3", "--every", "15m", "--yes", "-o", "json")
     assert installed.returncode == 0, installed.stderr
     doc = json.loads(installed.stdout)
     assert doc["cron"] == "*/15 * * * *" and doc["dry_run"] is False
@@ -170,9 +170,11 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(served:
 
 def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
     emu.set_faults("deny:action=Microsoft.Authorization/*/write")  # a Contributor, say
-    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", "--yes"])
     assert result.exit_code == 2
     assert "Microsoft.Authorization/roleAssignments/write" in result.stderr
+    # the caller is an application (as `check` reports it), so the hint names a service principal
+    assert "--assignee-principal-type ServicePrincipal" in result.stderr, result.stderr
     assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
     assert "az role definition create --role-definition" in result.stderr  # the role does not exist yet
     errors = [line for line in result.stderr.splitlines() if line.startswith(("error:", "hint:"))]
@@ -183,7 +185,7 @@ def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
 
 def test_when_arm_does_not_list_permissions_the_refused_assignment_undoes_the_install(emu: Any) -> None:
     emu.set_faults("deny:action=Microsoft.Authorization/roleAssignments/write,permissions=hidden")
-    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", "--yes"])
     assert result.exit_code == 2, result.stderr
     assert "may not assign roles" in result.stderr and "is deleted" in result.stderr
     assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
@@ -192,3 +194,9 @@ def test_when_arm_does_not_list_permissions_the_refused_assignment_undoes_the_in
     guard_group = groups.get("rg-acagpu-guard")
     assert guard_group is None or guard_group.get("deleting"), guard_group  # on its way out
     assert not emu.inventory().get("jobs"), "the scheduled job was removed first"
+
+
+def test_install_asks_before_a_subscription_scope_role_assignment(emu: Any) -> None:
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])  # no terminal, no --yes
+    assert result.exit_code == 2 and "--yes" in result.stderr, result.stderr
+    assert not emu.inventory().get("resource_groups"), "nothing is created before the answer"
