@@ -84,6 +84,11 @@ CASES = [
     c("down", "-g", "bad group!", "--yes", says="bad group!"),
     c("down", "--subscription", "nope", "--yes", says="--subscription"),
     # -- status, and settings from the environment and the config file -------------------------
+    # -- cost ----------------------------------------------------------------------------------
+    c("cost", "--since", "0d", says="--since"),
+    c("cost", "--since", "soon", says="--since"),
+    c("cost", "--run-id", "Bad_Id", says="run id"),
+    c("cost", "--subscription", "nope", says="--subscription"),
     c("status", "--subscription", "nope", says="--subscription"),
     c("status", "--subscription", " ", says="--subscription"),
     c("status", says="GUID", env={"ACAGPU_SUBSCRIPTION": "nope"}),

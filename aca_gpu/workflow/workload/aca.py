@@ -230,6 +230,7 @@ class Workload:
         # one line: the platform's reason and, when the text is recognised, what it means
         reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
         run.first_line = run.ended  # no replica ran: nothing to bill beyond the wait
+        run.never_ran = True
         return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)
 
 
