@@ -267,12 +267,18 @@ def follow_records(
     get: Getter = _get,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    strict: bool = False,
 ) -> Iterator[tuple[str | None, str, str]]:
-    """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication."""
+    """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication.
+
+    `strict`: a stream whose last connection dropped and could not be read again (the replica
+    ended, or went) raises InfraError(LogStreamLost) at the end instead of ending quietly, so the
+    caller can say the output may be incomplete."""
     import requests
 
     deadline = clock() + timeout
     seen = _Seen()
+    dropped = False  # the last connection broke off rather than ending
     partial: list[str] = []  # P fragments waiting for their F line (kept across reconnects)
     first = True
     while True:
@@ -294,8 +300,8 @@ def follow_records(
             )
             for line in lines:
                 record = parse_record(line)
+                alive = True  # replayed lines too: the replica is there, come back at once if cut
                 if record.heartbeat:
-                    alive = True
                     if clock() >= deadline:
                         break
                     continue
@@ -319,10 +325,11 @@ def follow_records(
                     return
                 if clock() >= deadline:
                     break
+            dropped = False
         except StreamGone:
             break
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
-            pass  # dropped, idle, or closed for quietness: reconnect below unless finished
+            dropped = True  # dropped, idle, or closed for quietness: reconnect below unless finished
         first = False
         if not follow:
             break
@@ -341,6 +348,11 @@ def follow_records(
             return
     if stop_when is not None and clock() >= deadline:
         raise WaitTimedOut(f"timed out after {timeout:.0f}s waiting for {what}", code="LogWaitTimeout")
+    if strict and dropped:
+        raise InfraError(
+            f"the log stream of {what} broke off and its replica ended before it could be read again",
+            code="LogStreamLost",
+        )
 
 
 def read_events(

@@ -251,6 +251,15 @@ CASES = [
     c("emulator serve", "--driver-version", "999", says="--driver-version"),
     c("emulator serve", "--env-file", "/nonexistent/dir/e.env", says="--env-file"),
     # -- local and doctor (their flags get the same checks by name) ---------------------------------
+    # -- run -----------------------------------------------------------------------------------
+    c("run", "--yes", "-e", "NOEQUALS", IMAGE, says="expected KEY=VALUE"),
+    c("run", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_X", IMAGE, says="ACAGPU_TEST_UNSET_X"),
+    c("run", "--yes", "--runtime", "bogus", IMAGE, says="--runtime"),
+    c("run", "--yes", "--cpu", "0", IMAGE, says="--cpu"),
+    c("run", "--yes", "--memory", "lots", IMAGE, says="--memory"),
+    c("run", "--yes", "--mount", "data:/x", IMAGE, says="--mount"),
+    c("run", "--yes", "--registry-username", "me", IMAGE, says="--registry-password-env"),
+    c("run", "--yes", " ", says="IMAGE"),
     c("local", "--runtime", "bogus", says="--runtime"),
     c("local", "--image", "", says="--image"),
     c("local", "--gpus", " ", says="--gpus"),

@@ -358,3 +358,21 @@ def test_notices_on_every_connection_are_neither_shown_nor_glued_to_a_long_line(
         )
     )
     assert out == ["abcdefghi", "after"]
+
+
+def test_strict_says_when_a_dropped_stream_could_not_be_read_again() -> None:
+    """A cut stream whose replica then ended: the lines that came through, then LogStreamLost."""
+    get = Getter(FakeResponse(200, ["t1 stdout F one", "t2 stdout F two"], drop=True))
+    got: list[tuple[str | None, str, str]] = []
+    with pytest.raises(InfraError) as caught:
+        for record in ls.follow_records(
+            "u", lambda: "t", follow=True, tail=5, what="x", get=get, finished=lambda: True,
+            sleep=lambda s: None, strict=True,
+        ):  # fmt: skip
+            got.append(record)
+    assert got == [("t1", "stdout", "one"), ("t2", "stdout", "two")]
+    assert caught.value.code == "LogStreamLost"
+    # not strict (the tester, logs): the same stream simply ends
+    quiet = Getter(FakeResponse(200, ["t1 stdout F one"], drop=True))
+    assert list(ls.follow_lines("u", lambda: "t", follow=True, tail=5, what="x", get=quiet,
+                                finished=lambda: True, sleep=lambda s: None)) == ["one"]  # fmt: skip

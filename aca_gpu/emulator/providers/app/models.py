@@ -517,6 +517,9 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             raise InvalidProperty(f"Invalid cron expression '{expression}': {exc}.") from None
     template = defaults.job_template(props.get("template") or {})
     _check_template(template)
+    from aca_gpu.emulator.providers.app.storages import check_volumes
+
+    check_volumes(env, template)
     tags = {str(k): str(v) for k, v in (body.get("tags") or {}).items()}
     existing = ctx.state.jobs.get(key(rg, name))
     job_id = (
