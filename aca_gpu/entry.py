@@ -27,14 +27,26 @@ def _wants_json(argv: list[str]) -> bool:
     )
 
 
+_REDELIVERY = {"pending": False, "done": False}
+
+
+def _redeliver() -> None:
+    _REDELIVERY["pending"] = False
+    if not _REDELIVERY["done"]:  # the command has ended (exit 130 on its way): nothing to stop
+        _thread.interrupt_main()
+
+
 def _lost_interrupt(unraisable: Any) -> None:
     if isinstance(unraisable.exc_type, type) and issubclass(unraisable.exc_type, KeyboardInterrupt):
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler and not _REDELIVERY["pending"]:
             # raised again once this hook and the finalizer have returned (from here it would be
-            # swallowed again), where the CLI catches it: exit 130
+            # swallowed again), where the CLI catches it: exit 130. One press is delivered once,
+            # however many finalizers it passed through, and never after the command ended (an
+            # interrupt during the interpreter's exit would end it by the signal, exit -2).
             import threading
 
-            threading.Timer(0.05, _thread.interrupt_main).start()
+            _REDELIVERY["pending"] = True
+            threading.Timer(0.05, _redeliver).start()
         return
     sys.__unraisablehook__(unraisable)
 
@@ -61,4 +73,13 @@ def main() -> None:
             print(json.dumps({"schema": 1, "command": command, "status": "error", "error": error}))
         print(f"error: {MESSAGE}", file=sys.stderr)
         raise SystemExit(130) from None
-    cli_main()
+    try:
+        cli_main()
+    except KeyboardInterrupt:  # after the command had reported (its last line is out): exit 130
+        raise SystemExit(130) from None
+    finally:
+        _REDELIVERY["done"] = True
+        # the command has reported and set its exit code: a Ctrl-C during the interpreter's exit
+        # (Python's own handler is gone by then) would end it by the signal (-2) instead. Ignored
+        # stays ignored through finalization; SIGTERM still ends a shutdown that hangs.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -84,6 +84,7 @@ class ContainerDef(Record):
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     secret_env: Mapping[str, str] = field(default_factory=dict)  # env var -> secret name (secretRef)
+    mounts: tuple[tuple[str, str], ...] = ()  # (volume name, mount path) of the job's volumes
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class JobSpec(Record):
     # secret name -> value: sent in the job's PUT only (ARM never answers values back); hidden from repr
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     registries: tuple[RegistryCred, ...] = ()
+    volumes: tuple[tuple[str, str], ...] = ()  # (volume name, environment storage name): Azure Files
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,7 @@ class Cloud(Protocol):
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
+    def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
 
     # data plane
     def exec(

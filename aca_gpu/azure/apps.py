@@ -95,6 +95,8 @@ def container_body(container: ContainerDef) -> dict[str, Any]:
     env += [{"name": k, "secretRef": ref} for k, ref in container.secret_env.items()]
     if env:
         body["env"] = env
+    if container.mounts:
+        body["volumeMounts"] = [{"volumeName": v, "mountPath": path} for v, path in container.mounts]
     return body
 
 
@@ -102,6 +104,26 @@ def _registry_body(cred: RegistryCred) -> dict[str, Any]:
     if cred.identity:
         return {"server": cred.server, "identity": cred.identity}
     return {"server": cred.server, "username": cred.username, "passwordSecretRef": cred.password_secret}
+
+
+def _volumes(spec: JobSpec) -> dict[str, Any]:
+    if not spec.volumes:
+        return {}
+    return {
+        "volumes": [
+            {"name": v, "storageType": "AzureFile", "storageName": storage} for v, storage in spec.volumes
+        ]
+    }
+
+
+def environment_storages(clients: Clients, rg: str, environment: str) -> list[str]:
+    """The names of an environment's storages (Azure Files shares its apps and jobs can mount)."""
+    found = retrying(
+        "list environment storages",
+        environment,
+        lambda: clients.apps.managed_environments_storages.list(rg, environment),
+    )
+    return [str(item.name) for item in (getattr(found, "value", None) or [])]
 
 
 def app_body(spec: AppSpec) -> dict[str, Any]:
@@ -138,7 +160,7 @@ def job_body(spec: JobSpec) -> dict[str, Any]:
             "environmentId": spec.environment_id,
             "workloadProfileName": spec.workload_profile_name,
             "configuration": configuration,
-            "template": {"containers": [container_body(spec.container)]},
+            "template": {"containers": [container_body(spec.container)], **_volumes(spec)},
         },
     }
 

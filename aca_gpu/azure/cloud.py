@@ -203,6 +203,9 @@ class AzureCloud:
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return preview.list_execution_replicas(self.clients, resource_group, job, execution)
 
+    def environment_storages(self, resource_group: str, environment: str) -> list[str]:
+        return apps.environment_storages(self.clients, resource_group, environment)
+
     # ---- data plane --------------------------------------------------------------------------
 
     def running_container(
@@ -369,6 +372,7 @@ class AzureCloud:
             finished=finished,
             timeout=max(1.0, deadline - self._clock()),
             sleep=self._sleep,
+            strict=True,
         )
 
     def _execution_container(

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,11 @@ def serve(
 
     if env_file is not None and not env_file.parent.is_dir():
         raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+    if workload == "host" and shutil.which("nvidia-smi") is None:  # else only the first `up` would say
+        raise BadInput(
+            "--workload host runs this machine's nvidia-smi, which is not on PATH",
+            hint="install the NVIDIA driver here, or use --workload simulated",
+        )
     server = EmulatorServer(
         port=port,
         time_scale=time_scale,

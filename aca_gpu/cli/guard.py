@@ -10,6 +10,7 @@ from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow import guard as guard_flow
+from aca_gpu.workflow.ci_init import ROLE_NAME
 
 
 @click.group()
@@ -41,6 +42,7 @@ def guard() -> None:
     help="A further subscription to guard (repeatable): the same role is assigned there.",
 )
 @click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask before the subscription-scope role assignment.")
 @output_options
 def install(
     location: str,
@@ -50,6 +52,7 @@ def install(
     subscription: str | None,
     scopes: tuple[str, ...],
     notify: str | None,
+    yes: bool,
     output: Output,
 ) -> None:
     """Install the guard: in its own resource group (tagged acagpu:keep=true, so no reaper touches
@@ -62,6 +65,16 @@ def install(
         location=location, every=every, dry_run=dry_run, image=image, scopes=scopes, notify=notify
     )
     guard_flow.every_to_cron(every)  # bad input before any Azure call
+    confirm(
+        f"This creates {guard_flow.RESOURCE_GROUP} in {location} with a scheduled job, and gives the "
+        f"job's identity the role {ROLE_NAME!r} on the whole subscription"
+        + (f" and on {len(scopes)} more (--scope)" if scopes else "")
+        + ": it "
+        + ("lists" if dry_run else "deletes")
+        + " expired acagpu:managed=true resource groups. Install the guard?",
+        yes=yes,
+        refusal="not installing the guard",
+    )
     doc = guard_flow.install(command_settings(subscription), request, progress=output)
 
     def human(stream: TextIO) -> None:

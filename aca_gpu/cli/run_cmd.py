@@ -45,6 +45,9 @@ def render_run_plan(doc: dict[str, Any]) -> str:
         reg = work["registry"]
         how = f"identity {reg['identity']}" if reg["identity"] else f"user {reg['username']}"
         lines.append(f"  registry       {reg['server']} ({how})")
+    for mount in work.get("mounts", []):
+        ro = " (read-only)" if mount["read_only"] else ""
+        lines.append(f"  mount          {mount['source']} at {mount['path']}{ro}")
     lines.append(f"  max minutes    {doc['max_minutes']}")
     if doc["runtime"] == "aca":
         lines.append(
@@ -84,6 +87,12 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     multiple=True,
     metavar="NAME",
     help="Pass NAME from this environment as a secret (repeatable): never printed, stored or tagged.",
+)
+@click.option(
+    "--mount",
+    multiple=True,
+    metavar="SOURCE:/PATH[:ro]",
+    help="Mount an environment storage (Azure Files; with --env) or, locally, a folder (repeatable).",
 )
 @click.option(
     "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
@@ -127,6 +136,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
     code when it ran; acagpu's own failures keep their codes (2 bad input, 3 quota, 4 --max-minutes
     or a replica that never started, 5 the container did not start, 6 teardown incomplete, 7
     infrastructure, 130 Ctrl-C) and the JSON document's `exit_code_from` says which it was.
+    acagpu's options go before IMAGE; everything after IMAGE (or after `--`) is the command.
     """
     from aca_gpu.workflow.context import open_cloud, resolve_owner
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
@@ -157,6 +167,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
         gpus=flags["gpus"],
         podman_gpu=flags["podman_gpu"],
         env_name=flags["env_name"],
+        mounts=flags["mount"],
     )
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     if flags["dry_run"]:

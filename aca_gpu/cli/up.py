@@ -28,7 +28,11 @@ from aca_gpu.workflow.up import up as run_up
     help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
     "removed (default: the `env` setting; none: a run-scoped environment, built and deleted).",
 )
-@click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
+@click.option(
+    "--gpu",
+    help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`); a list such as a100,t4 "
+    "means A100 across its region order, else T4.",
+)
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
     "--tester-image", help="gpu-tester image (default: a stock PyTorch image + the injected tester)."
@@ -111,7 +115,7 @@ def up(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
-    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)

@@ -100,7 +100,7 @@ def validate(
         env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
-    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
     plan = emulated_plan(plan, time_scale) if emulator else plan

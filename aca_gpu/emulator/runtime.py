@@ -38,6 +38,21 @@ from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailu
 log = logging.getLogger(__name__)
 
 
+def volume_mounts(
+    env: Environment | None, template: dict[str, Any], container: dict[str, Any]
+) -> tuple[tuple[str, str, bool], ...]:
+    """(storage key, mount path, read-only) of a container's volumeMounts on its environment's storages."""
+    volumes = {str(v.get("name")): v for v in template.get("volumes") or [] if isinstance(v, dict)}
+    found = []
+    for mount in container.get("volumeMounts") or []:
+        volume = volumes.get(str(mount.get("volumeName")))
+        storage = str((volume or {}).get("storageName") or "")
+        if env is not None and storage in env.storages:
+            read_only = env.storages[storage]["azureFile"].get("accessMode") == "ReadOnly"
+            found.append((f"{env.rg}-{env.name}-{storage}".lower(), str(mount.get("mountPath")), read_only))
+    return tuple(found)
+
+
 def container_specs(
     template: dict[str, Any],
     *,
@@ -46,6 +61,7 @@ def container_specs(
     replica: str,
     extra_env: dict[str, str] | None = None,
     secrets: dict[str, str] | None = None,
+    place: Environment | None = None,
 ) -> list[ContainerSpec]:
     specs = []
     for c in template.get("containers") or []:
@@ -69,6 +85,7 @@ def container_specs(
                 profile_type=profile_type,
                 kind=kind,
                 replica=replica,
+                mounts=volume_mounts(place, template, c),
             )
         )
     return specs
@@ -149,6 +166,7 @@ class Runtime:
                 replica=name,
                 extra_env=extra_env,
                 secrets=secrets,
+                place=self.state.envs.get(key(env_rg, env)),
             ),
             run_id=run_id,
             retry_limit=retry_limit,

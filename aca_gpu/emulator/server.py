@@ -392,6 +392,7 @@ class EmulatorServer:
                     status=400,
                 )
             versions.check(version, namespace=route.namespace or "Microsoft.Resources")
+            versions.REQUEST_VERSION.set(version or "")
             if route.namespace is not None:
                 rg_models.require_registered(ctx, route.namespace)
             resp = await route.handler(ctx, req, params)

@@ -46,6 +46,7 @@ class Environment:
     updating: bool = False  # ready_at belongs to an update (new profile nodes), not the create
     # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
     pulled: dict[tuple[str, str], float] = field(default_factory=dict)
+    storages: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"azureFile": {...}}
 
     @property
     def consumption_only(self) -> bool:
@@ -122,6 +123,7 @@ class App:
     created: datetime
     provisioned_at: float
     latest_revision: str = ""
+    ready_revision: str = ""  # the newest revision that finished provisioning (latestReadyRevisionName)
     revisions: dict[str, Revision] = field(default_factory=dict)
     stopped: bool = False
     deleting: bool = False

@@ -56,10 +56,13 @@ def container_command(
     podman_gpu: str = "cdi",
     sif: str | None = None,
     network: bool = False,
+    binds: Sequence[tuple[str, str, bool]] = (),
 ) -> ContainerCommand:
-    """One `run --rm` of `image` with `command` and the GPUs asked for, for `runtime`."""
+    """One `run --rm` of `image` with `command` and the GPUs asked for, for `runtime`; `binds` are
+    (host folder, container path, read-only) mounts."""
     values = dict(env or {})
     exe = binary or runtime
+    mounts = [f"{src}:{dst}" + (":ro" if ro else "") for src, dst, ro in binds]
     if runtime == "docker":
         argv = [exe, "run", "--rm", *([] if network else ["--network", "none"])]
         if name:
@@ -67,6 +70,8 @@ def container_command(
         argv += gpus.docker_args()
         for key in values:
             argv += ["-e", key]
+        for mount in mounts:
+            argv += ["-v", mount]
         return ContainerCommand(runtime, [*argv, image, *command], values, name)
     if runtime == "podman":
         argv = [exe, "run", "--rm", *([] if network else ["--network", "none"])]
@@ -84,11 +89,15 @@ def container_command(
             raise BadInput(f"podman GPU mode must be cdi or hook, got {podman_gpu!r}")
         for key in values:
             argv += ["-e", key]
+        for mount in mounts:
+            argv += ["-v", mount]
         return ContainerCommand(runtime, [*argv, image, *command], values, name)
     if runtime == "apptainer":
         argv = [exe, "exec"]
         if not gpus.none:
             argv.append("--nv")
+        for mount in mounts:
+            argv += ["--bind", mount]
         outside = {f"APPTAINERENV_{key}": value for key, value in values.items()}
         if gpus.indices():
             outside["APPTAINERENV_CUDA_VISIBLE_DEVICES"] = ",".join(gpus.indices())

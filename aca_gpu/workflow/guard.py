@@ -105,9 +105,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
     with progress.step("check your permissions") as step:
         plan = scope.preflight(clients, subs)
         if plan.missing:
-            raise scope.refusal(
-                plan.missing, az.caller_object_id(clients), subs, "nothing was created", plan.role
-            )
+            raise scope.refusal(plan.missing, az.caller(clients), subs, "nothing was created", plan.role)
         if plan.unknown:
             step.update("ARM does not list them everywhere; the role assignments will tell")
         else:
@@ -159,7 +157,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
             teardown_group(cloud, RESOURCE_GROUP, wait_gone=False)
             lacking = {s: [scope.ASSIGN] for s in (plan.unknown or subs)}
             done = f"what install had made ({RESOURCE_GROUP}) is deleted"
-            raise scope.refusal(lacking, az.caller_object_id(clients), subs, done, plan.role) from exc
+            raise scope.refusal(lacking, az.caller(clients), subs, done, plan.role) from exc
         step.update(f"{len(assignments)} subscription(s)")
     return {
         "schema": 1,

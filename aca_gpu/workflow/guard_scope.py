@@ -72,17 +72,19 @@ def role_document(subs: Sequence[str]) -> dict[str, Any]:
 
 def admin_commands(
     missing: Mapping[str, Sequence[str]],
-    object_id: str | None,
+    who: tuple[str | None, str | None],
     subs: Sequence[str],
     role: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What an administrator runs so that this caller can install the guard over `subs`: the right
     to assign roles at each subscription that lacks it, and the role itself when it must be made or
-    widened (the same JSON, with its id when it exists)."""
-    who = object_id or "<your object id: az ad signed-in-user show --query id -o tsv>"
+    widened (the same JSON, with its id when it exists). `who` is the caller's (object id, principal
+    type): an application in CI is a ServicePrincipal; an unknown type is left for `az` to look up."""
+    oid = who[0] or "<your object id: az ad signed-in-user show --query id -o tsv>"
+    kind = f" --assignee-principal-type {who[1]}" if who[1] else ""
     lines = [
         f'az role assignment create --role "Role Based Access Control Administrator" '
-        f'--scope {scope_of(sub)} --assignee-object-id "{who}" --assignee-principal-type User'
+        f'--scope {scope_of(sub)} --assignee-object-id "{oid}"{kind}'
         for sub, actions in missing.items()
         if actions
     ]
@@ -104,7 +106,7 @@ def _compact(doc: Mapping[str, Any]) -> str:
 
 def refusal(
     missing: Mapping[str, Sequence[str]],
-    object_id: str | None,
+    who: tuple[str | None, str | None],
     subs: Sequence[str],
     done: str,
     role: Mapping[str, Any] | None = None,
@@ -120,7 +122,7 @@ def refusal(
         f"({' or '.join(ADMIN_ROLES[:2])}) can run `acagpu guard install` instead, or run the commands "
         "below and you run it again",
         code="AuthorizationFailed",
-        hint=" && ".join(admin_commands(missing, object_id, subs, role)),
+        hint=" && ".join(admin_commands(missing, who, subs, role)),
     )
 
 

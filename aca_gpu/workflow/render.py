@@ -67,10 +67,12 @@ def _cost_line(cost: dict[str, Any]) -> str:
     return f"{cost.get('gpu_seconds', 0):.0f} GPU-seconds, {money} (estimate: {cost.get('basis', '')})"
 
 
-def render_plan(doc: dict[str, Any]) -> str:
+def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
+    """The plan; titled a dry run only for `--dry-run` (above a confirmation it is about to happen)."""
     res, prof = doc["resources"], doc["profile"]
+    title = "(dry run: nothing is created)" if dry_run else "(created once you confirm)"
     lines = [
-        f"plan for run {doc['run_id']} (dry run: nothing is created)",
+        f"plan for run {doc['run_id']} {title}",
         f"  location       {doc['location']}",
         f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
         f"  resource group {res['resource_group']}",
@@ -158,12 +160,15 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
         return []
     pad = " " * len(label)
     lines = []
+    several_gpus = len({a.get("gpu") for a in attempts}) > 1  # `--gpu a100,t4` fell back
     for index, a in enumerate(attempts):
         usd = (a.get("cost") or {}).get("usd_estimate")
         spent = f", ~${usd:.2f}" if isinstance(usd, (int, float)) else ""
         why = f": {a['reason'][:160]}" if a.get("reason") else ""
         lines.append(
-            f"{label if index == 0 else pad}{a['region']} {a['status']}{why} ({a['seconds']:.0f}s{spent})"
+            f"{label if index == 0 else pad}{a['region']}"
+            + (f" {a.get('gpu')}" if several_gpus else "")
+            + f" {a['status']}{why} ({a['seconds']:.0f}s{spent})"
         )
     return lines
 

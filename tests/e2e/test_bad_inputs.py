@@ -240,6 +240,7 @@ CASES = [
     ),
     # -- emulator serve: refused before any server or temporary folder exists --------------------
     c("emulator serve", "--port", "99999", says="--port"),
+    c("emulator serve", "--workload", "host", says="nvidia-smi", env={"PATH": "/nonexistent"}),
     c("emulator serve", "--port", "-1", says="--port"),
     c("emulator serve", "--faults", "bogus", says="--faults"),
     c("emulator replay", "{DIR}", says="holds no recording.jsonl", files={"DIR": b""}),
@@ -250,6 +251,15 @@ CASES = [
     c("emulator serve", "--driver-version", "999", says="--driver-version"),
     c("emulator serve", "--env-file", "/nonexistent/dir/e.env", says="--env-file"),
     # -- local and doctor (their flags get the same checks by name) ---------------------------------
+    # -- run -----------------------------------------------------------------------------------
+    c("run", "--yes", "-e", "NOEQUALS", IMAGE, says="expected KEY=VALUE"),
+    c("run", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_X", IMAGE, says="ACAGPU_TEST_UNSET_X"),
+    c("run", "--yes", "--runtime", "bogus", IMAGE, says="--runtime"),
+    c("run", "--yes", "--cpu", "0", IMAGE, says="--cpu"),
+    c("run", "--yes", "--memory", "lots", IMAGE, says="--memory"),
+    c("run", "--yes", "--mount", "data:/x", IMAGE, says="--mount"),
+    c("run", "--yes", "--registry-username", "me", IMAGE, says="--registry-password-env"),
+    c("run", "--yes", " ", says="IMAGE"),
     c("local", "--runtime", "bogus", says="--runtime"),
     c("local", "--image", "", says="--image"),
     c("local", "--gpus", " ", says="--gpus"),

@@ -98,7 +98,7 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(
     installed = _acagpu(
         shell,
         *("guard", "install", "-l", "westus3", "--every", "15m", "-o", "json"),
-        *("--scope", f"/subscriptions/{other}", "--notify", hook.url),
+        *("--scope", f"/subscriptions/{other}", "--notify", hook.url, "--yes"),
     )
     assert installed.returncode == 0, installed.stderr
     doc = json.loads(installed.stdout)
@@ -215,9 +215,11 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(
 
 def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
     emu.set_faults("deny:action=Microsoft.Authorization/*/write")  # a Contributor, say
-    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", "--yes"])
     assert result.exit_code == 2
     assert "Microsoft.Authorization/roleAssignments/write" in result.stderr
+    # the caller is an application (as `check` reports it), so the hint names a service principal
+    assert "--assignee-principal-type ServicePrincipal" in result.stderr, result.stderr
     assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
     assert "az role definition create --role-definition" in result.stderr  # the role does not exist yet
     errors = [line for line in result.stderr.splitlines() if line.startswith(("error:", "hint:"))]
@@ -228,7 +230,7 @@ def test_without_the_right_to_assign_roles_nothing_is_created(emu: Any) -> None:
 
 def test_when_arm_does_not_list_permissions_the_refused_assignment_undoes_the_install(emu: Any) -> None:
     emu.set_faults("deny:action=Microsoft.Authorization/roleAssignments/write,permissions=hidden")
-    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", "--yes"])
     assert result.exit_code == 2, result.stderr
     assert "may not assign roles" in result.stderr and "is deleted" in result.stderr
     assert 'az role assignment create --role "Role Based Access Control Administrator"' in result.stderr
@@ -239,11 +241,17 @@ def test_when_arm_does_not_list_permissions_the_refused_assignment_undoes_the_in
     assert not emu.inventory().get("jobs"), "the scheduled job was removed first"
 
 
+def test_install_asks_before_a_subscription_scope_role_assignment(emu: Any) -> None:
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3"])  # no terminal, no --yes
+    assert result.exit_code == 2 and "--yes" in result.stderr, result.stderr
+    assert not emu.inventory().get("resource_groups"), "nothing is created before the answer"
+
+
 def test_a_scope_where_roles_cannot_be_assigned_stops_the_install_with_its_commands(emu: Any) -> None:
     home, allowed, denied = emu.subscriptions[0], emu.subscriptions[1], emu.subscriptions[2]
     emu.set_faults(f"deny:action=Microsoft.Authorization/*/write,subscription={denied}")
     scopes = ["--scope", f"/subscriptions/{allowed}", "--scope", denied]
-    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", *scopes])
+    result = CliRunner().invoke(cli, ["guard", "install", "-l", "westus3", "--yes", *scopes])
     assert result.exit_code == 2, result.stderr
     assert f"on /subscriptions/{denied}" in result.stderr
     assert f"--scope /subscriptions/{denied} " in result.stderr  # the exact command for that scope
@@ -264,6 +272,7 @@ def test_a_scope_where_roles_cannot_be_assigned_stops_the_install_with_its_comma
             "westus3",
             "--scope",
             "/providers/Microsoft.Management/managementGroups/mg1",
+            "--yes",
         ],
     )
     assert bad.exit_code == 2 and "management groups are not supported yet" in bad.stderr

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +94,34 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         # --env: inside a warm environment only the run's job comes and goes
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
-        warm = _acagpu(
-            shell, "run", "--env", "lab", "--yes", "-o", "json", test_image, "--", "sh", "-c", "echo warm"
+        # an Azure Files share of the environment, mounted by one run and read by the next
+        storage = (
+            f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
+            "rg-acagpu-env-lab/providers/Microsoft.App/managedEnvironments/cae-acagpu-env-lab/storages/datasets"
         )
+        share = {
+            "accountName": "acct",
+            "accountKey": "k3y",
+            "shareName": "datasets",
+            "accessMode": "ReadWrite",
+        }
+        put = requests.put(
+            storage,
+            params={"api-version": "2025-07-01"},
+            json={"properties": {"azureFile": share}},
+            headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=30,
+        )
+        assert put.status_code in (200, 201), put.text
+        warm = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--mount", "datasets:/data",
+                       test_image, "--", "sh", "-c", "echo warm; echo warm > /data/kept.txt")  # fmt: skip
         assert warm.returncode == 0, warm.stderr
+        script = "read kept < /in/kept.txt; echo $kept"
+        again = _acagpu(shell, "run", "--env", "lab", "--yes", "--mount", "datasets:/in", test_image, "--",
+                        "sh", "-c", script)  # fmt: skip
+        assert (again.returncode, again.stdout) == (0, "warm\n"), again.stderr
+        assert "files in /in are in environment storage datasets" in again.stderr
         inside = json.loads(warm.stdout)
         assert (inside["env"], inside["output"]["stdout"], inside["teardown"]["billing_stopped"]) == (
             "lab",
@@ -108,15 +133,19 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
         kept = _acagpu(shell, "env", "show", "lab", "-o", "json")
         assert kept.returncode == 0 and json.loads(kept.stdout)["state"] == "idle", kept.stdout
 
-        down = _acagpu(shell, "down", "--run-id", doc["run_id"], "--yes", "-o", "json")
-        assert down.returncode == 0, down.stderr
-        inventory = requests.get(
-            f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
-            headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-            verify=emu["ACAGPU_CA_BUNDLE"],
-            timeout=30,
-        ).json()
-        assert not inventory["jobs"] and not inventory["replicas"], inventory
+        # nothing of the runs is left once their groups' deletes end: only the warm environment
+        deadline, inventory = time.monotonic() + 60, {}
+        while time.monotonic() < deadline:
+            inventory = requests.get(
+                f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
+                headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+                verify=emu["ACAGPU_CA_BUNDLE"],
+                timeout=30,
+            ).json()
+            assert not inventory["jobs"] and not inventory["replicas"], inventory  # billing stopped at once
+            if [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]:
+                break
+            time.sleep(0.2)
         assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]  # only the warm one
     left = subprocess.run(
         [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True

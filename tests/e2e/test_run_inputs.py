@@ -53,6 +53,10 @@ def test_dry_run_states_the_price_per_second_and_the_ceiling_and_no_secret() -> 
         (["--registry-username", "me"], {}, "only applies with --registry-password-env"),
         (["--max-minutes", "0"], {}, "--max-minutes"),
         (["--gpu", "nosuchgpu"], {}, "nosuchgpu"),
+        (["--mount", "datasets:/data"], {}, "needs --env NAME"),
+        (["--env", "lab", "--mount", "datasets:data"], {}, "must be absolute"),
+        (["--env", "lab", "--mount", "datasets:/data:ro"], {}, "read-only by its environment storage"),
+        (["--env", "lab", "--mount", "a:/d", "--mount", "b:/d"], {}, "/d is mounted twice"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], env: dict[str, str], says: str) -> None:

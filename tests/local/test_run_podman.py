@@ -63,10 +63,18 @@ def test_a_container_that_cannot_start_is_one_line_and_exit_5(test_image: str) -
     assert len(errors) == 1 and errors[0].startswith("error: the container did not start: ")
 
 
-def test_a_zero_exit_is_ok_with_a_job_summary(test_image: str, tmp_path: Path) -> None:
-    summary = tmp_path / "summary.md"
-    done = _run("--github", test_image, "sh", "-c", "echo fine", env={"GITHUB_STEP_SUMMARY": str(summary)})
+def test_a_zero_exit_is_ok_with_a_job_summary_and_mounts(test_image: str, tmp_path: Path) -> None:
+    summary, data, ro = tmp_path / "summary.md", tmp_path / "data", tmp_path / "ro"
+    data.mkdir()
+    ro.mkdir()
+    script = "echo fine; echo out > /data/result.txt; echo x > /ro/no.txt || echo read-only >&2"
+    mounts = ("--mount", f"{data}:/data", "--mount", f"{ro}:/ro:ro")
+    done = _run(
+        "--github", *mounts, test_image, "sh", "-c", script, env={"GITHUB_STEP_SUMMARY": str(summary)}
+    )
     assert (done.returncode, done.stdout) == (0, "fine\n"), done.stderr
+    assert (data / "result.txt").read_text() == "out\n" and not (ro / "no.txt").exists()
+    assert "read-only" in done.stderr and f"files in /data are in folder {data}" in done.stderr
     text = summary.read_text()
     assert "## acagpu run" in text and "exited with code 0" in text and "fine" in text
 

@@ -197,11 +197,11 @@ def test_guard_scopes_and_admin_commands() -> None:
         with pytest.raises(BadInput):
             guard_scope.parse_scopes(home, [bad])
     missing = {home: [], a: [guard_scope.ASSIGN, guard_scope.DEFINE]}
-    lines = guard_scope.admin_commands(missing, "oid-1", (home, a))
+    lines = guard_scope.admin_commands(missing, ("oid-1", "User"), (home, a))
     assert lines[0].startswith('az role assignment create --role "Role Based Access Control Administrator"')
     assert f"--scope /subscriptions/{a} " in lines[0] and '"oid-1"' in lines[0] and len(lines) == 2
     created = json.loads(lines[1].split("'", 1)[1].rsplit("'", 1)[0])
     assert created["AssignableScopes"] == [f"/subscriptions/{home}", f"/subscriptions/{a}"]
     role = {"name": "r-guid", "properties": {"assignableScopes": [f"/subscriptions/{home}"]}}
-    update = guard_scope.admin_commands(missing, None, (home, a), role)[1]
+    update = guard_scope.admin_commands(missing, (None, None), (home, a), role)[1]
     assert update.startswith("az role definition update") and '"Id":"r-guid"' in update

@@ -29,7 +29,9 @@ def _body(monkeypatch: pytest.MonkeyPatch, **extra: object) -> dict[str, object]
     )
     spec = make_run_spec(Settings(), request, owner="me")
     plan, pair = spec.plan, spec.plan.pairs[0]
-    where = Where("rg-acagpu-body1", "eastus", "/envs/x", "cae-acagpu-body1", "gpu", plan.tags)
+    where = Where(
+        "rg-acagpu-body1", "eastus", "/envs/x", "cae-acagpu-body1", "gpu", plan.tags, "rg-acagpu-body1"
+    )
     return job_body(job_spec(spec, plan, pair, where))
 
 

@@ -289,6 +289,9 @@ class FakeCloud:
     ) -> list[dict[str, Any]]:
         return [{"Reason": "AssigningReplica", "Msg": "Replica is being assigned to a GPU node"}]
 
+    def environment_storages(self, resource_group: str, environment: str) -> list[str]:
+        return []
+
 
 def autospec_cloud(fake: FakeCloud) -> MagicMock:
     """An autospec of the real adapter whose methods run the fake's logic."""

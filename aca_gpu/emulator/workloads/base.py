@@ -25,6 +25,8 @@ class ContainerSpec:
     profile_type: str  # workload profile TYPE the app/job runs on, e.g. "Consumption-GPU-NC8as-T4"
     kind: str  # "app" or "job"
     replica: str  # replica name
+    # (storage key, mount path, read-only): the environment's Azure Files storages it mounts
+    mounts: tuple[tuple[str, str, bool], ...] = ()
     gpu_health: str = ""  # a `gpu` fault's `health=` (ecc, remap, pcie, throttle; `+` joins several)
 
 

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
@@ -48,10 +49,15 @@ def why_not(spec: ContainerSpec) -> str | None:
     return None
 
 
-def podman_argv(binary: str, spec: ContainerSpec, name: str) -> list[str]:
+def podman_argv(binary: str, spec: ContainerSpec, name: str, storages: Path | None = None) -> list[str]:
     argv = [binary, "run", "--rm", "--name", name, "--pull", "never"]
     for key in spec.env:
         argv += ["-e", key]
+    for storage, path, read_only in spec.mounts:  # an Azure Files share: a folder that outlives the run
+        assert storages is not None
+        folder = storages / _NAME.sub("-", storage)
+        folder.mkdir(parents=True, exist_ok=True)
+        argv += ["-v", f"{folder}:{path}" + (":ro" if read_only else "")]
     rest: list[str] = list(spec.args)
     if spec.command:
         argv += ["--entrypoint", json.dumps(list(spec.command))]
@@ -62,8 +68,11 @@ def container_name(spec: ContainerSpec) -> str:
     return "acagpu-emu-" + _NAME.sub("-", spec.replica)[:50]
 
 
-def run_in_podman(container: SandboxContainer, spec: ContainerSpec, env: Mapping[str, str]) -> None:
-    """Start the job's container; `stop()` removes it (killing the client alone would not)."""
+def run_in_podman(
+    container: SandboxContainer, spec: ContainerSpec, env: Mapping[str, str], storages: Path
+) -> None:
+    """Start the job's container; `stop()` removes it (killing the client alone would not).
+    `storages` holds one folder per environment storage, mounted where the template says."""
     binary = podman_binary()
     assert binary is not None
     name = container_name(spec)
@@ -75,4 +84,4 @@ def run_in_podman(container: SandboxContainer, spec: ContainerSpec, env: Mapping
         )
 
     container.on_stop(remove)
-    container.run_streams(podman_argv(binary, spec, name), outside)
+    container.run_streams(podman_argv(binary, spec, name, storages), outside)

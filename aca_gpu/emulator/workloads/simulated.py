@@ -5,11 +5,11 @@ renders the replica's GPUs in the driver's real layout, so exec runs real proces
 stdin, real `$?`) and nvidia-smi inside them answers like the real thing. Main processes are played,
 not run: an explorer idles, the gpu-tester prints a datasheet-based run, a job whose image is in
 this machine's Podman storage runs for real in Podman (`podman.py`: a user's `acagpu run`), a job
-whose command is a `sh -c` line runs it for real in the sandbox (as exec does), any other job says
-why it was not run, prints a line and exits 0, except the acagpu guard (a stdlib script injected
-into a stock Python image), which runs for real against the emulator with its job's managed
-identity. An image whose CUDA requirement is
-newer than the driver does not start at all.
+whose command is a `sh -c` line runs it for real in the sandbox (as exec does), any other job
+prints one line saying it was simulated and why it was not run, and exits 0, except the acagpu
+guard (a stdlib script injected into a stock Python image), which runs for real against the
+emulator with its job's managed identity. An image whose CUDA requirement is newer than the driver
+does not start at all.
 """
 
 from __future__ import annotations
@@ -132,14 +132,17 @@ class SimulatedWorkload:
             container.env["PATH"] = f"{bin_dir}:{Path(sys.executable).parent}:{BASE_PATH}"
             container.run_process(list(spec.command + spec.args))
         elif spec.kind == "job" and (unreal := why_not(spec)) is None:
-            run_in_podman(container, spec, spec.env)
+            run_in_podman(container, spec, spec.env, self.workdir / "storages")
         elif spec.kind == "job" and is_shell_line(spec):
+            if spec.mounts:  # the sandbox shares this machine's file system: no mount can be honoured
+                container.emit(
+                    "acagpu emulator: volume mounts need a real container (Podman); not mounted", "stderr"
+                )
             # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them
             container.run_streams(list(spec.command + spec.args), container.env)
         elif spec.kind == "job":
-            container.emit(f"acagpu emulator: simulated, not run ({unreal})", "stderr")
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS
             if (
@@ -149,7 +152,8 @@ class SimulatedWorkload:
             ):
                 seconds = float(argv[1])
             shown = shlex.join(argv) if argv else spec.image
-            container.play([(seconds * scale, f"{shown}: completed (simulated run)")], 0)
+            # the one line says it was not run, and why (no Podman, or the image is not there)
+            container.play([(seconds * scale, f"{shown}: completed (simulated run; not run: {unreal})")], 0)
         else:
             for line in cuda_banner(spec.image, gpu=bool(gpus)):  # the image's entrypoint, then idle
                 container.emit(line)

@@ -6,9 +6,11 @@ teardown (the whole run-scoped group; in a warm environment the run's own group 
 `Workload` mixin replaces the tester with the user's job, started as one execution with its own
 template (`executions.start`): the image with the command as its
 args (as `docker run IMAGE CMD` keeps the entrypoint), `-e` values in the template, `--secret-env`
-values as job secrets that env vars reference (`secretRef`), private-registry credentials, and a
-replica timeout of --max-minutes (the platform ends it: exit 4). Its log is followed from the start;
-a reconnect's replay is skipped by (timestamp, stream, text) counts, so no line is lost or doubled.
+values as job secrets that env vars reference (`secretRef`), private-registry credentials,
+`--mount` shares as AzureFile volumes on the environment's storages (checked before the job
+exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). Its log is
+followed from the start; a reconnect's replay is skipped by (timestamp, stream, text) counts, so
+no line is lost or doubled.
 The exit code comes from the execution's detailed status; a container that never started is
 explained by the platform's own events in one line.
 """
@@ -21,8 +23,7 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
-from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.models import (
     Cloud,
@@ -40,7 +41,7 @@ from aca_gpu.workflow.outcome import TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.replicas import safe_events
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.warm_runtime import WarmRuntime
+from aca_gpu.workflow.warm_runtime import WarmRuntime, run_tags
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -66,6 +67,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
             assert work.registry_password is not None
             secrets[REGISTRY_SECRET] = work.registry_password
             registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
+    volumes = tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1))
     container = ContainerDef(
         name=CONTAINER,
         image=work.image,
@@ -74,6 +76,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
         args=work.command,
         env=dict(work.env),
         secret_env=dict(work.secrets),
+        mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
     )
     return JobSpec(
         resource_group=where.resource_group,
@@ -86,6 +89,7 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
         replica_timeout_s=plan.tester_timeout_s,
         secrets=secrets,
         registries=registries,
+        volumes=volumes,
     )
 
 
@@ -93,12 +97,13 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
 class Where:
     """Where the run's job goes: its group, region, environment, workload profile and tags."""
 
-    resource_group: str
+    resource_group: str  # the run's own group: its job
     location: str
     environment_id: str
     environment: str
     profile_name: str
     tags: Mapping[str, str]
+    environment_group: str  # where the environment lives (a warm one's own group)
 
 
 def _why(run: TesterRun) -> str:
@@ -122,6 +127,7 @@ class Workload:
         where = self._where(plan, pair)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
+        self._check_storages(where)
         job = job_spec(self.spec, plan, pair, where)
         reused = ensure_job(self.cloud, job)
         run = start_execution(
@@ -136,6 +142,21 @@ class Workload:
         info = self._final_status(where.resource_group, job.name, run, waiter)
         self.result = self._judge(plan, where, run, info)
         return outcome_of(self.result)
+
+    def _check_storages(self, where: Where) -> None:
+        """Every --mount names a storage of the environment, before a job exists (exit 2)."""
+        wanted = [m.source for m in self.spec.workload.mounts]
+        if not wanted:
+            return
+        have = self.cloud.environment_storages(where.environment_group, where.environment)
+        missing = sorted(set(wanted) - set(have))
+        if missing:
+            raise PreflightRefused(
+                f"environment {where.environment} has no storage {', '.join(missing)} "
+                f"(it has: {', '.join(sorted(have)) or 'none'})",
+                code="StorageNotFound",
+                hint="add the Azure Files share to the environment (`az containerapp env storage set`)",
+            )
 
     def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
         """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
@@ -222,15 +243,17 @@ class Workload:
 
     def _refused(self, where: Where, run: TesterRun, said: str) -> WorkloadResult:
         """The container never ran: the platform's own reason, and what to do when it is known."""
-        events = safe_events(self.cloud, where.resource_group, environment=where.environment)
+        events = safe_events(self.cloud, where.environment_group, environment=where.environment)
         failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
         text = failures[-1] if failures else said or "the execution failed without a container exit code"
         found = runtime_errors.first(text)
         said = text.split(":", 1)[0] if ":" in text else ""
         # one line: the platform's reason and, when the text is recognised, what it means
         reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
-        run.first_line = run.ended  # no replica ran: nothing to bill beyond the wait
+        run.first_line = run.ended
         run.never_ran = True
+        with self._lock:  # no replica ran: nothing of it is billed
+            self._testers[:] = [t for t in self._testers if t is not run]
         return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)
 
 
@@ -244,11 +267,12 @@ class AcaWorkloadRuntime(Workload, AcaRuntime):
     def _where(self, plan: Plan, pair: Pair) -> Where:
         assert self.env is not None
         rg, env = plan.names.resource_group, plan.names.environment
-        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags)
+        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags, rg)
 
 
 class WarmWorkloadRuntime(Workload, WarmRuntime):
-    """Inside a warm environment: the run brings only its job; teardown removes only that."""
+    """Inside a warm environment: the run brings only its job (in a group of its own); teardown
+    removes that group, never the environment."""
 
     def __init__(
         self,
@@ -265,8 +289,11 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
     def _where(self, plan: Plan, pair: Pair) -> Where:
         profile = self.place.profile_named_for(pair.profile.type)
         assert profile is not None  # preflight refused an environment without the GPU
-        tags = {**plan.tags, naming.TAG_ENV: plan.env or ""}
-        return Where(self.rg, self.group.location, self.place.id, self.place.name, profile, tags)
+        tags = run_tags(plan)  # the run's own group holds its job; the environment is borrowed
+        where = self.rg or plan.names.resource_group
+        return Where(
+            where, self.group.location, self.place.id, self.place.name, profile, tags, self.group.name
+        )
 
 
 def runtime_for(

@@ -65,6 +65,7 @@ class LocalWorkloadRuntime:
             name=pair.tester,
             podman_gpu=target.podman_gpu,
             network=True,
+            binds=[(m.source, m.path, m.read_only) for m in workload.mounts],
         )
         self.commands["container"] = command.display()
         run = stream_container(command, plan.tester_timeout_s, waiter.cancel, self.console.line)

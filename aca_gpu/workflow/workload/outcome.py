@@ -218,6 +218,9 @@ def render_run(doc: dict[str, Any]) -> str:
     teardown = doc.get("teardown") or {}
     if doc.get("runtime") == "aca":
         lines.append(f"  teardown       {teardown.get('status')}")
+    for mount in (doc.get("workload") or {}).get("mounts", []):  # where the outputs went
+        where = "environment storage" if doc.get("runtime") == "aca" else "folder"
+        lines.append(f"  files in {mount['path']} are in {where} {mount['source']}")
     return "\n".join(lines)
 
 

@@ -59,6 +59,7 @@ class RunRequest:
     gpus: str = "all"  # local runtimes: --gpus
     podman_gpu: str = "cdi"
     env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
+    mounts: tuple[str, ...] = ()  # --mount SOURCE:/path[:ro]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,18 @@ class Registry:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A share at a path: an environment storage (Azure Files) on ACA, a host folder locally."""
+
+    source: str
+    path: str
+    read_only: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "path": self.path, "read_only": self.read_only}
+
+
+@dataclass(frozen=True)
 class Workload:
     """What runs: the values of secrets are here only, and never printed (repr hides them)."""
 
@@ -90,6 +103,7 @@ class Workload:
     cpu: float
     memory_gib: float
     registry: Registry | None = None
+    mounts: tuple[Mount, ...] = ()
     secret_values: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     registry_password: str | None = field(default=None, repr=False, compare=False)
 
@@ -107,6 +121,7 @@ class Workload:
             "cpu": self.cpu,
             "memory": self.memory,
             "registry": self.registry.as_dict() if self.registry else None,
+            "mounts": [m.as_dict() for m in self.mounts],
         }
 
 
@@ -297,6 +312,43 @@ def _registry(request: RunRequest, image: str) -> tuple[Registry | None, str | N
     return Registry(server, identity, user, password_env), password
 
 
+STORAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+
+
+def parse_mounts(items: tuple[str, ...], *, local: bool, env_name: str | None) -> tuple[Mount, ...]:
+    """`--mount SOURCE:/path[:ro]`: an environment storage on ACA (needs --env), a folder locally."""
+    found: list[Mount] = []
+    for item in items:
+        parts = item.split(":")
+        read_only = len(parts) == 3 and parts[2] == "ro"
+        if len(parts) not in (2, 3) or (len(parts) == 3 and not read_only) or not parts[0]:
+            raise BadInput(f"--mount {item!r}: expected SOURCE:/path or SOURCE:/path:ro")
+        source, path = parts[0], parts[1]
+        if not path.startswith("/") or path == "/":
+            raise BadInput(f"--mount {item!r}: the path in the container must be absolute, e.g. /data")
+        if any(m.path == path for m in found):
+            raise BadInput(f"--mount: {path} is mounted twice")
+        if local:
+            folder = os.path.abspath(os.path.expanduser(source))
+            if not os.path.isdir(folder):
+                raise BadInput(f"--mount {item!r}: {folder} is not a folder on this machine")
+            source = folder
+        elif env_name is None:
+            raise BadInput(
+                f"--mount {item!r} on ACA needs --env NAME: a run-scoped environment has no storage",
+                hint="add an Azure Files share to a warm environment (`az containerapp env storage set`)",
+            )
+        elif not STORAGE_RE.match(source):
+            raise BadInput(f"--mount {item!r}: {source!r} is not an environment storage name")
+        elif read_only:
+            raise BadInput(
+                f"--mount {item!r}: on ACA a share is read-only by its environment storage, not per run",
+                hint="define the storage with --access-mode ReadOnly (`az containerapp env storage set`)",
+            )
+        found.append(Mount(source, path, read_only))
+    return tuple(found)
+
+
 def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> RunSpec:
     """Validate every `run` value (one-line BadInput on the first bad one) before anything exists."""
     if request.runtime not in RUNTIMES:
@@ -352,6 +404,7 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         regions = tuple(dict.fromkeys(naming.validate_location(r) for r in parts))
         if len(regions) > failover.MAX_REGIONS:
             raise BadInput(f"--regions names {len(regions)} regions; at most {failover.MAX_REGIONS}")
+    mounts = parse_mounts(request.mounts, local=request.runtime != "aca", env_name=env_name)
     pair = Pair(1, image_text, parse_image_ref(image_text), gpu, profile, GPU_PROFILE_NAME, "", job)
     if request.runtime != "aca":
         pair = Pair(
@@ -382,6 +435,7 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         cpu=cpu,
         memory_gib=memory,
         registry=registry,
+        mounts=mounts,
         secret_values=values,
         registry_password=password,
     )

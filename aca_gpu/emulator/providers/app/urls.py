@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aca_gpu.emulator.context import Handler, Route
 from aca_gpu.emulator.providers.app import responses as r
+from aca_gpu.emulator.providers.app import storages
 
 NS = "Microsoft.App"
 SUB = "/subscriptions/{sub}/providers/Microsoft.App"
@@ -26,6 +27,10 @@ def _routes() -> list[Route]:
         ("DELETE", ENV, r.managed_environments_delete),
         ("POST", ENV + "/getAuthToken", r.managed_environments_get_auth_token),
         ("GET", ENV + "/usages", r.managed_environment_usages_list),
+        ("GET", ENV + "/storages", storages.storages_list),
+        ("GET", ENV + "/storages/{storage}", storages.storages_get),
+        ("PUT", ENV + "/storages/{storage}", storages.storages_create_or_update),
+        ("DELETE", ENV + "/storages/{storage}", storages.storages_delete),
         ("GET", ENV + "/workloadProfileStates", r.managed_environments_list_workload_profile_states),
         ("GET", SUB + "/containerApps", r.container_apps_list),
         ("GET", RGP + "/containerApps", r.container_apps_list),
