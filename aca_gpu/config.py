@@ -15,7 +15,18 @@ from urllib.parse import urlsplit
 from aca_gpu.errors import BadInput
 
 GUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-STRING_KEYS = ("subscription", "arm_endpoint", "ca_bundle", "location", "gpu", "image", "ttl", "owner", "env")
+STRING_KEYS = (
+    "subscription",
+    "arm_endpoint",
+    "ca_bundle",
+    "location",
+    "gpu",
+    "image",
+    "ttl",
+    "owner",
+    "env",
+    "notify",
+)
 
 DEFAULT_LOCATION = "eastus"
 DEFAULT_GPU = "t4"
@@ -90,6 +101,7 @@ class Settings:
     polling_interval: float = 5.0
     regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
     env: str | None = None  # warm environment for up/validate/test (config `env`, ACAGPU_ENV)
+    notify: str | None = field(default=None, repr=False)  # webhook URL (config `notify`, ACAGPU_NOTIFY)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **values: Any) -> Settings:
@@ -157,6 +169,7 @@ def load_settings(
         polling_interval=poll,
         regions=_regions(env.get("ACAGPU_REGIONS") or cfg.get("regions")),
         env=pick("env", "ACAGPU_ENV", None),
+        notify=pick("notify", "ACAGPU_NOTIFY", None),
         extra={k: v for k, v in cfg.items() if not isinstance(v, dict)},
     )
     if check:

@@ -105,3 +105,20 @@ class NotFound(AcaGpuError):
     """The named run or resource does not exist."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+# ARM's codes for a refused request rate (subscription, tenant or resource provider buckets)
+THROTTLE_CODES = frozenset(
+    {
+        "429",
+        "toomanyrequests",
+        "subscriptionrequeststhrottled",
+        "tenantrequeststhrottled",
+        "resourcerequeststhrottled",
+    }
+)
+
+
+def is_throttled(exc: AcaGpuError) -> bool:
+    """True when ARM refused the call for its rate only: the same call succeeds later, never give up."""
+    return (exc.code or "").lower() in THROTTLE_CODES

@@ -26,6 +26,15 @@ class ResourceGroupInfo(Record):
 
 
 @dataclass(frozen=True)
+class FleetGroup(Record):
+    """A resource group found across subscriptions (Resource Graph), with the environments in it."""
+
+    subscription: str
+    group: ResourceGroupInfo
+    environments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ProfileOffer(Record):
     """A workload profile type a region offers (available_workload_profiles)."""
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
     from azure.mgmt.appcontainers import ContainerAppsAPIClient
     from azure.mgmt.resource.resources import ResourceManagementClient
+    from azure.mgmt.resourcegraph import ResourceGraphClient
 
 ARM_SCOPE = "https://management.azure.com/.default"
 STATIC_TOKEN_LIFETIME_S = 3600
@@ -144,6 +145,7 @@ class Clients:
         self.settings = settings
         self.subscription_id = subscription_id
         self._credential = credential
+        self.rate_gate: Any = None  # the subscription's RateLimitGate, built with the first client
         if apps is not None:
             self.__dict__["apps"] = apps
         if resources is not None:
@@ -167,8 +169,11 @@ class Clients:
 
     def pipeline_options(self) -> dict[str, Any]:
         from aca_gpu.azure.api_versions import ApiVersionFallback
+        from aca_gpu.azure.ratelimit import RateLimitGate
         from aca_gpu.azure.reads import read_retry_policy
 
+        if self.rate_gate is None:
+            self.rate_gate = RateLimitGate()
         options: dict[str, Any] = {
             **RETRY_OPTIONS,
             **TIMEOUT_OPTIONS,
@@ -178,6 +183,8 @@ class Clients:
             "custom_hook_policy": ApiVersionFallback(),
             # an unreadable GET (an LRO status poll too) is read again, backing off (reads.py)
             "per_call_policies": [read_retry_policy(self.settings.polling_interval)],
+            # every try of a write waits while the subscription's bucket is known empty (ratelimit.py)
+            "per_retry_policies": [self.rate_gate],
         }
         if recording.active() is not None:
             from aca_gpu.azure.recorder import policy_options
@@ -207,6 +214,13 @@ class Clients:
         from azure.mgmt.resource.resources import ResourceManagementClient
 
         return ResourceManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def graph(self) -> ResourceGraphClient:
+        """Resource Graph is tenant-level: no subscription in its client, the scope is in each query."""
+        from azure.mgmt.resourcegraph import ResourceGraphClient
+
+        return ResourceGraphClient(self.credential, **self.pipeline_options())
 
 
 def make_clients(settings: Settings, subscription: str | None = None) -> Clients:

@@ -81,6 +81,11 @@ class AzureCloud:
     def __repr__(self) -> str:
         return f"AzureCloud(subscription_id={self.subscription_id!r})"
 
+    def rate_limits(self) -> Any:
+        """What ARM's throttling did to this subscription's calls so far (ratelimit.RateLimits)."""
+        gate = self.clients.rate_gate
+        return None if gate is None else gate.limits()
+
     @property
     def _poll(self) -> float:
         return max(0.05, self.clients.settings.polling_interval)

@@ -81,14 +81,26 @@ def caller_permissions(clients: Clients) -> list[dict[str, list[str]]] | None:
 
 def caller_object_id(clients: Clients) -> str | None:
     """The signed-in principal's object id, read from its ARM token (no Graph call needed)."""
+    return caller(clients)[0]
+
+
+def caller(clients: Clients) -> tuple[str | None, str | None]:
+    """(object id, principal type for `az role assignment create`) of the signed-in principal, from
+    its ARM token: `User` for a person, `ServicePrincipal` for an application (idtyp=app, or an app
+    id without a user name), None when the token does not say."""
     try:
         token = clients.credential.get_token(ARM_SCOPE).token
         payload = token.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except Exception:  # a credential failure or an opaque token: the caller simply stays unnamed
-        return None
-    oid = claims.get("oid") if isinstance(claims, dict) else None
-    return str(oid) if oid else None
+        return None, None
+    if not isinstance(claims, dict):
+        return None, None
+    oid = str(claims["oid"]) if claims.get("oid") else None
+    user = any(claims.get(k) for k in ("upn", "unique_name", "preferred_username"))
+    if claims.get("idtyp") == "app" or (not user and (claims.get("appid") or claims.get("azp"))):
+        return oid, "ServicePrincipal"
+    return oid, "User" if user else None
 
 
 # ---- the custom role and its assignment --------------------------------------------------------
@@ -102,9 +114,10 @@ def find_role(clients: Clients, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def create_role(clients: Clients, definition: Mapping[str, Any]) -> dict[str, Any]:
-    """PUT a custom role from the `az role definition create` JSON shape (ci_init.role_definition)."""
-    guid = str(uuid.uuid4())
+def create_role(clients: Clients, definition: Mapping[str, Any], guid: str | None = None) -> dict[str, Any]:
+    """PUT a custom role from the `az role definition create` JSON shape (ci_init.role_definition);
+    with `guid`, the existing role of that id is updated (its assignable scopes widened)."""
+    guid = guid or str(uuid.uuid4())
     body = {
         "properties": {
             "roleName": definition["Name"],

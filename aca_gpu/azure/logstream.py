@@ -5,6 +5,9 @@ returns one line per log record: JSON `{"TimeStamp": ..., "Log": "F <message>"}`
 `Log`: `F` full, `P` partial) or CRI text `<timestamp> stdout F <message>`; other JSON field names and
 plain text are accepted too. What a follower must cope with, as ACA sends it:
 - a heartbeat `No logs since last 60 seconds` (no CRI flag) every quiet minute: dropped;
+- two opening lines on every connection, `Connecting to the container 'c'...` and `Successfully
+  Connected to container: 'c' [Revision: 'r', Replica: 'x']` (no CRI flag, stamped at the connection,
+  so later than the container's lines after them): dropped, and never joined to a long line;
 - a followed stream closed by the server after about three quiet minutes (and drops at any time):
   reconnected, with tailLines, until the caller's stop rule, `finished`, or deadline;
 - the overlap a reconnect replays: skipped by timestamp plus content, counted, so identical lines
@@ -29,6 +32,11 @@ STAMP_KEYS = ("TimeStamp", "timeStamp", "timestamp", "Timestamp", "time")
 CRI_RE = re.compile(r"^(?P<ts>\S+)\s+(?P<stream>stdout|stderr)\s+(?P<tag>[FP])(?: (?P<msg>.*))?$")
 FLAG_RE = re.compile(r"^(?P<tag>[FP])(?: (?P<msg>.*))?$", re.DOTALL)
 HEARTBEAT_RE = re.compile(r"^(?:(?P<ts>\S+)\s+)?No logs since last \d+ seconds$")
+# The two lines each connection opens with: the service's, not the container's (no CRI flag)
+NOTICE_RE = re.compile(
+    r"^(?:(?P<ts>\S+)\s+)?(?P<msg>Connecting to the container '[^']*'\.\.\."
+    r"|Successfully Connected to container: '[^']*' \[Revision: .*\])$"
+)
 MAX_TAIL = 300  # the service validates tailLines to 0-300
 READ_SLICE_S = 30.0
 RECONNECT_PAUSE_S = 1.0
@@ -45,6 +53,7 @@ class LogRecord:
     message: str
     heartbeat: bool = False
     stream: str = "stdout"  # the CRI text form names it; the JSON form does not (stdout then)
+    notice: bool = False  # "Connecting to the container ..." / "Successfully Connected ...": the service's
 
     @property
     def key(self) -> Hashable:
@@ -74,7 +83,9 @@ def parse_record(line: str) -> LogRecord:
                 flagged = FLAG_RE.match(value)
                 if flagged:
                     return LogRecord(stamp, flagged.group("tag"), flagged.group("msg") or "")
-                return LogRecord(stamp, None, value, heartbeat=bool(HEARTBEAT_RE.match(value.strip())))
+                unflagged = value.strip()
+                heartbeat, notice = bool(HEARTBEAT_RE.match(unflagged)), bool(NOTICE_RE.match(unflagged))
+                return LogRecord(stamp, None, value, heartbeat=heartbeat, notice=notice)
         return LogRecord(None, None, text)
     match = CRI_RE.match(text)
     if match:
@@ -84,6 +95,9 @@ def parse_record(line: str) -> LogRecord:
     beat = HEARTBEAT_RE.match(stripped)
     if beat:
         return LogRecord(beat.group("ts"), None, stripped, heartbeat=True)
+    opening = NOTICE_RE.match(stripped)
+    if opening:
+        return LogRecord(opening.group("ts"), None, opening.group("msg"), notice=True)
     return LogRecord(None, None, text)
 
 
@@ -95,6 +109,11 @@ def parse_log_line(line: str) -> str:
 def is_heartbeat(line: str) -> bool:
     """The server's keep-alive line, not something the container printed."""
     return parse_record(line).heartbeat
+
+
+def is_notice(line: str) -> bool:
+    """One of the two lines a console stream opens with: the service's, not the container's."""
+    return parse_record(line).notice
 
 
 def parse_event_line(line: str) -> dict[str, Any] | None:
@@ -285,6 +304,10 @@ def follow_records(
                 if record.heartbeat:
                     if clock() >= deadline:
                         break
+                    continue
+                if record.notice:
+                    # the service's opening lines: not output, never glued to a long line's fragments,
+                    # and (stamped anew on each connection) nothing a reconnect's replay could match
                     continue
                 key = record.key if record.stamp is not None else ("raw", line)
                 shown[key] += 1

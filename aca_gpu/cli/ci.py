@@ -68,6 +68,17 @@ def ci() -> None:
     help="A warm environment the validate jobs share (the one-time steps create it; $0 while idle).",
 )
 @click.option("--force", is_flag=True, help="Overwrite workflows that already exist.")
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Refresh the wheel and the dependency lock to this acagpu; keep existing workflows.",
+)
+@click.option(
+    "--no-lock-hashes",
+    "no_lock_hashes",
+    is_flag=True,
+    help="Pin dependency versions without hashes (no pip download, e.g. offline).",
+)
 @output_options
 def init(
     repo_dir: Path,
@@ -88,6 +99,8 @@ def init(
     wheel: Path | None,
     env_name: str | None,
     force: bool,
+    upgrade: bool,
+    no_lock_hashes: bool,
     output: Output,
 ) -> None:
     """Write .github/workflows/acagpu-validate.yml and acagpu-reap.yml, then print the one-time
@@ -95,7 +108,9 @@ def init(
     assignment. Existing files are kept unless --force (exit 2).
 
     The workflows install exactly this acagpu: its wheel goes to .github/acagpu/ with a
-    requirements file pinning its sha256 (pip --require-hashes --no-index)."""
+    requirements file pinning its sha256 (pip --require-hashes --no-index), and its dependencies
+    from a lock of the versions installed here, with hashes where pip can download them
+    (requirements-lock.txt, installed with --no-deps). --upgrade refreshes both."""
     request = ci_flow.CiInitRequest(
         repo_dir=repo_dir,
         subscription=subscription,
@@ -114,9 +129,16 @@ def init(
         install_spec=install_spec,
         wheel=wheel,
         force=force,
+        upgrade=upgrade,
+        lock_hashes=not no_lock_hashes,
         env=env_name,
     )
     result = ci_flow.init(request)
+    if result.github_repo is None:  # the az steps below carry a placeholder the user must replace
+        output.warn(
+            "no GitHub remote `origin` found: the federated credential below names repo:<owner>/<repo>; "
+            "pass --github-repo OWNER/NAME (or replace it before running the commands)"
+        )
 
     def human(stream: TextIO) -> None:
         for path in result.written:

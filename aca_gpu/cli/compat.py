@@ -7,9 +7,9 @@ from dataclasses import replace
 import click
 
 from aca_gpu.cli.options import output_options
-from aca_gpu.errors import EXIT_GPU_CHECK
+from aca_gpu.errors import EXIT_GPU_CHECK, AcaGpuError
 from aca_gpu.gpu.cuda_compat import CompatVerdict, verdict
-from aca_gpu.gpu.image_ref import parse_image_ref
+from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.output import Output
 
 _GLYPH = {"ok": "✓", "minor-compat": "!", "incompatible": "✗", "unknown": "?"}
@@ -44,6 +44,22 @@ def render_verdict(result: CompatVerdict) -> str:
     return "\n".join(lines)
 
 
+def from_registry(ref: ImageRef, driver: str, output: Output) -> CompatVerdict | None:
+    """An nvidia/cuda image (or a mirror of it) whose tag does not follow NVIDIA's scheme, or a
+    digest: its own CUDA_VERSION / NVIDIA_REQUIRE_CUDA, read through its registry."""
+    from aca_gpu.workflow.validate import registry_inspector
+
+    try:
+        info = registry_inspector(ref)
+    except AcaGpuError as exc:
+        output.warn(f"could not read {ref} from its registry: {exc.message}")
+        return None
+    if not info.get("cuda_version"):
+        return None
+    found = verdict(str(info["cuda_version"]), driver, require=info.get("require_cuda"))
+    return replace(found, image=str(ref), reason=f"{found.reason} (CUDA_VERSION read from the registry)")
+
+
 def exit_code_for(result: CompatVerdict) -> int:
     """0 for ok, minor-compat and unknown; 5 when incompatible or the runtime would refuse the image."""
     return 0 if result.ok else EXIT_GPU_CHECK
@@ -57,8 +73,13 @@ def exit_code_for(result: CompatVerdict) -> int:
     "require",
     help='The image\'s NVIDIA_REQUIRE_CUDA, e.g. "cuda>=12.4 brand=tesla,driver>=535,driver<536".',
 )
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Never ask the registry (an nvidia/cuda image whose tag hides its CUDA stays unknown).",
+)
 @output_options
-def compat(output: Output, image: str, driver: str, require: str | None) -> None:
+def compat(output: Output, image: str, driver: str, require: str | None, offline: bool) -> None:
     """Judge an image's CUDA version against a host driver using NVIDIA's published tables.
 
     Verdicts: ok (driver supports it natively), minor-compat (same major, above the family floor:
@@ -67,7 +88,10 @@ def compat(output: Output, image: str, driver: str, require: str | None) -> None
     refuse to start the container. Exit codes: 0 ok, minor-compat or unknown (the same rule as `up`
     and `validate`), 5 incompatible or refused, 2 bad input.
     """
-    result = replace(verdict(parse_image_ref(image), driver, require), image=image.strip())
+    ref = parse_image_ref(image)
+    result = replace(verdict(ref, driver, require), image=image.strip())
+    if result.verdict == "unknown" and ref.is_nvidia_cuda and require is None and not offline:
+        result = from_registry(ref, driver, output) or result
     if result.verdict == "unknown":
         output.warn(f"cannot tell the CUDA version of {result.image}: {result.reason.split(';')[0]}")
     output.emit(result.as_dict(), render_verdict(result))

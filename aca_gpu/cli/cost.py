@@ -51,15 +51,29 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
     callback=guid,
     help="Subscription to ask; repeat for several (default: the configured one).",
 )
+@click.option(
+    "--all-subscriptions",
+    is_flag=True,
+    help="Ask every subscription the credential can see (found with one Azure Resource Graph query).",
+)
 @output_options
-def cost(output: Output, since: str, run_ids: tuple[str, ...], subscriptions: tuple[str, ...]) -> None:
+def cost(
+    output: Output,
+    since: str,
+    run_ids: tuple[str, ...],
+    subscriptions: tuple[str, ...],
+    all_subscriptions: bool,
+) -> None:
     """Show each run's estimate beside what Azure Cost Management billed, and flag the differences."""
     from aca_gpu.workflow.cost_report import cost_report
+    from aca_gpu.workflow.fleet import Scope, subscription_ids
 
     wanted = tuple(validate_run_id(r) for r in run_ids)
+    settings = command_settings()
+    scope = Scope(tuple(dict.fromkeys(s.lower() for s in subscriptions)), all_subscriptions)
     doc = cost_report(
-        command_settings(),
-        list(subscriptions) or [None],
+        settings,
+        subscription_ids(settings, scope),
         since=parse_duration(since),
         run_ids=wanted,
     )

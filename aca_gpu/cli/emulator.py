@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,14 @@ def emulator() -> None:
     "create tails, pulls by image size and registry distance, cached by the environment).",
 )
 @click.option(
+    "--subscriptions",
+    "subscription_count",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="How many subscriptions to emulate (one tenant; Resource Graph sees them all).",
+)
+@click.option(
     "--env-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -109,6 +118,7 @@ def serve(
     faults: str | None,
     registered: bool,
     durations: str,
+    subscription_count: int,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
@@ -116,6 +126,11 @@ def serve(
 
     if env_file is not None and not env_file.parent.is_dir():
         raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+    if workload == "host" and shutil.which("nvidia-smi") is None:  # else only the first `up` would say
+        raise BadInput(
+            "--workload host runs this machine's nvidia-smi, which is not on PATH",
+            hint="install the NVIDIA driver here, or use --workload simulated",
+        )
     server = EmulatorServer(
         port=port,
         time_scale=time_scale,
@@ -124,6 +139,7 @@ def serve(
         faults=faults,
         registered=registered,
         durations=durations,
+        subscriptions=subscription_count,
     )
     try:
         server.start()
@@ -139,6 +155,9 @@ def serve(
         if env_file is not None:
             write_env_file(env_file, "\n".join(lines) + "\n")
         doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
+        if len(server.subscriptions) > 1:
+            doc["subscriptions"] = server.subscriptions
+            lines.append(f"# emulated subscriptions: {' '.join(server.subscriptions)}")
         output.emit(doc, "\n".join(lines))
         click.echo(f"# acagpu emulator listening on {server.endpoint} (Ctrl-C to stop)", err=True)
     except BaseException:

@@ -6,10 +6,11 @@ from typing import TextIO
 
 import click
 
-from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow import guard as guard_flow
+from aca_gpu.workflow.ci_init import ROLE_NAME
 
 
 @click.group()
@@ -33,17 +34,47 @@ def guard() -> None:
     help="Stock Python image the guard script is injected into (nothing is built or pushed).",
 )
 @click.option("--subscription", help="Subscription to guard (default: the configured one).")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    metavar="/subscriptions/ID",
+    help="A further subscription to guard (repeatable): the same role is assigned there.",
+)
+@click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
+@click.option("--yes", is_flag=True, help="Do not ask before the subscription-scope role assignment.")
 @output_options
 def install(
-    location: str, every: str, dry_run: bool, image: str, subscription: str | None, output: Output
+    location: str,
+    every: str,
+    dry_run: bool,
+    image: str,
+    subscription: str | None,
+    scopes: tuple[str, ...],
+    notify: str | None,
+    yes: bool,
+    output: Output,
 ) -> None:
     """Install the guard: in its own resource group (tagged acagpu:keep=true, so no reaper touches
     it), a Consumption-only environment and a scheduled job that deletes expired acagpu:managed=true
     groups with the rules of `acagpu reap`. Its managed identity gets the "acagpu runner" role at
-    subscription scope; without the right to assign roles nothing is created (exit 2) and the
-    commands an administrator must run are printed. Running it again updates the guard."""
-    request = guard_flow.InstallRequest(location=location, every=every, dry_run=dry_run, image=image)
+    subscription scope, in every --scope subscription too; without the right to assign roles there
+    nothing is created (exit 2) and the commands an administrator must run are printed. With
+    --notify, each run that deletes (or fails to) posts one message. Running it again updates it."""
+    request = guard_flow.InstallRequest(
+        location=location, every=every, dry_run=dry_run, image=image, scopes=scopes, notify=notify
+    )
     guard_flow.every_to_cron(every)  # bad input before any Azure call
+    confirm(
+        f"This creates {guard_flow.RESOURCE_GROUP} in {location} with a scheduled job, and gives the "
+        f"job's identity the role {ROLE_NAME!r} on the whole subscription"
+        + (f" and on {len(scopes)} more (--scope)" if scopes else "")
+        + ": it "
+        + ("lists" if dry_run else "deletes")
+        + " expired acagpu:managed=true resource groups. Install the guard?",
+        yes=yes,
+        refusal="not installing the guard",
+    )
     doc = guard_flow.install(command_settings(subscription), request, progress=output)
 
     def human(stream: TextIO) -> None:
@@ -51,9 +82,12 @@ def install(
         print(f"guard {doc['job']} installed in {doc['resource_group']} ({doc['location']})", file=stream)
         print(f"schedule {doc['cron']} (every {doc['every']}); {mode}", file=stream)
         print(
-            f"identity {doc['principal_id']} has role {doc['role']['name']!r} on {doc['role']['scope']}",
+            f"identity {doc['principal_id']} has role {doc['role']['name']!r} on "
+            + ", ".join(doc["role_scopes"]),
             file=stream,
         )
+        if doc.get("notify"):
+            print(f"each run that acts posts to {doc['notify']}", file=stream)
 
     output.emit(doc, human)
 

@@ -138,6 +138,27 @@ def guid(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def notify_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback for --notify: the flag, else ACAGPU_NOTIFY / config `notify`; https only."""
+    from aca_gpu.config import load_settings
+    from aca_gpu.workflow.notify import check_url
+
+    value = non_empty(ctx, param, value)
+    chosen = value or load_settings().notify
+    if not chosen:
+        return None
+    try:
+        return check_url(chosen, "--notify" if value else "ACAGPU_NOTIFY / config notify")
+    except BadInput as exc:
+        raise click.BadParameter(exc.message) from None
+
+
+NOTIFY_HELP = (
+    "Post the outcome to this Slack or Teams incoming webhook (default: ACAGPU_NOTIFY or config "
+    "`notify`). Never a token or secret in the message."
+)
+
+
 def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback: a duration like 90s, 15m, 2h or 1d, checked here so the error names the flag."""
     from aca_gpu.naming import parse_duration

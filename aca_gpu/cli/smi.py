@@ -9,8 +9,8 @@ A saved `nvidia-smi -q` also gets a health verdict per GPU (`aca_gpu/gpu/nvidia_
 ECC, retired pages, remapped rows, reset status, PCIe link, clock event reasons.
 
 Exit codes: 0 GPUs found · 5 nvidia-smi reported a failure state (NVML mismatch, no devices,
-driver not loaded), or a GPU's health is `failed` (`degraded` too with `--strict`) · 2 input that
-is not nvidia-smi output, or a file that cannot be read.
+driver not loaded, a GPU lost from the bus), or a GPU's health is `failed` (`degraded` too with
+`--strict`) · 2 input that is not nvidia-smi output, or a file that cannot be read.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ _HINTS = {
     "(a driver update without a reboot, or driver libraries baked into the image)",
     nvidia_smi.NO_DEVICES: "no GPU is visible: check the workload profile and the container's GPU request",
     nvidia_smi.DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded, or not exposed to the container",
+    nvidia_smi.GPU_LOST: "the GPU fell off the bus or failed (see `dmesg` for Xid 79/48): take the node "
+    "out of service and reset or reseat the GPU",
 }
 
 
@@ -93,6 +95,9 @@ def _gpu_line(gpu: nvidia_smi.Gpu) -> str:
 def render_smi_human(smi: NvidiaSmi, stream: TextIO) -> None:
     """A short summary: driver, CUDA, one line per GPU (same for offline and live)."""
     if not smi.ok:  # the failure itself is the `error:` line on stderr (smi_document's error)
+        if smi.driver_version or smi.cuda_version:  # a table cut after its header still says these
+            driver, cuda = smi.driver_version or "not reported", smi.cuda_version or "not reported"
+            print(f"driver {driver}  CUDA {cuda} (highest the driver supports)  [{smi.format}]", file=stream)
         if smi.nvml_library_version:
             print(f"NVML library version: {smi.nvml_library_version}", file=stream)
         for warning in smi.warnings:

@@ -6,11 +6,13 @@ from typing import Any, TextIO
 
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import guid, output_options
 from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
+from aca_gpu.workflow.status import fleet_status
 from aca_gpu.workflow.status import status as run_status
 
 
@@ -44,6 +46,7 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
         print("no acagpu runs found", file=stream)
         return
     rows = []
+    fleet = "subscriptions" in doc
     for run in runs:
         usd = run["cost"].get("usd_estimate")
         expires = run.get("expires_in_seconds")
@@ -58,18 +61,41 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
                 run["phase"],
                 f"${usd:.2f}" if isinstance(usd, int | float) else "?",
             ]
+            + ([run["subscription"][:8]] if fleet else [])
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
+    headers += ["SUBSCRIPTION"] if fleet else []
     print(table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈")), file=stream)
     from aca_gpu.cost import load_prices
 
     print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)
+    if fleet:
+        print(
+            f"{len(runs)} run(s) in {len(doc['subscriptions'])} subscription(s) (Azure Resource Graph)",
+            file=stream,
+        )
 
 
 @click.command()
-@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@click.option(
+    "--subscription",
+    "subscriptions",
+    multiple=True,
+    callback=guid,
+    help="Subscription id (default: ACAGPU_SUBSCRIPTION); repeat for several (one Resource Graph query).",
+)
+@click.option(
+    "--all-subscriptions",
+    is_flag=True,
+    help="Every subscription the credential can see, in one Azure Resource Graph query.",
+)
 @output_options
-def status(output: Output, subscription: str | None) -> None:
+def status(output: Output, subscriptions: tuple[str, ...], all_subscriptions: bool) -> None:
     """List acagpu runs: age, expiry, phase and estimated spend so far."""
-    doc = run_status(open_cloud(command_settings(subscription)))
+    scope = Scope(tuple(dict.fromkeys(s.lower() for s in subscriptions)), all_subscriptions)
+    if scope.uses_graph:
+        settings = command_settings()
+        doc = fleet_status(find_groups(settings, scope), cloud_source(settings))
+    else:
+        doc = run_status(open_cloud(command_settings(subscriptions[0] if subscriptions else None)))
     output.emit(doc, lambda stream: render_runs(doc, stream))

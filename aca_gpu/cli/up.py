@@ -6,7 +6,7 @@ from contextlib import nullcontext
 
 import click
 
-from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
@@ -28,7 +28,11 @@ from aca_gpu.workflow.up import up as run_up
     help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
     "removed (default: the `env` setting; none: a run-scoped environment, built and deleted).",
 )
-@click.option("--gpu", help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`).")
+@click.option(
+    "--gpu",
+    help="GPU alias: t4, a100, nc24-a100, ... (`acagpu profiles --offline`); a list such as a100,t4 "
+    "means A100 across its region order, else T4.",
+)
 @click.option("--image", help="CUDA explorer image (default nvidia/cuda:12.1.1-runtime-ubuntu22.04).")
 @click.option(
     "--tester-image", help="gpu-tester image (default: a stock PyTorch image + the injected tester)."
@@ -64,6 +68,7 @@ from aca_gpu.workflow.up import up as run_up
     "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
 )
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
 @output_options
 def up(
     output: Output,
@@ -85,6 +90,7 @@ def up(
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
+    notify: str | None,
 ) -> None:
     """Provision a GPU environment, run nvidia-smi and the gpu-tester, report, tear down."""
     settings = command_settings(subscription)
@@ -109,10 +115,10 @@ def up(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
-    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     plan = emulated_plan(plan, time_scale) if emulator else plan
     scope = emulator_settings(settings, time_scale) if emulator else nullcontext(settings)
     with scope as active:
         outcome = run_up(open_cloud(active), plan, output, waiter_for(active))
-    finish(output, outcome, render_up, render_up_markdown)
+    finish(output, outcome, render_up, render_up_markdown, notify=notify)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
@@ -52,6 +52,7 @@ from aca_gpu.workflow.render import finish, render_plan, render_validate
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
 @output_options
 def validate(
     output: Output,
@@ -74,6 +75,7 @@ def validate(
     emulator: bool,
     time_scale: float | None,
     subscription: str | None,
+    notify: str | None,
 ) -> None:
     """Validate CUDA images on ACA GPU profiles; exit 5 if any pair fails.
 
@@ -98,7 +100,7 @@ def validate(
         env=env_name,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
-    question = render_plan(plan.as_dict()) + "\nCreate these billable resources?"
+    question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     inspector = None if (no_inspect or emulator) else validate_flow.registry_inspector
     plan = emulated_plan(plan, time_scale) if emulator else plan
@@ -115,4 +117,4 @@ def validate(
             report_flow.render_markdown(report_flow.Matrix(tuple(doc["results"]))) if doc["results"] else ""
         )
 
-    finish(output, outcome, render_validate, markdown)
+    finish(output, outcome, render_validate, markdown, notify=notify)

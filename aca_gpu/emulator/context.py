@@ -12,6 +12,7 @@ from aca_gpu.emulator.auth import TokenMinter
 from aca_gpu.emulator.faults import Faults
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
+from aca_gpu.emulator.throttle import Throttle
 from aca_gpu.emulator.timing import Clock
 
 
@@ -27,6 +28,9 @@ class Ctx:
     tenant: str = ""  # the `tid` of the ARM tokens
     ca_bundle: str = ""  # the CA the server's certificate chains to (the containers' trust store)
     registered_default: bool = False
+    # every emulated subscription by id, this one included (one dict shared by all of them)
+    fleet: dict[str, Ctx] = field(default_factory=dict)
+    throttle: Throttle = field(default_factory=Throttle)  # ARM's per-subscription token buckets
 
     @property
     def ws_endpoint(self) -> str:

@@ -28,6 +28,8 @@ def inventory(ctx: Ctx) -> dict[str, Any]:
         for e in j.executions.values()
     ]
     doc: dict[str, Any] = {
+        "subscription": ctx.subscription,
+        "throttled": ctx.throttle.throttled,  # requests answered 429 by the `throttle` fault
         "resource_groups": [
             {"name": g.name, "location": g.location, "tags": g.tags, "deleting": g.deleting}
             for g in s.rgs.values()

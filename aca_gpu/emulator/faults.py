@@ -37,7 +37,13 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   the emulator's own credentials lose that action (their permissions list it under notActions and
   ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With
   `permissions=hidden` the subscription-scope permission listing answers 404, as for a route ARM
-  does not serve, so a client must find out from the refusal itself.
+  does not serve, so a client must find out from the refusal itself. With `subscription=` only that
+  emulated subscription denies (the others still allow).
+- `throttle` (`op=` deletes|writes|reads, default deletes; `refill=` tokens per emulated second,
+  `burst=` bucket size, defaults ARM's 10 and 200 for writes and deletes, 25 and 250 for reads;
+  `start=` tokens at first use): ARM's per-subscription token bucket (throttle.py). Every answer
+  carries `x-ms-ratelimit-remaining-subscription-<op>`; an empty bucket answers 429
+  SubscriptionRequestsThrottled with `Retry-After` (whole seconds) and `retry-after-ms`.
 
 - `gpu` (`health=` ecc | remap | pcie | throttle, `+` joins several; default ecc): a replica's
   simulated GPUs are unhealthy as `nvidia-smi -q` shows it: `ecc` 2 volatile DRAM uncorrectable
@@ -70,6 +76,7 @@ KINDS = (
     "tty_echo",
     "apiversion",
     "deny",
+    "throttle",
     "gpu",
     "stall",
     "cost_delay",
@@ -127,7 +134,17 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.rate = float(value)
                 elif key == "count":
                     fault.count = int(value)
-                elif key in ("limit", "factor", "after", "retry_after", "status", "seconds"):
+                elif key in (
+                    "limit",
+                    "factor",
+                    "after",
+                    "retry_after",
+                    "status",
+                    "seconds",
+                    "refill",
+                    "burst",
+                    "start",
+                ):
                     int(value) if key == "limit" else float(value)
                     fault.params[key] = value
                 else:

@@ -37,10 +37,13 @@ from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
 from aca_gpu.emulator.providers.authorization import models as authz
 from aca_gpu.emulator.providers.authorization.urls import ROUTES as AUTHORIZATION_ROUTES
 from aca_gpu.emulator.providers.costmanagement.urls import ROUTES as COST_ROUTES
+from aca_gpu.emulator.providers.graph.urls import ROUTES as GRAPH_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
+from aca_gpu.emulator.throttle import Throttle
+from aca_gpu.emulator.throttle import admit as admit_request
 from aca_gpu.emulator.timing import DURATION_SETS, Clock
 from aca_gpu.emulator.tls import make_tls
 from aca_gpu.emulator.workloads.base import Workload
@@ -49,7 +52,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
-ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES, *COST_ROUTES]
+ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES, *COST_ROUTES, *GRAPH_ROUTES]
+MAX_SUBSCRIPTIONS = 64
+
+
+def subscription_ids(count: int) -> list[str]:
+    """The emulated subscriptions: the usual one first, then stable ids for the others."""
+    return [SUBSCRIPTION] + [f"6f1d3b2a-5c4e-4a8b-9d0f-{n:012d}" for n in range(2, count + 1)]
+
+
 TICK_S = 0.02
 METADATA_OBJECT_FORM = "2022-09-01"
 
@@ -76,8 +87,11 @@ class EmulatorServer:
         workdir: Path | None = None,
         registered: bool = False,
         workload_impl: Workload | None = None,
+        subscriptions: int = 1,
         durations: str = "recorded",
     ) -> None:
+        if not 1 <= subscriptions <= MAX_SUBSCRIPTIONS:
+            raise ValueError(f"subscriptions must be 1..{MAX_SUBSCRIPTIONS}")
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the emulator listens on loopback only")
         if time_scale <= 0:
@@ -92,6 +106,7 @@ class EmulatorServer:
         self.tokens = ArmTokens()
         self.token = self.tokens.static
         self.subscription = SUBSCRIPTION
+        self.subscriptions = subscription_ids(subscriptions)
         self.endpoint = ""
         self.ca_bundle = ""
         self._workload_kind, self._driver_version = workload, driver_version
@@ -113,19 +128,24 @@ class EmulatorServer:
         self._workload = workload
         clock = Clock(self._time_scale, durations=self.durations)
         faults = Faults(self._faults_spec)
-        state = State()
-        ctx = Ctx(
-            state=state,
-            clock=clock,
-            faults=faults,
-            runtime=Runtime(state, clock, workload, faults),
-            minter=TokenMinter(audience_host=f"https://{self.host}"),
-            subscription=self.subscription,
-            registered_default=self._registered,
-            tenant=self.tokens.tenant,
-        )
-        self._apply_registration(ctx)
-        return ctx
+        minter = TokenMinter(audience_host=f"https://{self.host}")
+        fleet: dict[str, Ctx] = {}
+        directory = State()  # the tenant's: principals and custom roles, seen from every subscription
+        for sub in self.subscriptions:  # one state and runtime each; clock, faults and tokens shared
+            state = _with_directory(State(), directory)
+            fleet[sub] = Ctx(
+                state=state,
+                clock=clock,
+                faults=faults,
+                runtime=Runtime(state, clock, workload, faults),
+                minter=minter,
+                subscription=sub,
+                registered_default=self._registered,
+                tenant=self.tokens.tenant,
+                fleet=fleet,
+            )
+            self._apply_registration(fleet[sub])
+        return fleet[self.subscription]
 
     def _apply_registration(self, ctx: Ctx) -> None:
         if ctx.registered_default:
@@ -148,15 +168,18 @@ class EmulatorServer:
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1]
         self.endpoint = f"https://{self.host}:{self.port}"
-        self.ctx.endpoint = self.endpoint
+        for ctx in self.ctx.fleet.values():
+            ctx.endpoint = self.endpoint
+            ctx.ca_bundle = self.ca_bundle
         self._ticker = asyncio.create_task(self._tick_forever())
 
     async def _tick_forever(self) -> None:
         while True:
             try:
                 assert self.ctx is not None
-                await self.ctx.runtime.tick()
-                schedule.fire_due(self.ctx)
+                for ctx in list(self.ctx.fleet.values()):
+                    await ctx.runtime.tick()
+                    schedule.fire_due(ctx)
             except Exception:
                 log.exception("emulator tick failed")
             await asyncio.sleep(TICK_S)
@@ -165,7 +188,8 @@ class EmulatorServer:
         if self._ticker is not None:
             self._ticker.cancel()
         if self.ctx is not None:
-            self.ctx.runtime.stop_all()
+            for ctx in self.ctx.fleet.values():
+                ctx.runtime.stop_all()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -242,16 +266,28 @@ class EmulatorServer:
 
     async def _areset(self) -> None:
         assert self.ctx is not None
-        self.ctx.runtime.stop_all()
-        fresh = State()
-        self.ctx.state = fresh
-        self.ctx.runtime.state = fresh
         self.ctx.faults.clear()
-        self._apply_registration(self.ctx)
+        directory = State()
+        for ctx in self.ctx.fleet.values():
+            ctx.runtime.stop_all()
+            fresh = _with_directory(State(), directory)
+            ctx.state = fresh
+            ctx.runtime.state = fresh
+            ctx.throttle = Throttle()
+            self._apply_registration(ctx)
 
-    async def _ainventory(self) -> dict[str, Any]:
+    async def _ainventory(self, subscription: str | None = None) -> dict[str, Any]:
+        return control.inventory(self._ctx_of(subscription))
+
+    async def _aseed(self, subscription: str, groups: list[tuple[str, str, dict[str, str]]]) -> None:
+        rg_models.seed_groups(self._ctx_of(subscription), groups)
+
+    def _ctx_of(self, subscription: str | None) -> Ctx:
         assert self.ctx is not None
-        return control.inventory(self.ctx)
+        found = self.ctx.fleet.get((subscription or self.subscription).lower())
+        if found is None:
+            raise KeyError(f"no emulated subscription {subscription}")
+        return found
 
     async def _abilling(self) -> dict[str, Any]:
         assert self.ctx is not None
@@ -264,8 +300,12 @@ class EmulatorServer:
     def reset(self) -> None:
         self._call(self._areset())
 
-    def inventory(self) -> dict[str, Any]:
-        return self._call(self._ainventory())
+    def inventory(self, subscription: str | None = None) -> dict[str, Any]:
+        return self._call(self._ainventory(subscription))
+
+    def seed_groups(self, subscription: str, groups: list[tuple[str, str, dict[str, str]]]) -> None:
+        """Fixture set-up: (name, location, tags) groups created directly in one subscription's state."""
+        self._call(self._aseed(subscription, groups))
 
     def billing(self) -> dict[str, Any]:
         return self._call(self._abilling())
@@ -311,13 +351,14 @@ class EmulatorServer:
 
     async def _arm(self, req: web.Request, route: Route, params: dict[str, str]) -> web.StreamResponse:
         assert self.ctx is not None
-        ctx = self.ctx
         caller = self.tokens.caller(req.headers.get("Authorization"))
         if caller is None:
             return _unauthorized(req)
         req[CALLER], req[ADMIN] = caller, self.tokens.object_id
+        ctx = self.ctx.fleet.get(params.get("sub", self.subscription).lower(), self.ctx)
+        limits: dict[str, str] = {}
         try:
-            if params.get("sub", self.subscription) != self.subscription:
+            if params.get("sub", self.subscription).lower() not in self.ctx.fleet:
                 raise ArmError(
                     f"The subscription '{params['sub']}' could not be found.",
                     code="SubscriptionNotFound",
@@ -327,6 +368,8 @@ class EmulatorServer:
             permissions = authz.permissions_of(ctx, caller, self.tokens.object_id)
             if action is not None and not authz.allowed(permissions, action):
                 raise authz.refuse(ctx, caller, action)
+            if "sub" in params:
+                limits = admit_request(ctx, req.method, caller)
             throttle = ctx.faults.fire("429", path=req.path, method=req.method)
             if throttle is not None:
                 raise Throttled(throttle.param("retry_after", "1"))
@@ -349,11 +392,14 @@ class EmulatorServer:
                     status=400,
                 )
             versions.check(version, namespace=route.namespace or "Microsoft.Resources")
+            versions.REQUEST_VERSION.set(version or "")
             if route.namespace is not None:
                 rg_models.require_registered(ctx, route.namespace)
             resp = await route.handler(ctx, req, params)
         except ArmError as exc:
             resp = exc.response()
+        for name, value in limits.items():
+            resp.headers.setdefault(name, value)
         # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
         versioned = not route.pattern.endswith("/usages")
         if route.namespace == "Microsoft.App" and versioned and resp.status < 400 and not resp.prepared:
@@ -365,7 +411,10 @@ class EmulatorServer:
         if not self._authorized(req):
             return _unauthorized(req)
         if name == "inventory" and req.method == "GET":
-            return json_response(control.inventory(self.ctx))
+            try:
+                return json_response(control.inventory(self._ctx_of(req.query.get("subscription"))))
+            except KeyError as exc:
+                return json_response({"error": {"code": "NotFound", "message": str(exc)}}, status=404)
         if name == "billing" and req.method == "GET":
             return json_response(control.billing(self.ctx))
         if name == "reset" and req.method == "POST":
@@ -420,6 +469,13 @@ class EmulatorServer:
             "suffixes": {"storage": "core.windows.net", "keyVaultDns": "vault.azure.net"},
         }
         return cloud if api_version >= METADATA_OBJECT_FORM else [cloud]
+
+
+def _with_directory(state: State, directory: State) -> State:
+    """`state` sharing the tenant-level parts (Entra principals, custom role definitions) of `directory`."""
+    state.principals = directory.principals
+    state.role_definitions = directory.role_definitions
+    return state
 
 
 async def _drop_default_content_type(req: web.Request, resp: web.StreamResponse) -> None:

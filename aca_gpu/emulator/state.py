@@ -123,6 +123,7 @@ class App:
     created: datetime
     provisioned_at: float
     latest_revision: str = ""
+    ready_revision: str = ""  # the newest revision that finished provisioning (latestReadyRevisionName)
     revisions: dict[str, Revision] = field(default_factory=dict)
     stopped: bool = False
     deleting: bool = False

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError
+
+# The api-version of the ARM request being answered (each request runs in its own task): Azure shapes
+# its answers by it, and some fields arrived with newer versions.
+REQUEST_VERSION: ContextVar[str] = ContextVar("request_api_version", default="")
+# recorded (November 2025): answers at 2025-07-01 carry fields and defaults that the 2023-2024 ones
+# (up to 2024-03-01) do not, and 2025-10-02-preview adds a few more (and `detailedStatus`)
+SHAPE_2025_SINCE = "2025-07-01"
+SHAPE_2025_10_SINCE = "2025-10-02"
 
 APP_VERSIONS = tuple(v.strip() for v in APP_SUPPORTED_VERSIONS.split(","))
 # Microsoft.Resources: azure-mgmt-resource 26 sends 2025-04-01; azure-mgmt-core's auto-registration
@@ -31,10 +41,28 @@ RESOURCES_VERSIONS = (
 AUTHORIZATION_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2020-04-01-preview", "2022-04-01")
 
 
+# Microsoft.ResourceGraph: azure-mgmt-resourcegraph 8 sends 2021-03-01; the Azure CLI 2022-10-01.
+GRAPH_VERSIONS = ("2019-04-01", "2020-04-01-preview", "2021-03-01", "2022-10-01", "2024-04-01")
+
+
+def shape_2025(since: str = SHAPE_2025_SINCE) -> bool:
+    """Is the request being answered at an api-version that gets the shapes of `since` or later?"""
+    return REQUEST_VERSION.get()[:10] >= since
+
+
+def answers_detailed_status(api_version: str | None) -> bool:
+    """Does a job execution read at this api-version carry `detailedStatus`? Recorded: at
+    2025-10-02-preview, not at 2025-07-01."""
+    return (api_version or "")[:10] >= SHAPE_2025_10_SINCE
+
+
 def _versions(namespace: str | None) -> tuple[str, ...]:
-    return {"microsoft.app": APP_VERSIONS, "microsoft.authorization": AUTHORIZATION_VERSIONS}.get(
-        (namespace or "").lower(), RESOURCES_VERSIONS
-    )
+    known = {
+        "microsoft.app": APP_VERSIONS,
+        "microsoft.authorization": AUTHORIZATION_VERSIONS,
+        "microsoft.resourcegraph": GRAPH_VERSIONS,
+    }
+    return known.get((namespace or "").lower(), RESOURCES_VERSIONS)
 
 
 def supported(namespace: str | None) -> str:

@@ -75,8 +75,9 @@ class ImageRef:
 
     @property
     def is_nvidia_cuda(self) -> bool:
-        """NVIDIA's own CUDA base images (Docker Hub or NGC), whose tags and env we know."""
-        return self.repository == "nvidia/cuda"
+        """NVIDIA's own CUDA base images (Docker Hub or NGC), or a mirror of them in a private
+        registry (`contoso.azurecr.io/mirror/nvidia/cuda`), whose tags and env we know."""
+        return is_cuda_repository(self.repository)
 
     @property
     def familiar(self) -> str:
@@ -115,10 +116,16 @@ def _split_domain(name: str) -> tuple[str, str]:
     return DOCKER_HUB, name
 
 
+def is_cuda_repository(repository: str) -> bool:
+    """`nvidia/cuda`, or a path ending in it: behind a firewall the official repository is mirrored
+    under a prefix of the private registry's own."""
+    return repository == "nvidia/cuda" or repository.endswith("/nvidia/cuda")
+
+
 def _cuda_facts(repository: str, tag: str | None) -> tuple[str | None, str | None, str | None]:
     if not tag:
         return None, None, None
-    if repository == "nvidia/cuda":
+    if is_cuda_repository(repository):
         m = _NVIDIA_CUDA_TAG.match(tag)
         if m:
             return m["cuda"], m["flavor"], m["os"]

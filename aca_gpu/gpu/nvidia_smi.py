@@ -22,6 +22,7 @@ from aca_gpu.gpu.nvidia_smi_model import (
     DRIVER_NOT_LOADED,
     ERROR,
     FAILURE_STATES,
+    GPU_LOST,
     LIST,
     NO_DEVICES,
     NVML_MISMATCH,
@@ -37,13 +38,14 @@ from aca_gpu.gpu.nvidia_smi_model import (
     unrecognized,
 )
 from aca_gpu.gpu.nvidia_smi_query import parse_query, parse_xml
-from aca_gpu.gpu.nvidia_smi_table import is_banner, parse_table
+from aca_gpu.gpu.nvidia_smi_table import is_banner, is_process_title, parse_table
 
 __all__ = [
     "CSV",
     "DRIVER_NOT_LOADED",
     "ERROR",
     "FAILURE_STATES",
+    "GPU_LOST",
     "LIST",
     "NO_DEVICES",
     "NVML_MISMATCH",
@@ -68,6 +70,9 @@ _FAILURES = (
     ("Driver/library version mismatch", NVML_MISMATCH),
     ("No devices were found", NO_DEVICES),
     ("couldn't communicate with the NVIDIA driver", DRIVER_NOT_LOADED),
+    # a GPU that fell off the bus (Xid 79) or failed: NVML cannot get a handle for it
+    ("Unable to determine the device handle for GPU", GPU_LOST),
+    ("Unable to detect the device handle for GPU", GPU_LOST),
 )
 
 
@@ -120,8 +125,8 @@ def _structured(lines: Sequence[str]) -> NvidiaSmi | None:
         return parse_xml("\n".join(lines))
     if any("NVSMI LOG" in line or line.startswith("Attached GPUs ") for line in lines):
         return parse_query(lines)
-    if any(is_banner(line) for line in lines):
-        return parse_table(lines)
+    if any(is_banner(line) for line in lines) or any(is_process_title(line) for line in lines):
+        return parse_table(lines)  # (a process table pasted alone has no banner)
     return None
 
 

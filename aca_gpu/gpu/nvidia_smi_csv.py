@@ -95,6 +95,25 @@ def _csv_gpu(position: int, row: Mapping[str, str]) -> Gpu:
     )
 
 
+def _one_per_gpu(gpus: list[Gpu], names: Sequence[str]) -> tuple[tuple[Gpu, ...], tuple[str, ...]]:
+    """A `--query-gpu ... -l N` loop prints every GPU once per interval: rows naming the same GPU
+    (index, uuid or bus id) are samples of it, and the latest sample stands for it."""
+    key = next((k for k in ("index", "uuid", "pci.bus_id") if k in names), None)
+    if key is None or len(gpus) < 2:
+        return tuple(gpus), ()
+    attr = {"index": "index", "uuid": "uuid", "pci.bus_id": "bus_id"}[key]
+    latest: dict[object, Gpu] = {}
+    for gpu in gpus:
+        latest[getattr(gpu, attr)] = gpu
+    if len(latest) == len(gpus):
+        return tuple(gpus), ()
+    note = (
+        f"{len(gpus)} rows for {len(latest)} GPU(s): samples of a --query-gpu loop (-l); "
+        "the latest sample of each GPU is shown"
+    )
+    return tuple(latest.values()), (note,)
+
+
 def parse_csv(lines: Sequence[str], fields: Sequence[str] | None = None) -> NvidiaSmi:
     """`--query-gpu` CSV; `fields` is the `--query-gpu=` list, required when there is no header."""
     data = [line.strip() for line in lines if line.strip()]
@@ -118,7 +137,9 @@ def parse_csv(lines: Sequence[str], fields: Sequence[str] | None = None) -> Nvid
             f"CSV row {bad + 1} has {len(rows[bad])} cells, the field list has {len(names)}", fmt=CSV
         )
     keys = columns if columns is not None else list(fields or ())
-    gpus = tuple(_csv_gpu(i, dict(zip(names, cells, strict=True))) for i, cells in enumerate(rows))
+    gpus, warnings = _one_per_gpu(
+        [_csv_gpu(i, dict(zip(names, cells, strict=True))) for i, cells in enumerate(rows)], names
+    )
     drivers = (
         {value(cells[names.index("driver_version")]) for cells in rows}
         if "driver_version" in names
@@ -134,6 +155,7 @@ def parse_csv(lines: Sequence[str], fields: Sequence[str] | None = None) -> Nvid
         header=columns is not None,
         columns=tuple(columns) if columns is not None else None,
         rows=tuple(dict(zip(keys, cells, strict=True)) for cells in rows),
+        warnings=warnings,
     )
 
 

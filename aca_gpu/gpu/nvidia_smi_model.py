@@ -23,7 +23,8 @@ UNRECOGNIZED: Final = "unrecognized"
 NVML_MISMATCH: Final = "nvml_mismatch"
 NO_DEVICES: Final = "no_devices"
 DRIVER_NOT_LOADED: Final = "driver_not_loaded"
-FAILURE_STATES: Final = frozenset({NVML_MISMATCH, NO_DEVICES, DRIVER_NOT_LOADED})
+GPU_LOST: Final = "gpu_lost"  # "Unable to determine the device handle for GPU ...": fell off the bus
+FAILURE_STATES: Final = frozenset({NVML_MISMATCH, NO_DEVICES, DRIVER_NOT_LOADED, GPU_LOST})
 
 _UNAVAILABLE = frozenset(
     {

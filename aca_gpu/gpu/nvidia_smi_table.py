@@ -34,6 +34,12 @@ def is_banner(line: str) -> bool:
     return "NVIDIA-SMI " in line and ("Driver Version:" in line or "KMD Version:" in line)
 
 
+def is_process_title(line: str) -> bool:
+    """`| Processes: ... |`, the title row of the process table (which may be pasted alone)."""
+    stripped = line.strip()
+    return stripped.startswith("|") and stripped[1:].strip().startswith(("Processes:", "Compute processes:"))
+
+
 def tokens(text: str) -> list[tuple[int, int]]:
     """(start, end) of each whitespace-separated token, so text between tokens keeps its spacing."""
     spans: list[tuple[int, int]] = []
@@ -245,7 +251,7 @@ def parse_table(lines: Sequence[str]) -> NvidiaSmi:
             banner = parse_banner(stripped)
             section, in_body = _GPU_SECTION, False
             continue
-        if banner is None:
+        if banner is None and section != _PROC_SECTION and not is_process_title(stripped):
             continue
         cells = _cells(stripped)
         title = cells[0].strip()
@@ -277,6 +283,15 @@ def parse_table(lines: Sequence[str]) -> NvidiaSmi:
                 processes.append(proc)
     flush()
 
+    if banner is None and processes is not None:
+        return NvidiaSmi(
+            format=TABLE,
+            error=UNRECOGNIZED,
+            error_message=f"nvidia-smi's process table alone ({len(processes)} processes): it names no "
+            "GPU, driver or CUDA version; give the whole output",
+            processes=tuple(processes),
+            warnings=tuple(warnings),
+        )
     if banner is None:
         return unrecognized("no nvidia-smi banner found", fmt=TABLE)
     smi_version, driver, cuda = banner
@@ -286,7 +301,10 @@ def parse_table(lines: Sequence[str]) -> NvidiaSmi:
     return NvidiaSmi(
         format=TABLE,
         error=UNRECOGNIZED if no_rows else None,
-        error_message="nvidia-smi table without GPU rows" if no_rows else None,
+        error_message=f"nvidia-smi table without GPU rows (cut after its header?): driver {driver}, "
+        f"CUDA {cuda} read, the GPUs are missing"
+        if no_rows
+        else None,
         nvidia_smi_version=smi_version,
         driver_version=driver,
         cuda_version=cuda,

@@ -57,6 +57,7 @@ def check(cloud: Cloud, request: CheckRequest) -> CheckResult:
         "provider": {"namespace": PROVIDER, "registered": registered},
         "rows": [],
     }
+    doc["status"] = "refused"  # (until every row is read: the document always carries a status)
     if (sub.state or "Enabled") not in ("Enabled", "Warned", "PastDue"):
         return CheckResult(
             doc, PreflightRefused(f"subscription {sub.id} is {sub.state}", code="Subscription")

@@ -30,6 +30,7 @@ from aca_gpu.gpu.profiles import resolve_profile, valid_aliases
 from aca_gpu.naming import validate_env_name, validate_location
 from aca_gpu.registry.tags import parse_version
 from aca_gpu.resources import template_path
+from aca_gpu.workflow import lock as locks
 from aca_gpu.workflow import wheel as wheels
 
 WORKFLOWS = {  # template -> where it goes in the user's repository
@@ -39,6 +40,13 @@ WORKFLOWS = {  # template -> where it goes in the user's repository
 ROLE_FILE = ".github/acagpu-role.json"
 INSTALL_DIR = ".github/acagpu"
 REQUIREMENTS_FILE = f"{INSTALL_DIR}/requirements.txt"
+LOCK_FILE = f"{INSTALL_DIR}/requirements-lock.txt"
+# without the wheel (--install-spec), the dependencies are the installed acagpu's, resolved on the runner
+SPEC_DEPS_COMMAND = (
+    'python -c \'import importlib.metadata as m; print("\\n".join(r for r in m.requires("acagpu") or [] '
+    'if "extra ==" not in r))\' > "$RUNNER_TEMP/acagpu-deps.txt" && '
+    'python -m pip install -r "$RUNNER_TEMP/acagpu-deps.txt"'
+)
 MATRIX_FILE = "compat/matrix.json"
 ROLE_NAME = "acagpu runner"
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
@@ -78,6 +86,8 @@ class CiInitRequest:
     install_spec: str | None = None  # a pinned VCS URL or `acagpu==V --hash=sha256:...`; None: the wheel
     wheel: Path | None = None  # a wheel of this version at hand (else it is built or re-packed)
     force: bool = False
+    upgrade: bool = False  # refresh the wheel and the lock; keep existing workflows (unless force)
+    lock_hashes: bool = True  # hashes in the lock (pip download for the runner's platform)
     env: str | None = None  # a warm environment the validate jobs share (`acagpu env create`, once)
 
 
@@ -268,6 +278,14 @@ def github_repo_of(repo_dir: Path) -> str | None:
     return match.group(1) if match else None
 
 
+def deps_command(lock: locks.Lock | None) -> str:
+    """The dependency step's one command: the lock with --no-deps (nothing resolved on the runner)
+    and `pip check`; with --install-spec, the installed acagpu's own requirements."""
+    if lock is None:
+        return SPEC_DEPS_COMMAND
+    return f"python -m pip install {lock.pip_flags} -r {LOCK_FILE} && python -m pip check"
+
+
 def init(req: CiInitRequest) -> CiInitResult:
     values = placeholder_values(req)
     github_repo = req.github_repo or github_repo_of(req.repo_dir)
@@ -276,19 +294,23 @@ def init(req: CiInitRequest) -> CiInitResult:
     if not req.repo_dir.is_dir():
         raise BadInput(f"--repo-dir {req.repo_dir} is not a directory")
     role = role_definition(values["SUBSCRIPTION_ID"])
-    outputs = {
-        req.repo_dir / dest: render(template_path("github", src).read_text("utf-8"), values)
-        for src, dest in WORKFLOWS.items()
-    }
-    outputs[req.repo_dir / ROLE_FILE] = json.dumps(role, indent=2) + "\n"
-    existing = [p for p in outputs if p.exists()]
-    if existing and not req.force:
+    workflows = {req.repo_dir / dest: src for src, dest in WORKFLOWS.items()}
+    existing = [p for p in [*workflows, req.repo_dir / ROLE_FILE] if p.exists()]
+    if existing and not (req.force or req.upgrade):
         raise BadInput(
             f"{', '.join(str(p) for p in existing)} already exist",
-            hint="pass --force to overwrite them",
+            hint="pass --upgrade to refresh the wheel and the lock only, or --force to overwrite them",
         )
+    kept = [] if req.force else [p for p in existing if p in workflows]
+    outputs: dict[Path, str] = {}
     with tempfile.TemporaryDirectory(prefix="acagpu-ci-") as work:
         wheel = None if req.install_spec else wheels.current_wheel(Path(work), req.wheel)
+        lock = None if wheel is None else locks.make_lock(wheels.requires(wheel.path), hashes=req.lock_hashes)
+        values["DEPS_INSTALL"] = deps_command(lock)
+        for path, src in workflows.items():
+            if path not in kept:
+                outputs[path] = render(template_path("github", src).read_text("utf-8"), values)
+        outputs[req.repo_dir / ROLE_FILE] = json.dumps(role, indent=2) + "\n"
         install_dir = req.repo_dir / INSTALL_DIR
         install_dir.mkdir(parents=True, exist_ok=True)
         for old in install_dir.glob("acagpu-*.whl"):  # one wheel: the one the requirements pin
@@ -300,6 +322,8 @@ def init(req: CiInitRequest) -> CiInitResult:
             + requirement_line(req.install_spec, wheel)
             + "\n"
         )
+        if lock is not None:
+            outputs[req.repo_dir / LOCK_FILE] = lock.render()
     for path, text in outputs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -311,6 +335,15 @@ def init(req: CiInitRequest) -> CiInitResult:
         "wheel": None
         if wheel is None
         else {"file": str(install_dir / wheel.filename), "sha256": wheel.sha256, "origin": wheel.origin},
+        "lock": None
+        if lock is None
+        else {
+            "file": str(req.repo_dir / LOCK_FILE),
+            "packages": len(lock.pins),
+            "hashed": lock.hashed,
+            "note": lock.note,
+            "missing": list(lock.missing),
+        },
     }
     notes = [
         "The role is scoped to the subscription because acagpu creates its own resource groups; it cannot "
@@ -326,6 +359,25 @@ def init(req: CiInitRequest) -> CiInitResult:
             f"Commit {INSTALL_DIR}/ with the workflows: they install acagpu {wheel.version} from that wheel "
             f"(sha256 {wheel.sha256[:12]}…), never from a package index."
         )
+    notes += lock_notes(lock, kept)
     return CiInitResult(
         written, github_repo, role, az_commands(req, github_repo), tuple(notes), install=install
     )
+
+
+def lock_notes(lock: locks.Lock | None, kept: list[Path]) -> list[str]:
+    """What the user should know about the lock and the workflows --upgrade left as they were."""
+    notes = []
+    if lock is not None and not lock.hashed:
+        notes.append(f"The lock pins versions without hashes: {lock.note}.")
+    if lock is not None and lock.missing:
+        notes.append(
+            f"Needed on the runner but not installed here, so not locked: {', '.join(lock.missing)}."
+        )
+    stale = [p for p in kept if LOCK_FILE not in p.read_text(encoding="utf-8")]
+    if stale:
+        notes.append(
+            f"{', '.join(str(p) for p in stale)} predate the lock and still resolve dependencies "
+            "on every run: pass --force to rewrite them."
+        )
+    return notes

@@ -135,12 +135,14 @@ class Engine:
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         outcome = self.outcome
-        regions = (self.base.location,) if self.base.existing else self.base.region_order
+        # every (region, GPU) to try: `--regions`, the A100 order, then `--gpu a100,t4`'s fallbacks
+        places = ((self.base.location, None),) if self.base.existing else self.base.places
+        regions = tuple(self._place_label(region, gpu) for region, gpu in places)
         with self.interrupts.installed():
             try:
-                for number, region in enumerate(regions, start=1):
-                    self.more_regions = number < len(regions)
-                    attempt = self._attempt(number, region)
+                for number, (region, gpu) in enumerate(places, start=1):
+                    self.more_regions = number < len(places)
+                    attempt = self._attempt(number, region, gpu)
                     if self.interrupts.count and not outcome.interrupted:
                         # a Ctrl-C whose KeyboardInterrupt was swallowed (raised inside a finalizer,
                         # where Python only prints it): the cancel it set still ended the pairs
@@ -158,11 +160,16 @@ class Engine:
         self._mark("time_to_prompt_s")
         return outcome
 
-    def _attempt(self, number: int, region: str) -> Attempt:
+    def _place_label(self, region: str, gpu: str | None) -> str:
+        """How the next place is named: its region, and its GPU when that is a fallback's."""
+        first = self.base.pairs[0].gpu if self.base.pairs else None
+        return region if gpu in (None, first) else f"{region} with {gpu}"
+
+    def _attempt(self, number: int, region: str, gpu: str | None = None) -> Attempt:
         """One region: the whole lifecycle but teardown, with the run's errors caught into the outcome."""
         outcome = self.outcome
-        self.plan = outcome.plan = self.base.for_attempt(region, number)
-        attempt = Attempt(region, self.plan.names.resource_group)
+        self.plan = outcome.plan = self.base.for_attempt(region, number, gpu)
+        attempt = Attempt(region, self.plan.names.resource_group, gpu=self.plan.gpu_label or None)
         outcome.attempts.append(attempt)
         self._attempt_began = (time.monotonic(), self.runtime.gpu_seconds())
         try:

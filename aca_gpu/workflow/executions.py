@@ -36,6 +36,7 @@ class ExecutionRun:
     first_line: float | None = None  # when its first log line arrived
     ended: float | None = None
     stopped: float | None = None  # when teardown's delete of its job was accepted: it bills until then
+    never_ran: bool = False  # the platform refused the container: nothing of it billed
     lines: list[str] = field(default_factory=list)
     info: ExecutionInfo | None = None
     stopped_by: str | None = None  # the line that met the caller's stop rule, if one did
@@ -44,9 +45,12 @@ class ExecutionRun:
     @property
     def seconds(self) -> float:
         """Measured replica lifetime: from its container seen running (else its first line, else
-        the start request) to the delete by teardown when there was one (a replica lingers, billed,
-        after its last line), else to the end."""
-        end = self.stopped or self.ended or time.monotonic()
+        the start request) to its end when the execution had finished, else to the delete by
+        teardown (a tester lingers, billed, after its result line), else to now."""
+        if self.never_ran:
+            return 0.0
+        finished = self.info is not None and self.info.finished and self.ended is not None
+        end = (self.ended if finished else None) or self.stopped or self.ended or time.monotonic()
         return max(0.0, end - (self.running or self.first_line or self.started))
 
     @property

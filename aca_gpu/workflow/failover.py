@@ -38,9 +38,21 @@ NEXT_REGION = "next-region"
 RETRY_HERE = "retry-here"
 
 A100_TYPE = "Consumption-GPU-NC24-A100"
-# Regions that offer the serverless A100 (the workload-profiles docs' list, gpu/data profiles), in the
-# order tried after the configured location.
-A100_ORDER = ("westus3", "swedencentral", "australiaeast", "eastus", "westus", "italynorth", "brazilsouth")
+# Regions that offer the serverless A100 (gpu/data profiles), in the order tried after the configured
+# location. canadacentral and uksouth placed A100 runs where others did not; swedencentral placed 1
+# A100 job in 16 in Aug 2026 (each BackoffLimitExceeded 2 s after scheduling), so it is tried last
+# (aca-2026.md §10).
+A100_ORDER = (
+    "westus3",
+    "canadacentral",
+    "uksouth",
+    "australiaeast",
+    "eastus",
+    "westus",
+    "italynorth",
+    "brazilsouth",
+    "swedencentral",
+)
 DEFAULT_ATTEMPTS = 3
 MAX_REGIONS = 8
 
@@ -114,6 +126,7 @@ class Attempt:
 
     region: str
     resource_group: str
+    gpu: str | None = None  # the GPU alias tried (`--gpu a100,t4` falls back from one to the next)
     status: str = "used"  # used | refused (nothing created) | abandoned (created, then torn down)
     reason: str | None = None
     blast: str | None = None
@@ -125,6 +138,7 @@ class Attempt:
     def as_dict(self) -> dict[str, Any]:
         return {
             "region": self.region,
+            "gpu": self.gpu,
             "resource_group": self.resource_group,
             "status": self.status,
             "reason": self.reason,

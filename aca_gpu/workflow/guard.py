@@ -18,7 +18,6 @@ administrator must grant, with the exact commands.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,11 +29,14 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress, Progress
-from aca_gpu.workflow.ci_init import ROLE_NAME, role_definition
+from aca_gpu.workflow import guard_scope as scope
+from aca_gpu.workflow import notify
+from aca_gpu.workflow.ci_init import ROLE_NAME
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
 
+ASSIGN, DEFINE, allowed = scope.ASSIGN, scope.DEFINE, scope.allowed  # ARM's permission rule
 RESOURCE_GROUP = "rg-acagpu-guard"
 ENVIRONMENT = "cae-acagpu-guard"
 JOB = "acagpu-guard"
@@ -44,9 +46,6 @@ REPLICA_TIMEOUT_S = 1800
 REGISTER_TIMEOUT_S = 15 * 60.0
 TAG_LAST_RUN = "acagpu:guard-last-run"  # written by the guard script after each run
 TAG_LAST_DELETION = "acagpu:guard-last-deletion"  # ... and after each run that deleted something
-ASSIGN = "Microsoft.Authorization/roleAssignments/write"
-DEFINE = "Microsoft.Authorization/roleDefinitions/write"
-ADMIN_ROLES = ("Owner", "User Access Administrator", "Role Based Access Control Administrator")
 
 
 def every_to_cron(text: str) -> str:
@@ -66,50 +65,14 @@ def every_to_cron(text: str) -> str:
     )
 
 
-def allowed(permissions: Sequence[Mapping[str, Sequence[str]]], action: str) -> bool:
-    """ARM's rule: some entry's actions match and none of its notActions do (`*` globs, any case)."""
-
-    def match(pattern: str) -> bool:
-        return fnmatch.fnmatchcase(action.lower(), pattern.lower())
-
-    return any(
-        any(match(a) for a in p.get("actions", [])) and not any(match(n) for n in p.get("notActions", []))
-        for p in permissions
-    )
-
-
-def admin_commands(subscription: str, object_id: str | None, missing: Sequence[str]) -> list[str]:
-    """What an administrator runs so that this caller can install the guard (or runs it themselves)."""
-    scope = f"/subscriptions/{subscription}"
-    who = object_id or "<your object id: az ad signed-in-user show --query id -o tsv>"
-    lines = [
-        f'az role assignment create --role "Role Based Access Control Administrator" --scope {scope} '
-        f'--assignee-object-id "{who}" --assignee-principal-type User',
-    ]
-    if DEFINE in missing:
-        role = json.dumps(role_definition(subscription), separators=(",", ":"))
-        lines.append(f"az role definition create --role-definition '{role}'")
-    return lines
-
-
-def _refusal(subscription: str, missing: Sequence[str], object_id: str | None, done: str) -> PreflightRefused:
-    rights = {ASSIGN: "assign roles", DEFINE: "define roles"}
-    lacking = " or ".join(f"{rights[a]} ({a})" for a in missing)
-    return PreflightRefused(
-        f"you may not {lacking} on /subscriptions/{subscription}, which installing the guard needs; "
-        f"{done}. An administrator ({' or '.join(ADMIN_ROLES[:2])}) can run `acagpu guard install` "
-        "instead, or run the commands below and you run it again",
-        code="AuthorizationFailed",
-        hint=" && ".join(admin_commands(subscription, object_id, missing)),
-    )
-
-
 @dataclass(frozen=True)
 class InstallRequest:
     location: str
     every: str = DEFAULT_EVERY
     dry_run: bool = False
     image: str = guard_container.DEFAULT_IMAGE
+    scopes: tuple[str, ...] = ()  # further subscriptions to guard (`--scope`), beyond the guard's own
+    notify: str | None = None  # a Slack or Teams incoming webhook for each run that acted
 
 
 def _tags(owner: str) -> dict[str, str]:
@@ -138,17 +101,16 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
     cron = every_to_cron(req.every)
     clients = _clients(settings)
     sub = clients.subscription_id
+    subs = scope.parse_scopes(sub, req.scopes)
     with progress.step("check your permissions") as step:
-        permissions = az.caller_permissions(clients)
-        role = az.find_role(clients, ROLE_NAME)
-        needed = [ASSIGN] + ([] if role is not None else [DEFINE])
-        if permissions is None:
-            step.update("ARM does not list them here; the role assignment will tell")
+        plan = scope.preflight(clients, subs)
+        if plan.missing:
+            raise scope.refusal(plan.missing, az.caller(clients), subs, "nothing was created", plan.role)
+        if plan.unknown:
+            step.update("ARM does not list them everywhere; the role assignments will tell")
         else:
-            missing = [a for a in needed if not allowed(permissions, a)]
-            if missing:
-                raise _refusal(sub, missing, az.caller_object_id(clients), "nothing was created")
-            step.update("may assign roles" + ("" if role else " and define the role"))
+            where = f" in {len(subs)} subscriptions" if len(subs) > 1 else ""
+            step.update("may assign roles" + ("" if plan.role else " and define the role") + where)
     cloud = open_cloud(settings)
     with progress.step("provider Microsoft.App") as step:
         if cloud.provider_registered("Microsoft.App"):
@@ -157,25 +119,15 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
             cloud.register_provider("Microsoft.App", timeout=REGISTER_TIMEOUT_S)
             step.update("registered now")
     with progress.step(f"role {ROLE_NAME!r}") as step:
-        if role is None:
-            role = az.create_role(clients, role_definition(sub))
-            step.update("created")
-        else:
-            step.update("exists")
-    role_id = str(role["id"])
+        existed, widened = plan.role is not None, bool(plan.role_needs_scopes)
+        role_id = scope.ensure_role(plan)
+        step.update("exists" if existed and not widened else "widened" if existed else "created")
     tags = _tags(resolve_owner(settings))
     with progress.step(f"resource group {RESOURCE_GROUP}"):
         resources.create_resource_group(clients, RESOURCE_GROUP, location, tags)
     with progress.step(f"environment {ENVIRONMENT} (Consumption only)"):
         env_id = az.create_consumption_environment(clients, RESOURCE_GROUP, ENVIRONMENT, location, tags)
-    settings_env = {
-        "ACAGPU_SUBSCRIPTION": sub,
-        "ACAGPU_GUARD_GROUP": RESOURCE_GROUP,
-        "ACAGPU_GUARD_DRY_RUN": "true" if req.dry_run else "false",
-    }
-    if settings.arm_endpoint:  # a sovereign cloud or the emulator: the script calls the same ARM
-        settings_env["ACAGPU_ARM_ENDPOINT"] = settings.arm_endpoint
-    container = guard_container.guard_container(settings_env, image=req.image)
+    container = guard_container.guard_container(_script_env(settings, req, subs), image=req.image)
     with progress.step(f"scheduled job {JOB} ({cron})"):
         job = az.create_scheduled_job(
             clients,
@@ -192,27 +144,27 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
         )
     if not job.principal_id:
         raise PreflightRefused(f"job {JOB} came back without a managed identity; nothing can sign in as it")
-    with progress.step(f"assign {ROLE_NAME!r} to the job's identity"):
+    with progress.step(f"assign {ROLE_NAME!r} to the job's identity") as step:
         try:
-            assignment = az.assign_role(clients, role_id, job.principal_id)
+            assignments = scope.assign_everywhere(plan, job.principal_id)
         except AuthError as exc:
             if (exc.code or "").lower() != "authorizationfailed":
                 raise
             # the permission listing was not available: undo what was made (nothing of it bills)
             from aca_gpu.workflow.teardown import teardown_group
 
+            scope.unassign_everywhere(clients, subs, job.principal_id)
             teardown_group(cloud, RESOURCE_GROUP, wait_gone=False)
-            raise _refusal(
-                sub,
-                [ASSIGN],
-                az.caller_object_id(clients),
-                f"what install had made ({RESOURCE_GROUP}) is deleted",
-            ) from exc
+            lacking = {s: [scope.ASSIGN] for s in (plan.unknown or subs)}
+            done = f"what install had made ({RESOURCE_GROUP}) is deleted"
+            raise scope.refusal(lacking, az.caller(clients), subs, done, plan.role) from exc
+        step.update(f"{len(assignments)} subscription(s)")
     return {
         "schema": 1,
         "kind": "guard",
         "action": "install",
         "subscription": sub,
+        "subscriptions": list(subs),
         "resource_group": RESOURCE_GROUP,
         "environment": ENVIRONMENT,
         "job": JOB,
@@ -220,12 +172,47 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
         "every": req.every,
         "cron": cron,
         "dry_run": req.dry_run,
+        "notify": notify.where(req.notify) if req.notify else None,
         "image": container.image,
         "principal_id": job.principal_id,
         "role": {"name": ROLE_NAME, "id": role_id, "scope": f"/subscriptions/{sub}"},
-        "role_assignment": assignment,
+        "role_scopes": [scope.scope_of(s) for s in subs],
+        "role_assignment": assignments[0],
+        "role_assignments": assignments,
         "tags": tags,
     }
+
+
+def _script_env(settings: Settings, req: InstallRequest, subs: Sequence[str]) -> dict[str, str]:
+    """The guard script's settings: where to sweep, how, and whom to tell (with list prices)."""
+    env = {
+        "ACAGPU_SUBSCRIPTION": subs[0],
+        "ACAGPU_GUARD_GROUP": RESOURCE_GROUP,
+        "ACAGPU_GUARD_DRY_RUN": "true" if req.dry_run else "false",
+    }
+    if len(subs) > 1:
+        env["ACAGPU_GUARD_SUBSCRIPTIONS"] = ",".join(subs[1:])
+    if req.notify:
+        env["ACAGPU_NOTIFY"] = req.notify
+        env["ACAGPU_GUARD_PRICES"] = json.dumps(_hourly_prices(), separators=(",", ":"))
+    if settings.arm_endpoint:  # a sovereign cloud or the emulator: the script calls the same ARM
+        env["ACAGPU_ARM_ENDPOINT"] = settings.arm_endpoint
+    return env
+
+
+def _hourly_prices() -> dict[str, float]:
+    """USD per hour of one GPU replica (or node) per alias, for the guard's messages."""
+    from aca_gpu import cost
+    from aca_gpu.errors import AcaGpuError
+    from aca_gpu.gpu.profiles import valid_aliases
+
+    prices: dict[str, float] = {}
+    for alias in valid_aliases():
+        try:
+            prices[alias] = round(cost.price_per_hour(alias), 4)
+        except AcaGpuError:
+            continue
+    return prices
 
 
 def status(settings: Settings, *, limit: int = 10) -> dict[str, Any]:
@@ -263,18 +250,30 @@ def status(settings: Settings, *, limit: int = 10) -> dict[str, Any]:
     return doc
 
 
-def _dry_run_of(clients: Clients, job: Any) -> bool | None:
+def _job_env(clients: Clients, name: str) -> str | None:
+    """One of the guard script's settings, read back from its job (None when unreadable)."""
     from aca_gpu.azure.resources import as_json
 
     try:
         body = as_json(clients.apps.jobs.get(RESOURCE_GROUP, JOB))
-    except Exception:  # the flag is a nicety of the listing, not worth failing it
+    except Exception:  # a nicety of the listing, not worth failing it
         return None
     for container in (body.get("properties") or {}).get("template", {}).get("containers") or []:
         for item in container.get("env") or []:
-            if item.get("name") == "ACAGPU_GUARD_DRY_RUN":
-                return str(item.get("value")).lower() == "true"
+            if item.get("name") == name:
+                return str(item.get("value"))
     return None
+
+
+def _dry_run_of(clients: Clients, job: Any) -> bool | None:
+    value = _job_env(clients, "ACAGPU_GUARD_DRY_RUN")
+    return None if value is None else value.lower() == "true"
+
+
+def _guarded_elsewhere(clients: Clients) -> list[str]:
+    """The further subscriptions the installed guard sweeps (`--scope`)."""
+    value = _job_env(clients, "ACAGPU_GUARD_SUBSCRIPTIONS") or ""
+    return [s.strip().lower() for s in value.split(",") if s.strip()]
 
 
 def uninstall(settings: Settings, *, progress: Progress | None = None, poll: float = 5.0) -> dict[str, Any]:
@@ -289,9 +288,8 @@ def uninstall(settings: Settings, *, progress: Progress | None = None, poll: flo
     removed: list[str] = []
     if job is not None and job.principal_id:
         with progress.step("remove the identity's role assignments") as step:
-            for assignment in az.assignments_of(clients, job.principal_id):
-                az.delete_assignment(clients, str(assignment["id"]))
-                removed.append(str(assignment["id"]))
+            subs = [clients.subscription_id.lower(), *_guarded_elsewhere(clients)]
+            removed = scope.unassign_everywhere(clients, subs, job.principal_id)
             step.update(f"{len(removed)} removed")
     with progress.step(f"delete {RESOURCE_GROUP}") as step:
         result = teardown_group(open_cloud(settings), RESOURCE_GROUP, wait_gone=True, poll=poll)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from aca_gpu import naming
 from aca_gpu.config import DEFAULT_IMAGE
-from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, InfraError, WaitTimedOut
 from aca_gpu.gpu import nvidia_smi, runtime_errors, tester_result
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.gpu.profiles import GpuProfile
@@ -247,8 +247,19 @@ class LocalRunOutcome(RunOutcome):
     def cost(self) -> dict[str, Any]:
         return {"gpu_seconds": 0.0, "usd_estimate": 0.0, "basis": "this machine's own GPUs: nothing billed"}
 
+    @property
+    def exit_code(self) -> int:
+        pulled = None if self.interrupted else pull_failure(self.pairs)
+        return pulled.exit_code if pulled is not None else super().exit_code
+
     def failure(self) -> AcaGpuError | None:
-        """The engine's one error, with the fix for a GPU that never reached the container as its hint."""
+        """The engine's one error, with the fix for a GPU that never reached the container as its hint.
+
+        An image the runtime could not pull never started: that is no verdict on the GPU (exit 5)
+        but a pull error, exit 2 (the image as named cannot be had) or 7 (its registry unreachable)."""
+        pulled = pull_failure(self.pairs)
+        if pulled is not None:
+            return pulled
         error = super().failure()
         failed = [p for p in self.pairs if p.status == "fail" and p.pair.index in self.fixes]
         if isinstance(error, GpuCheckFailed) and failed and error.hint is None:
@@ -273,6 +284,39 @@ class LocalRunOutcome(RunOutcome):
         doc["runtime_reason"] = self.why
         doc["commands"] = dict(self.commands)
         return doc
+
+
+# what Docker, Podman and Apptainer print when an image cannot be pulled
+PULL_MARKERS = (
+    "did not resolve to an alias",
+    "initializing source",
+    "manifest unknown",
+    "pull access denied",
+    "repository does not exist",
+    "unable to find image",
+    "requested access to the resource is denied",
+    "reading manifest",
+    "failed to get checksum",
+    "unable to handle docker://",
+)
+UNREACHABLE_MARKERS = ("dial tcp", "connection refused", "i/o timeout", "tls handshake", "no such host")
+
+
+def pull_failure(pairs: Any) -> AcaGpuError | None:
+    """ImagePullFailed for the first pair whose explorer image could not be pulled, else None."""
+    for pair in pairs:
+        text = (pair.probe.refused or "") if pair.probe is not None else ""
+        if not any(marker in text.lower() for marker in PULL_MARKERS):
+            continue
+        message = f"cannot pull image {pair.pair.image}: {text.strip().removeprefix('Error: ')}"[:400]
+        if any(marker in text.lower() for marker in UNREACHABLE_MARKERS):
+            return InfraError(message, code="ImagePullFailed", hint="check the network and the registry")
+        return BadInput(
+            message,
+            code="ImagePullFailed",
+            hint="name the image in full (docker.io/nvidia/cuda:TAG) and check that the tag exists",
+        )
+    return None
 
 
 def _local_profile(count: int | None) -> GpuProfile:

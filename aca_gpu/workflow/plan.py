@@ -66,6 +66,8 @@ class Plan:
     wait_gone: bool = False  # teardown waits for the group's 404, not only for billing to stop
     driver: str | None = None  # validate: predict against this driver instead of the last one seen
     regions: tuple[str, ...] = ()  # failover order (first = location); empty: `location` only
+    # `--gpu a100,t4`: after the first GPU's regions, these (region, GPU pair) places, in order
+    fallbacks: tuple[tuple[str, Pair], ...] = ()
     strict: bool = False  # a degraded GPU (health) fails the pair too, not only a failed one
     env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
 
@@ -73,9 +75,21 @@ class Plan:
     def region_order(self) -> tuple[str, ...]:
         return self.regions or (self.location,)
 
-    def for_attempt(self, region: str, attempt: int) -> Plan:
-        """The plan of one region attempt: its own resource group after the first (failover.py)."""
-        return replace(self, location=region, names=replace(self.names, attempt=attempt))
+    @property
+    def places(self) -> tuple[tuple[str, str], ...]:
+        """Every (region, GPU alias) the engine may try, in order: the first GPU across its
+        regions, then each fallback GPU across its own."""
+        first = tuple((region, self.pairs[0].gpu) for region in self.region_order)
+        return first + tuple((region, pair.gpu) for region, pair in self.fallbacks)
+
+    def for_attempt(self, region: str, attempt: int, gpu: str | None = None) -> Plan:
+        """The plan of one attempt: its own resource group after the first (failover.py), and the
+        fallback GPU's pair when `gpu` names one."""
+        plan = replace(self, location=region, names=replace(self.names, attempt=attempt))
+        fallback = next((pair for _, pair in self.fallbacks if pair.gpu == gpu), None)
+        if fallback is not None and gpu != self.pairs[0].gpu:
+            plan = replace(plan, pairs=(fallback,))
+        return plan
 
     @property
     def tester_timeout_s(self) -> int:
@@ -299,7 +313,8 @@ def _regions(
 def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
     """Validate every `up` value (one-line BadInput on the first bad one) and derive names and tags."""
     run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
-    gpu = (_text(request.gpu, "--gpu") or settings.gpu).lower()
+    gpus = _gpu_list(_text(request.gpu, "--gpu") or settings.gpu)
+    gpu = gpus[0]
     profile = _profile(gpu)
     image, ref = _image(_text(request.image, "--image") or settings.image, "--image")
     tester_image, _ = _image(
@@ -317,6 +332,11 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         names.tester,
     )
     regions = _regions(settings, request.regions, request.location, location, [profile])
+    fallbacks = tuple(
+        (region, replace(pair, gpu=alias, profile=_profile(alias)))
+        for alias in gpus[1:]
+        for region in _regions(settings, request.regions, request.location, location, [_profile(alias)])
+    )
     # --keep only skips teardown now; the TTL still applies, so the reaper removes a forgotten run.
     # (acagpu:keep=true, which the reaper honours, is set deliberately by a person, never implied.)
     return Plan(
@@ -329,14 +349,28 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         max_minutes=_minutes(request.max_minutes, DEFAULT_MAX_MINUTES),
         start_timeout_s=_duration(start, "--start-timeout").total_seconds(),
         owner=owner,
-        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu),
+        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
         keep=request.keep,
         wait_gone=request.wait,
         strict=request.strict,
         location=regions[0],
         regions=regions,
+        fallbacks=fallbacks,
         env=_env(settings, request.env, request.keep),
     )
+
+
+def _gpu_list(text: str) -> list[str]:
+    """`a100,t4`: A100, else T4. Each alias once; every alias a known GPU (BadInput names it)."""
+    aliases = [a.strip().lower() for a in text.split(",")]
+    if any(not a for a in aliases):
+        raise BadInput(f"--gpu {text!r} names an empty GPU")
+    twice = sorted({a for a in aliases if aliases.count(a) > 1})
+    if twice:
+        raise BadInput(f"--gpu names {', '.join(twice)} twice")
+    for alias in aliases:
+        _profile(alias)
+    return aliases
 
 
 def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:

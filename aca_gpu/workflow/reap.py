@@ -2,16 +2,17 @@
 
 Dry-run by default, because a scheduled job that deletes on its first run surprises people.
 Only groups tagged `acagpu:managed=true` are even considered; `acagpu:keep=true` and `--exclude`
-patterns are always skipped. Deletions run in parallel with a bound, and each is verified gone.
+patterns are always skipped. Deletions run in parallel with a bound per subscription and are
+verified gone (reap_delete.py); across subscriptions the groups come from one Resource Graph query.
+`plan` is the one place that decides which groups reap touches.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 from aca_gpu.config import Settings
@@ -32,8 +33,8 @@ from aca_gpu.naming import (
 )
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow.envs import runs_inside
-from aca_gpu.workflow.teardown import teardown_group
-from aca_gpu.workflow.threads import spawn, wait_for
+from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
+from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
 
 SpendFn = Callable[[str | None, float], float | None]
 
@@ -160,10 +161,33 @@ def _human(delta: timedelta) -> str:
     return f"{seconds}s"
 
 
+def plan(
+    groups: Iterable[tuple[str, ResourceGroupInfo]],
+    *,
+    now: datetime,
+    older_than: timedelta | None,
+    excludes: Sequence[str] = (),
+    spend: SpendFn | None = None,
+) -> list[ReapItem]:
+    """Every (subscription, group) found, decided: the one place that chooses what reap touches."""
+    return [
+        decide(group, sub, now=now, older_than=older_than, excludes=excludes, spend=spend)
+        for sub, group in groups
+    ]
+
+
+def listed_groups(clouds: Mapping[str, Cloud]) -> Iterator[tuple[str, ResourceGroupInfo]]:
+    """acagpu's groups, one ARM listing per subscription (what a single subscription uses)."""
+    for subscription, cloud in clouds.items():
+        for group in cloud.list_resource_groups(TAG_MANAGED, "true"):
+            yield subscription, group
+
+
 def reap(
-    clouds: Mapping[str, Cloud],
+    clouds: Mapping[str, Cloud] | CloudSource,
     *,
     delete: bool,
+    found: Iterable[tuple[str, ResourceGroupInfo]] | None = None,
     older_than: timedelta | None = None,
     excludes: Sequence[str] = (),
     concurrency: int = 4,
@@ -172,67 +196,55 @@ def reap(
     progress: Progress | None = None,
     poll: float = 5.0,
 ) -> ReapReport:
-    """Plan across every subscription, then delete the expired groups when `delete` is set."""
+    """Plan across every subscription, then delete the expired groups when `delete` is set.
+
+    `found` is what a Resource Graph query returned (all subscriptions at once); without it each
+    subscription in `clouds` is listed. Deletes run `concurrency` at a time *per subscription*
+    (ARM throttles each subscription on its own), then one listing per subscription and round
+    verifies them gone, instead of a read per group."""
     progress = progress or NullProgress()
     now = now or datetime.now(UTC)
-    items: list[ReapItem] = []
+    source = clouds if callable(clouds) else CachedClouds(dict(clouds))
     with progress.step("find acagpu resource groups") as step:
-        groups_seen: dict[int, list[ResourceGroupInfo]] = {}
-        for subscription, cloud in clouds.items():
-            groups_seen[id(cloud)] = cloud.list_resource_groups(TAG_MANAGED, "true")
-            for group in groups_seen[id(cloud)]:
-                items.append(
-                    decide(
-                        group, subscription, now=now, older_than=older_than, excludes=excludes, spend=spend
-                    )
-                )
-        names = {g.name: g.tags.get(TAG_ENV) for c in clouds.values() for g in groups_seen.get(id(c), [])}
-        items = [_unless_busy(clouds[i.subscription], i, names.get(i.resource_group)) for i in items]
+        if found is None:
+            if callable(clouds):
+                raise ValueError("a cloud source needs the groups found (Resource Graph)")
+            found = listed_groups(clouds)
+        found = list(found)
+        items = plan(found, now=now, older_than=older_than, excludes=excludes, spend=spend)
+        names = {group.name: group.tags.get(TAG_ENV) for _, group in found}
+        items = [_unless_busy(source(i.subscription), i, names.get(i.resource_group)) for i in items]
         doomed = [i for i in items if i.action == "delete"]
-        step.update(f"{len(items)} found, {len(doomed)} expired")
+        subs = len({i.subscription for i in items})
+        step.update(f"{len(items)} found in {subs} subscription(s), {len(doomed)} expired")
     if not delete:
         items = [replace(i, status="would-delete") if i.action == "delete" else i for i in items]
         return ReapReport(dry_run=True, items=tuple(items))
 
-    def remove(item: ReapItem) -> ReapItem:
-        """The one teardown path (billing first), verified gone; a failure is reported, not raised."""
-        cloud = clouds[item.subscription]
-        try:
-            if item.kind == KIND_ENV:  # a run may have begun since the plan: read tags and runs again
-                group = cloud.get_resource_group(item.resource_group)
-                if group is None:
-                    return replace(item, action="skip", status="skipped", reason="already gone")
-                again = _unless_busy(
-                    cloud,
-                    decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than),
-                    group.tags.get(TAG_ENV),
-                )
-                if again.action != "delete":
-                    return replace(
-                        again, status="skipped", reason=f"re-checked before delete: {again.reason}"
-                    )
-            result = teardown_group(cloud, item.resource_group, wait_gone=True, poll=poll)
-        except AcaGpuError as exc:
-            return replace(item, status="failed", error=exc.message)
-        if not result.verified:
-            return replace(item, status="failed", error=result.message or "still present after deletion")
-        return replace(item, status="deleted")
+    def recheck(cloud: Cloud, item: ReapItem) -> ReapItem | None:
+        """A warm environment is read again right before its delete: a run may have begun since the
+        plan. None: go ahead; else the item as skipped."""
+        if item.kind != KIND_ENV:
+            return None
+        group = cloud.get_resource_group(item.resource_group)
+        if group is None:
+            return replace(item, action="skip", status="skipped", reason="already gone")
+        again = _unless_busy(
+            cloud,
+            decide(group, item.subscription, now=datetime.now(UTC), older_than=older_than),
+            group.tags.get(TAG_ENV),
+        )
+        if again.action != "delete":
+            return replace(again, status="skipped", reason=f"re-checked before delete: {again.reason}")
+        return None
 
     with progress.step(f"delete {len(doomed)} resource group(s)") as step:
-        done = {id(i): r for i, r in zip(doomed, _bounded(remove, doomed, concurrency), strict=True)}
+        deleter = Deleter(source, concurrency=concurrency, poll=poll, report=step.update, recheck=recheck)
+        done = deleter.run(doomed)
         failed = sum(1 for r in done.values() if r.status == "failed")
-        step.update(f"{len(doomed) - failed} deleted, {failed} failed")
-    final = tuple(done.get(id(i), i) for i in items)
+        step.update(f"{len(doomed) - failed} deleted, {failed} failed{deleter.throttle_note()}")
+    final = tuple(done.get(item_key(i), i) for i in items)
     return ReapReport(dry_run=False, items=final)
-
-
-def _bounded(call: Callable[[ReapItem], ReapItem], items: Sequence[ReapItem], limit: int) -> list[ReapItem]:
-    """`call` over items, at most `limit` at once, in daemon threads so Ctrl-C is never held up."""
-    results: list[ReapItem] = []
-    for start in range(0, len(items), max(1, limit)):
-        batch = [spawn(partial(call, i), "acagpu-reap") for i in items[start : start + max(1, limit)]]
-        results.extend(wait_for(f) for f in batch)
-    return results
 
 
 def spend_estimate(gpu: str | None, seconds: float) -> float | None:
@@ -250,7 +262,8 @@ def spend_estimate(gpu: str | None, seconds: float) -> float | None:
 
 
 def run(
-    settings_list: Sequence[Settings],
+    settings: Settings,
+    scope: Scope,
     *,
     delete: bool,
     older_than: timedelta | None = None,
@@ -258,23 +271,24 @@ def run(
     concurrency: int = 4,
     progress: Progress | None = None,
 ) -> ReapReport:
-    """Open one cloud per subscription and reap them all."""
+    """Reap one subscription (an ARM listing) or many (one Resource Graph query for all of them)."""
+    options: dict[str, Any] = {
+        "delete": delete,
+        "older_than": older_than,
+        "excludes": excludes,
+        "concurrency": concurrency,
+        "spend": spend_estimate,
+        "progress": progress,
+        "poll": settings.polling_interval,
+    }
+    if scope.uses_graph:
+        found = [(g.subscription, g.group) for g in find_groups(settings, scope)]
+        return reap(cloud_source(settings), found=found, **options)
     from aca_gpu.workflow.context import open_cloud
 
-    clouds: dict[str, Cloud] = {}
-    for settings in settings_list:
-        cloud = open_cloud(settings)
-        clouds[cloud.subscription_id] = cloud
-    return reap(
-        clouds,
-        delete=delete,
-        older_than=older_than,
-        excludes=excludes,
-        concurrency=concurrency,
-        spend=spend_estimate,
-        progress=progress,
-        poll=min(s.polling_interval for s in settings_list) if settings_list else 5.0,
-    )
+    sub = scope.subscriptions[0] if scope.subscriptions else None
+    cloud = open_cloud(settings.with_overrides(subscription=sub))
+    return reap({cloud.subscription_id: cloud}, **options)
 
 
 def render_text(report: ReapReport) -> str:

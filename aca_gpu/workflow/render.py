@@ -6,7 +6,18 @@ from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.output import Output, count_names
+from aca_gpu.workflow.notify import post, run_message
 from aca_gpu.workflow.outcome import RunOutcome
+
+
+def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:
+    """Post `message` (if any), record the delivery in `doc`, warn on stderr when it failed."""
+    if message is None:
+        return
+    delivery = post(url, message)
+    doc["notification"] = delivery.as_dict()
+    if not delivery.ok:
+        output.warn(f"could not notify {delivery.host}: {delivery.error or delivery.status}")
 
 
 def finish(
@@ -14,9 +25,16 @@ def finish(
     outcome: RunOutcome,
     human: Callable[[dict[str, Any]], str],
     markdown: Callable[[dict[str, Any]], str] | None = None,
+    *,
+    notify: str | None = None,
 ) -> None:
-    """Render a run once (JSON or text), its job summary, its one error line; exit with its code."""
+    """Render a run once (JSON or text), its job summary, its one error line; exit with its code.
+
+    With `notify`, the outcome is posted first (validate always, up when it failed) and the
+    delivery lands in the document as `notification`."""
     doc = outcome.document()
+    if notify and (doc.get("command") != "up" or outcome.exit_code):
+        send(output, doc, notify, run_message({**doc, "exit_code": outcome.exit_code}))
     output.emit(doc, human(doc))
     for warning in doc.get("warnings") or []:  # a degraded GPU passes, but is said so on stderr
         output.warn(warning)
@@ -49,10 +67,12 @@ def _cost_line(cost: dict[str, Any]) -> str:
     return f"{cost.get('gpu_seconds', 0):.0f} GPU-seconds, {money} (estimate: {cost.get('basis', '')})"
 
 
-def render_plan(doc: dict[str, Any]) -> str:
+def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
+    """The plan; titled a dry run only for `--dry-run` (above a confirmation it is about to happen)."""
     res, prof = doc["resources"], doc["profile"]
+    title = "(dry run: nothing is created)" if dry_run else "(created once you confirm)"
     lines = [
-        f"plan for run {doc['run_id']} (dry run: nothing is created)",
+        f"plan for run {doc['run_id']} {title}",
         f"  location       {doc['location']}",
         f"  profile        {prof['type']} ({prof['gpu']}, {prof['cpu']} vCPU, {prof['memory']})",
         f"  resource group {res['resource_group']}",
@@ -140,12 +160,15 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
         return []
     pad = " " * len(label)
     lines = []
+    several_gpus = len({a.get("gpu") for a in attempts}) > 1  # `--gpu a100,t4` fell back
     for index, a in enumerate(attempts):
         usd = (a.get("cost") or {}).get("usd_estimate")
         spent = f", ~${usd:.2f}" if isinstance(usd, (int, float)) else ""
         why = f": {a['reason'][:160]}" if a.get("reason") else ""
         lines.append(
-            f"{label if index == 0 else pad}{a['region']} {a['status']}{why} ({a['seconds']:.0f}s{spent})"
+            f"{label if index == 0 else pad}{a['region']}"
+            + (f" {a.get('gpu')}" if several_gpus else "")
+            + f" {a['status']}{why} ({a['seconds']:.0f}s{spent})"
         )
     return lines
 

@@ -9,15 +9,16 @@ time (its whole age) instead: a kept, stopped dedicated run is not "≈$0.00". T
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.cost import run_spend
 from aca_gpu.errors import AcaGpuError
-from aca_gpu.models import Cloud, ExecutionInfo
+from aca_gpu.models import Cloud, ExecutionInfo, FleetGroup
 from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Run, age_seconds, list_runs
+from aca_gpu.workflow.context import Run, age_seconds, list_runs, run_from_group
 
 
 def _execution_seconds(info: ExecutionInfo, now: datetime) -> float:
@@ -102,4 +103,36 @@ def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
         "runs": [describe_run(cloud, run, now) for run in runs],
         # warm environments (runs inside, expiry, idle cost); nested, so `-o tsv` still lists the runs
         "environments": {"warm": list_envs(cloud)},
+    }
+
+
+def fleet_status(
+    groups: Sequence[FleetGroup], clouds: Callable[[str], Cloud], *, now: datetime | None = None
+) -> dict[str, Any]:
+    """The runs (and warm environments) in many subscriptions, found by one Resource Graph query
+    (`groups`); each one's phase and spend are then read from its own subscription."""
+    from aca_gpu.workflow.envs import view
+
+    now = now or datetime.now(UTC)
+    found = [
+        (g.subscription, run_from_group(g.group), g.environments)
+        for g in groups
+        if g.group.tags.get(naming.TAG_ROLE) != "guard" and not naming.is_env_group(dict(g.group.tags))
+    ]
+    found.sort(key=lambda f: f[1].tags.get(naming.TAG_CREATED_AT, ""))
+    runs = []
+    for sub, run, envs in found:
+        runs.append(
+            {"subscription": sub, **describe_run(clouds(sub), run, now), "managed_environments": list(envs)}
+        )
+    warm = [
+        {"subscription": g.subscription, **view(clouds(g.subscription), g.group, now=now)}
+        for g in groups
+        if naming.is_env_group(dict(g.group.tags))
+    ]
+    return {
+        "command": "status",
+        "subscriptions": sorted({g.subscription for g in groups}),
+        "runs": runs,
+        "environments": {"warm": warm},
     }

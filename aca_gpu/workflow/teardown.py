@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, PreflightRefused
+from aca_gpu.errors import AcaGpuError, PreflightRefused, is_throttled
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.outcome import TeardownResult
 from aca_gpu.workflow.threads import spawn, wait_for
@@ -26,23 +26,31 @@ T = TypeVar("T")
 BILLING_DEADLINE_S = 15 * 60.0  # app and job deletes: ~20-30 s each on Azure (aca-2026.md §4)
 GONE_DEADLINE_S = 45 * 60.0  # group delete: environment deletes alone take 9-15 minutes
 CALL_ATTEMPTS = 3
+THROTTLED_DEADLINE_S = 60 * 60.0  # a throttled call is sent again for this long, never counted as a try
 ABSENT_CONFIRMATIONS = 4  # every caller has just seen (or made) the group: one 404 is not enough
 POLL_S = 5.0
 
 
 def _attempt(call: Callable[[], T], errors: list[str], what: str, pause: float) -> T | None:
-    """`call()` with a few tries: a transient failure must not leave a billing replica behind."""
-    for attempt in range(1, CALL_ATTEMPTS + 1):
+    """`call()` with a few tries: a transient failure must not leave a billing replica behind.
+
+    A throttled call (429 even after azure-core's own waits) does not use up a try: ARM refused the
+    rate, not the request, so it is sent again, however often, until THROTTLED_DEADLINE_S."""
+    attempt, patience_ends = 1, time.monotonic() + THROTTLED_DEADLINE_S
+    while True:
         try:
             return call()
         except PreflightRefused:
             raise
         except AcaGpuError as exc:
-            if attempt == CALL_ATTEMPTS:
+            if is_throttled(exc) and time.monotonic() < patience_ends:
+                time.sleep(pause)
+                continue
+            if attempt >= CALL_ATTEMPTS:
                 errors.append(f"{what}: {exc.message}")
                 return None
             time.sleep(pause * attempt)
-    return None
+            attempt += 1
 
 
 def _parallel(calls: list[Callable[[], None]]) -> None:

@@ -20,7 +20,14 @@ Exit 0 when every delete went through, 6 when one did not, 2 when the configurat
 Environment: ACAGPU_SUBSCRIPTION (required), ACAGPU_ARM_ENDPOINT (default Azure's),
 ACAGPU_GUARD_DRY_RUN=true (decide and log, delete nothing), ACAGPU_GUARD_OLDER_THAN_S,
 ACAGPU_GUARD_EXCLUDES (comma-separated glob patterns of group names), ACAGPU_GUARD_WAIT_S (how long
-to wait for a deleted group to be gone; default 1200).
+to wait for a subscription's deleted groups to be gone, all of them together: every delete is sent
+first, then one listing per round; default 1200), ACAGPU_GUARD_SUBSCRIPTIONS (further
+subscriptions to sweep, comma-separated: `guard install --scope`), ACAGPU_NOTIFY (a Slack or Teams
+incoming webhook: one message per run that deleted, would delete or failed to delete something),
+ACAGPU_GUARD_PRICES (JSON {gpu alias: USD per hour}, for the message's estimated cost).
+
+ARM throttling: a 429 waits for its Retry-After and is sent again, not counted as a try, for up to
+THROTTLED_FOR_S; a run never gives up a group because of throttling alone.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ IDENTITY_API = "2019-08-01"
 EXIT_BAD_CONFIG = 2
 EXIT_INCOMPLETE = 6
 LOG_PREFIX = "acagpu-guard"
+THROTTLED_FOR_S = 1800.0
+NOTIFY_TIMEOUT_S = 10.0
 
 
 # ---- the rules (the same as aca_gpu.workflow.reap.decide; a test keeps them equal) -------------
@@ -139,7 +148,8 @@ class Arm:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(
                 {"api-version": api, **(query or {})}
             )
-        for attempt in range(5):
+        attempt, patience_ends = 0, time.monotonic() + THROTTLED_FOR_S
+        while attempt < 5:
             data = None if body is None else json.dumps(body).encode("utf-8")
             request = urllib.request.Request(url, data=data, method=method)
             if data is not None:
@@ -154,13 +164,19 @@ class Arm:
                 if exc.code == 404:
                     return None
                 text = exc.read().decode("utf-8", "replace")
+                wait = _retry_after(exc.headers, 2**attempt)
+                if exc.code == 429 and time.monotonic() + wait < patience_ends:
+                    time.sleep(wait)  # the rate was refused, not the request: not a try
+                    continue
                 if exc.code in (429, 500, 502, 503, 504) and attempt < 4:
-                    time.sleep(min(30.0, float(exc.headers.get("Retry-After") or 2**attempt)))
+                    time.sleep(wait)
+                    attempt += 1
                     continue
                 raise ArmFailure(exc.code, _arm_message(text) or f"HTTP {exc.code}") from None
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 if attempt < 4:
                     time.sleep(2**attempt)
+                    attempt += 1
                     continue
                 raise ArmFailure(0, f"cannot reach {self.endpoint}: {exc}") from None
         raise ArmFailure(0, "unreachable")
@@ -173,6 +189,16 @@ class Arm:
             link = doc.get("nextLink")
             doc = self.call("GET", link, api) if link else None
         return items
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    """`retry-after-ms`, else `Retry-After` seconds, else `default`; at most 60 s."""
+    try:
+        if headers.get("retry-after-ms"):
+            return min(60.0, float(headers["retry-after-ms"]) / 1000)
+        return min(60.0, float(headers.get("Retry-After") or default))
+    except ValueError:
+        return min(60.0, default)
 
 
 def _arm_message(text: str) -> str:
@@ -241,7 +267,13 @@ def _stop_billing(arm: Arm, sub: str, group: str) -> None:
     """Container apps and jobs first: once they are gone nothing in the group bills per second."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
     for kind in ("containerApps", "jobs"):
-        for item in arm.pages(f"{base}/{kind}", APP_API):
+        try:
+            items = arm.pages(f"{base}/{kind}", APP_API)
+        except ArmFailure as exc:
+            if "MissingSubscriptionRegistration" in str(exc):
+                return  # Microsoft.App was never registered there: no app or job can exist
+            raise
+        for item in items:
             arm.call("DELETE", f"{base}/{kind}/{urllib.parse.quote(str(item['name']))}", APP_API)
 
 
@@ -254,17 +286,59 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
     older_than = timedelta(seconds=int(older)) if older.isdigit() and int(older) > 0 else None
     excludes = tuple(p.strip() for p in env.get("ACAGPU_GUARD_EXCLUDES", "").split(",") if p.strip())
     wait_s = float(env.get("ACAGPU_GUARD_WAIT_S", "1200") or 1200)
+    extra = [s.strip() for s in env.get("ACAGPU_GUARD_SUBSCRIPTIONS", "").split(",") if s.strip()]
     arm = Arm(env.get("ACAGPU_ARM_ENDPOINT") or ARM, identity_token(env))
     now = now or datetime.now(UTC)
-    flt = {"$filter": f"tagName eq '{TAG_MANAGED}' and tagValue eq 'true'"}
-    groups = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
     counts = {"deleted": 0, "would-delete": 0, "skipped": 0, "failed": 0}
     deleted: list[str] = []
+    acted: list[dict[str, Any]] = []
+    rules = (older_than, excludes, dry_run, wait_s)
+    for subscription in dict.fromkeys([sub, *extra]):
+        try:
+            _sweep_subscription(arm, subscription, now, rules, counts, deleted, acted)
+        except ArmFailure as exc:  # one subscription out of reach must not stop the others
+            counts["failed"] += 1
+            log({"event": "error", "subscription": subscription, "message": str(exc)})
+            acted.append({"subscription": subscription, "status": "failed", "error": str(exc)[:300]})
+    log({"event": "summary", "dry_run": dry_run, "counts": counts, "deleted": deleted, "at": _iso(now)})
+    own = env.get("ACAGPU_GUARD_GROUP", "").strip()
+    if own:
+        try:
+            path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(own)}"
+            did = bool(counts["deleted"] or counts["failed"])
+            record(arm, path, summary_text(now, counts, deleted), did)
+        except ArmFailure as exc:
+            log({"event": "error", "message": f"could not record the summary on {own}: {exc}"})
+    url = env.get("ACAGPU_NOTIFY", "").strip()
+    if url and acted:
+        notify(url, notify_message(dry_run, counts, acted, _prices(env)))
+    return EXIT_INCOMPLETE if counts["failed"] else 0
+
+
+Rules = tuple[timedelta | None, tuple[str, ...], bool, float]
+
+
+def _sweep_subscription(
+    arm: Arm,
+    sub: str,
+    now: datetime,
+    rules: Rules,
+    counts: dict[str, int],
+    deleted: list[str],
+    acted: list[dict[str, Any]],
+) -> None:
+    older_than, excludes, dry_run, wait_s = rules
+    flt = {"$filter": f"tagName eq '{TAG_MANAGED}' and tagValue eq 'true'"}
+    groups = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+    accepted: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # deletes ARM accepted, by name
     for group in groups:
         name = str(group["name"])
         tags = group.get("tags") or {}
         action, reason = decide(name, tags, now, older_than, excludes)
         event = {"event": "decision", "group": name, "run_id": tags.get(TAG_RUN_ID), "reason": reason}
+        event["subscription"] = sub
+        fact = {"subscription": sub, "resource_group": name, "run_id": tags.get(TAG_RUN_ID)}
+        fact |= {"age_seconds": _age(tags, now), "gpu": tags.get("acagpu:gpu")}
         if tags.get(TAG_KIND) == KIND_ENV:
             event["kind"] = KIND_ENV
         if action == "delete":
@@ -281,6 +355,7 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
         if dry_run:
             counts["would-delete"] += 1
             log(event | {"status": "would-delete"})
+            acted.append(fact | {"status": "would-delete"})
             continue
         path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(name)}"
         try:
@@ -297,24 +372,80 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
                 continue
             _stop_billing(arm, sub, name)
             arm.call("DELETE", path, RESOURCES_API)
-            gone = _wait_gone(arm, path, wait_s)
         except ArmFailure as exc:
             counts["failed"] += 1
             log(event | {"status": "failed", "error": str(exc)})
+            acted.append(fact | {"status": "failed", "error": str(exc)[:300]})
             continue
+        accepted[name.lower()] = (event, fact)
+    # then wait for all of them at once: one listing per round, not a wait per group
+    gone = _wait_all_gone(arm, sub, set(accepted), wait_s, flt)
+    for key, (event, fact) in accepted.items():
         counts["deleted"] += 1
-        deleted.append(name)
-        log(event | {"status": "deleted", "verified": gone})
-    log({"event": "summary", "dry_run": dry_run, "counts": counts, "deleted": deleted, "at": _iso(now)})
-    own = env.get("ACAGPU_GUARD_GROUP", "").strip()
-    if own:
-        try:
-            path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(own)}"
-            acted = bool(counts["deleted"] or counts["failed"])
-            record(arm, path, summary_text(now, counts, deleted), acted)
-        except ArmFailure as exc:
-            log({"event": "error", "message": f"could not record the summary on {own}: {exc}"})
-    return EXIT_INCOMPLETE if counts["failed"] else 0
+        deleted.append(str(event["group"]))
+        log(event | {"status": "deleted", "verified": key in gone})
+        acted.append(fact | {"status": "deleted"})
+
+
+def _age(tags: dict[str, str], now: datetime) -> int | None:
+    created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
+    return None if created is None else max(0, round((now - created).total_seconds()))
+
+
+def _prices(env: dict[str, str]) -> dict[str, float]:
+    try:
+        table = json.loads(env.get("ACAGPU_GUARD_PRICES") or "{}")
+    except ValueError:
+        return {}
+    return {str(k): float(v) for k, v in table.items() if isinstance(v, int | float)}
+
+
+# ---- the message to a Slack or Teams incoming webhook (acagpu's --notify shape) ----------------
+
+
+def notify_message(
+    dry_run: bool, counts: dict[str, int], acted: list[dict[str, Any]], prices: dict[str, float]
+) -> dict[str, Any]:
+    """`text` for the chat, the facts under `acagpu`; names, ages and dollars only, no secret."""
+    items = []
+    lines = []
+    for fact in acted:
+        age = fact.get("age_seconds")
+        gpu = (fact.get("gpu") or "").split(",")[0]
+        usd = round(prices[gpu] * age / 3600, 2) if gpu in prices and isinstance(age, int) else None
+        items.append(fact | {"spend_usd_estimate": usd})
+        when = f"{age / 3600:.1f}h old" if isinstance(age, int) else "age unknown"
+        money = f", ≈${usd:.2f}" if usd is not None else ""
+        error = f" — {fact['error']}" if fact.get("error") else ""
+        lines.append(
+            f"• {fact['status']} `{fact.get('resource_group', fact['subscription'])}` ({when}{money}){error}"
+        )
+    verb = "would delete" if dry_run else "deleted"
+    done = counts["would-delete"] if dry_run else counts["deleted"]
+    head = f"*acagpu guard: {verb} {done}, failed {counts['failed']}*"
+    facts = {
+        "schema": 1,
+        "kind": "reap",
+        "source": "guard",
+        "outcome": "failed" if counts["failed"] else "ok",
+        "dry_run": dry_run,
+        "counts": counts,
+        "items": items,
+    }
+    return {"text": "\n".join([head, *lines[:40]]), "acagpu": facts}
+
+
+def notify(url: str, message: dict[str, Any]) -> None:
+    """POST the message; a failure is logged, never fatal (the sweep already happened)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(message).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+    host = urllib.parse.urlsplit(url).hostname
+    try:
+        with urllib.request.urlopen(request, timeout=NOTIFY_TIMEOUT_S) as resp:
+            log({"event": "notified", "host": host, "status": resp.status})
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        log({"event": "error", "message": f"could not notify {host}: {getattr(exc, 'reason', exc)}"})
 
 
 def summary_text(now: datetime, counts: dict[str, int], deleted: list[str]) -> str:
@@ -340,13 +471,20 @@ def record(arm: Arm, path: str, text: str, acted: bool) -> None:
     arm.call("PATCH", path, RESOURCES_API, body={"tags": tags})
 
 
-def _wait_gone(arm: Arm, path: str, wait_s: float) -> bool:
+def _wait_all_gone(arm: Arm, sub: str, names: set[str], wait_s: float, flt: dict[str, str]) -> set[str]:
+    """The names (lowercase) no longer listed, waiting up to wait_s for all of them."""
     end = time.monotonic() + wait_s
-    while time.monotonic() < end:
-        if arm.call("GET", path, RESOURCES_API) is None:
-            return True
+    gone: set[str] = set()
+    while names - gone:
+        try:
+            listed = arm.pages(f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, flt)
+            gone = names - {str(g["name"]).lower() for g in listed}
+        except ArmFailure:
+            pass  # one failed read says nothing about the groups: keep waiting
+        if not names - gone or time.monotonic() >= end:
+            break
         time.sleep(2.0 if wait_s > 60 else 0.5)
-    return False
+    return gone
 
 
 def _iso(moment: datetime) -> str:

@@ -59,7 +59,7 @@ def test_app_and_job_in_another_group_than_their_environment(cloud: AzureCloud) 
 
     # a job: id and listing in its own group; a PATCH updates it rather than creating a second one
     tester = ContainerDef("tester", DEFAULT_IMAGE, 8.0, "56Gi", command=("sh",), args=("-c", "echo cross-rg"))
-    job = cloud.create_job(JobSpec(RUN_RG, "tester", "eastus", env.id, "gpu", tester, tags, 600))
+    job = cloud.create_job(JobSpec(RUN_RG, "tester", "eastus", env.id, "gpu", tester, tags, 7200))
     assert f"/resourceGroups/{RUN_RG}/providers/Microsoft.App/jobs/tester" in job.id
     assert sdk.jobs.get(RUN_RG, "tester").environment_id.lower() == env.id.lower()
     sdk.jobs.begin_update(RUN_RG, "tester", {"tags": {**tags, "patched": "yes"}}).result()

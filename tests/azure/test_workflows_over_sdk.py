@@ -77,8 +77,8 @@ def test_reap_deletes_only_the_expired_managed_group(clients: Clients) -> None:
     clients.apps.jobs.list_by_resource_group.return_value = []
     report = reap_flow.reap({"sub": cloud_of(clients)}, delete=True, poll=0.01)
 
-    rgs.list.assert_called_once()
-    assert "tagName eq 'acagpu:managed'" in rgs.list.call_args.kwargs["filter"]
+    assert rgs.list.call_count == 2  # one listing finds the groups, one verifies the delete
+    assert "tagName eq 'acagpu:managed'" in rgs.list.call_args_list[0].kwargs["filter"]
     rgs.begin_delete.assert_called_once_with("rg-acagpu-old1", polling=False)
     clients.apps.container_apps.list_by_resource_group.assert_called_with("rg-acagpu-old1")
     assert {i.resource_group: i.status for i in report.items} == {

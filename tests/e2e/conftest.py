@@ -17,7 +17,7 @@ E2E_TIME_SCALE = 0.005
 
 @pytest.fixture(scope="session")
 def emulator() -> Iterator[object]:
-    server = server_mod.EmulatorServer(time_scale=E2E_TIME_SCALE, workload="simulated")
+    server = server_mod.EmulatorServer(time_scale=E2E_TIME_SCALE, workload="simulated", subscriptions=5)
     server.start()
     try:
         yield server

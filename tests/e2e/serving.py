@@ -23,12 +23,14 @@ def read_env(path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def emulator_serve(env_file: Path, *, time_scale: float | None = 0.002) -> Iterator[dict[str, str]]:
+def emulator_serve(
+    env_file: Path, *, time_scale: float | None = 0.002, extra: tuple[str, ...] = ()
+) -> Iterator[dict[str, str]]:
     """Start the server (its own default speed with `time_scale=None`), wait for its env file, yield
     what it says; SIGTERM it afterwards, and fail if it does not stop within 20 s."""
     speed = [] if time_scale is None else ["--time-scale", str(time_scale)]
     server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", *speed, "--env-file", str(env_file)],
+        [*ACAGPU, "emulator", "serve", *speed, *extra, "--env-file", str(env_file)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

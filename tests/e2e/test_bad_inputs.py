@@ -84,6 +84,11 @@ CASES = [
     c("down", "-g", "bad group!", "--yes", says="bad group!"),
     c("down", "--subscription", "nope", "--yes", says="--subscription"),
     # -- status, and settings from the environment and the config file -------------------------
+    # -- cost ----------------------------------------------------------------------------------
+    c("cost", "--since", "0d", says="--since"),
+    c("cost", "--since", "soon", says="--since"),
+    c("cost", "--run-id", "Bad_Id", says="run id"),
+    c("cost", "--subscription", "nope", says="--subscription"),
     c("status", "--subscription", "nope", says="--subscription"),
     c("status", "--subscription", " ", says="--subscription"),
     c("status", says="GUID", env={"ACAGPU_SUBSCRIPTION": "nope"}),
@@ -235,6 +240,7 @@ CASES = [
     ),
     # -- emulator serve: refused before any server or temporary folder exists --------------------
     c("emulator serve", "--port", "99999", says="--port"),
+    c("emulator serve", "--workload", "host", says="nvidia-smi", env={"PATH": "/nonexistent"}),
     c("emulator serve", "--port", "-1", says="--port"),
     c("emulator serve", "--faults", "bogus", says="--faults"),
     c("emulator replay", "{DIR}", says="holds no recording.jsonl", files={"DIR": b""}),

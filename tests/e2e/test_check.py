@@ -20,6 +20,7 @@ def _check(*args: str) -> tuple[int, dict[str, Any], str]:
 def test_check_reports_who_quota_and_exit_codes(emu: Any) -> None:
     code, doc, err = _check("-l", "eastus", "--gpu", "t4")
     assert code == 2 and doc["provider"]["registered"] is False, err  # nothing is registered by check
+    assert doc["status"] == "refused", doc  # every check document carries a status (README)
     assert "az provider register" in doc["error"]["hint"]
     AzureCloud.from_settings(load_settings()).register_provider("Microsoft.App", timeout=30)
 

@@ -53,6 +53,11 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
     code, doc, err = _json("cost", "--run-id", "cost1", "-o", "json")
     assert code == 0 and [r["run_id"] for r in doc["runs"]] == ["cost1"], err
 
+    code, doc, err = _json("cost", "--all-subscriptions", "-o", "json")  # every visible subscription
+    assert code == 0, err
+    assert sorted(doc["subscriptions"]) == sorted(emu.subscriptions)  # found by one Resource Graph query
+    assert {r["run_id"] for r in doc["runs"]} == set(runs)
+
     emu.set_faults("cost_delay")  # Azure's 8-hour lag: nothing billed yet for these runs
     code, doc, err = _json("cost", "-o", "json")
     assert code == 0, err

@@ -116,3 +116,9 @@ def test_down_without_yes_and_no_terminal_refuses(shell: dict[str, str]) -> None
     assert status.stdout == b"pipe1\n", "the refused down deleted nothing"
     done = run(shell, "down", "--run-id", "pipe1", "--yes", stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_confirmation_does_not_call_its_plan_a_dry_run(shell: dict[str, str]) -> None:
+    code, seen = _on_a_terminal(shell, ["up", "--run-id", "ask1"], b"n\n")
+    assert b"Create these billable resources?" in seen and code == 130, seen
+    assert b"dry run" not in seen and b"created once you confirm" in seen, seen

@@ -13,6 +13,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from aca_gpu.cli import cli
+from tests.e2e.webhook import webhook
 
 UP = ["up", "--yes", "--max-minutes", "5", "-o", "json"]
 
@@ -25,9 +26,17 @@ def _run(*args: str) -> tuple[int, dict[str, Any], str]:
 def test_zero_a100_quota_refuses_up_in_seconds_with_nothing_created(emu: Any) -> None:
     emu.set_faults("quota:region=eastus,profile=A100,limit=0")
     started = time.monotonic()
-    code, doc, err = _run(*UP, "--gpu", "a100", "-l", "eastus", "--run-id", "quota0")
-    elapsed = time.monotonic() - started
+    with webhook() as hook:  # a failed run is told to the team's channel
+        code, doc, err = _run(
+            *UP, "--gpu", "a100", "-l", "eastus", "--run-id", "quota0", "--notify", hook.url
+        )
+        elapsed = time.monotonic() - started
+        sent = hook.received()
     assert code == 3, err
+    assert len(sent) == 1 and sent[0]["text"].startswith("*acagpu up quota0: failed (exit 3)*")
+    assert sent[0]["acagpu"]["error"]["message"] == doc["error"]["message"]
+    assert doc["notification"] == {"host": "127.0.0.1", "ok": True, "status": 200, "error": None}
+    assert emu.token not in json.dumps(sent)
     assert elapsed < 10, f"the refusal took {elapsed:.1f}s"
     assert "not enough GPU quota" in doc["error"]["message"]
     assert "ManagedEnvironmentConsumptionNCA100Gpus" in doc["error"]["message"]
@@ -79,3 +88,21 @@ def test_a_region_without_a_fallback_still_exits_3(emu: Any) -> None:
     emu.set_faults("quota:region=westus3,profile=A100,limit=0")
     code, doc, _ = _run(*UP, "--gpu", "a100", "--regions", "westus3", "--run-id", "fail2")
     assert code == 3 and [a["status"] for a in doc["attempts"]] == ["failed"]
+
+
+def test_a_gpu_list_falls_back_to_the_next_gpu_and_reports_every_attempt(emu: Any) -> None:
+    """`--gpu a100,t4`: no A100 quota in eastus, so the run uses a T4 there; the document lists
+    both attempts with their GPU, region and reason."""
+    emu.set_faults("quota:region=eastus,profile=A100,limit=0")
+    code, doc, err = _run(*UP, "--gpu", "a100,t4", "-l", "eastus", "--run-id", "gpufb")
+    assert code == 0, err
+    first, second = doc["attempts"]
+    assert (first["gpu"], first["region"], first["status"]) == ("a100", "eastus", "refused")
+    assert "not enough GPU quota" in first["reason"]
+    assert (second["gpu"], second["region"], second["status"]) == ("t4", "eastus", "used")
+    assert doc["explorer"]["gpus"][0]["name"] == "Tesla T4", doc["explorer"]
+    assert "trying eastus with t4" in err
+    human = CliRunner().invoke(cli, ["up", "--yes", "--max-minutes", "5", "--gpu", "a100,t4", "-l", "eastus"])
+    assert human.exit_code == 0, human.stderr
+    assert "regions        eastus a100 refused: quota or capacity exhausted" in human.stdout, human.stdout
+    assert "eastus t4 used" in human.stdout, human.stdout

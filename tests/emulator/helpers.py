@@ -34,6 +34,14 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "c
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def console_lines(lines: list[str]) -> list[str]:
+    """A console stream's lines after the two the service opens every connection with (checked)."""
+    assert len(lines) >= 2, lines
+    assert "Connecting to the container '" in lines[0], lines[0]
+    assert "Successfully Connected to container: '" in lines[1], lines[1]
+    return lines[2:]
+
+
 T4 = "Consumption-GPU-NC8as-T4"
 LOCATION = "eastus"
 EXPLORER_IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"

@@ -12,6 +12,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import (
     LOCATION,
+    SCALE,
     app_body,
     env_id,
     job_body,
@@ -83,7 +84,14 @@ def test_app_put_drops_nulls_and_fills_recorded_defaults(
     container = props["template"]["containers"][0]
     assert set(container) == {"image", "name", "resources"}  # no "env": null, "command": null ...
     assert container["resources"] == {"cpu": 0.5, "memory": "1Gi", "ephemeralStorage": "2Gi"}
-    assert props["template"]["scale"] == {"minReplicas": None, "maxReplicas": 10, "rules": None}
+    # recorded (2025): KEDA's cooldown and polling defaults come back filled in
+    assert props["template"]["scale"] == {
+        "minReplicas": None,
+        "maxReplicas": 10,
+        "cooldownPeriod": 300,
+        "pollingInterval": 30,
+        "rules": None,
+    }
     assert props["configuration"]["activeRevisionsMode"] == "Single"
     assert props["configuration"]["maxInactiveRevisions"] == 100
     assert props["workloadProfileName"] == "Consumption"
@@ -125,6 +133,18 @@ def test_patch_app_merges_and_makes_a_revision(
     assert updated.template.scale.max_replicas == 1  # untouched parts of the template stay
     assert updated.workload_profile_name == "gpu"
     assert updated.latest_revision_name != first.latest_revision_name
+    assert server.ctx is not None
+    server.ctx.clock.scale = 0.05  # an update that takes 0.9 s: read while it provisions
+    image = {
+        "properties": {"template": {"containers": [{"name": "explorer", "image": "nvidia/cuda:12.8.0"}]}}
+    }
+    try:
+        _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", image)
+        provisioning = _raw(server, "GET", f"{_rgp(server)}/containerApps/explorer").json()["properties"]
+    finally:
+        server.ctx.clock.scale = SCALE
+    assert provisioning["provisioningState"] == "InProgress"
+    assert provisioning["latestReadyRevisionName"] == updated.latest_revision_name  # the old one, still
     raw = _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", {"tags": {"k": "w"}})
     assert raw.status_code == 202  # recorded: both LRO headers on an app's PATCH
     assert "containerappOperationStatuses" in raw.headers["Azure-AsyncOperation"]
@@ -190,7 +210,8 @@ def test_patch_job_keeps_what_it_does_not_name(
     assert job.configuration.replica_timeout == 99
     assert job.configuration.trigger_type == "Manual"
     assert job.template.containers[0].name == "tester"
-    assert "ephemeralStorage" not in job.template.containers[0].resources.as_dict()  # as recorded for jobs
+    # recorded (2025): a job's containers get ephemeral storage derived from their CPU, as apps' do
+    assert job.template.containers[0].resources.ephemeral_storage == "8Gi"
 
 
 def test_stop_and_start_put_an_app_to_sleep(

@@ -12,6 +12,7 @@ from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from aca_gpu.emulator.server import EmulatorServer
+from tests.emulator import helpers
 from tests.emulator.helpers import app_body, job_body, make_env, make_rg, running_explorer, wait_for
 
 RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
@@ -105,7 +106,7 @@ def test_log_stream_params_and_line_formats(server: EmulatorServer, explorer: An
 
     container, token = explorer
     url = container.log_stream_endpoint
-    assert _logs(server, url, token, follow="false", tailLines="0") == []
+    assert helpers.console_lines(_logs(server, url, token, follow="false", tailLines="0")) == []
     for params in ({"tailLines": "301"}, {"output": "xml"}):
         bad = requests.get(
             url,

@@ -16,7 +16,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from aca_gpu.emulator.faults import Faults
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.emulator.state import key
-from tests.emulator.helpers import app_body, env_body, make_env, make_rg, wait_for
+from tests.emulator.helpers import app_body, console_lines, env_body, make_env, make_rg, wait_for
 
 RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
 APP_API = "2024-03-01"
@@ -76,7 +76,7 @@ def explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server:
 
 
 def _log_lines(server: EmulatorServer, url: str, token: str) -> tuple[list[str], bool]:
-    """(lines received, whether the stream ended cleanly)."""
+    """(container lines received, whether the stream ended cleanly)."""
     lines: list[str] = []
     with requests.get(
         url,
@@ -91,8 +91,8 @@ def _log_lines(server: EmulatorServer, url: str, token: str) -> tuple[list[str],
             for raw in resp.iter_lines():
                 lines.append(raw.decode())
         except requests.exceptions.RequestException:
-            return lines, False
-    return lines, True
+            return console_lines(lines), False
+    return console_lines(lines), True
 
 
 def _exec_stdout(server: EmulatorServer, endpoint: str, token: str, stdin: bytes) -> tuple[list[bytes], bool]:

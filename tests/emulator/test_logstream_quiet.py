@@ -4,6 +4,7 @@ P/F records; and acagpu's follower (aca_gpu/azure/logstream.py) reading through 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -16,7 +17,7 @@ from aca_gpu.azure import logstream
 from aca_gpu.emulator.banner import cuda_banner
 from aca_gpu.emulator.dataplane.streams import CRI_MAX_LINE, HEARTBEAT, HEARTBEAT_EVERY_S
 from aca_gpu.emulator.server import EmulatorServer
-from tests.emulator.helpers import EXPLORER_IMAGE, SCALE, running_explorer, wait_for
+from tests.emulator.helpers import EXPLORER_IMAGE, SCALE, console_lines, running_explorer, wait_for
 
 
 def _explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer) -> Any:
@@ -32,7 +33,7 @@ def _explorer(aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server
             verify=server.ca_bundle,
             timeout=10,
         )
-        return resp.text.splitlines()
+        return console_lines(resp.text.splitlines())
 
     wait_for(lambda: len(lines()) == len(banner), what="the banner")
     assert server.ctx is not None
@@ -55,6 +56,13 @@ def test_quiet_follow_gets_heartbeats_then_the_server_closes_it(
     ) as resp:
         docs = [json.loads(raw) for raw in resp.iter_lines() if raw]
     quiet = (time.monotonic() - started) / SCALE  # emulated seconds the stream stayed open
+    opening, docs = docs[:2], docs[2:]
+    assert opening[0]["Log"] == "Connecting to the container 'explorer'..."
+    assert re.fullmatch(
+        r"Successfully Connected to container: 'explorer' "
+        r"\[Revision: 'explorer--\w+', Replica: 'explorer--.+'\]",
+        opening[1]["Log"],
+    )
     assert [d["Log"] for d in docs] == [HEARTBEAT] * 3
     assert 3 * HEARTBEAT_EVERY_S <= quiet < 3 * HEARTBEAT_EVERY_S + 60  # closed after ~3 quiet minutes
     assert all("+" not in d["TimeStamp"] for d in docs)  # the heartbeat's own stamp form
@@ -126,7 +134,7 @@ def test_long_line_arrives_as_partials_and_is_joined(
             verify=server.ca_bundle,
             timeout=10,
         ).text.splitlines()
-        flags = [logstream.parse_record(line).flag for line in raw]
+        flags = [logstream.parse_record(line).flag for line in console_lines(raw)]
         assert flags == ["P", "P", "F", "F"], output  # three records for the long line, then "after"
         got = list(
             logstream.follow_lines(

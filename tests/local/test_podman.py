@@ -93,3 +93,17 @@ def test_local_docker_without_an_engine_is_one_line_exit_2() -> None:
     assert line.startswith("error: --runtime docker: ") and (
         "no Docker engine answers" in line or "docker is not installed" in line
     )
+
+
+def test_an_image_that_cannot_be_pulled_is_a_pull_error_not_a_gpu_failure(podman: str) -> None:
+    """A short name or an unknown image never started: a pull error (2), or 7 when the registry
+    could not be reached; never "container refused to start" and exit 5."""
+    short = acagpu("local", "--runtime", "podman", "--image", "nosuchimage-acagpu-x", "-o", "json")
+    doc = json.loads(short.stdout)
+    assert short.exit_code == 2, short.output
+    assert doc["error"]["code"] == "ImagePullFailed" and "cannot pull" in doc["error"]["message"], doc[
+        "error"
+    ]
+    assert "refused to start" not in short.stderr
+    unreachable = acagpu("local", "--runtime", "podman", "--image", "localhost/acagpu-nosuch:1")
+    assert unreachable.exit_code == 7 and "cannot pull" in unreachable.stderr, unreachable.output

@@ -199,3 +199,19 @@ def test_an_unreachable_registry_is_exit_7_with_a_sentence(repository: str) -> N
     error = json.loads(res.stdout)["error"]
     assert error["exit_code"] == 7 and error["message"].startswith("cannot reach registry"), error
     assert "Error(" not in res.stderr and "HTTPSConnectionPool" not in res.stderr, res.stderr
+
+
+def test_compat_reads_a_mirrors_cuda_from_the_registry(registry, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A mirror image named by digest (no tag to read): its own CUDA_VERSION and NVIDIA_REQUIRE_CUDA
+    come from the registry before acagpu answers `unknown`."""
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", registry.ca_bundle)
+    pushed = registry.pushed[registry.docker_tag]  # CUDA 12.8.1
+    image = f"{registry.host}/{registry.repo}@{pushed.digest}"
+    res = CliRunner().invoke(cli, ["compat", "--image", image, "--driver", "550.54.15", "-o", "json"])
+    doc = json.loads(res.stdout)
+    assert doc["verdict"] != "unknown" and doc["cuda_version"] == "12.8.1", (doc, res.stderr)
+    assert "read from the registry" in doc["reason"]
+    offline = CliRunner().invoke(
+        cli, ["compat", "--image", image, "--driver", "550.54.15", "--offline", "-o", "json"]
+    )
+    assert json.loads(offline.stdout)["verdict"] == "unknown"

@@ -36,7 +36,8 @@ def invoke(repo: Path, *args: str) -> tuple[int, str, str]:
     """`ci init` with the session's wheel, unless the test names its own install source."""
     given = ("--install-spec" in args) or ("--wheel" in args)
     wheel = [] if given or WHEEL is None else ["--wheel", str(WHEEL)]
-    result = CliRunner().invoke(cli, [*BASE, "--repo-dir", str(repo), *wheel, *args])
+    fast = ["--no-lock-hashes"]  # (hashes need pip download: test_lock_hashes_are_the_runner_wheels)
+    result = CliRunner().invoke(cli, [*BASE, "--repo-dir", str(repo), *wheel, *fast, *args])
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -76,7 +77,7 @@ def test_json_output_is_one_document(tmp_path: Path) -> None:
     code, out, _ = invoke(tmp_path, "--github-repo", "example/gpu-ci", "-o", "json")
     assert code == 0
     doc = json.loads(out)
-    assert doc["kind"] == "ci-init" and len(doc["written"]) == 5  # 2 workflows, role, requirements, wheel
+    assert doc["kind"] == "ci-init" and len(doc["written"]) == 6  # workflows, role, reqs, lock, wheel
     assert doc["install"]["source"] == "wheel" and len(doc["install"]["wheel"]["sha256"]) == 64
     assert any(c.startswith("az role definition create") for c in doc["commands"])
 
@@ -199,6 +200,56 @@ def test_a_wheel_of_another_version_is_refused(tmp_path: Path, acagpu_wheel: Pat
     code, _, err = invoke(repo, "--wheel", str(other))
     assert code == 2 and "not a readable acagpu wheel" in err
     assert not (repo / ".github").exists()
+
+
+def test_dependencies_install_from_a_lock_of_the_tested_versions(tmp_path: Path) -> None:
+    """The workflows resolved acagpu's ~20 dependencies fresh on every run; now they install a lock
+    of the versions installed here with --no-deps, and `--upgrade` refreshes wheel and lock."""
+    from importlib import metadata
+
+    code, out, err = invoke(tmp_path, "--github-repo", "example/gpu-ci", "-o", "json")
+    assert code == 0, err
+    lock_path = tmp_path / ".github/acagpu/requirements-lock.txt"
+    pins = dict(
+        line.split("==", 1) for line in lock_path.read_text(encoding="utf-8").splitlines() if "==" in line
+    )
+    for name in ("azure-core", "azure-mgmt-appcontainers", "click", "aiohttp", "requests", "urllib3"):
+        assert pins[name] == metadata.version(name), (name, pins.get(name))  # transitive ones too
+    assert "pytest" not in pins and "acagpu" not in pins
+    assert json.loads(out)["install"]["lock"]["packages"] == len(pins)
+    for workflow in ("acagpu-validate.yml", "acagpu-reap.yml"):
+        text = (tmp_path / ".github/workflows" / workflow).read_text(encoding="utf-8")
+        assert "pip install --no-deps -r .github/acagpu/requirements-lock.txt && python -m pip check" in text
+        assert "acagpu-deps.txt" not in text  # nothing resolved on the runner
+
+    # an edited workflow survives --upgrade; the wheel and the lock are written again
+    validate = tmp_path / ".github/workflows/acagpu-validate.yml"
+    validate.write_text(validate.read_text(encoding="utf-8") + "# my edit\n", encoding="utf-8")
+    lock_path.write_text("click==0.0.1\n", encoding="utf-8")
+    assert invoke(tmp_path, "--github-repo", "example/gpu-ci")[0] == 2  # exists: refused
+    code, out, err = invoke(tmp_path, "--github-repo", "example/gpu-ci", "--upgrade")
+    assert code == 0, err
+    assert validate.read_text(encoding="utf-8").endswith("# my edit\n")
+    assert f"click=={metadata.version('click')}" in lock_path.read_text(encoding="utf-8")
+
+
+def test_lock_hashes_are_the_runner_wheels() -> None:
+    """Hashes come from the wheels pip downloads for the runner's platform (all or none)."""
+    from aca_gpu.workflow import lock
+
+    made = lock.make_lock(["click"])
+    if not made.hashed:
+        pytest.skip(f"no package index reachable here: {made.note}")
+    (pin,) = made.pins
+    assert len(pin.sha256[0]) == 64
+    assert f"click=={pin.version} \\\n    --hash=sha256:{pin.sha256[0]}" in made.render()
+    assert made.pip_flags == "--no-deps --require-hashes"
+
+
+def test_without_an_origin_remote_the_placeholder_is_a_warning(tmp_path: Path) -> None:
+    code, out, err = invoke(tmp_path)
+    assert code == 0 and "repo:<owner>/<repo>" in out
+    assert err.startswith("warning: no GitHub remote `origin` found"), err
 
 
 def test_env_makes_the_validations_share_a_warm_environment(tmp_path: Path) -> None:

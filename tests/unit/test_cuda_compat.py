@@ -380,3 +380,17 @@ def test_cli_human_summary() -> None:
         "nvidia/cuda:12.4.1-runtime-ubuntu22.04 on driver 535.104.05"
     )
     assert "minimum driver:     550.54.15" in out and "CUDA 12.2" in out
+
+
+def test_a_private_mirror_of_nvidia_cuda_is_judged_like_the_original() -> None:
+    import json
+
+    mirror = "contoso.azurecr.io/mirror/nvidia/cuda:12.4.1-devel-ubuntu22.04"
+    _, original, _ = _run(
+        "--image", "nvidia/cuda:12.4.1-devel-ubuntu22.04", "--driver", "550.54.15", "-o", "json"
+    )
+    rc, out, err = _run("--image", mirror, "--driver", "550.54.15", "-o", "json")
+    doc, want = json.loads(out), json.loads(original)
+    assert rc == 0 and doc["verdict"] == want["verdict"] == "ok", (doc, err)
+    assert (doc["cuda_version"], doc["require_check"]) == (want["cuda_version"], want["require_check"])
+    assert doc["image"] == mirror

@@ -318,6 +318,48 @@ def test_a_quiet_close_after_heartbeats_reconnects_at_once() -> None:
     assert pauses == []
 
 
+# Seen in ACA console streams (text and json): two lines of the service's own open every connection,
+# without a CRI flag and stamped when the stream connects, so after the container's older lines.
+NOTICES_TEXT = [
+    "2025-12-09T14:04:33.45953  Connecting to the container 'checkout'...",
+    "2025-12-09T14:04:33.53740  Successfully Connected to container: 'checkout' "
+    "[Revision: 'ca-checkout--azd-1010101010', Replica: 'ca-checkout--azd-1010101010-e3fh4ij5kl-6mn7o']",
+]
+NOTICE_JSON = (
+    '{"TimeStamp": "2026-09-19T07:31:35.65006", "Log": "Successfully Connected to container: '
+    "'api' [Revision: 'api--0000001', Replica: 'api--0000001-774dfcfd85-72cj9']\"}"
+)
+
+
+def test_a_streams_opening_notices_are_the_services_not_the_containers() -> None:
+    for line in [*NOTICES_TEXT, NOTICE_JSON]:
+        record = ls.parse_record(line)
+        assert record.notice and not record.heartbeat and record.flag is None, line
+    assert ls.parse_record(NOTICES_TEXT[0]).message == "Connecting to the container 'checkout'..."
+    # the container printing the same words is output (it carries a CRI flag)
+    assert not ls.is_notice("2025-12-09T14:04:33.1Z stdout F Connecting to the container 'checkout'...")
+    assert not ls.is_notice('{"TimeStamp": "t", "Log": "F Connecting to the container \'x\'..."}')
+
+
+def test_notices_on_every_connection_are_neither_shown_nor_glued_to_a_long_line() -> None:
+    first = [*NOTICES_TEXT, "2025-12-09T14:04:24.1Z stdout P abc", "2025-12-09T14:04:24.1Z stdout P def"]
+    replay = [
+        "2025-12-09T14:05:40.11111  Connecting to the container 'checkout'...",  # newer stamps this time
+        "2025-12-09T14:05:40.22222  Successfully Connected to container: 'checkout' "
+        "[Revision: 'r', Replica: 'x']",
+        *first[2:],
+        "2025-12-09T14:04:24.1Z stdout F ghi",
+        "2025-12-09T14:04:25.2Z stdout F after",
+    ]
+    get = Getter(FakeResponse(200, first, drop=True), FakeResponse(200, replay))
+    out = list(
+        ls.follow_lines(
+            "u", lambda: "t", follow=True, tail=5, what="after", get=get, stop_when=lambda m: m == "after"
+        )
+    )
+    assert out == ["abcdefghi", "after"]
+
+
 def test_strict_says_when_a_dropped_stream_could_not_be_read_again() -> None:
     """A cut stream whose replica then ended: the lines that came through, then LogStreamLost."""
     get = Getter(FakeResponse(200, ["t1 stdout F one", "t2 stdout F two"], drop=True))

@@ -59,14 +59,33 @@ def _plan(**kw: str) -> tuple[str, ...]:
 def test_region_orders() -> None:
     assert _plan(gpu="t4") == ("eastus",)
     assert _plan(gpu="a100", location="eastus") == ("eastus",)  # -l pins one region
-    assert _plan(gpu="a100") == ("eastus", "westus3", "swedencentral")
-    assert _plan(gpu="a100", settings_location="westus3") == ("westus3", "swedencentral", "australiaeast")
+    # aca-2026.md §10: canadacentral and uksouth belong in the A100 order; swedencentral placed 1
+    # A100 job in 16 in Aug 2026, so it comes last
+    assert _plan(gpu="a100") == ("eastus", "westus3", "canadacentral")
+    assert _plan(gpu="a100", settings_location="westus3") == ("westus3", "canadacentral", "uksouth")
+    assert failover.A100_ORDER[-1] == "swedencentral"
     assert _plan(gpu="t4", regions="West US 3, eastus") == ("westus3", "eastus")
+
+
+def test_a_gpu_list_falls_back_to_the_next_gpu_across_its_own_regions() -> None:
+    """`--gpu a100,t4`: A100 in its region order, else T4 (in the requested region)."""
+    plan = make_up_plan(Settings(location="eastus"), UpRequest(run_id="r1", gpu="a100,t4"), owner="me")
+    assert [(region, gpu) for region, gpu in plan.places] == [
+        ("eastus", "a100"),
+        ("westus3", "a100"),
+        ("canadacentral", "a100"),
+        ("eastus", "t4"),
+    ]
+    fallback = plan.for_attempt("eastus", 4, gpu="t4")
+    assert fallback.pairs[0].profile.type == "Consumption-GPU-NC8as-T4" and fallback.gpu_label == "t4"
+    assert plan.gpu_label == "a100" and plan.tags["acagpu:gpu"] == "a100,t4"
 
 
 @pytest.mark.parametrize(
     ("kw", "text"),
     [
+        ({"gpu": "a100,a100"}, "twice"),
+        ({"gpu": "a100,h999"}, "h999"),
         ({"regions": "eastus,,westus3"}, "an empty region"),
         ({"regions": "eastus,eastus"}, "twice"),
         ({"regions": "east_us"}, "invalid location"),
@@ -76,7 +95,7 @@ def test_region_orders() -> None:
 )
 def test_bad_regions_are_bad_input(kw: dict[str, str], text: str) -> None:
     with pytest.raises(BadInput, match=text):
-        _plan(gpu="t4", **kw)
+        _plan(**{"gpu": "t4", **kw})
 
 
 def test_workload_profile_names_stay_short() -> None:

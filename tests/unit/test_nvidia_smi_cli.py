@@ -122,6 +122,39 @@ def test_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: cannot read")
 
 
+def _fixture_body(name: str) -> str:
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi" / name
+    return path.read_text(encoding="utf-8").split("\n", 3)[3]
+
+
+def test_partial_inputs_people_paste() -> None:
+    """A table cut after its header still gives driver and CUDA and says the rows are missing; a
+    `-l` loop is one GPU; a process table alone is named as such; a GPU that fell off the bus
+    ("Unable to determine the device handle") is a failed GPU (5), not unreadable input (2)."""
+    cut = CliRunner().invoke(
+        cli, ["smi", "--from-file", "-"], input=_fixture_body("85-470.86-tesla-t4-table-cut-after-header.txt")
+    )
+    assert cut.exit_code == 2
+    assert "driver 470.86  CUDA 11.4" in cut.stdout and "GPUs are missing" in cut.stderr, cut.output
+    loop = CliRunner().invoke(
+        cli,
+        ["smi", "--from-file", "-", "-o", "json"],
+        input=_fixture_body("86-csv-loop-l5-one-gpu-17-samples.txt"),
+    )
+    doc = json.loads(loop.stdout)
+    assert loop.exit_code == 0 and doc["gpu_count"] == 1 and "17 rows for 1 GPU" in doc["warnings"][0]
+    alone = CliRunner().invoke(
+        cli, ["smi", "--from-file", "-"], input=_fixture_body("87-460.39-process-table-alone.txt")
+    )
+    assert alone.exit_code == 2 and "process table alone (5 processes)" in alone.stderr, alone.output
+    lost = CliRunner().invoke(
+        cli, ["smi", "--from-file", "-", "-o", "json"],
+        input=_fixture_body("88-gpu-fell-off-the-bus-device-handle-unknown-error.txt"),
+    )  # fmt: skip
+    assert lost.exit_code == 5, lost.output
+    assert json.loads(lost.stdout)["error"]["code"] == "gpu_lost" and "hint:" in lost.stderr
+
+
 def test_health_of_a_saved_query_output(tmp_path: Path) -> None:
     """Degraded passes with a warning and fails under --strict; failed is exit 5 with the finding."""
     degraded = saved(tmp_path, "90")

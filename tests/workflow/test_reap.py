@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from unittest.mock import create_autospec
 
 import pytest
@@ -83,7 +84,7 @@ def _cloud(groups: list[ResourceGroupInfo]) -> Cloud:
     """A Cloud autospec whose groups exist until their delete is accepted."""
     cloud = create_autospec(Cloud, instance=True)
     alive = {g.name: g for g in groups}
-    cloud.list_resource_groups.return_value = groups
+    cloud.list_resource_groups.side_effect = lambda *a, **k: [g for g in groups if g.name in alive]
     cloud.get_resource_group.side_effect = alive.get
     cloud.delete_resource_group.side_effect = lambda name, wait=True: alive.pop(name, None) and None
     cloud.list_apps.return_value = []
@@ -158,3 +159,64 @@ def test_several_subscriptions() -> None:
         ("sub-a", "deleted"),
         ("sub-b", "deleted"),
     ]
+
+
+def test_many_groups_per_subscription_in_bounded_parallel_and_throttling_never_gives_up() -> None:
+    """Each subscription gets its own `concurrency` workers; a delete refused for its rate (429
+    after azure-core's own retries) is sent again, far more often than a failure's three tries."""
+    import threading
+    import time as _time
+
+    groups = {
+        s: [_run(f"{s}{i}", age=timedelta(hours=5), ttl=timedelta(hours=1)) for i in range(12)] for s in "ab"
+    }
+    clouds = {s: _cloud(g) for s, g in groups.items()}
+    in_flight = {s: 0 for s in groups}
+    most = {s: 0 for s in groups}
+    lock = threading.Lock()
+    refusals = {"left": 8}
+
+    def slow(sub: str, accept: Any) -> Any:
+        def call(name: str, wait: bool = True) -> None:
+            with lock:
+                in_flight[sub] += 1
+                most[sub] = max(most[sub], in_flight[sub])
+                throttled = name.endswith("a3") and refusals["left"] > 0
+                if throttled:
+                    refusals["left"] -= 1
+            try:
+                _time.sleep(0.01)
+                if throttled:
+                    raise CloudError("throttled", code="SubscriptionRequestsThrottled")
+                accept(name, wait)
+            finally:
+                with lock:
+                    in_flight[sub] -= 1
+
+        return call
+
+    for sub, cloud in clouds.items():
+        cloud.delete_resource_group.side_effect = slow(sub, cloud.delete_resource_group.side_effect)  # type: ignore[attr-defined]
+    updates: list[str] = []
+
+    class Recorder:
+        def step(self, name: str) -> Any:
+            from contextlib import nullcontext
+
+            class Handle:
+                def update(self, detail: str) -> None:
+                    updates.append(detail)
+
+            return nullcontext(Handle())
+
+        def note(self, message: str) -> None:
+            updates.append(message)
+
+        def warn(self, message: str) -> None:
+            updates.append(message)
+
+    report = reap_flow.reap(clouds, delete=True, now=NOW, concurrency=3, poll=0.01, progress=Recorder())  # type: ignore[arg-type]
+    assert report.as_dict()["counts"]["deleted"] == 24 and not report.by_status("failed")
+    assert refusals["left"] == 0  # the throttled group was refused 8 times and still deleted
+    assert most == {"a": 3, "b": 3}  # bounded per subscription, both subscriptions at once
+    assert any(u.startswith("24/24 accepted") or "24 deleted" in u for u in updates)

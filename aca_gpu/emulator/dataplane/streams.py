@@ -6,6 +6,8 @@ leads `Log`). A line longer than the runtime's 16 KiB limit goes out as partial 
 final `F` one, as containerd writes it. A followed stream that stays quiet sends the heartbeat
 `No logs since last 60 seconds` (no CRI flag) every emulated minute and is closed by the server after
 three quiet minutes, as ACA does (azure-cli#33487); the text form of the heartbeat is UNCONFIRMED.
+Every console stream opens with two lines of the service's own ("Connecting to the container 'c'..."
+and "Successfully Connected to container: 'c' [Revision: 'r', Replica: 'x']"), stamped when it connects.
 Event lines: the recorded shape, with the two synthetic lines first.
 """
 
@@ -21,7 +23,7 @@ from aiohttp import web
 
 from aca_gpu.emulator.arm import iso_z, utc_now
 from aca_gpu.emulator.context import Ctx, Params
-from aca_gpu.emulator.dataplane.resolve import event_scope, replica_target
+from aca_gpu.emulator.dataplane.resolve import Target, event_scope, replica_target
 from aca_gpu.emulator.state import Event, LogLine
 
 POLL_S = 0.05
@@ -71,11 +73,30 @@ def format_log(line: LogLine, output: str) -> bytes:
     return ("\n".join(out) + "\n").encode()
 
 
+def _short_stamp(at: datetime) -> str:
+    """`2026-09-19T07:31:35.65006`: the service's own lines carry five fractional digits, no offset."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 10:05d}"
+
+
 def format_heartbeat(at: datetime, output: str) -> bytes:
     if output == "json":  # recorded: five fractional digits, no offset, no CRI flag
-        stamp = at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 10:05d}"
-        return (json.dumps({"TimeStamp": stamp, "Log": HEARTBEAT}) + "\n").encode()
+        return (json.dumps({"TimeStamp": _short_stamp(at), "Log": HEARTBEAT}) + "\n").encode()
     return f"{at.strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z {HEARTBEAT}\n".encode()
+
+
+def connection_notices(target: Target, output: str) -> bytes:
+    """The two lines every console stream opens with (seen in ACA's streams, text and json): the
+    service's own, stamped when the stream connects (after the container's older lines), no CRI flag."""
+    texts = (
+        f"Connecting to the container '{target.container}'...",
+        f"Successfully Connected to container: '{target.container}' "
+        f"[Revision: '{target.revision}', Replica: '{target.replica.name}']",
+    )
+    out = []
+    for text in texts:
+        stamp = _short_stamp(utc_now())
+        out.append(json.dumps({"TimeStamp": stamp, "Log": text}) if output == "json" else f"{stamp}  {text}")
+    return ("\n".join(out) + "\n").encode()
 
 
 async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -84,6 +105,7 @@ async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse
     rep = target.replica
     resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain; charset=utf-8"})
     await resp.prepare(req)
+    await resp.write(connection_notices(target, output))
     lines = rep.logs.get(target.container, [])
     drop = ctx.faults.fire("log_drop", path=rep.name)
     budget = int(drop.param("after", "1")) if drop else None

@@ -250,6 +250,8 @@ class Workload:
         said = text.split(":", 1)[0] if ":" in text else ""
         # one line: the platform's reason and, when the text is recognised, what it means
         reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
+        run.first_line = run.ended
+        run.never_ran = True
         with self._lock:  # no replica ran: nothing of it is billed
             self._testers[:] = [t for t in self._testers if t is not run]
         return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)

@@ -10,12 +10,17 @@ Clients rely on both: the Azure CLI indexes `env` as a list and crashes on a sto
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
+
+from aca_gpu.emulator import versions
 
 DEFAULT_CPU = 0.5
 DEFAULT_MEMORY = "1Gi"
 DEFAULT_MAX_REPLICAS = 10
 DEFAULT_MAX_INACTIVE_REVISIONS = 100
+DEFAULT_COOLDOWN_S, DEFAULT_POLLING_S = 300, 30
+DEFAULT_TRAFFIC = [{"weight": 100, "latestRevision": True}]
 # ACA grants ephemeral storage in proportion to the CPU (0.25 → 1Gi, 0.5 → 2Gi, 1 → 4Gi), capped.
 EPHEMERAL_GIB_PER_CORE = 4
 EPHEMERAL_CAP_GIB = 8
@@ -75,13 +80,22 @@ def _ephemeral(cpu: Any) -> str:
     return f"{gib:g}Gi"
 
 
+def _memory(value: Any) -> Any:
+    """`1.0Gi` -> `1Gi`, `0.50Gi` -> `0.5Gi`: Azure answers the quantity in its shortest form (recorded)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Gi|Mi)", str(value))
+    return f"{float(m.group(1)):g}{m.group(2)}" if m else value
+
+
 def _container(raw: dict[str, Any], *, ephemeral: bool) -> dict[str, Any]:
+    """Resources as ARM stores them: defaults filled, memory normalised, and ephemeral storage derived
+    from the CPU (read-only in the spec: recorded, a job PATCH that sent `1Gi` with 0.5 CPU got `2Gi`)."""
     c: dict[str, Any] = drop_nulls(raw)
     res = dict(c.get("resources") or {})
     res.setdefault("cpu", DEFAULT_CPU)
-    res.setdefault("memory", DEFAULT_MEMORY)
+    res["memory"] = _memory(res.get("memory", DEFAULT_MEMORY))
+    res.pop("ephemeralStorage", None)
     if ephemeral:
-        res.setdefault("ephemeralStorage", _ephemeral(res["cpu"]))
+        res["ephemeralStorage"] = _ephemeral(res["cpu"])
     c["resources"] = res
     return c
 
@@ -101,7 +115,7 @@ def app_template(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_template(raw: dict[str, Any]) -> dict[str, Any]:
-    """A job template as ARM stores it (the recorded job answer gives no ephemeralStorage)."""
+    """A job template as ARM stores it (its answers add ephemeral storage from 2025 on)."""
     t: dict[str, Any] = drop_nulls(raw)
     t["containers"] = [_container(c, ephemeral=False) for c in t.get("containers") or []]
     if "initContainers" in t:
@@ -124,7 +138,10 @@ def app_template_answer(stored: dict[str, Any]) -> dict[str, Any]:
     out = _with_keys(stored, _APP_TEMPLATE_KEYS, {"revisionSuffix": ""})
     scale = out.get("scale")
     if isinstance(scale, dict):
-        out["scale"] = {"minReplicas": None, **scale, "rules": scale.get("rules")}
+        fills: dict[str, Any] = {"minReplicas": None}
+        if versions.shape_2025():  # recorded: the 2025 answers fill KEDA's cooldown and polling defaults
+            fills.update(cooldownPeriod=DEFAULT_COOLDOWN_S, pollingInterval=DEFAULT_POLLING_S)
+        out["scale"] = {**fills, **scale, "rules": scale.get("rules")}
     return out
 
 
@@ -143,4 +160,10 @@ def job_configuration_answer(stored: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_template_answer(stored: dict[str, Any]) -> dict[str, Any]:
-    return _with_keys(stored, _JOB_TEMPLATE_KEYS, {})
+    out = _with_keys(stored, _JOB_TEMPLATE_KEYS, {})
+    if versions.shape_2025():  # recorded: 2025 answers give a job's containers ephemeral storage too
+        out["containers"] = [
+            {**c, "resources": {**c["resources"], "ephemeralStorage": _ephemeral(c["resources"]["cpu"])}}
+            for c in out.get("containers") or []
+        ]
+    return out

@@ -220,12 +220,21 @@ _ENUMS = {
 }
 
 
+_TRANSPORTS = ("Auto", "Http", "Http2", "Tcp")  # recorded: the CLI sends "auto", Azure answers "Auto"
+
+
+def _canonical(raw: Any, values: tuple[str, ...]) -> Any:
+    return next((v for v in values if v.lower() == raw.lower()), raw) if isinstance(raw, str) else raw
+
+
 def _canonical_config(config: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = defaults.drop_nulls(config)
     for field, values in _ENUMS.items():
-        raw = out.get(field)
-        if isinstance(raw, str):
-            out[field] = next((v for v in values if v.lower() == raw.lower()), raw)
+        if field in out:
+            out[field] = _canonical(out[field], values)
+    ingress = out.get("ingress")
+    if isinstance(ingress, dict) and "transport" in ingress:
+        out["ingress"] = {**ingress, "transport": _canonical(ingress["transport"], _TRANSPORTS)}
     return out
 
 
@@ -265,7 +274,10 @@ def get_app(ctx: Ctx, rg: str, name: str) -> App:
 def app_state(ctx: Ctx, app: App) -> str:
     if app.deleting:
         return "Deleting"
-    return "Succeeded" if ctx.clock.now() >= app.provisioned_at else "InProgress"
+    if ctx.clock.now() < app.provisioned_at:
+        return "InProgress"
+    app.ready_revision = app.latest_revision
+    return "Succeeded"
 
 
 def run_id(ctx: Ctx, rg: str, tags: dict[str, str]) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from aca_gpu.emulator import catalog
+from aca_gpu.emulator import catalog, versions
 from aca_gpu.emulator.arm import empty_response, iso_ticks, json_response, new_op_id, read_json, utc_now
 from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
@@ -132,10 +132,11 @@ def _env_op(ctx: Ctx, env: Environment) -> Operation:
 
 async def managed_environments_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     env, created = models.create_or_update_env(ctx, p["rg"], p["name"], read_json(await req.read()))
+    answer = shapes.put_answer(shapes.env_body(ctx, env), created=created)
     if models.env_state(ctx, env) == "Succeeded":
-        return json_response(shapes.env_body(ctx, env), status=200)
+        return json_response(answer, status=200)
     headers = async_operation_header(ctx, req, _env_op(ctx, env))
-    return json_response(shapes.env_body(ctx, env), status=201 if created else 200, headers=headers)
+    return json_response(answer, status=201 if created else 200, headers=headers)
 
 
 async def managed_environments_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -207,7 +208,9 @@ async def managed_environments_list_workload_profile_states(
                 "name": prof["name"],
                 "id": f"{shapes.env_id(ctx, env.rg, env.name)}/workloadProfileStates/{prof['name']}",
                 "type": "Microsoft.App/managedEnvironments/workloadProfileStates",
-                "properties": {
+                "properties": {  # the replays show the profile's name and type here too
+                    "name": prof["name"],
+                    "workloadProfileType": prof["workloadProfileType"],
                     "minimumCount": prof.get("minimumCount"),
                     "maximumCount": prof.get("maximumCount"),
                     "currentCount": current,
@@ -235,7 +238,8 @@ async def container_apps_create_or_update(ctx: Ctx, req: web.Request, p: Params)
     if app.placement == "wpfull" and len(app.revisions) == 1:
         raise GatewayTimeout()  # the app exists; its replica waits on a full profile (#1705)
     # recorded: 201 for a replace too (the update is a new long-running operation), not ARM's usual 200
-    return json_response(shapes.app_body(ctx, app), status=201, headers=async_operation_header(ctx, req, op))
+    answer = shapes.put_answer(shapes.app_body(ctx, app), created=True)
+    return json_response(answer, status=201, headers=async_operation_header(ctx, req, op))
 
 
 async def container_apps_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -293,8 +297,10 @@ async def container_apps_get_auth_token(ctx: Ctx, req: web.Request, p: Params) -
 
 def _secrets(configuration: dict[str, Any]) -> web.StreamResponse:
     """The one answer that carries secret values: GETs of the app or job give their names only."""
-    stored = configuration.get("secrets") or []
-    return json_response({"value": [dict(s) for s in stored if isinstance(s, dict)]}, headers=WRITES)
+    stored = [s for s in configuration.get("secrets") or [] if isinstance(s, dict)]
+    # recorded: name and value; a Key Vault reference's fields only when the secret has them
+    value = [{k: v for k, v in s.items() if k in ("name", "value") or v not in (None, "")} for s in stored]
+    return json_response({"value": value}, headers=WRITES)
 
 
 async def container_apps_list_secrets(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -366,7 +372,21 @@ async def jobs_create_or_update(ctx: Ctx, req: web.Request, p: Params) -> web.St
 
 async def jobs_update(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     job = models.patch_job(ctx, models.get_job(ctx, p["rg"], p["name"]), read_json(await req.read()))
-    return empty_response(202, location_header(ctx, req, _job_op(ctx, job)))
+    op = _job_op(ctx, job)
+    op.check = _polled_once(op.check)
+    return empty_response(202, location_header(ctx, req, op))
+
+
+def _polled_once(check: Callable[[], str]) -> Callable[[], str]:
+    """Recorded: a job's PATCH is still InProgress (202) at its first poll, however quick the update."""
+    polls = 0
+
+    def first_in_progress() -> str:
+        nonlocal polls
+        polls += 1
+        return "InProgress" if polls == 1 else check()
+
+    return first_in_progress
 
 
 async def jobs_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -404,12 +424,15 @@ async def jobs_start(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespons
 async def jobs_executions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     job = models.get_job(ctx, p["rg"], p["name"])
     execs = sorted(job.executions.values(), key=lambda e: e.started, reverse=True)
-    return json_response({"value": [shapes.execution_body(ctx, job, e) for e in execs]})
+    detailed = versions.answers_detailed_status(req.query.get("api-version"))
+    return json_response({"value": [shapes.execution_body(ctx, job, e, detailed=detailed) for e in execs]})
 
 
 async def job_execution(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     job = models.get_job(ctx, p["rg"], p["name"])
-    return json_response(shapes.execution_body(ctx, job, models.get_execution(ctx, job, p["execution"])))
+    ex = models.get_execution(ctx, job, p["execution"])
+    detailed = versions.answers_detailed_status(req.query.get("api-version"))
+    return json_response(shapes.execution_body(ctx, job, ex, detailed=detailed))
 
 
 async def jobs_stop_execution(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -421,10 +444,13 @@ async def jobs_stop_execution(ctx: Ctx, req: web.Request, p: Params) -> web.Stre
 
 
 async def jobs_stop_execution_cli(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded)."""
+    """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded at
+    2024-03-01); from 2025-07-01 on, 200 with no body (recorded November 2025)."""
     job = models.get_job(ctx, p["rg"], p["name"])
     ex = models.get_execution(ctx, job, p["execution"])
     models.stop_execution(ctx, job, ex)
+    if req.query.get("api-version", "")[:10] >= "2025-07-01":
+        return empty_response(200, WRITES)
     return json_response(f"Job Execution: {ex.name}, stopped successfully.", headers=WRITES)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aca_gpu.emulator import catalog
+from aca_gpu.emulator import catalog, versions
 from aca_gpu.emulator.arm import iso_offset, iso_ticks, iso_z
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import defaults, models
@@ -71,14 +71,20 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
             },
             "workloadProfiles": env.profiles or None,  # recorded: null in a Consumption-only one
             "infrastructureResourceGroup": None,
-            "environmentMode": "WorkloadProfiles",
             "peerAuthentication": {"mtls": {"enabled": False}},
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
-    if env.consumption_only:
-        del body["properties"]["environmentMode"]  # Azure says WorkloadProfiles only of such an environment
+    # no `environmentMode`: the 2025 answers never carry it, workload profiles or not (recorded)
+    if versions.shape_2025():  # recorded: the newer API's settings, unset, and public access on
+        body["properties"].update(dict.fromkeys(_ENV_2025_KEYS), publicNetworkAccess="Enabled")
+    if versions.shape_2025(_SINCE_2025_10):
+        body["properties"].update(dict.fromkeys(("availabilityZones", "diskEncryptionConfiguration")))
     return body
+
+
+_ENV_2025_KEYS = ("appInsightsConfiguration", "ingressConfiguration", "openTelemetryConfiguration")
+_SINCE_2025_10 = versions.SHAPE_2025_10_SINCE
 
 
 def _app_logs(config: Any) -> dict[str, Any]:
@@ -101,7 +107,8 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
     ingress = (app.configuration or {}).get("ingress")
     config = defaults.app_configuration_answer(app.configuration)
     if ingress:
-        config["ingress"] = {**ingress, "fqdn": f"{app.name}.{_env_domain(ctx, app)}"}
+        fqdn = f"{app.name}.{_env_domain(ctx, app)}"
+        config["ingress"] = {"traffic": defaults.DEFAULT_TRAFFIC, **ingress, "fqdn": fqdn}
     return {
         "id": f"{rg_path(ctx, app.rg)}/{RP}/containerapps/{app.name}",  # lower-case, as recorded
         "name": app.name,
@@ -118,15 +125,37 @@ def app_body(ctx: Ctx, app: App) -> dict[str, Any]:
             "workloadProfileName": app.profile_name,
             "outboundIpAddresses": ["20.75.1.10"],
             "latestRevisionName": app.latest_revision if ready else "",
-            "latestReadyRevisionName": app.latest_revision if ready else "",
+            # recorded: it stays on the previous revision until the new one is ready
+            "latestReadyRevisionName": app.latest_revision if ready else app.ready_revision,
             "latestRevisionFqdn": f"{app.latest_revision}.{_env_domain(ctx, app)}" if ingress else "",
             "customDomainVerificationId": DOMAIN_VERIFICATION_ID,
             "configuration": config,
             "template": defaults.app_template_answer(app.template),
             "eventStreamEndpoint": data_url(ctx, app.rg, f"containerApps/{app.name}/eventstream"),
             "delegatedIdentities": [],
+            **({"patchingMode": "Automatic"} if versions.shape_2025(_SINCE_2025_10) else {}),  # recorded
         },
     }
+
+
+# Recorded (2025): what a PUT's answer leaves out that a GET then shows.
+_APP_PUT_OMITS = (
+    "eventStreamEndpoint",
+    "latestReadyRevisionName",
+    "latestRevisionFqdn",
+    "latestRevisionName",
+    "runningStatus",
+)
+
+
+def put_answer(body: dict[str, Any], *, created: bool) -> dict[str, Any]:
+    """The answer to a PUT of an app or environment: from 2025 on, its GET body less what Azure fills
+    in later (a new environment has no static IP yet); the 2023-2024 answers were the whole body."""
+    if not versions.shape_2025():
+        return body
+    props = body["properties"]
+    omit = _APP_PUT_OMITS if body["type"] == "Microsoft.App/containerApps" else ("staticIp",) * created
+    return {**body, "properties": {k: v for k, v in props.items() if k not in omit}}
 
 
 def _env_domain(ctx: Ctx, app: App) -> str:
@@ -233,7 +262,7 @@ def app_replica_body(ctx: Ctx, app: App, rev: Revision, rep: Replica) -> dict[st
 def job_replica_body(ctx: Ctx, job: Job, ex: Execution, rep: Replica) -> dict[str, Any]:
     data_path = f"{rg_path(ctx, job.rg)}/jobs/{job.name}/executions/{ex.name}/replicas/{rep.name}"
     body = replica_body(ctx, rep, path=data_path)
-    body["type"] = "Microsoft.App/jobs/executions/replicas"
+    body["type"] = "Microsoft.App/containerapps/revisions/replicas"  # sic, as recorded (2025)
     return {
         "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}/executions/{ex.name}/replicas/{rep.name}",
         **body,
@@ -251,19 +280,20 @@ def job_body(ctx: Ctx, job: Job) -> dict[str, Any]:
         "identity": job.identity,
         "properties": {
             "provisioningState": models.job_state(ctx, job),
-            "runningState": "Ready",
+            **({"runningStatus": "Ready"} if versions.shape_2025(_SINCE_2025_10) else {}),  # recorded
             "environmentId": env_id(ctx, job.env_rg, job.env),
             "workloadProfileName": job.profile_name,
             "configuration": defaults.job_configuration_answer(job.configuration),
             "template": defaults.job_template_answer(job.template),
-            "outboundIpAddresses": ["20.75.1.10"],
             # sic: the recorded job body points its event stream at containerApps/{job}
             "eventStreamEndpoint": data_url(ctx, job.rg, f"containerApps/{job.name}/eventstream"),
         },
     }
 
 
-def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
+def execution_body(ctx: Ctx, job: Job, ex: Execution, *, detailed: bool = True) -> dict[str, Any]:
+    """`detailed`: with `detailedStatus` (the replicas and their containers' codes), which newer
+    api-versions answer and older ones leave out."""
     containers = []
     for c in ex.template.get("containers") or []:
         env = [e for e in c.get("env") or [] if e.get("name") not in _JOB_ENV]
@@ -302,7 +332,8 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution) -> dict[str, Any]:
                 ],
             }
         )
-    props["detailedStatus"] = {"replicas": replicas}
+    if detailed:
+        props["detailedStatus"] = {"replicas": replicas}
     return {
         "id": f"{rg_path(ctx, job.rg)}/{RP}/jobs/{job.name}/executions/{ex.name}",
         "name": ex.name,

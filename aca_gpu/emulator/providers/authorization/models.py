@@ -80,14 +80,25 @@ def _built_in(ctx: Ctx, guid: str) -> dict[str, Any]:
     }
 
 
+def _visible(ctx: Ctx, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A custom role as seen from this subscription: only where it is assignable, with this
+    subscription's id (custom roles are the tenant's; the emulated subscriptions share them)."""
+    scopes = [str(s).rstrip("/").lower() for s in doc["properties"]["assignableScopes"]]
+    if sub_scope(ctx).lower() not in scopes:
+        return None
+    return {**doc, "id": definition_id(ctx, doc["name"])}
+
+
 def definitions(ctx: Ctx) -> list[dict[str, Any]]:
-    return [_built_in(ctx, g) for g in BUILT_IN] + list(ctx.state.role_definitions.values())
+    custom = [_visible(ctx, d) for d in ctx.state.role_definitions.values()]
+    return [_built_in(ctx, g) for g in BUILT_IN] + [d for d in custom if d is not None]
 
 
 def get_definition(ctx: Ctx, guid: str) -> dict[str, Any]:
     if guid.lower() in BUILT_IN:
         return _built_in(ctx, guid.lower())
-    found = ctx.state.role_definitions.get(guid.lower())
+    stored = ctx.state.role_definitions.get(guid.lower())
+    found = None if stored is None else _visible(ctx, stored)
     if found is None:
         raise RoleDefinitionDoesNotExist(f"The specified role definition with ID '{guid}' does not exist.")
     return found
@@ -99,14 +110,18 @@ def put_definition(ctx: Ctx, guid: str, body: dict[str, Any], caller: str) -> tu
     if not name:
         raise ArmError("The role definition name cannot be empty.", code="InvalidRoleDefinition")
     scopes = [str(s) for s in props.get("assignableScopes") or []]
-    if not scopes or any(s.rstrip("/").lower() != sub_scope(ctx).lower() for s in scopes):
+    tenant_subs = {f"/subscriptions/{s}" for s in (ctx.fleet or {ctx.subscription: ctx})}
+    if sub_scope(ctx).lower() not in {s.rstrip("/").lower() for s in scopes} or any(
+        s.rstrip("/").lower() not in tenant_subs for s in scopes
+    ):
         raise ArmError(
-            f"The assignable scopes must be this subscription ({sub_scope(ctx)}).",
+            f"The assignable scopes must include this subscription ({sub_scope(ctx)}) and name only "
+            "subscriptions of this tenant.",
             code="InvalidAssignableScope",
         )
     if guid.lower() in BUILT_IN:
         raise ArmError("Built-in role definitions cannot be changed.", code="RoleDefinitionNotUpdatable")
-    for other in definitions(ctx):
+    for other in [*(_built_in(ctx, g) for g in BUILT_IN), *ctx.state.role_definitions.values()]:
         if other["name"] != guid.lower() and other["properties"]["roleName"].lower() == name.lower():
             raise ArmError(
                 "A custom role with the same name already exists in this directory. Use a different name.",
@@ -214,7 +229,11 @@ def permissions_of(ctx: Ctx, principal: str, admin: str) -> list[dict[str, list[
     """What `principal` may do in this subscription: one entry per role it holds (the admin is Owner,
     less what a `deny` fault takes away)."""
     if principal == admin:
-        denied = [f.param("action", "") for f in ctx.faults.all("deny")]
+        denied = [
+            f.param("action", "")
+            for f in ctx.faults.all("deny")
+            if f.param("subscription", ctx.subscription).lower() == ctx.subscription
+        ]
         return [{"actions": ["*"], "notActions": denied, "dataActions": [], "notDataActions": []}]
     found = []
     for assignment in assignments(ctx):

@@ -97,7 +97,11 @@ async def role_assignments_delete(ctx: Ctx, req: web.Request, p: Params) -> web.
 
 
 async def permissions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    if any(f.param("permissions", "") == "hidden" for f in ctx.faults.all("deny")):
+    if any(
+        f.param("permissions", "") == "hidden"
+        and f.param("subscription", ctx.subscription).lower() == ctx.subscription
+        for f in ctx.faults.all("deny")
+    ):
         raise ArmError(
             f"No HTTP resource was found that matches the request URI '{req.url}'.",
             code="InvalidResourceType",

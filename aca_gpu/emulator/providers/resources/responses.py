@@ -155,7 +155,8 @@ def subscription_body(ctx: Ctx) -> dict[str, Any]:
 
 
 async def subscriptions_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    return json_response({"value": [subscription_body(ctx)], "count": {"type": "Total", "value": 1}})
+    subs = [subscription_body(c) for c in (ctx.fleet or {ctx.subscription: ctx}).values()]
+    return json_response({"value": subs, "count": {"type": "Total", "value": len(subs)}})
 
 
 async def subscriptions_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:

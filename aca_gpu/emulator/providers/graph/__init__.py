@@ -1,0 +1,1 @@
+"""Microsoft.ResourceGraph: the query subset acagpu sends, over every emulated subscription."""

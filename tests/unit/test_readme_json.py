@@ -1,0 +1,57 @@
+"""The README's JSON section says what the commands print: each documented field list is checked
+against a real document (the docs follow the code)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from aca_gpu.cli import cli
+from aca_gpu.registry.images import ImageInfo
+from aca_gpu.registry.tags import parse_cuda_tag
+from aca_gpu.workflow.tags import TagsResult
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+JSON_SECTION = README[README.index("## JSON output") : README.index("## Exit codes")]
+
+
+def _bullet(command: str) -> str:
+    match = re.search(rf"^- `{re.escape(command)}` → (.*?)(?=^- `|\Z)", JSON_SECTION, re.M | re.S)
+    assert match, f"no JSON bullet for {command}"
+    return " ".join(match.group(1).split())
+
+
+def _fields(text: str) -> set[str]:
+    return set(re.findall(r"[a-z_]+", text))
+
+
+def test_compat_exit_codes_are_documented_as_they_are() -> None:
+    said = _bullet("compat")
+    assert "5 for minor-compat" not in said and "minor-compat and unknown" in said, said
+    args = ["compat", "--image", "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "--driver", "535.104.05"]
+    loose = CliRunner().invoke(cli, [*args, "--require", "cuda>=12.0", "-o", "json"])
+    assert loose.exit_code == 0 and json.loads(loose.stdout)["verdict"] == "minor-compat"  # documented 0
+    strict = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert strict.exit_code == 5 and json.loads(strict.stdout)["require_check"] == "fail"  # documented 5
+
+
+def test_tags_inspect_fields_are_the_documented_ones() -> None:
+    said = _bullet("tags")
+    inspected = re.search(r"--inspect` `\{([^}]*)\}`", said)
+    assert inspected, said
+    tag = parse_cuda_tag("12.4.1-runtime-ubuntu22.04")
+    assert tag is not None
+    info = ImageInfo(
+        "nvidia/cuda", "12.4.1-runtime-ubuntu22.04", "sha256:" + "a" * 64, "12.4.1", "cuda>=12.4"
+    )
+    result = TagsResult("docker.io", "nvidia/cuda", 1, 0, [tag], {tag.tag: info})
+    row = result.as_dict()["tags"][0]
+    assert _fields(inspected.group(1)) == set(row), (inspected.group(1), sorted(row))
+
+
+def test_validate_document_has_no_kind_but_its_command() -> None:
+    said = _bullet("validate")
+    assert 'kind: "validate"' not in said and 'command: "validate"' in said, said
