@@ -60,19 +60,24 @@ def _terminated(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def interrupted_while_starting() -> None:
+    """Ctrl-C before any command ran: one line (and the JSON document with `-o json`), exit 130."""
+    argv = sys.argv[1:]
+    if _wants_json(argv):
+        command = next((a for a in argv if not a.startswith("-")), "")
+        error = {"message": MESSAGE, "code": "Interrupted", "exit_code": 130, "hint": None}
+        print(json.dumps({"schema": 1, "command": command, "status": "error", "error": error}))
+    print(f"error: {MESSAGE}", file=sys.stderr)
+    raise SystemExit(130) from None
+
+
 def main() -> None:
     sys.unraisablehook = _lost_interrupt
     signal.signal(signal.SIGTERM, _terminated)
     try:
         from aca_gpu.cli import main as cli_main
     except KeyboardInterrupt:
-        argv = sys.argv[1:]
-        if _wants_json(argv):
-            command = next((a for a in argv if not a.startswith("-")), "")
-            error = {"message": MESSAGE, "code": "Interrupted", "exit_code": 130, "hint": None}
-            print(json.dumps({"schema": 1, "command": command, "status": "error", "error": error}))
-        print(f"error: {MESSAGE}", file=sys.stderr)
-        raise SystemExit(130) from None
+        interrupted_while_starting()
     try:
         cli_main()
     except KeyboardInterrupt:  # outside the command's own handling (its first or last moments)
