@@ -73,7 +73,7 @@ def test_full_lifecycle(cloud: AzureCloud) -> None:
     job_container = ContainerDef(
         "tester", DEFAULT_IMAGE, 8.0, "56Gi", command=("sh",), args=("-c", "echo hi")
     )
-    job = cloud.create_job(JobSpec(rg, NAMES.tester, "eastus", env.id, "gpu", job_container, tags, 600))
+    job = cloud.create_job(JobSpec(rg, NAMES.tester, "eastus", env.id, "gpu", job_container, tags, 7200))
     assert job.provisioning_state == "Succeeded"
     execution = cloud.start_job(rg, NAMES.tester)
     assert execution.startswith(NAMES.tester)

@@ -116,7 +116,7 @@ def job_body(
             "workloadProfileName": "gpu",
             "configuration": {
                 "triggerType": "Manual",
-                "replicaTimeout": 600,
+                "replicaTimeout": 7200,  # 14 wall seconds at SCALE: a loaded machine is no deadline
                 "replicaRetryLimit": retries,
                 "manualTriggerConfig": {"parallelism": 1, "replicaCompletionCount": 1},
             },
