@@ -59,7 +59,9 @@ def test_a_replicas_life_is_billed_at_the_tables_meters(
     assert cost == pytest.approx(row["wall_seconds"] * (0.000073 + 8 * 0.000024 + 56 * 0.000003), rel=0.02)
     # the same at the group's own scope; another group's scope has nothing
     rg_scope = f"{scope}/resourceGroups/rg-acagpu-t1"
-    assert _client(server).query.usage(rg_scope, _query([])).properties.rows[0][0] == pytest.approx(cost, rel=1e-3)
+    assert _client(server).query.usage(rg_scope, _query([])).properties.rows[0][0] == pytest.approx(
+        cost, rel=1e-3
+    )
 
 
 @pytest.mark.parametrize(
