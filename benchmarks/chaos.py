@@ -713,14 +713,21 @@ def _last_meaningful(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
+# what CPython itself prints when a SIGINT lands while the interpreter is still initialising (exit 1)
+PYTHON_INIT_FAILURES = ("Fatal Python error: init_", "Could not import runpy module")
+
+
 def interrupted_before_start(rc: int | None, out: str, err: str) -> bool:
     """A SIGINT that landed before Python ran any of acagpu: its traceback names no acagpu frame
-    (runpy, importlib), ends in KeyboardInterrupt, and the process died of the signal."""
+    (runpy, importlib, site), ends in KeyboardInterrupt, and the process died of the signal, or,
+    during the interpreter's own initialisation, CPython said so first and exited 1."""
     text = err.strip()
+    head = next(iter(text.splitlines()), "")
+    during_init = rc == 1 and head.startswith(PYTHON_INIT_FAILURES)
     return (
-        rc in (-2, 130)
+        (rc in (-2, 130) or during_init)
         and not out.strip()
-        and text.startswith("Traceback (most recent call last)")
+        and (text.startswith("Traceback (most recent call last)") or during_init)
         and text.endswith("KeyboardInterrupt")
         and "aca_gpu" not in text
     )

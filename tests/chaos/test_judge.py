@@ -127,3 +127,25 @@ def test_a_ctrl_c_before_any_acagpu_code_ran_is_python_s_not_a_traceback_of_ours
         "KeyboardInterrupt\n", '  File "/x/aca_gpu/cli/up.py", line 3\nKeyboardInterrupt\n'
     )
     assert chaos.judge(step, -2, "", ours, interrupted=True)["traceback"]
+
+
+INIT_FAILURE = (
+    "Fatal Python error: init_import_site: Failed to import the site module\n"
+    "Python runtime state: initialized\n"
+    "Traceback (most recent call last):\n"
+    '  File "<frozen site>", line 186, in addpackage\n'
+    '  File "<frozen importlib._bootstrap_external>", line 126, in _path_join\n'
+    "KeyboardInterrupt\n"
+)
+
+
+def test_a_ctrl_c_while_the_interpreter_initialises_is_python_s_own_failure() -> None:
+    """CPython reports a SIGINT during its own start-up ("Fatal Python error: init_...") and exits 1."""
+    step = _step(json=False)
+    early = chaos.judge(step, 1, "", INIT_FAILURE, interrupted=True)
+    assert early["before_start"] and early["clear"] and not early["traceback"]
+    runpy = "Could not import runpy module\n" + PRESTART
+    assert chaos.judge(step, 1, "", runpy, interrupted=True)["before_start"]
+    # exit 1 with a traceback that is not CPython's start-up report stays a traceback
+    assert chaos.judge(step, 1, "", PRESTART, interrupted=True)["traceback"]
+    assert chaos.judge(step, 1, "", INIT_FAILURE)["traceback"]
