@@ -308,7 +308,15 @@ class Output:
 
         def say() -> None:
             detail = f": {handle.detail}" if handle.detail else ""
-            print(f"... {label}{detail}, {handle.elapsed:.0f}s so far", file=self.stderr, flush=True)
+            line = f"... {label}{detail}, {handle.elapsed:.0f}s so far\n"
+            try:
+                fd = self.stderr.fileno()
+            except (AttributeError, ValueError, OSError):  # a captured stream (tests): no descriptor
+                print(line, end="", file=self.stderr, flush=True)
+                return
+            # straight to the descriptor: this thread never holds the stream's lock, so a Ctrl-C that
+            # lands while the main thread writes its own lines cannot meet a lock held here
+            os.write(fd, line.encode("utf-8", "replace"))
 
         every = progress_every_s()
         # a wait known to be long says so at once; any other step once it lasts
