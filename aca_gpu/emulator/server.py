@@ -9,6 +9,7 @@ injected faults). A ticker advances replicas, executions and deletes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -201,8 +202,12 @@ class EmulatorServer:
             loop.run_until_complete(self._astart())
         except BaseException as exc:
             self._startup_error = exc
-            self._started.set()
+            # what did start (the app runner) is cleaned up, and the loop closed, before start()
+            # goes on: a stop() racing this thread would otherwise schedule onto a closing loop
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(self._astop())
             loop.close()
+            self._started.set()
             return
         self._started.set()
         try:

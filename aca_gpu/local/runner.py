@@ -119,10 +119,23 @@ def run_container(
     )
 
 
+REMOVE_WAIT_S = 15.0  # a container the runtime is still creating or removing answers `rm` too early
+
+
 def _remove(command: ContainerCommand) -> None:
+    """Remove the named container and see it gone: a `rm` that races the runtime's own create or
+    `--rm` cleanup can return while the container is still listed, so it is sent again until not."""
     argv = remove_command(command.runtime, command.name, command.argv[0]) if command.name else None
-    if argv is not None:
+    if argv is None or command.name is None:
+        return
+    listing = [command.argv[0], "ps", "-a", "-q", "--filter", f"name=^{command.name}$"]
+    deadline = time.monotonic() + REMOVE_WAIT_S
+    while True:
         subprocess.run(argv, capture_output=True, timeout=60, check=False)
+        left = subprocess.run(listing, capture_output=True, text=True, timeout=60, check=False)
+        if left.returncode != 0 or not left.stdout.strip() or time.monotonic() >= deadline:
+            return
+        time.sleep(0.5)
 
 
 LineSink = Callable[[str, str], None]  # (stream: "stdout" | "stderr", line without its newline)
