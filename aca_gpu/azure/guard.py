@@ -215,9 +215,15 @@ def create_scheduled_job(
     env: Mapping[str, str],
     tags: Mapping[str, str],
     replica_timeout_s: int,
+    secret_env: Mapping[str, str] | None = None,
 ) -> ScheduledJob:
+    """`secret_env` (variable -> value) travels as job secrets the container's env references, so a
+    GET of the job (and `guard status`) never shows the value, as a webhook URL must not be."""
     from azure.mgmt.appcontainers.models import Job
 
+    secret_names = {k: k.lower().replace("_", "-") for k in (secret_env or {})}
+    env_items: list[dict[str, str]] = [{"name": k, "value": v} for k, v in env.items()]
+    env_items += [{"name": k, "secretRef": ref} for k, ref in secret_names.items()]
     body = Job(
         {
             "location": location,
@@ -229,6 +235,7 @@ def create_scheduled_job(
                     "triggerType": "Schedule",
                     "replicaTimeout": replica_timeout_s,
                     "replicaRetryLimit": 0,
+                    "secrets": [{"name": secret_names[k], "value": v} for k, v in (secret_env or {}).items()],
                     "scheduleTriggerConfig": {
                         "cronExpression": cron,
                         "parallelism": 1,
@@ -241,7 +248,7 @@ def create_scheduled_job(
                             "name": "guard",
                             "image": image,
                             "command": list(command),
-                            "env": [{"name": k, "value": v} for k, v in env.items()],
+                            "env": env_items,
                             "resources": {"cpu": 0.25, "memory": "0.5Gi"},
                         }
                     ]

@@ -141,6 +141,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
             env=container.env,
             tags=tags,
             replica_timeout_s=REPLICA_TIMEOUT_S,
+            secret_env={"ACAGPU_NOTIFY": req.notify} if req.notify else None,
         )
     if not job.principal_id:
         raise PreflightRefused(f"job {JOB} came back without a managed identity; nothing can sign in as it")
@@ -192,8 +193,7 @@ def _script_env(settings: Settings, req: InstallRequest, subs: Sequence[str]) ->
     }
     if len(subs) > 1:
         env["ACAGPU_GUARD_SUBSCRIPTIONS"] = ",".join(subs[1:])
-    if req.notify:
-        env["ACAGPU_NOTIFY"] = req.notify
+    if req.notify:  # the URL itself travels as a job secret (create_scheduled_job's secret_env)
         env["ACAGPU_GUARD_PRICES"] = json.dumps(_hourly_prices(), separators=(",", ":"))
     if settings.arm_endpoint:  # a sovereign cloud or the emulator: the script calls the same ARM
         env["ACAGPU_ARM_ENDPOINT"] = settings.arm_endpoint

@@ -118,6 +118,10 @@ def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(
     assert env["properties"]["workloadProfiles"] is None and "environmentMode" not in env["properties"]
     guard_job = arm.call("GET", f"{app_rp}/jobs/acagpu-guard", api="2025-07-01")
     assert guard_job["properties"]["workloadProfileName"] is None
+    # the webhook URL is a job secret the script's env references: a GET of the job never shows it
+    assert hook.url not in json.dumps(guard_job)
+    [guard_container] = guard_job["properties"]["template"]["containers"]
+    assert {"name": "ACAGPU_NOTIFY", "secretRef": "acagpu-notify"} in guard_container["env"]
 
     expired = {"acagpu:managed": "true", "acagpu:expires-at": "2020-01-01T00:00:00Z"}
     arm.call("PUT", "/resourcegroups/rg-not-ours", json={"location": "westus3"})
