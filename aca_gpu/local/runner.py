@@ -68,20 +68,24 @@ def refusal(runtime: str, exit_code: int | None, stderr: str) -> str | None:
     return lines[-1] if lines else f"{runtime} exited {exit_code} without a message"
 
 
-def run_container(
-    command: ContainerCommand, timeout: float, cancel: threading.Event | None = None
-) -> ContainerRun:
-    """Run it; never raises for the container's own failures. `cancel` stops it early."""
-    env = {**os.environ, **command.env}
-    started = time.monotonic()
-    proc = subprocess.Popen(
+def _spawn(command: ContainerCommand) -> subprocess.Popen[bytes]:
+    """Start the runtime client in its own session, so a kill of its group reaches what it forked."""
+    return subprocess.Popen(
         command.argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env={**os.environ, **command.env},
         start_new_session=True,
     )
+
+
+def run_container(
+    command: ContainerCommand, timeout: float, cancel: threading.Event | None = None
+) -> ContainerRun:
+    """Run it; never raises for the container's own failures. `cancel` stops it early."""
+    started = time.monotonic()
+    proc = _spawn(command)
     deadline = started + timeout
     stopped: str | None = None
     try:
@@ -150,16 +154,8 @@ def stream_container(
     The record keeps only stderr's tail (for the refusal); the caller's sink owns the output. A
     deadline or `cancel` kills the client and removes the named container, as Ctrl-C does.
     """
-    env = {**os.environ, **command.env}
     started = time.monotonic()
-    proc = subprocess.Popen(
-        command.argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
+    proc = _spawn(command)
     tail: deque[str] = deque(maxlen=REFUSAL_TAIL)
 
     def pump(pipe: object, stream: str) -> None:
