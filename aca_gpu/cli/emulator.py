@@ -7,14 +7,17 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from aca_gpu.cli.options import driver_version, output_options
 from aca_gpu.errors import BadInput
 from aca_gpu.output import Output
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _faults(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -38,6 +41,31 @@ def write_env_file(path: Path, text: str) -> None:
         os.write(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
+
+
+def _env_file_option(help: str) -> Callable[[F], F]:
+    """`--env-file` as `serve` and `replay` both take it; only the help differs."""
+
+    def decorate(func: F) -> F:
+        return click.option(
+            "--env-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help=help
+        )(func)
+
+    return decorate
+
+
+def _check_env_file(env_file: Path | None) -> None:
+    """Refuse a folder that is not there before a server starts, not after."""
+    if env_file is not None and not env_file.parent.is_dir():
+        raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+
+
+def _exports(env: dict[str, str], env_file: Path | None) -> list[str]:
+    """The `export` lines a second shell needs, also written to `env_file` when given."""
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    if env_file is not None:
+        write_env_file(env_file, "\n".join(lines) + "\n")
+    return lines
 
 
 @click.group()
@@ -102,12 +130,7 @@ def emulator() -> None:
     show_default=True,
     help="How many subscriptions to emulate (one tenant; Resource Graph sees them all).",
 )
-@click.option(
-    "--env-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the ACAGPU_* variables to this file (mode 0600: it holds the token).",
-)
+@_env_file_option("Also write the ACAGPU_* variables to this file (mode 0600: it holds the token).")
 @output_options
 def serve(
     output: Output,
@@ -124,8 +147,7 @@ def serve(
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
     from aca_gpu.emulator.server import EmulatorServer
 
-    if env_file is not None and not env_file.parent.is_dir():
-        raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+    _check_env_file(env_file)
     if workload == "host" and shutil.which("nvidia-smi") is None:  # else only the first `up` would say
         raise BadInput(
             "--workload host runs this machine's nvidia-smi, which is not on PATH",
@@ -151,9 +173,7 @@ def serve(
         raise
     try:
         env = server.client_env()
-        lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-        if env_file is not None:
-            write_env_file(env_file, "\n".join(lines) + "\n")
+        lines = _exports(env, env_file)
         doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
         if len(server.subscriptions) > 1:
             doc["subscriptions"] = server.subscriptions
@@ -171,12 +191,7 @@ def serve(
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="Port on 127.0.0.1."
 )
-@click.option(
-    "--env-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Also write the ACAGPU_* variables to this file (mode 0600).",
-)
+@_env_file_option("Also write the ACAGPU_* variables to this file (mode 0600).")
 @output_options
 def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> None:
     """Serve a `--record` folder as a strict fake Azure until Ctrl-C; exit 1 if the replay diverged."""
@@ -185,8 +200,7 @@ def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> No
 
     if not (folder / RECORDING_FILE).is_file():
         raise BadInput(f"{folder} holds no {RECORDING_FILE}", hint="record one with --record DIR")
-    if env_file is not None and not env_file.parent.is_dir():
-        raise BadInput(f"--env-file: folder {str(env_file.parent)!r} does not exist")
+    _check_env_file(env_file)
     server = ReplayServer(folder, port=port)
     try:
         server.start()
@@ -195,9 +209,7 @@ def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> No
         raise BadInput(f"--port {port}: cannot listen on 127.0.0.1 ({exc.__cause__ or exc})") from None
     try:
         env = server.client_env()
-        lines = [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-        if env_file is not None:
-            write_env_file(env_file, "\n".join(lines) + "\n")
+        lines = _exports(env, env_file)
         doc: dict[str, Any] = {"status": "serving", "endpoint": server.endpoint, "env": env}
         output.emit(doc, "\n".join(lines))
         verdict = f"{server.endpoint}{STATUS_PATH}"
