@@ -30,7 +30,8 @@ from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import Engine
-from aca_gpu.workflow.outcome import ProbeResult, RunOutcome, TeardownResult, TesterOutcome
+from aca_gpu.workflow.outcome import NOTHING_CREATED as NOTHING_CREATED
+from aca_gpu.workflow.outcome import NoPlace, ProbeResult, RunOutcome, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 
 if TYPE_CHECKING:
@@ -167,10 +168,7 @@ def tester_facts(run: Any) -> TesterFacts:
     return TesterFacts(result.status, result, run.exit_code, result.reason, run.seconds)
 
 
-NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)
-
-
-class LocalRuntime:
+class LocalRuntime(NoPlace):
     """The engine's Runtime on this machine: each probe and tester is one `run --rm` container."""
 
     def __init__(self, target: LocalTarget, why: str, tester_args: tuple[str, ...] = ()) -> None:
@@ -221,18 +219,6 @@ class LocalRuntime:
             )
         facts = tester_facts(run)
         return TesterOutcome(facts.status, None, facts.result, facts.exit_code, facts.reason, facts.seconds)
-
-    def has_place(self) -> bool:
-        return False
-
-    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        return NOTHING_CREATED
-
-    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        return NOTHING_CREATED
-
-    def gpu_seconds(self) -> float:
-        return 0.0  # this machine's own GPUs: nothing is billed
 
 
 @dataclass

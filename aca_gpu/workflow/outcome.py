@@ -9,7 +9,7 @@ infrastructure outcome (exit 7) that says what was lost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aca_gpu.errors import (
     EXIT_GPU_CHECK,
@@ -26,6 +26,9 @@ from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.failover import Attempt
 from aca_gpu.workflow.plan import Pair, Plan, resource_names
+
+if TYPE_CHECKING:
+    from aca_gpu.output import Progress
 
 SCHEMA = 1
 
@@ -256,6 +259,25 @@ class TeardownResult:
         if self.message:
             doc["message"] = self.message
         return doc
+
+
+NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)
+
+
+class NoPlace:
+    """The place half of the engine's Runtime for this machine: nothing to keep, remove or bill."""
+
+    def has_place(self) -> bool:
+        return False
+
+    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        return NOTHING_CREATED
+
+    def gpu_seconds(self) -> float:
+        return 0.0  # this machine's own GPUs: nothing is billed
 
 
 @dataclass

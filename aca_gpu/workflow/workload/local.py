@@ -14,15 +14,13 @@ from aca_gpu.errors import WaitTimedOut
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.outcome import NoPlace, ProbeResult, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
-
-NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)
 
 
 def outcome_of(result: WorkloadResult) -> TesterOutcome:
@@ -31,7 +29,7 @@ def outcome_of(result: WorkloadResult) -> TesterOutcome:
     return TesterOutcome(status, result.execution, None, result.exit_code, result.reason, result.seconds)
 
 
-class LocalWorkloadRuntime:
+class LocalWorkloadRuntime(NoPlace):
     """Implements the engine's Runtime for one user container on Docker, Podman or Apptainer."""
 
     def __init__(self, target: LocalTarget, why: str, spec: RunSpec, console: Console) -> None:
@@ -86,15 +84,3 @@ class LocalWorkloadRuntime:
         else:
             self.result = WorkloadResult("exited", run.exit_code, seconds=run.seconds)
         return outcome_of(self.result)
-
-    def has_place(self) -> bool:
-        return False
-
-    def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        return NOTHING_CREATED
-
-    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        return NOTHING_CREATED
-
-    def gpu_seconds(self) -> float:
-        return 0.0  # this machine's own GPUs: nothing is billed
