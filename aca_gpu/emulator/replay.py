@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from aca_gpu.emulator.loop_thread import start_loop_thread, stop_loop_thread
 from aca_gpu.emulator.replay_script import Script, load
 from aca_gpu.emulator.tls import make_tls
 
@@ -90,17 +91,14 @@ class ReplayServer:
             loop.close()
 
     def start(self) -> ReplayServer:
-        self._thread = threading.Thread(target=self._main, name="acagpu-replay", daemon=True)
-        self._thread.start()
+        self._thread = start_loop_thread(self._main, "acagpu-replay")
         self._started.wait()
         if self._error is not None:
             raise RuntimeError(f"replay server failed to start: {self._error}") from self._error
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+        stop_loop_thread(self._loop, self._thread)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> ReplayServer:

@@ -31,6 +31,7 @@ from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
 from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
+from aca_gpu.emulator.loop_thread import start_loop_thread, stop_loop_thread
 from aca_gpu.emulator.providers.app import schedule
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
 from aca_gpu.emulator.providers.app.identity import principal_for_secret
@@ -219,17 +220,14 @@ class EmulatorServer:
     def start(self) -> EmulatorServer:
         if self._thread is not None and self._thread.is_alive():
             return self
-        self._thread = threading.Thread(target=self._thread_main, name="acagpu-emulator", daemon=True)
-        self._thread.start()
+        self._thread = start_loop_thread(self._thread_main, "acagpu-emulator")
         self._started.wait()
         if self._startup_error is not None:
             raise RuntimeError(f"emulator failed to start: {self._startup_error}") from self._startup_error
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._thread is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
+        stop_loop_thread(self._loop, self._thread)
         self._thread = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
