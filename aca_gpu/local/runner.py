@@ -104,9 +104,7 @@ def run_container(
                     _remove(command)
                     break
     except BaseException:  # Ctrl-C: the container must not outlive us
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        _remove(command)
+        _kill(proc, command)
         raise
     stderr = err.decode("utf-8", "replace")
     code = None if stopped else proc.returncode
@@ -121,6 +119,13 @@ def run_container(
         timed_out=stopped == "timed_out",
         cancelled=stopped == "cancelled",
     )
+
+
+def _kill(proc: subprocess.Popen[bytes], command: ContainerCommand) -> None:
+    """Kill the client's whole group, reap it, and remove the container it may have left running."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _remove(command)
 
 
 REMOVE_WAIT_S = 15.0  # a container the runtime is still creating or removing answers `rm` too early
@@ -180,14 +185,10 @@ def stream_container(
             elif time.monotonic() >= deadline:
                 stopped = "timed_out"
             if stopped:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                _remove(command)
+                _kill(proc, command)
                 break
     except BaseException:  # Ctrl-C: the container must not outlive us
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        _remove(command)
+        _kill(proc, command)
         raise
     for reader in readers:
         reader.join(timeout=5)
