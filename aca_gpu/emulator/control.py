@@ -86,6 +86,7 @@ def billing(ctx: Ctx) -> dict[str, Any]:
                 "parent": rec.parent,
                 "replica": rec.replica,
                 "profile_type": rec.profile_type,
+                "location": rec.location,
                 "gpus": rec.gpus,
                 "wall_seconds": round(wall, 4),
                 "seconds": round(seconds, 3),

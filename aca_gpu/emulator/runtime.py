@@ -240,7 +240,7 @@ class Runtime:
         owner = (self.state.apps if rep.kind == "app" else self.state.jobs).get(
             (rep.rg.lower(), rep.owner.lower())
         )
-        env = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
+        env = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))  # maybe another group
         rep.billing = BillingRecord(
             run_id=rep.run_id,
             kind=rep.kind,
@@ -291,7 +291,6 @@ class Runtime:
                     env_rec.pulled[(rep.profile_type, spec.image)] = now
             rep.phase = "Creating"
             rep.phase_until = self.clock.after("container_create")
-            env_rec = self.state.envs.get((rep.rg.lower(), rep.env.lower()))
             stall = self.faults.fire(
                 "stall", path=rep.name, location=env_rec.location if env_rec else "", profile=rep.profile_type
             )

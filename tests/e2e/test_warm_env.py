@@ -96,6 +96,9 @@ def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> 
         billed = _control(emu, "billing")["runs"]
         # probe + tester; a probe whose lines were lost (a loaded machine) is started once more
         assert billed["warma"]["replicas"] in (2, 3) and billed["warmb"]["replicas"] in (2, 3)
+        # priced where the environment is, though each run's jobs sit in a group of their own
+        rows = [r for r in _control(emu, "billing")["replicas"] if r["run_id"] in ("warma", "warmb")]
+        assert rows and all(r["location"] for r in rows), rows
 
         inventory = _control(emu, "inventory")
         assert inventory["apps"] == [] and inventory["jobs"] == [] and inventory["replicas"] == []
