@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from aca_gpu.emulator import control, versions
-from aca_gpu.emulator.arm import APP_SUPPORTED_VERSIONS, ArmError, json_response
+from aca_gpu.emulator.arm import ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
 from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
@@ -379,6 +379,7 @@ class EmulatorServer:
             broken = ctx.faults.fire("5xx", path=req.path, method=req.method)
             if broken is not None:
                 raise ServerError(int(broken.param("status", "500")))
+            app = route.namespace == "Microsoft.App"
             refusal = ctx.faults.active("apiversion")
             version = req.query.get("api-version")
             if (
@@ -387,14 +388,17 @@ class EmulatorServer:
                 and ctx.faults.fire("apiversion", path=req.path, method=req.method) is not None
             ):
                 where = refusal.param("region", "eastus")
+                rtype = versions.app_type(route.pattern) if app else route.pattern.rsplit("/", 2)[-2]
                 raise ArmError(
                     f"No registered resource provider found for location '{where}' "
-                    f"and API version '{version}' for type '{route.pattern.rsplit('/', 2)[-2]}'. "
-                    f"The supported api-versions are '{versions.supported(route.namespace)}'.",
+                    f"and API version '{version}' for type '{rtype}'. "
+                    f"The supported api-versions are '{versions.supported(route.namespace, rtype)}'.",
                     code="NoRegisteredProviderFound",
                     status=400,
                 )
             versions.check(version, namespace=route.namespace or "Microsoft.Resources")
+            if app and version:
+                versions.check_app_type(version, versions.app_type(route.pattern), _location(ctx, params))
             versions.REQUEST_VERSION.set(version or "")
             if route.namespace is not None:
                 rg_models.require_registered(ctx, route.namespace)
@@ -406,7 +410,8 @@ class EmulatorServer:
         # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
         versioned = not route.pattern.endswith("/usages")
         if route.namespace == "Microsoft.App" and versioned and resp.status < 400 and not resp.prepared:
-            resp.headers.setdefault("api-supported-versions", APP_SUPPORTED_VERSIONS)
+            listed = versions.supported(route.namespace, versions.app_type(route.pattern))
+            resp.headers.setdefault("api-supported-versions", listed)
         return resp
 
     async def _control(self, req: web.Request, name: str) -> web.StreamResponse:
@@ -489,6 +494,14 @@ async def _drop_default_content_type(req: web.Request, resp: web.StreamResponse)
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def _location(ctx: Ctx, params: dict[str, str]) -> str:
+    """Where ARM says a request was routed: the path's location, else its resource group's."""
+    if "location" in params:
+        return params["location"]
+    group = ctx.state.rgs.get(params.get("rg", "").lower())
+    return group.location if group is not None else "global"
 
 
 def _unauthorized(req: web.Request) -> web.Response:

@@ -15,6 +15,16 @@ SHAPE_2025_SINCE = "2025-07-01"
 SHAPE_2025_10_SINCE = "2025-10-02"
 
 APP_VERSIONS = tuple(v.strip() for v in APP_SUPPORTED_VERSIONS.split(","))
+# Each Microsoft.App resource type has its own list: the version it first appeared at, then every
+# later one. Recorded per type in the `api-supported-versions` header (tests/fixtures/*-recordings):
+# jobs, their executions and their operations from 2022-11-01-preview (the official spec's first
+# Jobs.json), the workload-profile-type catalogue from 2022-06-01-preview, the rest from 2022-03-01.
+APP_TYPE_SINCE = {
+    "jobs": "2022-11-01-preview",
+    "locations/containerappsjobOperationStatuses": "2022-11-01-preview",
+    "locations/containerappsjobOperationResults": "2022-11-01-preview",
+    "locations/availableManagedEnvironmentsWorkloadProfileTypes": "2022-06-01-preview",
+}
 # Microsoft.Resources: azure-mgmt-resource 26 sends 2025-04-01; azure-mgmt-core's auto-registration
 # policy uses 2016-02-01; the Azure CLI reads providers at 2022-09-01 / 2024-11-01 and subscriptions
 # and tenants at 2022-12-01.
@@ -65,8 +75,43 @@ def _versions(namespace: str | None) -> tuple[str, ...]:
     return known.get((namespace or "").lower(), RESOURCES_VERSIONS)
 
 
-def supported(namespace: str | None) -> str:
+def supported(namespace: str | None, resource_type: str | None = None) -> str:
+    if resource_type is not None and (namespace or "").lower() == "microsoft.app":
+        return ", ".join(app_versions(resource_type))
     return ", ".join(_versions(namespace))
+
+
+def app_type(path: str) -> str:
+    """The Microsoft.App resource type a path (or route pattern) addresses, as the provider names it
+    in `resourceTypes`: `jobs` for a job and everything under it, `locations/<kind>` under a
+    location. Names ({x} or real) are every other segment after the namespace."""
+    _, _, rest = path.partition("/providers/Microsoft.App/")
+    if not rest:
+        _, _, rest = path.lower().partition("/providers/microsoft.app/")
+    kinds = rest.strip("/").split("/")[::2]
+    if kinds[:1] == ["locations"] and len(kinds) > 1:
+        return f"locations/{kinds[1]}"
+    return kinds[0] if kinds and kinds[0] else ""
+
+
+def app_versions(resource_type: str) -> tuple[str, ...]:
+    """The api-versions a Microsoft.App resource type accepts and advertises, oldest first."""
+    since = next((v for t, v in APP_TYPE_SINCE.items() if t.lower() == resource_type.lower()), None)
+    if since is None:
+        return APP_VERSIONS
+    return APP_VERSIONS[APP_VERSIONS.index(since) :]
+
+
+def check_app_type(api_version: str, resource_type: str, location: str) -> None:
+    """A version the provider knows but this type does not: ARM's answer for a registered type."""
+    accepted = app_versions(resource_type)
+    if api_version not in accepted:
+        raise ArmError(
+            f"No registered resource provider found for location '{location}' and API version "
+            f"'{api_version}' for type '{resource_type}'. The supported api-versions are "
+            f"'{', '.join(accepted)}'.",
+            code="NoRegisteredProviderFound",
+        )
 
 
 def check(api_version: str | None, *, namespace: str) -> None:

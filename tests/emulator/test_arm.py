@@ -60,11 +60,21 @@ def test_api_version_missing_or_unknown_is_400(server: EmulatorServer) -> None:
 def test_the_provider_advertises_the_versions_it_accepts(
     arm: ResourceManagementClient, server: EmulatorServer
 ) -> None:
-    # recorded (Nov 2025): newest first, defaultApiVersion the newest preview; Azure accepts each one
+    # recorded (Nov 2025): newest first, defaultApiVersion the newest preview; Azure accepts each one.
+    # Each type has its own list (recorded per type in api-supported-versions): jobs and their
+    # operations first appeared at 2022-11-01-preview, the profile-type catalogue at
+    # 2022-06-01-preview, apps and environments at 2022-03-01.
     types = {t.resource_type: t for t in arm.providers.get("Microsoft.App").resource_types}
     jobs = types["jobs"]
     assert jobs.default_api_version == "2025-10-02-preview"
-    assert jobs.api_versions[0] == "2026-07-01" and jobs.api_versions[-1] == "2022-03-01"
+    assert jobs.api_versions[0] == "2026-07-01" and jobs.api_versions[-1] == "2022-11-01-preview"
+    oldest = {t: v.api_versions[-1] for t, v in types.items()}
+    assert oldest["containerApps"] == oldest["managedEnvironments"] == "2022-03-01"
+    assert oldest["locations/containerappsjobOperationStatuses"] == "2022-11-01-preview"
+    assert oldest["locations/containerappsjobOperationResults"] == "2022-11-01-preview"
+    assert oldest["locations/containerappOperationStatuses"] == "2022-03-01"
+    assert oldest["locations/availableManagedEnvironmentsWorkloadProfileTypes"] == "2022-06-01-preview"
+    assert {v.api_versions[0] for v in types.values()} == {"2026-07-01"}
     assert jobs.api_versions == sorted(jobs.api_versions, reverse=True)
     assert "SystemAssignedResourceIdentity" in (jobs.capabilities or "")
     path = f"/subscriptions/{server.subscription}/providers/Microsoft.App/jobs"
@@ -73,6 +83,19 @@ def test_the_provider_advertises_the_versions_it_accepts(
     assert _get(server, path, **{"api-version": "2025-11-01"}).json()["error"]["code"] == (
         "InvalidApiVersionParameter"
     )
+    # a version the provider knows but jobs do not: ARM's answer for a registered type
+    older = _get(server, path, **{"api-version": "2022-10-01"})
+    assert older.status_code == 400, older.text
+    error = older.json()["error"]
+    assert error["code"] == "NoRegisteredProviderFound"
+    assert "for type 'jobs'" in error["message"]
+    assert "'2022-11-01-preview, 2023-04-01-preview," in error["message"]
+    apps = f"/subscriptions/{server.subscription}/providers/Microsoft.App/containerApps"
+    listed = _get(server, apps, **{"api-version": "2022-10-01"})
+    assert listed.status_code == 200
+    assert listed.headers["api-supported-versions"].startswith("2022-03-01, ")
+    ok = _get(server, path, **{"api-version": "2022-11-01-preview"})
+    assert ok.headers["api-supported-versions"].startswith("2022-11-01-preview, ")
 
 
 def test_resource_group_crud_and_tag_filter(arm: ResourceManagementClient, server: EmulatorServer) -> None:

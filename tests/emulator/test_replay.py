@@ -79,9 +79,13 @@ def replayed() -> Iterator[dict[str, list[Pair]]]:
             prepare(server, name, replay)
             server.ctx.clock.scale = SLOW_FILES.get(name, SCALE)
             replay.replay(items)
+            SENT[name] = len(replay.pairs)
             for pair in replay.pairs:
                 by_kind[pair.kind].append(pair)
         yield by_kind
+
+
+SENT: dict[str, int] = {}  # recording -> calls the replay sent and paired with an answer
 
 
 # ---- the tests -----------------------------------------------------------------------------------
@@ -97,6 +101,13 @@ def test_emulator_answers_like_the_recording(replayed: dict[str, list[Pair]], ki
     assert pairs, f"no emulator answer was paired with a recorded {kind} {status}"
     problems = {f"{p.recorded['method']} {p.url}: {d}" for p in pairs for d in check_pair(p)}
     assert not problems, "\n".join(sorted(problems))
+
+
+def test_every_in_scope_call_is_replayed(replayed: dict[str, list[Pair]]) -> None:
+    """Every recorded call the emulator plays (all but the CLI's Log Analytics set-up) is sent."""
+    for name, items in RECORDED.items():
+        wanted = [i for i in items if not any(s in i["uri"] for s in NOT_EMULATED)]
+        assert SENT[name] == len(wanted), f"{name}: {SENT[name]} of {len(wanted)} calls replayed"
 
 
 def test_every_transient_state_was_seen_before_the_end(replayed: dict[str, list[Pair]]) -> None:

@@ -205,7 +205,7 @@ def provider_body(ctx: Ctx, namespace: str) -> dict[str, Any]:
             {
                 "resourceType": t,
                 "locations": sorted(REGIONS.values()),
-                "apiVersions": list(reversed(versions.APP_VERSIONS)),  # newest first, as recorded
+                "apiVersions": list(reversed(versions.app_versions(t))),  # newest first, as recorded
                 "defaultApiVersion": APP_DEFAULT_VERSION,
                 "capabilities": _CAPABILITIES.get(t, "None"),
             }
