@@ -8,7 +8,10 @@ no rate in it, only the one timing. No result at all raises `NoTesterResult`, ne
 Schema 2 (tester 1.1) adds GPU telemetry sampled during each timed loop; schema 1 lines still parse,
 with `telemetry_available` None. Schema 3 (tester 1.2) takes each rate at steady state (a timed
 window after a warm-up that waits for clock and power to settle) and reports the best short burst
-apart (`burst_tflops`), plus the optional `--burn` stress run (`burn`).
+apart (`burst_tflops`), plus the optional `--burn` stress run (`burn`). A burn with errors (a
+product wrong beyond rounding, or a GPU that failed under load) fails the result, reason
+`burn-errors`, whatever status the line carries; `mismatches` (products that differ from the first
+one only bitwise, which another kernel or summation order explains) are reported and do not fail.
 `summary_lines` renders one readable line per GPU for every summary
 that shows a tester result (tester-report, up, validate), so they all say the same thing.
 """
@@ -220,11 +223,32 @@ def _health(devices: list[Any]) -> HealthReport | None:
     return HealthReport(worst([g.verdict for g in judged]), tuple(judged))
 
 
-def from_document(doc: dict[str, Any]) -> TesterResult:
-    """Build a result from the tester's JSON document (also what the emulator's simulation emits)."""
-    status = doc.get("status")
+def burn_errors(burn: dict[str, Any]) -> int:
+    """Errors of a `--burn` run: the tester's total, or what its GPUs' errors and failures add up
+    to when that is more (a total that disagrees with its parts is not the one trusted)."""
+    devices = [d for d in burn.get("devices") or [] if isinstance(d, dict)]
+    failures = burn.get("failures")
+    parts = sum(_int(d.get("errors")) or 0 for d in devices) + (
+        len(failures) if isinstance(failures, list) else 0
+    )
+    return max(_int(burn.get("errors")) or 0, parts)
+
+
+def _verdict(doc: dict[str, Any], burn: dict[str, Any] | None) -> tuple[str, Any]:
+    """(status, reason): the tester's own, except that burn errors always fail (reason burn-errors,
+    unless the tester already failed for another reason)."""
+    status, reason = doc.get("status"), doc.get("reason")
     if status not in ("pass", "fail"):
         raise NoTesterResult(f"tester result has no valid status (got {status!r})")
+    if burn is not None and burn_errors(burn):
+        return "fail", reason if status == "fail" and reason else "burn-errors"
+    return status, reason
+
+
+def from_document(doc: dict[str, Any]) -> TesterResult:
+    """Build a result from the tester's JSON document (also what the emulator's simulation emits)."""
+    burn = _dict(doc.get("burn")) or None
+    status, reason = _verdict(doc, burn)
     gpu = _dict(doc.get("gpu"))
     listed = doc.get("devices")
     devices: list[Any] = listed if isinstance(listed, list) else []
@@ -266,7 +290,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
     )
     return TesterResult(
         status=status,
-        reason=doc.get("reason"),
+        reason=reason,
         gpu_name=gpu.get("name"),
         gpu_count=int(gpu.get("count") or env.get("device_count") or 0),
         rates=rates,
@@ -291,7 +315,7 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         cuda_init_attempts=_int(init.get("attempts")) if init else None,
         cuda_init_errors=_texts(init.get("errors")),
         result_grace_s=_float(doc.get("result_grace_s")),
-        burn=_dict(doc.get("burn")) or None,
+        burn=burn,
         health=_health(devices),
         raw=doc,
     )

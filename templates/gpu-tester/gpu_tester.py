@@ -78,6 +78,7 @@ REASON_BITS = (
     (0x100, "display-clocks"),
 )
 REASON_SHARE = 0.2  # a reason counts for the verdict when active in at least this share of samples
+MIN_WINDOW_SAMPLES = 5  # telemetry samples in every settle period and timed window, at the least
 FAR_BELOW_CLOCK = 50.0  # % of the clock-allowed rate under which a rate is a finding in itself
 
 
@@ -134,7 +135,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--telemetry-ms",
         type=int,
         default=DEFAULT_TELEMETRY_MS,
-        help="NVML sampling interval during each timed loop, ms; 0 = no sampling",
+        help="NVML sampling interval during each timed loop, ms (shortened so every window and settle "
+        f"period holds at least {MIN_WINDOW_SAMPLES} samples); 0 = no sampling",
     )
     args = p.parse_args(argv)
     bad = [d for d in args.dtypes.split(",") if d not in DTYPES]
@@ -536,12 +538,15 @@ class Sampler:
 
     def __init__(self, nvml: Nvml, handle: Any, interval_s: float) -> None:
         self.nvml, self.handle, self.interval_s = nvml, handle, interval_s
+        self._interval = interval_s
         self.samples: list[tuple[Any, ...]] = []
         self.times: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
+    def start(self, interval_s: float | None = None) -> None:
+        """Sample from now on, every `interval_s` this time (a steady rate asks for a shorter one)."""
+        self._interval = interval_s or self.interval_s
         self.samples, self.times, self._stop = [], [], threading.Event()
         self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
         self._thread.start()
@@ -554,7 +559,7 @@ class Sampler:
                 return
             self.times.append(time.monotonic())
             self.samples.append(sample)
-            if self._stop.wait(self.interval_s):
+            if self._stop.wait(self._interval):
                 return
 
     def between(self, lo: float, hi: float) -> list[tuple[Any, ...]]:
@@ -730,6 +735,13 @@ class Steady:
         self.clock_tol = 0.02
         self.power_tol = 0.05
 
+    def sample_interval(self, requested_s: float) -> float:
+        """The interval asked for, shortened so that the shorter of a settle period and the window
+        spans twice MIN_WINDOW_SAMPLES of them: each holds at least MIN_WINDOW_SAMPLES samples even
+        when every NVML read takes as long as the wait (a period's medians and the window's summary
+        describe it, not one reading at idle power). The default 20 ms is already shorter."""
+        return min(requested_s, min(self.period_s, self.window_s) / (2 * MIN_WINDOW_SAMPLES))
+
 
 def _changed(old: Any, new: Any, tol: float) -> bool:
     return bool(old and new) and abs(new - old) / old > tol
@@ -784,7 +796,7 @@ def steady_rate(
     per_call = chunk(3) / 3
     calls = max(1, min(1000, math.ceil(how.chunk_ms / per_call)))
     if sampler is not None:
-        sampler.start()
+        sampler.start(how.sample_interval(sampler.interval_s))
     warm: list[tuple[float, float, float]] = []
     began = time.monotonic()
     settled = False
@@ -1178,13 +1190,38 @@ BURN_CHECK_S = 2.0  # how often each GPU recomputes the reference product and co
 BURN_INTERVAL_S = 5.0  # one telemetry row per this many seconds
 
 
-def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None) -> dict[str, Any]:
-    """Full load on one GPU for `seconds`, recomputing a fixed product every BURN_CHECK_S.
+def burn_check(torch: Any, x: Any, y: Any, first: Any, got: Any, name: str, gen: Any) -> dict[str, Any]:
+    """Judge one recomputation `got` of x·y against the first product `first` (any torch device).
 
-    Silent data corruption is the failure that matters: each check compares the product with the
-    first one bit for bit (cuBLAS picks the same kernel for the same shape, so any difference is
-    suspect: `mismatches`) and with a float64 reference on sampled rows × columns (`errors`: outside
-    the dtype's bound, or not finite). Telemetry is summarised per BURN_INTERVAL_S.
+    Silent data corruption is the failure that matters, so a check fails (`error`) when the product
+    is wrong beyond what rounding explains: not finite, outside the dtype's bound against a float64
+    reference on 128 sampled rows × columns, or, where it differs from the first product at all, any
+    element further from that product than the bound allows (`deviation`: |got − first| over
+    |first| + the product's RMS, so elements near zero are not judged by their own tiny size). That
+    last comparison covers every element, which the sampled reference cannot.
+
+    A bitwise difference alone (`mismatch`) is reported but does not fail: cuBLAS may pick another
+    kernel or split the reduction differently between calls (heuristics, workspace, split-K), and a
+    different summation order legitimately changes the last bit of an element. Such a change stays
+    within one unit in the last place, far inside the bound; corruption that flips a low mantissa bit
+    looks the same and is only counted, while any larger change fails.
+    """
+    out = sample_error(torch, x, y, got, name, gen)
+    mismatch = not bool(torch.equal(got, first))
+    deviation = None
+    if mismatch and out["ok"]:
+        ref = first.float()
+        floor = torch.linalg.vector_norm(ref) / math.sqrt(ref.numel())
+        deviation = ((got.float() - ref).abs() / (ref.abs() + floor)).max().item()
+        out["ok"] = math.isfinite(deviation) and deviation <= ERROR_BOUNDS[name]
+        deviation = deviation if math.isfinite(deviation) else None
+    return {"error": not out["ok"], "mismatch": mismatch, "rel_err": out["rel_err"], "deviation": deviation}
+
+
+def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None) -> dict[str, Any]:
+    """Full load on one GPU for `seconds`, recomputing a fixed product every BURN_CHECK_S and judging
+    it with burn_check: `errors` (wrong beyond rounding) fail the run, `mismatches` (bitwise only)
+    are counted. Telemetry is summarised per BURN_INTERVAL_S.
     """
     dev = torch.device("cuda", index)
     torch.cuda.set_device(dev)
@@ -1201,7 +1238,7 @@ def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None)
     check = torch.empty_like(first)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     checks = errors = mismatches = 0
-    worst = 0.0
+    worst, deviation = 0.0, None
     rows: list[dict[str, Any]] = []
     done_ms, done_flops, i = 0.0, 0.0, 0
     row_ms, row_flops = 0.0, 0.0
@@ -1225,10 +1262,12 @@ def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None)
             check.fill_(float("nan"))
             torch.mm(x, y, out=check)
             checks += 1
-            mismatches += 0 if bool(torch.equal(check, first)) else 1
-            got = sample_error(torch, x, y, check, name, gen)
+            got = burn_check(torch, x, y, first, check, name, gen)
+            mismatches += got["mismatch"]
+            errors += got["error"]
             worst = max(worst, got["rel_err"] if got["rel_err"] is not None else math.inf)
-            errors += 0 if got["ok"] else 1
+            if got["deviation"] is not None:
+                deviation = max(deviation or 0.0, got["deviation"])
         if now - row_start >= BURN_INTERVAL_S or now - began >= seconds:
             tel = summarize(sampler.between(row_start, now + 1)) if sampler is not None else {}
             rows.append(
@@ -1254,6 +1293,7 @@ def burn_device(torch: Any, index: int, seconds: float, sampler: Sampler | None)
         "errors": errors,
         "mismatches": mismatches,
         "worst_rel_err": worst if math.isfinite(worst) else None,
+        "max_deviation": deviation,
         "bound": ERROR_BOUNDS[name],
         "intervals": rows,
     }
@@ -1394,7 +1434,10 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
             "interval_ms": args.telemetry_ms,
             "reason": None,
         }
-        say(f"telemetry: NVML every {args.telemetry_ms} ms during each timed loop")
+        say(
+            f"telemetry: NVML every {args.telemetry_ms} ms during each timed loop "
+            f"(more often where a rate's window would hold fewer than {MIN_WINDOW_SAMPLES} samples)"
+        )
     count = env["device_count"]
     devices: list[dict[str, Any]] = []
     try:
