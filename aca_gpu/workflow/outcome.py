@@ -123,7 +123,26 @@ class PairOutcome:
 
     @property
     def health(self) -> HealthReport | None:
-        return self.probe.health if self.probe is not None else None
+        """The GPUs' health: the probe's `nvidia-smi -q` verdict; where the probe could not read one
+        (no probe, no `-q` output, a lost session), the tester's own NVML readings (tester 1.2),
+        judged by the same rules. A tester result without readings leaves the probe's unread report."""
+        probed = self.probe.health if self.probe is not None else None
+        if probed is not None and probed.verdict is not None:
+            return probed
+        result = self.tester.result if self.tester is not None else None
+        tested = result.health if result is not None else None
+        return tested if tested is not None and tested.verdict is not None else probed
+
+    @property
+    def health_source(self) -> str | None:
+        """Where `health`'s verdict comes from: "nvidia-smi" (the probe), "tester" (its NVML), None."""
+        health = self.health
+        if health is None or health.verdict is None:
+            return None
+        return "nvidia-smi" if self.probe is not None and health is self.probe.health else "tester"
+
+    def _health_label(self) -> str:
+        return "GPU health (the tester's NVML readings)" if self.health_source == "tester" else "GPU health"
 
     @property
     def warnings(self) -> list[str]:
@@ -131,7 +150,8 @@ class PairOutcome:
         health = self.health
         if health is None or not health.degraded or self.strict:
             return []
-        return [f"{self.pair.label()}: GPU health {line}" for line in health.problems("degraded")]
+        label = self._health_label()
+        return [f"{self.pair.label()}: {label} {line}" for line in health.problems("degraded")]
 
     @property
     def phases(self) -> dict[str, float]:
@@ -166,7 +186,7 @@ class PairOutcome:
             return f"nvidia-smi: {self.probe.error}"
         health = self.health
         if health is not None and (health.failed or (self.strict and health.degraded)):
-            return f"GPU health {health.summary()}" + (" (--strict)" if not health.failed else "")
+            return f"{self._health_label()} {health.summary()}" + (" (--strict)" if not health.failed else "")
         if not compat_passes(self.compat):
             assert self.compat is not None
             return f"incompatible: {self.compat.reason}"
@@ -225,6 +245,7 @@ class PairOutcome:
             "gpu_lines": self.tester.as_dict()["gpu_lines"] if self.tester else [],
             "health": self.health.as_dict() if self.health is not None else None,
             "health_verdict": self.health.verdict if self.health is not None else None,
+            "health_source": self.health_source,
             "warnings": self.warnings,
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
