@@ -1,9 +1,12 @@
 """The explorer probe and the zero-build gpu-tester as real container runs on a local runtime.
 
 The probe runs `nvidia-smi` in the explorer image (the GPU runtime mounts nvidia-smi with the
-driver, as on Azure); the tester runs the packaged script in the tester image through the same
-zero-build injection as on Azure (`aca_gpu.tester.zero_build_container`). Both return plain
-`ContainerRun` records; judging them is the workflow's job.
+driver, as on Azure), then `nvidia-smi -q` in a second container of the same image for the GPUs'
+health (two runs, not a shell line joining them: an image need not have a shell, and the runtime's
+own refusal text stays what judges a GPU that never reached the container). The tester runs the
+packaged script in the tester image through the same zero-build injection as on Azure
+(`aca_gpu.tester.zero_build_container`). All return plain `ContainerRun` records; judging them is
+the workflow's job.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from aca_gpu.local.runner import ContainerRun, run_container
 from aca_gpu.tester import zero_build_container
 
 PROBE_COMMAND = ("nvidia-smi",)
+HEALTH_COMMAND = ("nvidia-smi", "-q")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,12 @@ class LocalTarget:
 
 def probe_command(target: LocalTarget, image: str) -> ContainerCommand:
     return target.command(image, PROBE_COMMAND, role="explorer")
+
+
+def health_command(target: LocalTarget, image: str) -> ContainerCommand:
+    """`nvidia-smi -q` in the explorer image, in a container of its own name (the table's may still
+    be being removed)."""
+    return target.command(image, HEALTH_COMMAND, role="explorer-health")
 
 
 def tester_command(target: LocalTarget, image: str, args: Sequence[str] = ()) -> ContainerCommand:

@@ -25,7 +25,9 @@ from aca_gpu.config import DEFAULT_IMAGE
 from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, InfraError, WaitTimedOut
 from aca_gpu.gpu import nvidia_smi, runtime_errors, tester_result
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
+from aca_gpu.gpu.nvidia_smi_health import HealthReport
 from aca_gpu.gpu.profiles import GpuProfile
+from aca_gpu.models import ExecResult
 from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
 from aca_gpu.workflow.context import Waiter
@@ -33,6 +35,7 @@ from aca_gpu.workflow.engine import Engine
 from aca_gpu.workflow.outcome import NOTHING_CREATED as NOTHING_CREATED
 from aca_gpu.workflow.outcome import NoPlace, ProbeResult, RunOutcome, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.probe import EXEC_TIMEOUT_S, health_of
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
@@ -136,6 +139,22 @@ def probe_facts(run: Any) -> ProbeFacts:
     return ProbeFacts(error=reason, exit_code=run.exit_code, raw=text, fix=fix)
 
 
+def health_facts(run: Any) -> tuple[HealthReport, str]:
+    """Judge a `ContainerRun` of `nvidia-smi -q` by the ACA probe's rules (`probe.health_of`).
+
+    Health is evidence on top of the table's verdict: a container that did not start or finish
+    leaves it unread (said so in the report), never a GPU failure by itself."""
+    if run.timed_out:
+        return HealthReport(None, error=f"nvidia-smi -q did not finish in {run.seconds:.0f} s"), ""
+    if run.refused is not None:
+        return HealthReport(None, error=f"nvidia-smi -q: the container did not start: {run.refused}"), ""
+    report, raw = health_of(
+        ExecResult(("nvidia-smi", "-q"), run.stdout or run.stderr, run.stderr, run.exit_code)
+    )
+    assert report is not None  # health_of judges every result it is given
+    return report, raw
+
+
 def tester_facts(run: Any) -> TesterFacts:
     """pass/fail from the tester's result line and exit code; refused containers say why."""
     if run.cancelled:
@@ -184,7 +203,9 @@ class LocalRuntime(NoPlace):
         """Nothing to create: containers are removed as they exit (`--rm`)."""
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
-        from aca_gpu.local.probe import probe_command
+        """nvidia-smi in the explorer image, then, when it listed the GPUs, `nvidia-smi -q` for their
+        health: a failed GPU fails the pair (exit 5) and a degraded one warns, as in `up`."""
+        from aca_gpu.local.probe import health_command, probe_command
         from aca_gpu.local.runner import run_container
 
         command = probe_command(self.target, pair.image)
@@ -195,6 +216,17 @@ class LocalRuntime(NoPlace):
         facts = probe_facts(run)
         if facts.fix:
             self.fixes[pair.index] = facts.fix
+        health, raw_health, seconds = None, "", run.seconds
+        if not facts.failed:
+            query = health_command(self.target, pair.image)
+            self.commands["explorer_health"] = query.display()
+            checked = run_container(query, EXEC_TIMEOUT_S, waiter.cancel)
+            if checked.cancelled:
+                raise WaitTimedOut(
+                    "cancelled before nvidia-smi -q finished in the explorer", code="Cancelled"
+                )
+            health, raw_health = health_facts(checked)
+            seconds += checked.seconds
         return ProbeResult(
             facts.driver_version,
             facts.cuda_version,
@@ -203,7 +235,9 @@ class LocalRuntime(NoPlace):
             facts.exit_code,
             facts.refused,
             facts.raw,
-            smi_s=round(run.seconds, 3),
+            smi_s=round(seconds, 3),
+            health=health,
+            raw_health=raw_health,
         )
 
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
