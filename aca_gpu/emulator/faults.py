@@ -29,6 +29,13 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `stall` (`seconds=` emulated, default 1500): a replica stalls between "Successfully pulled image"
   and "Created container" and is billed for it, as A100 job users reported since 2026-06
   (25 minutes, intermittent); its Cost Management usage starts at the pull.
+- `pull` (`error=` notfound | denied | unreachable | ratelimit, default notfound): a replica's
+  image cannot be pulled; `match=` is a substring of the image reference. Each attempt ends as
+  ACA's system log shows it: a ContainerTerminated event "... terminated with exit code '' and
+  reason 'ImagePullFailure'. Pull image: IMAGE failed with exit code: 1, error: ..." (the
+  registry's text for `error=`), and the replica waits in ImagePullBackOff before the next pull;
+  every failed pull counts against a job's replicaRetryLimit, so the execution then fails
+  (BackoffLimitExceeded) with no container exit code. Nothing is billed: no container ran.
 - `cost_delay` (`seconds=` emulated, default 28800): Cost Management shows usage only this long
   after it happened (Azure: 8 to 24 hours); without it the emulator shows usage at once.
 - `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
@@ -80,7 +87,19 @@ KINDS = (
     "gpu",
     "stall",
     "cost_delay",
+    "pull",
 )
+
+# what a registry answers for each `pull:error=` (containerd's wording, as ACA's log relays it)
+PULL_ERRORS = {
+    "notfound": 'failed to resolve reference "{image}": {image}: not found: manifest unknown',
+    "denied": 'failed to resolve reference "{image}": pull access denied, repository does not exist '
+    "or may require authorization: authorization failed: unauthorized: authentication required",
+    "unreachable": 'failed to resolve reference "{image}": failed to do request: Head '
+    '"https://{host}/v2/": dial tcp: lookup {host}: no such host',
+    "ratelimit": 'failed to copy: httpReadSeeker: failed open: unexpected status code "{image}": '
+    "429 Too Many Requests - Server message: toomanyrequests: You have reached your pull rate limit",
+}
 
 
 GPU_HEALTH_FAULTS = ("ecc", "remap", "pcie", "throttle")
@@ -151,6 +170,10 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     fault.params[key] = value
             except ValueError as exc:
                 raise FaultSpecError(f"bad number in {entry!r}") from exc
+        if kind == "pull" and fault.param("error", "notfound") not in PULL_ERRORS:
+            raise FaultSpecError(
+                f"unknown pull error {fault.param('error', '')!r}; known: {', '.join(PULL_ERRORS)}"
+            )
         if kind == "gpu":
             bad = [k for k in fault.param("health", "ecc").split("+") if k not in GPU_HEALTH_FAULTS]
             if bad:
@@ -234,3 +257,11 @@ class Faults:
                 for f in self._faults
             ],
         }
+
+
+def pull_error(fault: Fault, image: str) -> str:
+    """The registry's text for a `pull` fault's `error=`, about this image (its registry's host)."""
+    first = image.split("/", 1)[0]
+    named = "/" in image and ("." in first or ":" in first) and first != "docker.io"
+    host = first if named else "registry-1.docker.io"
+    return PULL_ERRORS[fault.param("error", "notfound")].format(image=image, host=host)

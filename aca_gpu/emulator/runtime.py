@@ -10,7 +10,7 @@ from typing import Any
 
 from aca_gpu.emulator import catalog
 from aca_gpu.emulator.arm import utc_now
-from aca_gpu.emulator.faults import Faults
+from aca_gpu.emulator.faults import Faults, pull_error
 from aca_gpu.emulator.state import (
     App,
     BillingRecord,
@@ -284,6 +284,8 @@ class Runtime:
             for spec in rep.specs:
                 self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
         elif rep.phase == "PullingImage" and due:
+            if self._pull_failed(rep):
+                return
             env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
             for spec, seconds in zip(rep.specs, rep.pull_s or [0.0] * len(rep.specs), strict=False):
                 self._emit_rep(rep, "ImagePulled", self._pulled_text(spec.image, seconds))
@@ -304,6 +306,30 @@ class Runtime:
             codes = [h.exit_code for h in rep.handles.values()]
             if rep.handles and all(c is not None for c in codes):
                 self._on_exit(rep, next((c for c in codes if c), 0))
+
+    def _pull_failed(self, rep: Replica) -> bool:
+        """The `pull` fault: the pull fails as ACA's log shows it and is retried after a back-off
+        (ImagePullBackOff); each failure counts against a job replica's retry limit."""
+        env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
+        where = env_rec.location if env_rec else ""
+        for spec in rep.specs:
+            fault = self.faults.fire("pull", path=spec.image, location=where, profile=rep.profile_type)
+            if fault is None:
+                continue
+            self._emit_rep(
+                rep,
+                "ContainerTerminated",
+                f"Container '{spec.name}' was terminated with exit code '' and reason 'ImagePullFailure'. "
+                f"Pull image: {spec.image} failed with exit code: 1, error: {pull_error(fault, spec.image)}",
+                "Warning",
+            )
+            rep.restart_count += 1
+            rep.details = f'ImagePullBackOff: Back-off pulling image "{spec.image}"'
+            rep.phase_until = self.clock.after("restart_backoff")
+            return True
+        if rep.details.startswith("ImagePullBackOff"):
+            rep.details = ""
+        return False
 
     def _pull_seconds(self, rep: Replica, image: str) -> float:
         """Emulated seconds to pull `image` onto this replica's node (see timing.py)."""
@@ -400,7 +426,9 @@ class Runtime:
                 self._backoff_exceeded(job, ex)
             return
         if any(
-            r.phase == "Waiting" and r.retry_limit is not None and r.restart_count > r.retry_limit
+            r.phase in ("Waiting", "PullingImage")  # a pull that failed counts as a failed attempt
+            and r.retry_limit is not None
+            and r.restart_count > r.retry_limit
             for r in reps
         ):
             self._backoff_exceeded(job, ex)

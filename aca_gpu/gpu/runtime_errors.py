@@ -6,6 +6,12 @@ programs inside them fail with a handful of texts that users paste into issues a
 `RuntimeFinding` per kind of failure found, in the order they first appear, each with the line
 that proves it and the fix. Pure: no I/O, linear in the input (line scans and simple patterns),
 never raises on odd input.
+
+A container that crashed at start is told too: out of memory (OOMKilled) and a program built for
+another CPU architecture (exec format error) are in `recognise`; `killed(code)` reads exit 137
+when nothing was printed. An image that could not be pulled is `image_pull(text)`, kept out of
+`recognise` because it is no GPU finding: callers turn it into bad input or an infrastructure
+error (the registry could not be reached) rather than a verdict on the GPU.
 """
 
 from __future__ import annotations
@@ -34,6 +40,12 @@ DRIVER_NOT_LOADED = "driver-not-loaded"
 NO_DEVICES = "no-devices-found"
 DRIVER_TOO_OLD = "driver-too-old-for-runtime"
 NO_KERNEL_IMAGE = "no-kernel-image-for-gpu"
+OUT_OF_MEMORY = "out-of-memory"
+EXEC_FORMAT = "exec-format-error"
+KILLED = "killed"
+IMAGE_PULL_FAILED = "image-pull-failed"
+REGISTRY_UNREACHABLE = "image-registry-unreachable"
+SIGKILL_EXIT = 137  # 128 + 9: what a container killed by the out-of-memory killer exits with
 
 # kinds that mean the GPU never reached the container (as opposed to a driver/image mismatch)
 GPU_NOT_PASSED_IN = frozenset(
@@ -58,6 +70,36 @@ _DRIVER_NAME = re.compile(r'could not select device driver\s+"([^"]*)"', re.IGNO
 _MAX_EVIDENCE = 300
 # runc nests the hook's stderr in quoted strings: runs of backslashes before n or a quote
 _ESCAPES = re.compile(r'\\+[n"]|"+\s*$')
+# what Docker, Podman, Apptainer and ACA's system events say when an image cannot be pulled
+PULL_MARKERS = (
+    "did not resolve to an alias",
+    "initializing source",
+    "manifest unknown",
+    "pull access denied",
+    "repository does not exist",
+    "unable to find image",
+    "requested access to the resource is denied",
+    "reading manifest",
+    "failed to get checksum",
+    "unable to handle docker://",
+    "imagepullfailure",  # ACA: "terminated with exit code '' and reason 'ImagePullFailure'"
+    "errimagepull",
+    "imagepullbackoff",
+    "failed to pull image",
+    "persistent image pull errors",
+)
+# ... and when the registry could not be reached (or turned the pull away for now): retry later
+UNREACHABLE_MARKERS = (
+    "dial tcp",
+    "connection refused",
+    "i/o timeout",
+    "tls handshake",
+    "no such host",
+    "toomanyrequests",
+    "too many requests",
+)
+# runc and crun: the program could not be executed at all, before it printed anything
+_EXEC_FAILED = re.compile(r"^(exec \S.*|.*exec user process caused.*): exec format error$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -332,6 +374,33 @@ def _no_kernel_image(line: str, low: str) -> RuntimeFinding | None:
     )
 
 
+def _out_of_memory(line: str, low: str) -> RuntimeFinding | None:
+    if "oomkilled" not in low and "memory cgroup out of memory" not in low:
+        return None
+    return RuntimeFinding(
+        OUT_OF_MEMORY,
+        "the container ran out of memory and was killed (OOMKilled)",
+        "give it more memory (on ACA `--memory`, up to the replica's; locally the runtime's memory "
+        "limit or the host's RAM) or make it use less (a smaller batch or model)",
+        _clip(line),
+        gpu=False,
+    )
+
+
+def _exec_format(line: str, low: str) -> RuntimeFinding | None:
+    if "exec format error" not in low:
+        return None
+    return RuntimeFinding(
+        EXEC_FORMAT,
+        "the program could not be executed (exec format error): the image was built for another CPU "
+        "architecture (arm64 on amd64), or the script lacks its #! line",
+        "use the image built for this machine's architecture (ACA's GPUs are linux/amd64: "
+        "`docker buildx build --platform linux/amd64`), or start the script with a #! line",
+        _clip(line),
+        gpu=False,
+    )
+
+
 Rule = Callable[[str, str], RuntimeFinding | None]
 RULES: tuple[Rule, ...] = (
     _docker_no_driver,
@@ -350,6 +419,8 @@ RULES: tuple[Rule, ...] = (
     _no_devices,
     _driver_too_old,
     _no_kernel_image,
+    _out_of_memory,
+    _exec_format,
 )
 
 
@@ -378,3 +449,56 @@ def first(text: str) -> RuntimeFinding | None:
     """The first failure in `text`: what a one-line reason should name."""
     findings = recognise(text)
     return findings[0] if findings else None
+
+
+def exec_failed(stderr_line: str) -> bool:
+    """True when this line is the runtime's own word that the program could not be executed (runc,
+    crun: `exec /app: exec format error`), not a running program's report of a child it failed to run."""
+    return bool(_EXEC_FAILED.match(" ".join(stderr_line.split())))
+
+
+def killed(exit_code: int | None) -> RuntimeFinding | None:
+    """Exit 137 (128 + SIGKILL) with no word from the platform: most often the out-of-memory killer."""
+    if exit_code != SIGKILL_EXIT:
+        return None
+    return RuntimeFinding(
+        KILLED,
+        "killed by SIGKILL, most often by the out-of-memory killer",
+        "if it ran out of memory, give it more (on ACA `--memory`, up to the replica's; locally the "
+        "runtime's memory limit or the host's RAM) or make it use less (a smaller batch or model)",
+        "exit code 137",
+        gpu=False,
+        details={"exit_code": "137"},
+    )
+
+
+def image_pull(text: str) -> RuntimeFinding | None:
+    """The image could not be pulled: IMAGE_PULL_FAILED (the image as named cannot be had: wrong
+    name or tag, no access), or REGISTRY_UNREACHABLE when the registry could not be reached or
+    refused for now (network, DNS, TLS, rate limit). The evidence is the last line that says so: a
+    runtime retries and its final error comes last."""
+    said = None
+    for line in _lines(text):
+        low = line.lower()
+        if any(marker in low for marker in PULL_MARKERS):
+            said = line
+    if said is None:
+        return None
+    low = said.lower()
+    if any(marker in low for marker in UNREACHABLE_MARKERS):
+        return RuntimeFinding(
+            REGISTRY_UNREACHABLE,
+            "the image's registry could not be reached (or turned the pull away for now)",
+            "check the network and the registry (and its rate limit), then retry",
+            _clip(said),
+            gpu=False,
+        )
+    return RuntimeFinding(
+        IMAGE_PULL_FAILED,
+        "the image could not be pulled: no such image or tag, or no access to it",
+        "name the image in full (docker.io/nvidia/cuda:TAG) and check that the tag exists; a private "
+        "registry needs credentials (here `podman login`/`docker login`; on ACA --registry-identity, "
+        "or --registry-username with --registry-password-env)",
+        _clip(said),
+        gpu=False,
+    )

@@ -306,36 +306,25 @@ class LocalRunOutcome(RunOutcome):
         return doc
 
 
-# what Docker, Podman and Apptainer print when an image cannot be pulled
-PULL_MARKERS = (
-    "did not resolve to an alias",
-    "initializing source",
-    "manifest unknown",
-    "pull access denied",
-    "repository does not exist",
-    "unable to find image",
-    "requested access to the resource is denied",
-    "reading manifest",
-    "failed to get checksum",
-    "unable to handle docker://",
-)
-UNREACHABLE_MARKERS = ("dial tcp", "connection refused", "i/o timeout", "tls handshake", "no such host")
+def image_pull_error(image: str, text: str) -> AcaGpuError | None:
+    """ImagePullFailed when the runtime's `text` says `image` could not be pulled, else None: exit 2
+    (the image as named cannot be had), or 7 when its registry could not be reached."""
+    found = runtime_errors.image_pull(text)
+    if found is None:
+        return None
+    message = f"cannot pull image {image}: {text.strip().removeprefix('Error: ')}"[:400]
+    if found.kind == runtime_errors.REGISTRY_UNREACHABLE:
+        return InfraError(message, code="ImagePullFailed", hint=found.fix)
+    return BadInput(message, code="ImagePullFailed", hint=found.fix)
 
 
 def pull_failure(pairs: Any) -> AcaGpuError | None:
     """ImagePullFailed for the first pair whose explorer image could not be pulled, else None."""
     for pair in pairs:
         text = (pair.probe.refused or "") if pair.probe is not None else ""
-        if not any(marker in text.lower() for marker in PULL_MARKERS):
-            continue
-        message = f"cannot pull image {pair.pair.image}: {text.strip().removeprefix('Error: ')}"[:400]
-        if any(marker in text.lower() for marker in UNREACHABLE_MARKERS):
-            return InfraError(message, code="ImagePullFailed", hint="check the network and the registry")
-        return BadInput(
-            message,
-            code="ImagePullFailed",
-            hint="name the image in full (docker.io/nvidia/cuda:TAG) and check that the tag exists",
-        )
+        error = image_pull_error(pair.pair.image, text)
+        if error is not None:
+            return error
     return None
 
 

@@ -12,7 +12,11 @@ exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). 
 followed from the start; a reconnect's replay is skipped by (timestamp, stream, text) counts, so
 no line is lost or doubled.
 The exit code comes from the execution's detailed status; a container that never started is
-explained by the platform's own events in one line.
+explained by the platform's own events in one line: an image that could not be pulled
+(`ImagePullFailure`, `ErrImagePull`) is ImagePullFailed, exit 2 (the name, tag or access is
+wrong) or 7 (the registry could not be reached), also when its pull kept failing until
+--max-minutes; a CUDA requirement or another refusal of the image is exit 5. A container that
+ran keeps its code, with the platform's reason when it is known (OOMKilled, exit 137).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
@@ -39,9 +44,10 @@ from aca_gpu.workflow.aca_runtime import AcaRuntime
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
-from aca_gpu.workflow.replicas import safe_events
+from aca_gpu.workflow.replicas import event_reasons
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.warm_runtime import WarmRuntime, run_tags
+from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -51,6 +57,9 @@ REGISTRY_SECRET = "registry-password"
 LOG_RECONNECTS = 20
 RETRY_S = 0.2
 FINAL_STATUS_WAIT_S = 30.0
+EVENTS_TAIL = 50  # the environment's last system events read to explain a container's end
+EVENTS_KEPT = 12  # ... of which the job's own last distinct ones are kept
+STDERR_TAIL = 50  # the container's last stderr lines read to explain its crash
 START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
                   "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
 
@@ -140,7 +149,7 @@ class Workload:
         finally:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
-        self.result = self._judge(plan, where, run, info)
+        self.result = self._judge(plan, where, job.name, run, info)
         return outcome_of(self.result)
 
     def _check_storages(self, where: Where) -> None:
@@ -222,39 +231,81 @@ class Workload:
             info = self._execution(rg, job, run.execution) or info
         return info
 
-    def _judge(self, plan: Plan, where: Where, run: TesterRun, info: ExecutionInfo | None) -> WorkloadResult:
+    def _judge(
+        self, plan: Plan, where: Where, job: str, run: TesterRun, info: ExecutionInfo | None
+    ) -> WorkloadResult:
         seconds = run.seconds
         run.info = info
         said = " ".join(filter(None, (info.reason, info.message))) if info else ""
         if "deadline" in said.lower():
-            why = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
-            return WorkloadResult("timeout", reason=why, execution=run.execution, seconds=seconds)
+            # a replica whose pull kept failing never printed a line: a pull error, not a timeout
+            why = explain.refusal(self.spec.workload.image, self._events(where, job), reasons=True)
+            if run.first_line is None and why.error is not None:
+                return self._never_ran(run, why)
+            why_not = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
+            return WorkloadResult("timeout", reason=why_not, execution=run.execution, seconds=seconds)
         if run.exit_code is not None:  # only an ended execution's code is the container's
-            return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=seconds)
+            return self._exited(where, job, run, run.exit_code)
         if info is not None and info.status == "Succeeded":
             return WorkloadResult("exited", 0, execution=run.execution, seconds=seconds)
         if info is not None and info.status == "Failed":
-            return self._refused(where, run, said)
+            return self._refused(where, job, run, said)
         what = info.status if info else "unknown"
         return WorkloadResult(
             "unknown", reason=f"the execution's end was not learnt (status {what})",
             execution=run.execution, seconds=seconds,
         )  # fmt: skip
 
-    def _refused(self, where: Where, run: TesterRun, said: str) -> WorkloadResult:
-        """The container never ran: the platform's own reason, and what to do when it is known."""
-        events = safe_events(self.cloud, where.environment_group, environment=where.environment)
-        failures = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
-        text = failures[-1] if failures else said or "the execution failed without a container exit code"
-        found = runtime_errors.first(text)
-        said = text.split(":", 1)[0] if ":" in text else ""
-        # one line: the platform's reason and, when the text is recognised, what it means
-        reason = f"{said}: {found.summary}" if found and said else " ".join(text.split())[:300]
+    def _exited(self, where: Where, job: str, run: TesterRun, code: int) -> WorkloadResult:
+        """The container's own code, with the reason when it crashed in a known way: a program the
+        runtime could not execute (a refusal, exit 5), or out of memory (the platform's OOMKilled)."""
+        lines = self.console.lines
+        refused = explain.exec_refusal(len(lines["stdout"]), lines["stderr"]) if code else None
+        if refused is not None:
+            return WorkloadResult("refused", code, refused.reason, refused.hint, run.execution, run.seconds)
+        # the platform's events say OOMKilled; a shell's own stderr says what it could not execute
+        killed = code == runtime_errors.SIGKILL_EXIT
+        said = "\n".join(self._events(where, job) if killed else lines["stderr"][-STDERR_TAIL:])
+        crash = explain.crash(code, said)
+        return WorkloadResult(
+            "exited", code, crash.reason if crash else None, crash.hint if crash else None,
+            run.execution, run.seconds,
+        )  # fmt: skip
+
+    def _refused(self, where: Where, job: str, run: TesterRun, said: str) -> WorkloadResult:
+        """The container never ran: the platform's own reason, and what to do when it is known (an
+        image that could not be pulled is ImagePullFailed, exit 2 or 7: `explain.py`)."""
+        events = self._events(where, job)
+        starts = [e for e in events if e.split(":", 1)[0] in START_FAILURES] or events[-1:]
+        fallback = starts[-1] if starts else said or "the execution failed without a container exit code"
+        why = explain.refusal(self.spec.workload.image, events, reasons=True, fallback=fallback)
+        return self._never_ran(run, why)
+
+    def _never_ran(self, run: TesterRun, why: explain.Explained) -> WorkloadResult:
         run.first_line = run.ended
         run.never_ran = True
         with self._lock:  # no replica ran: nothing of it is billed
             self._testers[:] = [t for t in self._testers if t is not run]
-        return WorkloadResult("refused", None, reason, found.fix if found else None, run.execution, 0.0)
+        return WorkloadResult("refused", None, why.reason, why.hint, run.execution, 0.0, why.error)
+
+    def _events(self, where: Where, job: str) -> list[str]:
+        """The job's own system events (`Reason: message`, oldest first); in a shared (warm)
+        environment, other jobs' events are left out when the events name their job."""
+        try:
+            events = self.cloud.system_events(
+                where.environment_group, environment=where.environment, tail=EVENTS_TAIL
+            )
+        except AcaGpuError:
+            return []
+        named = [e for e in events if _job_of(e)]
+        own = [e for e in named if _job_of(e).lower() == job.lower()] if named else events
+        return event_reasons(own, limit=EVENTS_KEPT)
+
+
+def _job_of(event: Mapping[str, Any]) -> str:
+    """The app or job an environment's event is about (ContainerAppName), '' when none."""
+    lowered = {str(k).lower(): v for k, v in event.items()}
+    return str(lowered.get("containerappname") or lowered.get("jobname") or "")
 
 
 class AcaWorkloadRuntime(Workload, AcaRuntime):

@@ -3,7 +3,9 @@
 The engine's second runtime for a workload: nothing to create or remove (`run --rm`), the
 container's lines go to the run's `Console` as they arrive, a deadline (--max-minutes) or Ctrl-C
 kills the client and removes the named container. A container the runtime refuses to start is
-explained with the runtime's own text (and a fix when `gpu/runtime_errors.py` knows one).
+explained with the runtime's own text (and a fix when `gpu/runtime_errors.py` knows one); an image
+it cannot pull is `ImagePullFailed` as for `acagpu local` (exit 2, or 7: `explain.py`), and a
+container that crashed at start keeps its own code with the reason beside it (exit 137: memory).
 """
 
 from __future__ import annotations
@@ -11,16 +13,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aca_gpu.errors import WaitTimedOut
-from aca_gpu.gpu import runtime_errors
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import NoPlace, ProbeResult, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
+    from aca_gpu.local.runner import ContainerRun
 
 
 def outcome_of(result: WorkloadResult) -> TesterOutcome:
@@ -75,12 +78,27 @@ class LocalWorkloadRuntime(NoPlace):
                 "timeout", reason=f"still running after --max-minutes {plan.max_minutes}: stopped",
                 seconds=run.seconds,
             )  # fmt: skip
-        elif run.refused is not None:
-            found = runtime_errors.first(run.stderr)
-            reason = found.summary if found is not None else run.refused
-            self.result = WorkloadResult(
-                "refused", run.exit_code, reason, found.fix if found else None, seconds=run.seconds
-            )
         else:
-            self.result = WorkloadResult("exited", run.exit_code, seconds=run.seconds)
+            self.result = self._ended(run)
         return outcome_of(self.result)
+
+    def _ended(self, run: ContainerRun) -> WorkloadResult:
+        """Refused by the runtime (its reason, or the pull's), or exited (with a known crash's reason).
+
+        A 126/127 after the container printed to stdout is its program's own code (a shell line's
+        missing command), not a refusal: the container ran."""
+        printed = len(self.console.lines["stdout"])
+        why = (
+            explain.refusal(self.spec.workload.image, [*run.stderr.splitlines(), run.refused])
+            if run.refused is not None and not printed
+            else explain.exec_refusal(printed, self.console.lines["stderr"])
+        )
+        if why is not None:
+            return WorkloadResult(
+                "refused", run.exit_code, why.reason, why.hint, seconds=run.seconds, error=why.error
+            )
+        crash = explain.crash(run.exit_code, run.stderr)
+        return WorkloadResult(
+            "exited", run.exit_code, crash.reason if crash else None, crash.hint if crash else None,
+            seconds=run.seconds,
+        )  # fmt: skip

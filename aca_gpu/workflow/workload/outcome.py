@@ -91,7 +91,11 @@ class Console:
 @dataclass
 class WorkloadResult:
     """How the container ended: `exited` (its code is known), `refused` (it never started),
-    `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt)."""
+    `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt).
+
+    `reason` and `hint` explain a refusal, or an exited container's known crash (out of memory);
+    `error` is set when a refusal is acagpu's input or infrastructure rather than the image's
+    (an image that could not be pulled: exit 2 or 7, not 5)."""
 
     status: str
     exit_code: int | None = None
@@ -99,12 +103,14 @@ class WorkloadResult:
     hint: str | None = None
     execution: str | None = None
     seconds: float = 0.0
+    error: AcaGpuError | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,
             "exit_code": self.exit_code,
             "reason": self.reason,
+            "hint": self.hint,
             "execution": self.execution,
             "seconds": round(self.seconds, 3),
         }
@@ -129,28 +135,39 @@ class WorkloadOutcome(RunOutcome):
         return self.result.exit_code
 
     @property
+    def refusal(self) -> AcaGpuError | None:
+        """Why the container never started, when acagpu itself ended well: the image's refusal
+        (exit 5), or the result's own error (an image that could not be pulled: 2 or 7)."""
+        acagpu_fine = not self.interrupted and self.error is None and self.teardown.clean
+        if not acagpu_fine or self.result is None or self.result.status != "refused":
+            return None
+        if self.result.error is not None:
+            return self.result.error
+        return GpuCheckFailed(
+            f"the container did not start: {self.result.reason}",
+            code="ContainerRefused",
+            hint=self.result.hint,
+        )
+
+    @property
     def exit_code(self) -> int:
         code = self.container_exit
-        return code if code is not None else super().exit_code
+        if code is not None:
+            return code
+        refused = self.refusal
+        return refused.exit_code if refused is not None else super().exit_code
 
     @property
     def status(self) -> str:
         code = self.container_exit
         if code is not None:
             return "ok" if code == 0 else "container_failed"
-        return STATUS_BY_EXIT.get(super().exit_code, "failed")
+        return STATUS_BY_EXIT.get(self.exit_code, "failed")
 
     def failure(self) -> AcaGpuError | None:
         if self.container_exit is not None:
             return None  # the container's own failure is its output and its code, not acagpu's error
-        acagpu_fine = not self.interrupted and self.error is None and self.teardown.clean
-        if acagpu_fine and self.result is not None and self.result.status == "refused":
-            return GpuCheckFailed(
-                f"the container did not start: {self.result.reason}",
-                code="ContainerRefused",
-                hint=self.result.hint,
-            )
-        return super().failure()
+        return self.refusal or super().failure()
 
     def cost(self) -> dict[str, Any]:
         """The measured replica lifetime at the replica's own price (its --cpu/--memory meters)."""
@@ -206,8 +223,13 @@ def render_run(doc: dict[str, Any]) -> str:
     cost = doc.get("cost") or {}
     where = doc.get("location")
     lines = [f"run {doc['run_id']} on {doc['runtime']}" + (f" ({where})" if where != "local" else "")]
-    if container.get("status") == "exited":
-        lines.append(f"  container exited with code {container.get('exit_code')}")
+    if container.get("status") == "exited":  # with the known crash and what to do, in one line
+        why = "; ".join(filter(None, (container.get("reason"), container.get("hint"))))
+        lines.append(
+            f"  container exited with code {container.get('exit_code')}" + (f": {why}" if why else "")
+        )
+    elif container.get("status") == "refused" and doc.get("error"):
+        lines.append("  container refused: it never started (the error below says why)")  # once, not twice
     elif container.get("reason"):
         lines.append(f"  container {container.get('status')}: {container.get('reason')}")
     usd = cost.get("usd_estimate")

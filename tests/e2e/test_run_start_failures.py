@@ -1,0 +1,53 @@
+"""`acagpu run` on the emulator: an image ACA cannot pull, and a container killed at once, in one line.
+
+The emulator's `pull` fault fails the pull as ACA's system log shows it (ContainerTerminated ...
+reason 'ImagePullFailure'); the job's execution then fails with no container exit code.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner, Result
+
+from aca_gpu.cli import cli
+
+IMAGE = "myacr.azurecr.io/team/train:9"
+
+
+def acagpu(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+def _run(*args: str, faults: str = "") -> Result:
+    return acagpu(
+        "run", "--emulator", "--time-scale", "0.002", "--yes", *args,
+        env={"ACAGPU_EMULATOR_FAULTS": faults},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "status"), [("notfound", 2, "bad_input"), ("unreachable", 7, "infra_error")]
+)
+def test_an_image_aca_cannot_pull_is_image_pull_failed_not_a_refused_gpu(
+    error: str, code: int, status: str
+) -> None:
+    result = _run("-o", "json", IMAGE, "--", "true", faults=f"pull:match=team/train,error={error}")
+    assert result.exit_code == code, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["status"], doc["exit_code_from"], doc["container"]["status"]) == (status, "acagpu", "refused")
+    assert doc["error"]["code"] == "ImagePullFailed" and doc["error"]["hint"]
+    assert doc["error"]["message"].startswith(f"cannot pull image {IMAGE}: ImagePullFailure: ")
+    assert doc["cost"]["usd_estimate"] == 0.0 and doc["teardown"]["billing_stopped"] is True
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+
+
+def test_a_container_killed_by_sigkill_keeps_137_with_the_reason() -> None:
+    result = _run(IMAGE, "--", "sh", "-c", 'echo started; sh -c "kill -9 \\$\\$"')
+    assert result.exit_code == 137, result.output
+    assert result.stdout == "started\n"
+    (line,) = [x for x in result.stderr.splitlines() if "container exited" in x]
+    assert line.startswith("  container exited with code 137: killed by SIGKILL") and "--memory" in line
+    assert not [x for x in result.stderr.splitlines() if x.startswith("error:")]
