@@ -1,5 +1,9 @@
-"""Azure Container Apps as the engine's runtime: a tagged group and environment, an explorer app and
-a tester job per pair, and the billing-first teardown.
+"""Azure Container Apps as the engine's runtime: a tagged group and environment, an nvidia-smi probe
+job and a tester job per pair, and the billing-first teardown.
+
+The probe is a job execution of the image under test (`probe_job.py`): its GPU-seconds end with its
+command, and the job is deleted as soon as its answer is read. Only a kept run (`--keep`) gets the
+CUDA explorer app instead, since `smi` and `exec` need a container that stays.
 
 Every create is get-before-create, so the same run id resumes. The group counts as this run's once
 a create was sent: after Ctrl-C mid-create it is found by its tags and removed like any other.
@@ -9,21 +13,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import replace
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
-from aca_gpu.models import AppSpec, Cloud, EnvInfo, EnvSpec, JobSpec, UsageInfo
+from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, drivers, quota
+from aca_gpu.workflow import checks, drivers, executions, quota
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.phases import phases_of
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.probe import probe_smi, wait_started
+from aca_gpu.workflow.probe_job import probe_container, probe_job, probe_job_name
 from aca_gpu.workflow.teardown import teardown_group
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, follow_result, start_execution
+from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
 
@@ -31,6 +39,20 @@ PROVIDER = "Microsoft.App"
 REGISTER_TIMEOUT_S = 600.0
 REGISTER_ATTEMPTS = 3
 STOPPED = "stopped"
+PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a run's jobs go: its group, region, environment, workload profile and tags."""
+
+    resource_group: str  # the run's own group: its jobs
+    location: str
+    environment_id: str
+    environment: str
+    profile_name: str
+    tags: Mapping[str, str]
+    environment_group: str  # where the environment lives (a warm one's own group)
 
 
 def require_offered(location: str, offered: list[str], wanted: list[str]) -> None:
@@ -59,6 +81,7 @@ class AcaRuntime:
         self._testers: list[TesterRun] = []
         self._tester_jobs: dict[str, list[TesterRun]] = {}  # by job name, for the delete that stops them
         self._resumed: list[str] = []
+        self._probes: list[executions.ExecutionRun] = []
 
     def _resume(self, what: str) -> None:
         with self._lock:
@@ -158,7 +181,83 @@ class AcaRuntime:
         return self._sent_group
 
     # -- a pair -------------------------------------------------------------------------------
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        """The run's group and its own environment (a warm runtime borrows one elsewhere)."""
+        assert self.env is not None
+        rg, env = plan.names.resource_group, plan.names.environment
+        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags, rg)
+
+    def _job(self, where: Where, name: str, container: ContainerDef, timeout_s: int) -> bool:
+        """Get-before-create of a job of the run (True when it existed: a resumed run)."""
+        return ensure_job(
+            self.cloud,
+            JobSpec(
+                resource_group=where.resource_group,
+                name=name,
+                location=where.location,
+                environment_id=where.environment_id,
+                workload_profile_name=where.profile_name,
+                container=container,
+                tags=where.tags,
+                replica_timeout_s=timeout_s,
+            ),
+        )
+
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        """nvidia-smi as a job execution; the explorer app for a kept run (`smi`/`exec` need it
+        later), also when this run id was kept before and is resumed."""
+        if self._explorer_wanted(plan, pair):
+            return self._explorer_probe(plan, pair, waiter)
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the probe was created", code="Cancelled")
+        where = self._where(plan, pair)
+        job = probe_job_name(pair)
+        container = probe_container(pair.image, pair.profile)
+        if self._job(where, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
+            self._resume("probe")
+        result = probe_job(
+            self.cloud,
+            where.resource_group,
+            job,
+            container,
+            waiter,
+            start_timeout=plan.start_timeout_s,
+            environment=where.environment,
+            environment_group=where.environment_group,
+            runs=self._probes,
+        )
+        self._release(where.resource_group, job)
+        result = replace(result, platform=self._phases(where, job))
+        if result.driver_version and not result.failed:
+            drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
+        return result
+
+    def _explorer_wanted(self, plan: Plan, pair: Pair) -> bool:
+        return plan.keep or self.cloud.get_app(plan.names.resource_group, pair.explorer) is not None
+
+    def _phases(self, where: Where, job: str) -> dict[str, Any]:
+        """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
+        system events; empty when they cannot be read (a report, never a failure)."""
+        try:
+            events = self.cloud.system_events(
+                where.environment_group, environment=where.environment, tail=200
+            )
+        except AcaGpuError:
+            return {}
+        return phases_of(events, job)
+
+    def _release(self, resource_group: str, job: str) -> None:
+        """Billing ends with the answer: the job goes now (its execution with it), not when the last
+        pair of the run is done; teardown still lists the run's jobs until none is left."""
+
+        def delete() -> None:
+            with suppress(AcaGpuError):  # teardown deletes it, and says so if it cannot
+                self.cloud.delete_job(resource_group, job)
+
+        spawn(delete, "acagpu-release")
+
+    def _explorer_probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
+        """The CUDA explorer app of a kept run: nvidia-smi by exec, the app stopped when kept."""
         cloud, rg = self.cloud, plan.names.resource_group
         requested = time.monotonic()
         app = cloud.get_app(rg, pair.explorer)
@@ -208,19 +307,8 @@ class AcaRuntime:
             assert self.env is not None
             if waiter.cancel.is_set():
                 raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
-            reused = ensure_job(
-                cloud,
-                JobSpec(
-                    resource_group=rg,
-                    name=pair.tester,
-                    location=plan.location,
-                    environment_id=self.env.id,
-                    workload_profile_name=pair.profile_name,
-                    container=checks.tester_container(plan.tester_image, pair.profile),
-                    tags=plan.tags,
-                    replica_timeout_s=plan.tester_timeout_s,
-                ),
-            )
+            container = checks.tester_container(plan.tester_image, pair.profile)
+            reused = self._job(self._where(plan, pair), pair.tester, container, plan.tester_timeout_s)
         if reused:
             self._resume("tester")
         run = start_execution(cloud, rg, pair.tester, resume=reused)
@@ -301,4 +389,5 @@ class AcaRuntime:
         with self._lock:
             explorers = sum((ended or now) - began for began, ended in self._explorer_seconds.values())
             testers = sum(run.seconds for run in self._testers)
-        return explorers + testers
+            probes = sum(run.seconds for run in self._probes)
+        return explorers + testers + probes

@@ -14,14 +14,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
-from aca_gpu.errors import ContainerRefused, InfraError, NotFound
+from aca_gpu import naming
+from aca_gpu.errors import ContainerRefused, InfraError, NotFound, WaitTimedOut
 from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
 from aca_gpu.workflow import checks, executions
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import ProbeResult
+from aca_gpu.workflow.plan import Pair
 from aca_gpu.workflow.probe import fatal_text, read_smi
-from aca_gpu.workflow.replicas import replica_details, safe_events
+from aca_gpu.workflow.replicas import owner_events, replica_details, safe_events
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
@@ -42,6 +44,11 @@ def probe_script() -> str:
         f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"; '
         f'nvidia-smi -q 2>&1; echo "{HEALTH_END}$?"; sleep {GRACE_S}'
     )
+
+
+def probe_job_name(pair: Pair) -> str:
+    """The pair's probe job, named after its explorer (`cuda-probe-…` for `cuda-explorer-…`)."""
+    return naming.validate_aca_name(pair.explorer.replace("cuda-explorer-", "cuda-probe-", 1), "job")
 
 
 def probe_container(image: str, profile: GpuProfile) -> ContainerDef:
@@ -78,11 +85,24 @@ def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult, ExecResu
 
 
 def wait_execution_started(
-    cloud: Cloud, resource_group: str, job: str, execution: str, waiter: Waiter, *, timeout: float
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    execution: str,
+    waiter: Waiter,
+    *,
+    timeout: float,
+    environment: tuple[str, str] | None = None,
 ) -> None:
     """Until the execution's container runs (or already ended); ContainerRefused as soon as the
-    platform says it never will (CUDA requirement, image pull), with the runtime's own text."""
+    platform says it never will (CUDA requirement, image pull), with the runtime's own text.
+    `environment` (its group, its name) is where the job's events are read."""
     last: list[ReplicaInfo] = []
+
+    def events() -> list[str]:
+        if environment is None:
+            return safe_events(cloud, resource_group, app=job)
+        return owner_events(cloud, *environment, job)
 
     def started() -> bool | None:
         try:
@@ -95,15 +115,38 @@ def wait_execution_started(
                 return True
         details = replica_details(last)
         if fatal_text(details) is not None:
-            reason = fatal_text(details + safe_events(cloud, resource_group, app=job))
+            reason = fatal_text(details + events())
             raise ContainerRefused(f"{job}: {reason}", code="ContainerRefused")
         info = executions.get(cloud, resource_group, job, execution)
-        return True if info is not None and info.finished else None
+        if info is None or not info.finished:
+            return None
+        # ended before it was seen running: a container the runtime refused leaves its reason in
+        # the events (its replica may be gone already), and is no reading to retry
+        reason = fatal_text(details + events())
+        if reason is not None:
+            raise ContainerRefused(f"{job}: {reason}", code="ContainerRefused")
+        if (info.reason or "") == "DeadlineExceeded":  # its replica timeout passed before a placement
+            raise WaitTimedOut(
+                f"timed out waiting for a running replica: execution {execution} reached its deadline "
+                f"before its container started ({'; '.join(details) or 'no replica was scheduled'})",
+                code="ReplicaNotRunning",
+            )
+        return True
 
     def describe() -> str:
         return "; ".join(replica_details(last)) or "no replica was scheduled"
 
-    waiter.until(f"the probe execution {execution} to start", started, timeout=timeout, describe=describe)
+    try:
+        waiter.until(
+            f"a running replica of the probe execution {execution}",
+            started,
+            timeout=timeout,
+            describe=describe,
+        )
+    except WaitTimedOut as exc:
+        if waiter.cancel.is_set():
+            raise
+        raise WaitTimedOut(exc.message, code="ReplicaNotRunning") from None  # a placement failure
 
 
 def probe_job(
@@ -115,6 +158,7 @@ def probe_job(
     *,
     start_timeout: float,
     environment: str | None = None,
+    environment_group: str | None = None,
     runs: list[executions.ExecutionRun] | None = None,
 ) -> ProbeResult:
     """nvidia-smi in one execution of `job` running `container`; `runs` collects the executions
@@ -125,7 +169,10 @@ def probe_job(
         run = executions.start(cloud, resource_group, job, [container])
         if runs is not None:
             runs.append(run)
-        wait_execution_started(cloud, resource_group, job, run.execution, waiter, timeout=start_timeout)
+        place = (environment_group or resource_group, environment) if environment else None
+        wait_execution_started(
+            cloud, resource_group, job, run.execution, waiter, timeout=start_timeout, environment=place
+        )
         running = time.monotonic()
         where = (cloud, resource_group, job)
         executions.follow(

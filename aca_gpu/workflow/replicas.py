@@ -47,3 +47,21 @@ def safe_events(cloud: Cloud, resource_group: str, **where: str) -> list[str]:
         return event_reasons(cloud.system_events(resource_group, tail=30, **where))
     except AcaGpuError:
         return []
+
+
+def owner_events(cloud: Cloud, resource_group: str, environment: str, owner: str) -> list[str]:
+    """The reasons of one app's or job's events, read from its environment's stream (a job has no
+    stream of its own there, and several runs share a warm environment); empty when unreadable."""
+    try:
+        events = cloud.system_events(resource_group, environment=environment, tail=200)
+    except AcaGpuError:
+        return []
+    mine = []
+    for event in events:
+        lowered = {str(k).lower(): v for k, v in event.items()}
+        if owner.lower() in (
+            str(lowered.get("jobname") or "").lower(),
+            str(lowered.get("containerappname") or "").lower(),
+        ):
+            mine.append(event)
+    return event_reasons(mine, limit=10)

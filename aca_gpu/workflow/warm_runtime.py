@@ -11,34 +11,23 @@ other run stay untouched. Every run renews the environment's expiry (one idle TT
 
 from __future__ import annotations
 
-from contextlib import suppress
 from dataclasses import replace
-from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
-from aca_gpu.models import Cloud, ContainerDef, EnvInfo, JobSpec, ResourceGroupInfo
+from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, drivers, envs, executions
-from aca_gpu.workflow.aca_runtime import AcaRuntime
+from aca_gpu.workflow import checks, envs
+from aca_gpu.workflow.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
-from aca_gpu.workflow.phases import phases_of
+from aca_gpu.workflow.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
-from aca_gpu.workflow.probe_job import probe_container, probe_job
-from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
-from aca_gpu.workflow.threads import spawn
-
-PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
+from aca_gpu.workflow.tester_run import follow_result, start_execution
 
 
 def run_tags(plan: Plan) -> dict[str, str]:
     """The run's tags plus the environment it borrowed (how `env list` and reap find runs inside)."""
     return {**plan.tags, naming.TAG_ENV: plan.env or ""}
-
-
-def probe_job_name(pair: Pair) -> str:
-    return naming.validate_aca_name(pair.explorer.replace("cuda-explorer-", "cuda-probe-", 1), "job")
 
 
 def runtime_for(cloud: Cloud, plan: Plan, waiter: Waiter) -> tuple[Plan, AcaRuntime]:
@@ -61,7 +50,6 @@ class WarmRuntime(AcaRuntime):
         self.group, self.place = group, env
         self.env = env
         self.rg = ""  # the run's own group, known once the plan of the attempt is
-        self._probes: list[executions.ExecutionRun] = []
         self._touched = False
 
     def preflight(self, plan: Plan, progress: Progress) -> None:
@@ -113,51 +101,29 @@ class WarmRuntime(AcaRuntime):
                 step.update(self.rg)
             self._sent_group = True
 
-    def _job(self, plan: Plan, pair: Pair, name: str, container: ContainerDef, timeout_s: int) -> bool:
-        profile_name = self.place.profile_named_for(pair.profile.type)
-        assert profile_name is not None  # preflight refused a missing profile
-        return ensure_job(
-            self.cloud,
-            JobSpec(
-                resource_group=self.rg,
-                name=name,
-                location=self.group.location,
-                environment_id=self.place.id,
-                workload_profile_name=profile_name,
-                container=container,
-                tags=run_tags(plan),
-                replica_timeout_s=timeout_s,
-            ),
+    def _where(self, plan: Plan, pair: Pair) -> Where:
+        """The run's own group; the environment (and its events) are the borrowed one's."""
+        profile = self.place.profile_named_for(pair.profile.type)
+        assert profile is not None  # preflight refused an environment without the GPU
+        return Where(
+            self.rg or plan.names.resource_group,
+            self.group.location,
+            self.place.id,
+            self.place.name,
+            profile,
+            run_tags(plan),
+            self.group.name,
         )
 
-    def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
-        if waiter.cancel.is_set():
-            raise WaitTimedOut("cancelled before the probe was created", code="Cancelled")
-        job = probe_job_name(pair)
-        container = probe_container(pair.image, pair.profile)
-        if self._job(plan, pair, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
-            self._resume("probe")
-        result = probe_job(
-            self.cloud,
-            self.rg,
-            job,
-            container,
-            waiter,
-            start_timeout=plan.start_timeout_s,
-            environment=self.place.name,
-            runs=self._probes,
-        )
-        self._release(job)
-        result = replace(result, platform=self._phases(job))
-        if result.driver_version and not result.failed:
-            drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
-        return result
+    def _explorer_wanted(self, plan: Plan, pair: Pair) -> bool:
+        return False  # a warm run is never kept: its probe is always a job execution
 
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
+        where = self._where(plan, pair)
         container = checks.tester_container(plan.tester_image, pair.profile)
-        reused = self._job(plan, pair, pair.tester, container, plan.tester_timeout_s)
+        reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
         if reused:
             self._resume("tester")
         run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
@@ -172,27 +138,8 @@ class WarmRuntime(AcaRuntime):
             timeout=plan.start_timeout_s + plan.tester_timeout_s,
             environment=self.place.name,
         )
-        self._release(pair.tester)
-        return replace(outcome, platform=self._phases(pair.tester))
-
-    def _phases(self, job: str) -> dict[str, Any]:
-        """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
-        system events; empty when they cannot be read (a report, never a failure)."""
-        try:
-            events = self.cloud.system_events(self.group.name, environment=self.place.name, tail=200)
-        except AcaGpuError:
-            return {}
-        return phases_of(events, job)
-
-    def _release(self, job: str) -> None:
-        """Billing ends with the answer: the job goes now (its execution with it), not when the last
-        pair of the run is done; teardown still lists the run's jobs until none is left."""
-
-        def delete() -> None:
-            with suppress(AcaGpuError):  # teardown deletes it, and says so if it cannot
-                self.cloud.delete_job(self.rg, job)
-
-        spawn(delete, "acagpu-release")
+        self._release(self.rg, pair.tester)
+        return replace(outcome, platform=self._phases(where, pair.tester))
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping
@@ -207,8 +154,3 @@ class WarmRuntime(AcaRuntime):
             except AcaGpuError:  # a renewal is best effort; the run is done
                 pass
         return result
-
-    def gpu_seconds(self) -> float:
-        with self._lock:
-            probes = sum(r.seconds for r in self._probes)
-        return super().gpu_seconds() + probes

@@ -51,10 +51,10 @@ def test_a_recorded_up_replays_and_holds_no_secret(tmp_path: Path) -> None:
     text = (folder / RECORDING_FILE).read_text(encoding="utf-8")
     meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
     assert meta["command"] == "up" and meta["exit_code"] == 0 and meta["exchanges"] == len(text.splitlines())
-    # what it recorded: ARM, the tester's log stream, nvidia-smi over the exec websocket
+    # what it recorded: ARM, and the log streams of the probe job (nvidia-smi's table) and the tester
     methods = {json.loads(line)["method"] for line in text.splitlines()}
-    assert {"GET", "PUT", "POST", "DELETE", "WEBSOCKET"} <= methods
-    assert "/logstream?" in text and "Driver Version" in text
+    assert {"GET", "PUT", "POST", "DELETE"} <= methods
+    assert "/logstream?" in text and "Driver Version" in text and "ACAGPU_SMI_TABLE_EXIT=" in text
     # and what it must not: the emulator's subscription, any token, any GUID or address of a person
     assert SUBSCRIPTION not in text and "eyJ" not in text
     assert all(re.fullmatch(r"00000000-0000-4000-8000-\d{12}", g) for g in GUID.findall(text))

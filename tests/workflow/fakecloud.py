@@ -32,6 +32,7 @@ from aca_gpu.models import (
     SubscriptionInfo,
     UsageInfo,
 )
+from aca_gpu.workflow import checks, probe_job
 
 SMI_T4 = """Wed Apr 17 22:01:19 2024
 +---------------------------------------------------------------------------------------+
@@ -270,6 +271,12 @@ class FakeCloud:
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
     ) -> Iterator[str]:
+        if job.startswith(
+            "cuda-probe-"
+        ):  # the probe job's command: nvidia-smi, query, -q, each with its status
+            yield from self._probe_lines()  # through exec: its knobs (on_exec, smi_text) apply
+            self._set_status(resource_group, job, execution, "Succeeded")
+            return
         if self.on_job_logs:
             self.on_job_logs()
         if on_running is not None:
@@ -277,6 +284,15 @@ class FakeCloud:
         yield "CUDA is available. Running on GPU."
         yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
         self._set_status(resource_group, job, execution, "Succeeded")
+
+    def _probe_lines(self) -> Iterator[str]:
+        table = self.exec("rg", "probe", ["nvidia-smi"])
+        query = self.exec("rg", "probe", list(checks.SMI_QUERY))
+        yield from table.output.splitlines()
+        yield f"{probe_job.TABLE_END}{table.exit_code}"
+        yield from query.output.splitlines()
+        yield f"{probe_job.QUERY_END}{query.exit_code}"
+        yield f"{probe_job.HEALTH_END}0"
 
     def job_log_records(
         self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0

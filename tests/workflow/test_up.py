@@ -77,13 +77,17 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
         "get_resource_group",
         "create_resource_group",
     ]
-    assert names.index("create_environment") < names.index("create_app")
     assert names.index("create_environment") < names.index("create_job")
-    assert names.index("create_app") < names.index("exec") < names.index("delete_resource_group")
+    # the probe is a job execution of the image under test: no explorer app, no exec session
+    assert "create_app" not in names and "exec" not in names
+    jobs = [c.args[0].name for c in cloud.create_job.call_args_list]
+    assert sorted(jobs) == ["cuda-probe-abc123", "gpu-tester-abc123"], jobs
+    probe_start = next(c for c in cloud.start_job.call_args_list if c.args[1] == "cuda-probe-abc123")
+    assert probe_start.args[2][0].image == "nvidia/cuda:12.1.1-runtime-ubuntu22.04"  # its own template
     assert names.index("start_job") < names.index("job_logs") < names.index("delete_resource_group")
-    # billing stops first: the app and the job are gone before the group delete is sent
-    assert names.index("delete_app") < names.index("delete_resource_group")
-    assert names.index("delete_job") < names.index("delete_resource_group")
+    # billing stops first: the jobs are gone before the group delete is sent
+    deletes = [i for i, n in enumerate(names) if n == "delete_job"]
+    assert deletes and max(deletes) < names.index("delete_resource_group")
     doc = result.doc
     assert set(doc) == UP_KEYS
     assert doc["status"] == "ok"

@@ -24,8 +24,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
@@ -40,13 +40,13 @@ from aca_gpu.models import (
     ResourceGroupInfo,
 )
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.aca_runtime import AcaRuntime
+from aca_gpu.workflow.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.outcome import TesterOutcome
 from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.replicas import event_reasons
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.warm_runtime import WarmRuntime, run_tags
+from aca_gpu.workflow.warm_runtime import WarmRuntime
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
@@ -102,19 +102,6 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
     )
 
 
-@dataclass(frozen=True)
-class Where:
-    """Where the run's job goes: its group, region, environment, workload profile and tags."""
-
-    resource_group: str  # the run's own group: its job
-    location: str
-    environment_id: str
-    environment: str
-    profile_name: str
-    tags: Mapping[str, str]
-    environment_group: str  # where the environment lives (a warm one's own group)
-
-
 def _why(run: TesterRun) -> str:
     return f" ({run.lost})" if run.lost else ""
 
@@ -129,8 +116,7 @@ class Workload:
     console: Console
     result: WorkloadResult | None
 
-    def _where(self, plan: Plan, pair: Pair) -> Where:
-        raise NotImplementedError
+    _where: Callable[[Plan, Pair], Where]  # the runtime's: where the run's jobs go
 
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
         where = self._where(plan, pair)
@@ -315,11 +301,6 @@ class AcaWorkloadRuntime(Workload, AcaRuntime):
         AcaRuntime.__init__(self, cloud, waiter)
         self.spec, self.console, self.result = spec, console, None
 
-    def _where(self, plan: Plan, pair: Pair) -> Where:
-        assert self.env is not None
-        rg, env = plan.names.resource_group, plan.names.environment
-        return Where(rg, plan.location, self.env.id, env, pair.profile_name, plan.tags, rg)
-
 
 class WarmWorkloadRuntime(Workload, WarmRuntime):
     """Inside a warm environment: the run brings only its job (in a group of its own); teardown
@@ -336,15 +317,6 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
     ) -> None:
         WarmRuntime.__init__(self, cloud, waiter, group, env)
         self.spec, self.console, self.result = spec, console, None
-
-    def _where(self, plan: Plan, pair: Pair) -> Where:
-        profile = self.place.profile_named_for(pair.profile.type)
-        assert profile is not None  # preflight refused an environment without the GPU
-        tags = run_tags(plan)  # the run's own group holds its job; the environment is borrowed
-        where = self.rg or plan.names.resource_group
-        return Where(
-            where, self.group.location, self.place.id, self.place.name, profile, tags, self.group.name
-        )
 
 
 def runtime_for(
