@@ -3,13 +3,17 @@
 The kubelet says how long a pull took (`Successfully pulled image "X" in 20.5s (...)`) and newer ones
 its size (`Image size: N bytes`); that, not a client's guess, is what `up` and `validate` report as
 the image pull, with MB/s, so users see which images pull slowly where. Scheduling (AssigningReplica
-→ PullingImage) and container start (ImagePulled → ContainerStarted) come from the events' times.
+→ PullingImage), container start (ImagePulled → ContainerStarted) and run (ContainerStarted → its
+end: ContainerTerminated, or the job execution's Completed) come from the events' times.
+
+`container_phases`, `phase_text` and `pull_text` read them back out of a result row of the JSON
+document (its `platform` and the client's own `phases`), for `up`, `validate` and the matrix.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +23,11 @@ PULLED = re.compile(
     r'Successfully pulled image "(?P<image>[^"]+)" in (?P<amount>[\d.]+)(?P<unit>ms|s)\b'
     r"(?:.*?Image size: (?P<size>\d+) bytes)?"
 )
+
+
+# the container's end: the kubelet's, or a job controller's word on its execution (a job's replica
+# may say only that: `Job execution 'X' completed`)
+ENDED = ("ContainerTerminated", "Completed", "BackoffLimitExceeded", "DeadlineExceeded")
 
 
 def _field(event: dict[str, Any], *names: str) -> str:
@@ -51,7 +60,9 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
         reason, when = _field(event, "reason"), _when(event)
         if reason == "ImagePulled":
             pull = pull_of(_field(event, "msg", "message")) or pull
-        if when is not None and reason in (
+        if when is not None and reason in ENDED:
+            times["ended"] = when
+        elif when is not None and reason in (
             "AssigningReplica",
             "PullingImage",
             "ImagePulled",
@@ -64,7 +75,92 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
     for name, start, end in (
         ("scheduling_s", "AssigningReplica", "PullingImage"),
         ("container_start_s", "ImagePulled", "ContainerStarted"),
+        ("run_s", "ContainerStarted", "ended"),
     ):
         if start in times and end in times and times[end] >= times[start]:
             doc[name] = round((times[end] - times[start]).total_seconds(), 3)
     return doc
+
+
+# ---- reading them back (rendering) --------------------------------------------------------------
+
+# (container, the client's own figures in a pair's `phases`: its run, ready-after and pull)
+_MEASURED = (
+    ("probe", "nvidia-smi", "explorer start", "probe image pull"),
+    ("tester", "test run", "tester start", "tester image pull"),
+)
+
+
+def container_phases(row: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per container of one result row (`probe`, `tester`): scheduling_s, pull_s, pull_bytes,
+    pull_mb_per_s, start_s, run_s from the platform's events, else what the client measured (run,
+    pull), and ready_s (from the start request to a running container, as the client saw it)."""
+    platform = row.get("platform") or {}
+    measured = row.get("phases") or {}
+    found: dict[str, dict[str, Any]] = {}
+    for name, run_key, ready_key, pull_key in _MEASURED:
+        own = platform.get(name) or {}
+        pull = own.get("image_pull") or {}
+        doc = {
+            "scheduling_s": own.get("scheduling_s"),
+            "pull_s": pull.get("seconds", measured.get(pull_key)),
+            "pull_bytes": pull.get("bytes"),
+            "pull_mb_per_s": pull.get("mb_per_s"),
+            "start_s": own.get("container_start_s"),
+            "run_s": own.get("run_s", measured.get(run_key)),
+            "ready_s": measured.get(ready_key),
+        }
+        doc = {k: v for k, v in doc.items() if isinstance(v, int | float)}
+        if doc:
+            found[name] = doc
+    return found
+
+
+def fmt_s(seconds: float) -> str:
+    """Tenths below 10 s (warm phases are short), whole seconds below 10 min, then minutes."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 600:
+        return f"{seconds:.0f}s"
+    return f"{seconds / 60:.1f}m"
+
+
+def fmt_bytes(size: float) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.0f} MB"
+
+
+def _pull_detail(phases: Mapping[str, Any]) -> str:
+    parts = []
+    if phases.get("pull_bytes"):
+        parts.append(fmt_bytes(float(phases["pull_bytes"])))
+    if phases.get("pull_mb_per_s"):
+        parts.append(f"{float(phases['pull_mb_per_s']):g} MB/s")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def phase_text(phases: Mapping[str, Any]) -> str:
+    """One container's phases on one line: `scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start
+    2.0s, run 0.2s; ready after 80s`."""
+    parts = []
+    if "scheduling_s" in phases:
+        parts.append(f"scheduling {fmt_s(phases['scheduling_s'])}")
+    if "pull_s" in phases:
+        parts.append(f"pull {fmt_s(phases['pull_s'])}{_pull_detail(phases)}")
+    if "start_s" in phases:
+        parts.append(f"start {fmt_s(phases['start_s'])}")
+    if "run_s" in phases:
+        parts.append(f"run {fmt_s(phases['run_s'])}")
+    text = ", ".join(parts)
+    if "ready_s" in phases:
+        text += ("; " if text else "") + f"ready after {fmt_s(phases['ready_s'])}"
+    return text
+
+
+def pull_text(row: Mapping[str, Any]) -> str | None:
+    """The pull of the image under test (the probe's), for a matrix cell: `pull 72s (1.6 GB, 22.4
+    MB/s) in eastus`; None when nobody said how long it took."""
+    probe = container_phases(row).get("probe") or {}
+    if "pull_s" not in probe:
+        return None
+    where = f" in {row['location']}" if row.get("location") else ""
+    return f"pull {fmt_s(probe['pull_s'])}{_pull_detail(probe)}{where}"

@@ -8,6 +8,7 @@ from typing import Any
 from aca_gpu.output import Output, count_names
 from aca_gpu.workflow.notify import post, run_message
 from aca_gpu.workflow.outcome import RunOutcome
+from aca_gpu.workflow.phases import container_phases, phase_text
 
 
 def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:
@@ -120,7 +121,8 @@ def render_up(doc: dict[str, Any]) -> str:
         f"  tester result  {status}"
         + _tester_detail({**result, "reason": tester.get("reason") or result.get("reason")}),
         *(f"                 {line}" for line in tester.get("gpu_lines") or []),
-        "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()),
+        "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in run_phases(doc).items()),
+        *(f"  {name:<15}{text}" for name, text in pair_phase_lines((doc.get("results") or [{}])[0])),
         f"  cost           {_cost_line(doc['cost'])}",
         f"  teardown       {doc['teardown'].get('status')}"
         + (" (verified gone)" if doc["teardown"].get("verified") else "")
@@ -138,6 +140,20 @@ def render_up(doc: dict[str, Any]) -> str:
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def run_phases(doc: dict[str, Any]) -> dict[str, float]:
+    """The run's own phases: a single pair's (which the document folds in) get lines of their own."""
+    results = doc.get("results") or []
+    own = set(results[0].get("phases") or {}) if len(results) == 1 else set()
+    return {k: v for k, v in (doc.get("phases") or {}).items() if k not in own}
+
+
+def pair_phase_lines(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """(container, its phases) for one pair, the probe (nvidia-smi in the image under test) and the
+    tester: scheduling, pull (size, MB/s), start and run, as far as the platform or client said."""
+    found = ((name, phase_text(phases)) for name, phases in container_phases(row).items())
+    return [(name, text) for name, text in found if text]
 
 
 def health_lines(health: dict[str, Any] | None, label: str) -> list[str]:
@@ -179,9 +195,11 @@ def render_validate(doc: dict[str, Any]) -> str:
     lines = [report.render_text(report.Matrix(tuple(doc["results"])))] if doc["results"] else []
     for row in doc["results"]:
         gpu_lines = row.get("gpu_lines") or []
-        if gpu_lines:
+        timing = pair_phase_lines(row)
+        if gpu_lines or timing:
             lines.append(f"{row['image']} on {row['gpu']}:")
             lines += [f"  {line}" for line in gpu_lines]
+            lines += [f"  {name:<8} {text}" for name, text in timing]
     teardown = doc["teardown"]
     state = teardown.get("status")
     if teardown.get("verified"):
@@ -190,7 +208,7 @@ def render_validate(doc: dict[str, Any]) -> str:
         state += ", billing stopped"
     lines.append(f"teardown: {state}")
     lines += attempt_lines(doc, "regions: ")
-    lines.append("phases: " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in doc["phases"].items()))
+    lines.append("phases: " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in run_phases(doc).items()))
     return "\n".join(lines)
 
 
@@ -205,6 +223,7 @@ def render_up_markdown(doc: dict[str, Any]) -> str:
         ("explorer image", f"`{exp['image']}`: {_compat_line(exp.get('compat'))}"),
         ("tester image", f"`{tester['image']}`: {_compat_line(tester.get('compat'))}"),
         ("tester result", f"{result.get('status', 'none')}{_tester_detail(result)}"),
+        *((f"{name} phases", text) for name, text in pair_phase_lines((doc.get("results") or [{}])[0])),
         ("cost", _cost_line(doc["cost"])),
         ("teardown", f"{doc['teardown'].get('status')} (verified: {doc['teardown'].get('verified')})"),
     ]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aca_gpu.errors import BadInput
+from aca_gpu.workflow.phases import pull_text
 
 PAIR_KEYS = ("image", "gpu", "status")
 
@@ -72,11 +73,15 @@ def pairs_from_document(doc: Any, source: str = "<input>") -> list[Mapping[str, 
         items = [doc]
     else:
         raise BadInput(f"{source}: not a validation result")
+    # a validate document's rows ran in its one region: each keeps it, so a merged matrix says where
+    where = doc.get("location") if isinstance(doc, Mapping) and isinstance(doc.get("results"), list) else None
     pairs = []
     for item in items:
         if not isinstance(item, Mapping) or any(k not in item for k in PAIR_KEYS):
             raise BadInput(f"{source}: a result lacks one of {', '.join(PAIR_KEYS)}")
-        pairs.append(item)
+        pairs.append(
+            {**item, "location": where} if isinstance(where, str) and not item.get("location") else item
+        )
     return pairs
 
 
@@ -142,7 +147,8 @@ def _fmt_tflops(value: Any) -> str:
 
 
 def render_markdown(matrix: Matrix) -> str:
-    """Tag × GPU table: verdict, driver/CUDA, bf16 TFLOP/s, then one line per failure with its reason."""
+    """Tag × GPU table: verdict, driver/CUDA, bf16 TFLOP/s, health and the image's pull (seconds,
+    size, MB/s and region, when known), then one line per failure with its reason."""
     gpus = matrix.gpus
     lines = [
         "## acagpu CUDA image validation",
@@ -167,9 +173,10 @@ def render_markdown(matrix: Matrix) -> str:
             glyph = "✅ pass" if pair.get("status") == "pass" else "❌ fail"
             driver = pair.get("driver_version") or "?"
             cuda = pair.get("cuda_version") or "?"
+            pull = pull_text(pair)  # the image under test's pull, where the platform said it
             cells.append(
                 f"{glyph}<br>driver {driver} / CUDA {cuda}<br>bf16 {_fmt_tflops(pair.get('bf16_tflops'))}"
-                f"<br>{_health_cell(pair)}"
+                f"<br>{_health_cell(pair)}" + (f"<br>{pull}" if pull else "")
             )
         lines.append(f"| `{image}` | " + " | ".join(cells) + " |")
     digests = [(p["image"], p["gpu"], p.get("image_digest")) for p in matrix.pairs if p.get("image_digest")]

@@ -1,11 +1,15 @@
-"""Phases from system events: the recorded kubelet message, the newer one with a size, and times."""
+"""Phases from system events (the recorded kubelet message, the newer one with a size, and times),
+and how `up`, `validate` and the matrix print them."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from aca_gpu.workflow.phases import phases_of, pull_of
+from aca_gpu.workflow import report
+from aca_gpu.workflow.phases import container_phases, phase_text, phases_of, pull_of, pull_text
+from aca_gpu.workflow.render import render_up, render_up_markdown, render_validate
 
 RECORDING = (
     Path(__file__).resolve().parents[1]
@@ -76,9 +80,161 @@ def test_a_size_gives_the_rate_and_other_owners_do_not_count() -> None:
             "Reason": "PullingImage",
             "Msg": "",
         },
+        {
+            "TimeStamp": "2026-11-24T10:00:33.5Z",
+            "JobName": "job-a",
+            "Reason": "ContainerTerminated",
+            "Msg": "Container 'tester' was terminated with exit code '0'",
+        },
     ]
     phases = phases_of(events, "job-a")
     assert phases["scheduling_s"] == 4.0 and phases["container_start_s"] == 2.0
+    assert phases["run_s"] == 7.5  # ContainerStarted → ContainerTerminated
     assert phases["image_pull"]["mb_per_s"] == 147.0
     assert phases_of(events, "job-c") == {}
     assert pull_of('Pulling image "x"') is None
+
+
+def test_a_replica_that_restarted_and_runs_again_has_no_run_yet() -> None:
+    events = [
+        {"TimeStamp": "2026-11-24T10:00:00Z", "JobName": "j", "Reason": "ContainerStarted"},
+        {"TimeStamp": "2026-11-24T10:00:05Z", "JobName": "j", "Reason": "ContainerTerminated"},
+        {"TimeStamp": "2026-11-24T10:00:09Z", "JobName": "j", "Reason": "ContainerStarted"},
+    ]
+    assert "run_s" not in phases_of(events, "j")
+    done = {"TimeStamp": "2026-11-24 10:01:09 +0000 UTC", "JobName": "j", "Reason": "Completed"}
+    assert phases_of([*events, done], "j")["run_s"] == 60.0  # a job's execution ends its run
+
+
+# ---- rendering -----------------------------------------------------------------------------------
+
+PULL = {"image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "seconds": 71.565, "bytes": 1600000000}
+WARM_ROW: dict[str, Any] = {
+    "image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+    "gpu": "t4",
+    "status": "pass",
+    "driver_version": "550.144.03",
+    "cuda_version": "12.4",
+    "gpu_lines": [],
+    "phases": {"explorer start": 80.2, "nvidia-smi": 1.2, "probe image pull": 71.565, "test run": 58.0},
+    "platform": {
+        "probe": {
+            "image_pull": {**PULL, "mb_per_s": 22.4},
+            "scheduling_s": 4.0,
+            "container_start_s": 2.0,
+            "run_s": 3.0,
+        },
+        "tester": {
+            "image_pull": {"image": "t", "seconds": 158.5, "bytes": None, "mb_per_s": None},
+            "scheduling_s": 4.5,
+        },
+    },
+}
+COLD_ROW: dict[str, Any] = {  # no system events read: the client's own figures only
+    "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
+    "gpu": "t4",
+    "status": "pass",
+    "phases": {"explorer start": 95.0, "nvidia-smi": 2.0, "tester start": 30.0, "test run": 61.0},
+}
+
+
+def test_each_container_gets_the_platforms_phases_else_the_clients() -> None:
+    assert container_phases(WARM_ROW) == {
+        "probe": {
+            "scheduling_s": 4.0,
+            "pull_s": 71.565,
+            "pull_bytes": 1600000000,
+            "pull_mb_per_s": 22.4,
+            "start_s": 2.0,
+            "run_s": 3.0,  # the platform's, not the client's nvidia-smi 1.2
+            "ready_s": 80.2,
+        },
+        "tester": {"scheduling_s": 4.5, "pull_s": 158.5, "run_s": 58.0},
+    }
+    assert container_phases(COLD_ROW) == {
+        "probe": {"run_s": 2.0, "ready_s": 95.0},
+        "tester": {"run_s": 61.0, "ready_s": 30.0},
+    }
+    assert container_phases({"image": "x", "gpu": "t4", "status": "error"}) == {}
+
+
+def test_one_line_per_container() -> None:
+    probe, tester = (phase_text(p) for p in container_phases(WARM_ROW).values())
+    assert probe == "scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; ready after 80s"
+    assert tester == "scheduling 4.5s, pull 158s, run 58s"
+    assert phase_text({"pull_s": 900.0, "pull_bytes": 250e6}) == "pull 15.0m (250 MB)"
+    assert pull_text(WARM_ROW) == "pull 72s (1.6 GB, 22.4 MB/s)"
+    assert (
+        pull_text({**WARM_ROW, "location": "swedencentral"})
+        == "pull 72s (1.6 GB, 22.4 MB/s) in swedencentral"
+    )
+    assert pull_text(COLD_ROW) is None  # nobody said how long the image took
+
+
+def _up_doc(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "command": "up",
+        "run_id": "warma",
+        "status": "ok",
+        "location": "eastus",
+        "profile": {"type": "Consumption-GPU-NC8as-T4"},
+        "resources": {"resource_group": "rg-acagpu-warma", "probe_job": "cuda-probe-warma"},
+        "explorer": {"image": row["image"], "gpus": [{"name": "Tesla T4"}], "driver_version": "550.144.03"},
+        "tester": {"image": "t", "status": "pass", "result": {"status": "pass"}},
+        "results": [row],
+        "phases": {"preflight": 0.4, "probe and test": 140.0, "teardown": 2.0, **row["phases"]},
+        "cost": {"gpu_seconds": 61.0, "usd_estimate": 0.0045, "basis": "measured"},
+        "teardown": {"status": "deleting", "billing_stopped": True},
+    }
+
+
+def test_up_prints_each_containers_phases_under_the_runs() -> None:
+    lines = render_up(_up_doc(WARM_ROW)).splitlines()
+    assert "  phases         preflight 0s, probe and test 2m, teardown 2s" in lines
+    assert (
+        "  probe          scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; "
+        "ready after 80s" in lines
+    )
+    assert "  tester         scheduling 4.5s, pull 158s, run 58s" in lines
+    cold = render_up(_up_doc(COLD_ROW)).splitlines()
+    assert "  probe          run 2.0s; ready after 95s" in cold
+    markdown = render_up_markdown(_up_doc(WARM_ROW))
+    assert "| probe phases | scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s" in markdown
+
+
+def test_validate_prints_every_pairs_phases() -> None:
+    doc = {
+        "results": [WARM_ROW, COLD_ROW],
+        "teardown": {"status": "deleted", "verified": True},
+        "phases": {"preflight": 0.4, "2 pairs": 90.0, "teardown": 2.0},
+    }
+    lines = render_validate(doc).splitlines()
+    at = lines.index("nvidia/cuda:12.4.1-runtime-ubuntu22.04 on t4:")
+    assert (
+        lines[at + 1]
+        == "  probe    scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; ready after 80s"
+    )
+    assert lines[at + 2] == "  tester   scheduling 4.5s, pull 158s, run 58s"
+    at = lines.index("nvidia/cuda:12.2.2-runtime-ubuntu22.04 on t4:")
+    assert lines[at + 1 : at + 3] == [
+        "  probe    run 2.0s; ready after 95s",
+        "  tester   run 61s; ready after 30s",
+    ]
+    assert lines[-1] == "phases: preflight 0s, 2 pairs 90s, teardown 2s"
+    one = render_validate({**doc, "results": [WARM_ROW], "phases": {"total": 9.0, **WARM_ROW["phases"]}})
+    assert one.splitlines()[-1] == "phases: total 9s"  # the pair's own figures are on its lines
+
+
+def test_the_matrix_shows_where_each_image_pulled_slowly(tmp_path: Path) -> None:
+    doc = {"command": "validate", "location": "swedencentral", "results": [WARM_ROW, COLD_ROW]}
+    path = tmp_path / "validate.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    matrix = report.merge_files([path])
+    assert {p["location"] for p in matrix.pairs} == {"swedencentral"}  # the run's region, per row
+    markdown = report.render_markdown(matrix)
+    warm = next(line for line in markdown.splitlines() if "12.4.1" in line)
+    assert warm.endswith("<br>health not read<br>pull 72s (1.6 GB, 22.4 MB/s) in swedencentral |")
+    cold = next(line for line in markdown.splitlines() if "12.2.2" in line)
+    assert "pull" not in cold  # no figure is better than a guessed one
+    kept = report.pairs_from_document({**doc, "results": [{**WARM_ROW, "location": "eastus"}]})
+    assert kept[0]["location"] == "eastus"  # a row that says where it ran keeps it
