@@ -34,6 +34,7 @@ SEEDS = {
     20: "up, SIGINT, a second SIGINT during the teardown; latency on the group PUT",
     56: "up, SIGINT early; repeated long-running-operation poll answers",
     1013: "run: numbered lines, exit 1, SIGINT; 429 on the execution's replica list",
+    2003: "up --env beside a neighbour run in one warm environment; 5xx on execution reads and deletes",
 }
 
 

@@ -279,6 +279,8 @@ CASES = [
     c("env create", "lab", "--yes", "-l", "mars", says="mars"),
     c("env show", "Bad_Name!", says="Bad_Name!"),
     c("env delete", "", "--yes", says="NAME"),
+    c("env create", "lab", says="--yes"),  # stdin is not a terminal: refuse without --yes
+    c("env delete", "lab", says="--yes"),
     # -- run: the user's own container --------------------------------------------------------
     c("run", "--yes", "", says="IMAGE"),
     c("run", "--yes", "--gpu", "h100x", "busybox", says="h100x"),

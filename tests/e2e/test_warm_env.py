@@ -93,6 +93,14 @@ def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> 
             assert doc["explorer"]["driver_version"] and doc["explorer"]["gpus"]
             assert doc["tester"]["status"] == "pass" and doc["tester"]["result"]["gpu_name"]
             assert doc["teardown"]["status"] == "deleting" and doc["teardown"]["billing_stopped"] is True
+            # where the time went, in the platform's own words (its system events), per container
+            platform = doc["results"][0]["platform"]
+            assert platform["probe"]["image_pull"]["image"] == doc["explorer"]["image"]
+            assert platform["tester"]["image_pull"]["image"] == doc["tester"]["image"]
+            for container in ("probe", "tester"):
+                assert platform[container]["image_pull"]["seconds"] > 0, platform
+                assert {"scheduling_s", "container_start_s"} <= set(platform[container]), platform
+            assert "run_s" in platform["tester"], platform  # its execution ended before the verdict
         billed = _control(emu, "billing")["runs"]
         # probe + tester; a probe whose lines were lost (a loaded machine) is started once more
         assert billed["warma"]["replicas"] in (2, 3) and billed["warmb"]["replicas"] in (2, 3)
@@ -183,3 +191,134 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     forced = acagpu("env", "delete", "busy", "--yes", "--force")
     assert forced["runs_removed"] == ["inside"] and forced["teardown"]["billing_stopped"] is True
     assert emu.inventory()["jobs"] == []
+
+
+def test_env_create_and_delete_are_refused_without_yes_when_nobody_can_confirm(emu: Any) -> None:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    def groups() -> set[str]:
+        return {g["name"] for g in emu.inventory()["resource_groups"]}
+
+    made = CliRunner().invoke(cli, ["env", "create", "lab", "-o", "json"])  # stdin: no terminal
+    assert made.exit_code == 2 and "without --yes" in made.stderr, made.stderr
+    assert json.loads(made.stdout)["error"]["exit_code"] == 2
+    assert emu.inventory()["empty"]  # nothing was created
+
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes"]).exit_code == 0
+    gone = CliRunner().invoke(cli, ["env", "delete", "lab", "-o", "json"])
+    assert gone.exit_code == 2 and "not deleting environment lab without --yes" in gone.stderr
+    assert groups() == {"rg-acagpu-env-lab"}  # nothing was deleted
+    assert [e["name"] for e in emu.inventory()["environments"]] == ["cae-acagpu-env-lab"]
+
+
+def test_an_expired_environment_a_run_borrows_from_its_own_group_is_not_removed(
+    emu: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The usual warm layout: the run's jobs live in rg-acagpu-<run> (tagged acagpu:env=<name>), the
+    environment's own group holds no app or job. Reap and the guard still see the run inside."""
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+    from aca_gpu.config import load_settings
+    from aca_gpu.models import ContainerDef, JobSpec
+    from aca_gpu.naming import TAG_ENV, run_tags
+    from aca_gpu.workflow.context import open_cloud
+
+    def acagpu(*args: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        doc: dict[str, Any] = json.loads(result.stdout)
+        return doc
+
+    acagpu("env", "create", "lab", "--idle-ttl", "1s", "--yes")
+    cloud = open_cloud(load_settings())
+    lab = cloud.get_environment("rg-acagpu-env-lab", "cae-acagpu-env-lab")
+    assert lab is not None
+    tags = {**run_tags("borrow", owner="t", ttl=timedelta(hours=1)), TAG_ENV: "lab"}
+    cloud.create_resource_group("rg-acagpu-borrow", "eastus", tags)
+    container = ContainerDef("work", "busybox", 0.5, "1Gi", command=("sleep", "3600"))
+    spec = JobSpec("rg-acagpu-borrow", "gpu-tester-borrow", "eastus", lab.id, "Consumption", container, tags)
+    cloud.create_job(spec)
+    assert cloud.list_jobs("rg-acagpu-env-lab") == []  # nothing in the environment's own group
+    time.sleep(1.1)  # the idle TTL passes
+
+    planned = {i["resource_group"]: i for i in acagpu("reap")["items"]}
+    assert planned["rg-acagpu-env-lab"]["status"] == "skipped", planned
+    assert "run inside: borrow" in planned["rg-acagpu-env-lab"]["reason"]
+
+    monkeypatch.setattr(GUARD, "identity_token", lambda env: env["ACAGPU_TOKEN"])
+    monkeypatch.setenv("SSL_CERT_FILE", os.environ["ACAGPU_CA_BUNDLE"])
+    capsys.readouterr()
+    assert GUARD.sweep(dict(os.environ) | {"ACAGPU_GUARD_DRY_RUN": "true"}) == 0
+    events = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    swept = {e["group"]: e for e in events if e.get("event") == "decision"}
+    assert swept["rg-acagpu-env-lab"]["status"] == "skipped", swept
+    assert "run inside: borrow" in swept["rg-acagpu-env-lab"]["reason"]
+
+    done = {i["resource_group"]: i["status"] for i in acagpu("reap", "--yes")["items"]}
+    assert done["rg-acagpu-env-lab"] == "skipped", done
+    inventory = emu.inventory()
+    assert {g["name"] for g in inventory["resource_groups"]} == {"rg-acagpu-env-lab", "rg-acagpu-borrow"}
+    assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]
+    assert [j["name"] for j in inventory["jobs"]] == ["gpu-tester-borrow"]
+
+    # the run ends (its group goes): now the expired environment is idle, and reap removes it
+    acagpu("down", "--run-id", "borrow", "--yes")
+    done = {i["resource_group"]: i["status"] for i in acagpu("reap", "--yes")["items"]}
+    assert done == {"rg-acagpu-env-lab": "deleted"}, done
+
+
+def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At Azure's durations the kubelet names each image's size: `up` prints every container's
+    scheduling, pull (size, MB/s), start and run; `validate` each pair's; the matrix each image's
+    pull and its region."""
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+    from aca_gpu.emulator.server import EmulatorServer
+    from aca_gpu.workflow.render import render_validate
+
+    server = EmulatorServer(time_scale=0.002, workload="simulated", durations="aca-2026")
+    server.start()
+    try:
+        for key, value in server.client_env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.02")
+        for key in ("ACAGPU_CONFIG", "ACAGPU_ENV", "GITHUB_ACTIONS"):
+            monkeypatch.delenv(key, raising=False)
+
+        def acagpu(*args: str) -> str:
+            result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+            assert result.exit_code == 0, result.stderr
+            return result.stdout
+
+        acagpu("env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        lines = acagpu("up", "--env", "lab", "--yes").splitlines()
+        probe = next(line for line in lines if line.startswith(f"  {'probe':<15}"))
+        tester = next(line for line in lines if line.startswith(f"  {'tester':<15}"))
+        for line in (probe, tester):  # nvidia/cuda runtime ~1.6 GB, PyTorch ~3.6 GB, from Docker Hub
+            assert "scheduling " in line and ", start " in line and ", run " in line, line
+        assert " pull " in probe and "(1.6 GB, 22.4 MB/s)" in probe, probe
+        assert "(3.6 GB, 22.7 MB/s)" in tester, tester
+        phases = next(line for line in lines if line.startswith("  phases "))
+        assert "probe image pull" not in phases  # the pair's figures are on their own lines
+
+        images = ["nvidia/cuda:12.4.1-runtime-ubuntu22.04", "nvidia/cuda:12.2.2-base-ubuntu22.04"]
+        picks = [arg for image in images for arg in ("--image", image)]
+        out = acagpu("validate", "--env", "lab", "--gpu", "t4", *picks, "--no-inspect", "--yes", "-o", "json")
+        doc = json.loads(out)
+        text = render_validate(doc).splitlines()  # what `validate` prints without -o json
+        for image in images:
+            at = text.index(f"{image} on t4:")
+            below = text[at + 1 :]
+            assert any(line.startswith("  probe    scheduling") and " pull " in line for line in below), text
+        (tmp_path / "validate.json").write_text(out, encoding="utf-8")
+        markdown = tmp_path / "matrix.md"
+        acagpu("report", "merge", str(tmp_path / "validate.json"), "--markdown", str(markdown))
+        rows = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+        assert len(rows) == 2 and all(" MB/s) in eastus |" in row for row in rows), rows
+        assert any("<br>pull " in row and "1.6 GB" in row for row in rows), rows
+    finally:
+        server.stop()
