@@ -42,6 +42,7 @@ DRIVER_TOO_OLD = "driver-too-old-for-runtime"
 NO_KERNEL_IMAGE = "no-kernel-image-for-gpu"
 OUT_OF_MEMORY = "out-of-memory"
 EXEC_FORMAT = "exec-format-error"
+RUNTIME_NETWORK = "runtime-network-setup"
 KILLED = "killed"
 IMAGE_PULL_FAILED = "image-pull-failed"
 REGISTRY_UNREACHABLE = "image-registry-unreachable"
@@ -401,6 +402,29 @@ def _exec_format(line: str, low: str) -> RuntimeFinding | None:
     )
 
 
+_NETWORK_MARKERS = (
+    "failed to find plugin",  # CNI: podman 4 on a host without containernetworking-plugins
+    "netavark:",
+    "error configuring network namespace",
+    "unable to find network with name or id",
+)
+
+
+def _runtime_network(line: str, low: str) -> RuntimeFinding | None:
+    if not any(marker in low for marker in _NETWORK_MARKERS):
+        return None
+    return RuntimeFinding(
+        RUNTIME_NETWORK,
+        "the container runtime could not set up the container's network (its network plugins are "
+        "missing or misconfigured on this host); nothing of the image or the GPU was tried",
+        "install the runtime's network plugins (Debian/Ubuntu: containernetworking-plugins, or "
+        "netavark for podman 4+), or, for containers that need no network, set "
+        '`netns = "none"` under [containers] in containers.conf',
+        _clip(line),
+        gpu=False,
+    )
+
+
 Rule = Callable[[str, str], RuntimeFinding | None]
 RULES: tuple[Rule, ...] = (
     _docker_no_driver,
@@ -421,6 +445,7 @@ RULES: tuple[Rule, ...] = (
     _no_kernel_image,
     _out_of_memory,
     _exec_format,
+    _runtime_network,
 )
 
 

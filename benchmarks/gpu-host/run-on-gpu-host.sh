@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host with no container runtime (Ubuntu 24.04, root, no network): unpack the bundle,
-# configure podman for root with runc + cgroupfs + vfs storage, write a CDI spec with
+# configure podman for root with runc + cgroupfs + vfs storage and no network (the host has no CNI
+# plugins; `acagpu run` uses the runtime's default network), write a CDI spec with
 # `acagpu doctor --write-cdi`, build an image from this host's own dash + glibc (nvidia-smi is not
 # in it: CDI mounts it), and run the probe through `acagpu local --runtime podman`.
 set -uo pipefail
@@ -14,6 +15,7 @@ mkdir -p /etc/containers /var/lib/acagpu-podman
 cat >/etc/containers/containers.conf <<CONF
 [containers]
 default_ulimits = []
+netns = "none"
 [engine]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
@@ -61,6 +63,24 @@ done
 printf '#!/bin/sh\nexec %s/bin/python3 "$@"\n' "$venv" >"$troot/usr/bin/python3"  # the mounted venv's python
 chmod +x "$troot/usr/bin/python3"
 du -sh "$troot"; tar -C "$troot" -cf /tmp/tester.tar . && podman import -q /tmp/tester.tar localhost/acagpu-tester:host
+if [ -n "${RUN_ONLY:-}" ]; then  # `acagpu run` with a user's own program, a read-only and a written mount
+  here=$(cd "$(dirname "$0")" && pwd); out=$(mktemp -d)
+  echo "== acagpu run with podman's default network on a host without CNI plugins (want exit 7, not 5)"
+  grep -v '^netns' /etc/containers/containers.conf >/tmp/with-network.conf
+  CONTAINERS_CONF=/tmp/with-network.conf python3 -m aca_gpu run --runtime podman localhost/acagpu-tester:host -- true
+  echo "run exit $? (want 7)"
+  echo "== acagpu run --runtime podman: nvidia-smi, then a bf16 matmul, exit code 3 passed through"
+  time python3 -m aca_gpu run --runtime podman --mount "$venv:$venv:ro" --mount "$here:/job:ro" --mount "$out:/out" \
+    localhost/acagpu-tester:host -- sh -c 'nvidia-smi -L && python3 /job/matmul.py /out/result.txt 3'
+  echo "run exit $? (want 3)"; echo "written: $(cat "$out/result.txt")"
+  python3 -m aca_gpu run --runtime podman --mount "$venv:$venv:ro" --mount "$here:/job:ro" -o json \
+    localhost/acagpu-tester:host -- python3 /job/matmul.py >/tmp/run.json; echo "run -o json exit $?"
+  python3 -c 'import json; d = json.load(open("/tmp/run.json")); print(json.dumps(d, indent=1)[:2500])'
+  echo "== acagpu run --gpus none (control: no GPU reaches the container)"
+  python3 -m aca_gpu run --runtime podman --gpus none --mount "$venv:$venv:ro" --mount "$here:/job:ro" \
+    localhost/acagpu-tester:host -- python3 /job/matmul.py; echo "run exit $? (want non-zero: no CUDA)"
+  exit 0
+fi
 echo "== the zero-build tester in a podman container with the GPU (CDI), built by aca_gpu.local"
 time python3 - "$venv" <<'PY'
 import json, sys

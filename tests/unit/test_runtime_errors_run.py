@@ -257,3 +257,27 @@ def test_the_pull_fault_names_a_registry_text_the_pull_rule_knows() -> None:
         assert found is not None and found.kind == kind, error
     with pytest.raises(faults.FaultSpecError, match="unknown pull error"):
         faults.parse("pull:error=sometimes")
+
+
+# podman 4.3 on a GPU host without containernetworking-plugins: the runtime, not the image, failed
+PODMAN_NO_CNI = (
+    'Error: plugin type="bridge" failed (add): failed to find plugin "bridge" in path '
+    "[/usr/local/libexec/cni /usr/libexec/cni /usr/local/lib/cni /usr/lib/cni /opt/cni/bin]"
+)
+
+
+def test_a_runtime_that_cannot_set_up_the_network_is_infrastructure_not_the_image() -> None:
+    found = runtime_errors.first(PODMAN_NO_CNI)
+    assert found is not None and found.kind == runtime_errors.RUNTIME_NETWORK and not found.gpu
+    warning = 'time="..." level=warning msg="plugin type=tuning failed (delete): failed to find plugin tuning'
+    why = explain.refusal("localhost/img:1", [warning, PODMAN_NO_CNI])
+    assert why.error is not None and why.error.exit_code == EXIT_INFRA and why.error.code == "RuntimeSetup"
+    assert 'plugin type="bridge" failed (add)' in why.error.message  # the final error, not the warning
+    assert why.hint and "containernetworking-plugins" in why.hint
+    outcome = _outcome(WorkloadResult("refused", 126, why.reason, why.hint, error=why.error))
+    assert outcome.exit_code == EXIT_INFRA and outcome.document()["exit_code_from"] == "acagpu"
+    # a CUDA requirement stays the image's refusal (exit 5)
+    cuda = explain.refusal(
+        "img", ["nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0"]
+    )
+    assert cuda.error is None

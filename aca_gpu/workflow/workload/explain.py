@@ -4,8 +4,10 @@ A container that never started is `refusal`: an image that could not be pulled i
 `ImagePullFailed` as `acagpu local` (`workflow/local.py:image_pull_error`): exit 2, because the
 image as the user named it cannot be had (no such name or tag, no access: the input is wrong),
 or 7 when its registry could not be reached or turned the pull away for now (network, DNS,
-TLS, rate limit: retry). Exit 5 stays for what the GPU, driver or image itself refused (a CUDA
-requirement newer than the driver, a program missing from the image or built for another CPU).
+TLS, rate limit: retry). A failure of this host's container runtime itself (its network
+plugins missing, its engine down) is exit 7 too: nothing of the image or the GPU was tried.
+Exit 5 stays for what the GPU, driver or image itself refused (a CUDA requirement newer than the
+driver, a program missing from the image or built for another CPU).
 
 A container that ran and failed at once is `crash`: its exit code stays its own (as `docker
 run`), with the reason beside it: out of memory (OOMKilled when the platform says so, else exit
@@ -21,11 +23,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aca_gpu.errors import AcaGpuError
+from aca_gpu.errors import AcaGpuError, InfraError
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.workflow.local import image_pull_error
 
 MAX_REASON = 300
+# failures of this host's container runtime itself: exit 7 (infrastructure), never the image's 5
+RUNTIME_SETUP = frozenset({runtime_errors.RUNTIME_NETWORK, runtime_errors.DOCKER_ENGINE_DOWN})
 _ACA_PULL = re.compile(r"reason '(?P<reason>\w+)'.*?\berror: (?P<error>.+)$", re.IGNORECASE)
 
 
@@ -64,6 +68,13 @@ def refusal(
         pulled = image_pull_error(image, _pull_words(line))
         if pulled is not None:
             return Explained(_one_line(pulled.message), pulled.hint, pulled)
+    for line in reversed(said):  # the runtime's final error, not a warning it printed on the way
+        found = runtime_errors.first(line)
+        if found is not None and found.kind in RUNTIME_SETUP:  # the host's runtime, not the image
+            error = InfraError(
+                f"the container runtime failed: {_one_line(found.evidence)}", code="RuntimeSetup"
+            )
+            return Explained(found.summary, found.fix, error)
     for line in said:
         found = runtime_errors.first(line)
         if found is not None:
