@@ -30,7 +30,7 @@ FORMATS = ("table", "json", "tsv")
 # what a spinner says a phase usually takes on Azure, so a long wait reads as expected, not stuck
 TYPICAL_SECONDS: dict[str, str] = {
     "environment": "on Azure typically 2-5 min",
-    "explorer start": "image pull, on Azure typically 1-3 min",
+    "probe start": "image pull, on Azure typically 1-3 min",
     "tester start": "image pull, on Azure typically 1-3 min",
     "test run": "typically under 1 min",
     "teardown": "on Azure typically 5-12 min",

@@ -5,7 +5,7 @@ With realistic ACA durations scaled down (`--time-scale`), this measures:
      verdict (every pair judged), time to prompt (the command returns: nothing bills any more) and
      time to gone (the group's 404, measured by a second run with --wait), and GPU-seconds billed.
   1. `up`'s wall time against the critical path of provider latencies (the emulator's time model:
-     env create, then max(explorer start + nvidia-smi, tester start + tester run), then the
+     env create, then max(probe start + nvidia-smi, tester start + tester run), then the
      resource-group delete). Target ratio <= 1.05: orchestration adds almost nothing.
   2. A strictly sequential flow like the seed tutorial (explorer, then tester, each awaited, then
      delete), run against the same emulator through the same Cloud calls.

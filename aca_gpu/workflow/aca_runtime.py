@@ -315,7 +315,7 @@ class AcaRuntime:
         with self._lock:
             self._testers.append(run)
             self._tester_jobs.setdefault(pair.tester, []).append(run)
-        return follow_result(
+        outcome = follow_result(
             cloud,
             rg,
             pair.tester,
@@ -324,6 +324,9 @@ class AcaRuntime:
             timeout=plan.start_timeout_s + plan.tester_timeout_s,
             environment=plan.names.environment,
         )
+        if self.env is None:  # `acagpu test` on a kept run: its environment was not read
+            return outcome
+        return replace(outcome, platform=self._phases(self._where(plan, pair), pair.tester))
 
     # -- the end ------------------------------------------------------------------------------
     def _explorers_stopped(self) -> None:

@@ -155,10 +155,11 @@ class PairOutcome:
 
     @property
     def phases(self) -> dict[str, float]:
-        """Per-pair phase seconds: explorer start, nvidia-smi, tester start, test run."""
+        """Per-pair phase seconds: probe start (the probe job, or a kept run's explorer),
+        nvidia-smi, tester start, test run."""
         found: dict[str, float | None] = {}
         if self.probe is not None:
-            found["explorer start"] = self.probe.start_s
+            found["probe start"] = self.probe.start_s
             found["nvidia-smi"] = self.probe.smi_s
             found["probe image pull"] = (self.probe.platform.get("image_pull") or {}).get("seconds")
         if self.tester is not None:
@@ -401,7 +402,7 @@ class RunOutcome:
         return doc
 
     def _phases(self) -> dict[str, float]:
-        """The run's phases; a single pair's own phases (explorer start, nvidia-smi ...) join them."""
+        """The run's phases; a single pair's own phases (probe start, nvidia-smi ...) join them."""
         phases = dict(self.phases)
         if len(self.pairs) == 1:
             phases.update(self.pairs[0].phases)

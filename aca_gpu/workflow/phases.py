@@ -86,7 +86,7 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
 
 # (container, the client's own figures in a pair's `phases`: its run, ready-after and pull)
 _MEASURED = (
-    ("probe", "nvidia-smi", "explorer start", "probe image pull"),
+    ("probe", "nvidia-smi", "probe start", "probe image pull"),
     ("tester", "test run", "tester start", "tester image pull"),
 )
 

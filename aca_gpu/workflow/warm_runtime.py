@@ -67,7 +67,7 @@ class WarmRuntime(AcaRuntime):
                     hint=f"acagpu env create {plan.env} --gpu ... adds a GPU profile (minutes on Azure)",
                 )
             self.rg = plan.names.resource_group
-            inside = envs.runs_inside(self.cloud, self.group.name, self.place.name)
+            inside = envs.runs_inside(self.cloud, self.group.name, plan.env or "")
             others = sorted(r for r in inside if r != plan.run_id)
             step.update(f"{self.place.name} in {self.group.location}; other runs inside: {len(others)}")
         with progress.step("GPU quota") as step:

@@ -69,8 +69,8 @@ def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(
     result = _up(host_emulator, "host2")
     phases = result.doc["phases"]
     # explorer ready and nvidia-smi done long before the 6 s tester prints its line
-    assert phases["explorer start"] + phases["nvidia-smi"] < 4.5, phases
+    assert phases["probe start"] + phases["nvidia-smi"] < 4.5, phases
     # the tester's first (and only) line came seconds after nvidia-smi was done
-    assert phases["tester start"] > phases["explorer start"] + phases["nvidia-smi"] + 1.0, phases
+    assert phases["tester start"] > phases["probe start"] + phases["nvidia-smi"] + 1.0, phases
     assert result.doc["tester"]["result"]["reason"] == "slow"
     assert host_emulator.inventory()["empty"]

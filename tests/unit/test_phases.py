@@ -116,7 +116,7 @@ WARM_ROW: dict[str, Any] = {
     "driver_version": "550.144.03",
     "cuda_version": "12.4",
     "gpu_lines": [],
-    "phases": {"explorer start": 80.2, "nvidia-smi": 1.2, "probe image pull": 71.565, "test run": 58.0},
+    "phases": {"probe start": 80.2, "nvidia-smi": 1.2, "probe image pull": 71.565, "test run": 58.0},
     "platform": {
         "probe": {
             "image_pull": {**PULL, "mb_per_s": 22.4},
@@ -134,7 +134,7 @@ COLD_ROW: dict[str, Any] = {  # no system events read: the client's own figures 
     "image": "nvidia/cuda:12.2.2-runtime-ubuntu22.04",
     "gpu": "t4",
     "status": "pass",
-    "phases": {"explorer start": 95.0, "nvidia-smi": 2.0, "tester start": 30.0, "test run": 61.0},
+    "phases": {"probe start": 95.0, "nvidia-smi": 2.0, "tester start": 30.0, "test run": 61.0},
 }
 
 
