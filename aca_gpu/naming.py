@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -213,6 +214,25 @@ def run_tags(
     if gpu:
         tags[TAG_GPU] = gpu
     return tags
+
+
+def tag_gpus(tags: Mapping[str, str] | None) -> list[str]:
+    """Every GPU alias a group's `acagpu:gpu` tag names, in order (empty when untagged)."""
+    text = (tags or {}).get(TAG_GPU) or ""
+    return [alias.strip().lower() for alias in text.split(",") if alias.strip()]
+
+
+def tag_gpu(tags: Mapping[str, str] | None) -> str | None:
+    """The GPU a run's group was made for. Each failover attempt's group is tagged with the one GPU
+    it used; a group made before that carries the whole `--gpu a100,t4` list, read as its first
+    alias (the GPU tried first, the most that can be told from the tag), never as an unknown GPU."""
+    aliases = tag_gpus(tags)
+    return aliases[0] if aliases else None
+
+
+def with_gpu(tags: Mapping[str, str], gpu: str) -> dict[str, str]:
+    """The same tags naming `gpu` (an attempt's own GPU); tags without a GPU tag stay as they are."""
+    return {**tags, TAG_GPU: gpu} if TAG_GPU in tags else dict(tags)
 
 
 def is_managed(tags: dict[str, str] | None) -> bool:

@@ -38,7 +38,19 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
         for r in runs:
             if r["note"]:
                 print(f"{r['run_id']}: {r['note']}", file=stream)
+        tables = _tables(runs)
+        if tables:
+            print(f"estimate: acagpu's list-price estimate at each run's end ({tables})", file=stream)
     print(f"billed: Azure Cost Management (ActualCost). {doc['data_delay']}.", file=stream)
+
+
+def _tables(runs: list[dict[str, Any]]) -> str:
+    """The price tables the shown estimates came from, as each run recorded it; empty if none shown."""
+    estimated = [r for r in runs if r.get("estimate_usd") is not None]
+    named = sorted({str(r["prices"]) for r in estimated if r.get("prices")})
+    if any(not r.get("prices") for r in estimated):
+        named.append("table not recorded for some runs")
+    return "; ".join(named)
 
 
 @click.command()

@@ -44,14 +44,17 @@ class ExecutionRun:
 
     @property
     def seconds(self) -> float:
-        """Measured replica lifetime: from its container seen running (else its first line, else
-        the start request) to its end when the execution had finished, else to the delete by
-        teardown (a tester lingers, billed, after its result line), else to now."""
-        if self.never_ran:
+        """Measured replica lifetime: from its container seen running (else its first line) to its
+        end when the execution had finished, else to the delete by teardown (a tester lingers,
+        billed, after its result line), else to now. An execution never seen running that printed
+        nothing had no replica to bill (a region abandoned before one was placed): 0, not the time
+        since the start request."""
+        began = self.running or self.first_line
+        if self.never_ran or began is None:
             return 0.0
         finished = self.info is not None and self.info.finished and self.ended is not None
         end = (self.ended if finished else None) or self.stopped or self.ended or time.monotonic()
-        return max(0.0, end - (self.running or self.first_line or self.started))
+        return max(0.0, end - began)
 
     @property
     def exit_code(self) -> int | None:

@@ -86,12 +86,15 @@ def post(url: str, message: Mapping[str, Any], *, timeout: float = TIMEOUT_S) ->
         return Delivery(where(url), False, None, scrub(str(reason))[:200])
 
 
-def message(kind: str, headline: str, lines: Sequence[str], facts: Mapping[str, Any]) -> dict[str, Any]:
-    """The shape Slack and Teams incoming webhooks accept: `text`, plus the facts under `acagpu`."""
+def message(
+    kind: str, headline: str, lines: Sequence[str], facts: Mapping[str, Any], footer: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The shape Slack and Teams incoming webhooks accept: `text`, plus the facts under `acagpu`.
+    `footer` lines follow the (possibly folded) lines, always shown."""
     shown = list(lines[:MAX_LINES])
     if len(lines) > MAX_LINES:
         shown.append(f"… and {len(lines) - MAX_LINES} more")
-    text = "\n".join([f"*{headline}*", *shown])
+    text = "\n".join([f"*{headline}*", *shown, *footer])
     return {"text": scrub(text), "acagpu": {"schema": SCHEMA, "kind": kind, **facts}}
 
 
@@ -126,6 +129,9 @@ def reap_message(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         money = f", ≈${spend:.2f}" if isinstance(spend, int | float) else ""
         error = f" — {i['error']}" if i["error"] else ""
         lines.append(f"• {i['status']} `{i['resource_group']}` ({_age(i['age_seconds'])}{money}){error}")
+    prices = doc.get("prices")
+    priced = prices and any(isinstance(i["spend_usd_estimate"], int | float) for i in items)
+    footer = [f"≈: list-price estimate so far ({prices})"] if priced else []  # figures name their table
     verb = "would delete" if doc.get("dry_run") else "deleted"
     done = counts.get("would-delete" if doc.get("dry_run") else "deleted", 0)
     headline = f"acagpu reap: {verb} {done}, failed {counts.get('failed', 0)}"
@@ -134,9 +140,10 @@ def reap_message(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         "dry_run": bool(doc.get("dry_run")),
         "counts": dict(counts),
         "spend_usd_estimate": doc.get("spend_usd_estimate"),
+        "prices": prices,
         "items": items,
     }
-    return message("reap", headline, lines, facts)
+    return message("reap", headline, lines, facts, footer)
 
 
 def run_message(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -84,12 +84,13 @@ class Plan:
 
     def for_attempt(self, region: str, attempt: int, gpu: str | None = None) -> Plan:
         """The plan of one attempt: its own resource group after the first (failover.py), and the
-        fallback GPU's pair when `gpu` names one."""
+        fallback GPU's pair when `gpu` names one. Its group is tagged with the GPU(s) it uses, not
+        the whole `--gpu a100,t4` list: status, reap and `test` price and probe what ran."""
         plan = replace(self, location=region, names=replace(self.names, attempt=attempt))
         fallback = next((pair for _, pair in self.fallbacks if pair.gpu == gpu), None)
         if fallback is not None and gpu != self.pairs[0].gpu:
             plan = replace(plan, pairs=(fallback,))
-        return plan
+        return replace(plan, tags=naming.with_gpu(plan.tags, plan.gpu_label))
 
     @property
     def tester_timeout_s(self) -> int:
@@ -349,7 +350,7 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         max_minutes=_minutes(request.max_minutes, DEFAULT_MAX_MINUTES),
         start_timeout_s=_duration(start, "--start-timeout").total_seconds(),
         owner=owner,
-        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=",".join(gpus)),
+        tags=naming.run_tags(run_id, owner=owner, ttl=ttl, gpu=gpu),  # a fallback's: for_attempt
         keep=request.keep,
         wait_gone=request.wait,
         strict=request.strict,

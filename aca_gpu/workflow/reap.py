@@ -10,6 +10,7 @@ verified gone (reap_delete.py); across subscriptions the groups come from one Re
 from __future__ import annotations
 
 import fnmatch
+import queue
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,6 @@ from aca_gpu.naming import (
     TAG_CREATED_AT,
     TAG_ENV,
     TAG_EXPIRES_AT,
-    TAG_GPU,
     TAG_KEEP,
     TAG_KIND,
     TAG_MANAGED,
@@ -35,8 +35,13 @@ from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow.envs import runs_inside
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
 from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
+from aca_gpu.workflow.spend import RunSpend
+from aca_gpu.workflow.threads import spawn, wait_for
 
-SpendFn = Callable[[str | None, float], float | None]
+# What a group has cost so far, read from its own subscription: `spend.run_spend` via `group_spend`
+SpendFn = Callable[[Cloud, ResourceGroupInfo, datetime], RunSpend | None]
+PRICE_READERS = 8  # groups priced at once: a few reads each, all before the first delete
+SPEND_NOTE = "est. spend: list-price estimate from replica lifetimes so far, as `acagpu status` shows"
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class ReapItem:
 class ReapReport:
     dry_run: bool
     items: tuple[ReapItem, ...] = field(default_factory=tuple)
+    prices: str | None = None  # the price table every spend figure came from (PriceTable.label)
 
     def by_status(self, status: str) -> list[ReapItem]:
         return [i for i in self.items if i.status == status]
@@ -82,7 +88,8 @@ class ReapReport:
             "kind": "reap",
             "dry_run": self.dry_run,
             "counts": counts,
-            "spend_usd_estimate": round(sum(spend), 2) if spend else None,
+            "spend_usd_estimate": round(sum(spend), 4) if spend else None,
+            "prices": self.prices,
             "items": [i.as_dict() for i in self.items],
         }
 
@@ -94,19 +101,17 @@ def decide(
     now: datetime,
     older_than: timedelta | None,
     excludes: Sequence[str] = (),
-    spend: SpendFn | None = None,
 ) -> ReapItem:
     """Why this group would be deleted or skipped; pure, so every rule is tested on its own."""
     tags = dict(group.tags or {})
     created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
     age = (now - created).total_seconds() if created else None
-    cost = spend(tags.get(TAG_GPU), age) if spend and age is not None else None
 
     def item(action: str, reason: str) -> ReapItem:
         status = "skipped" if action == "skip" else "pending"
         kind = KIND_ENV if tags.get(TAG_KIND) == KIND_ENV else "run"
         return ReapItem(
-            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, cost, status, kind=kind
+            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, None, status, kind=kind
         )
 
     if not is_managed(tags):
@@ -167,13 +172,47 @@ def plan(
     now: datetime,
     older_than: timedelta | None,
     excludes: Sequence[str] = (),
-    spend: SpendFn | None = None,
 ) -> list[ReapItem]:
     """Every (subscription, group) found, decided: the one place that chooses what reap touches."""
-    return [
-        decide(group, sub, now=now, older_than=older_than, excludes=excludes, spend=spend)
-        for sub, group in groups
-    ]
+    return [decide(group, sub, now=now, older_than=older_than, excludes=excludes) for sub, group in groups]
+
+
+def priced(
+    items: Sequence[ReapItem],
+    groups: Sequence[tuple[str, ResourceGroupInfo]],
+    source: CloudSource,
+    spend: SpendFn,
+    now: datetime,
+) -> tuple[list[ReapItem], str | None]:
+    """Each acagpu run's spend so far (warm environments and strangers' groups are not runs), read a
+    few groups at a time (daemon threads, like the deletes: Ctrl-C is not held by a hung read), and
+    the price table the figures came from. A group that cannot be priced has no figure."""
+    by_name = {(sub, group.name): group for sub, group in groups}
+    found: list[RunSpend | None] = [None] * len(items)
+    work: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for index in range(len(items)):
+        work.put(index)
+
+    def worker() -> None:
+        while True:
+            try:
+                index = work.get_nowait()
+            except queue.Empty:
+                return
+            item = items[index]
+            group = by_name.get((item.subscription, item.resource_group))
+            if group is None or item.kind != "run" or not is_managed(dict(group.tags)):
+                continue
+            try:
+                found[index] = spend(source(item.subscription), group, now)
+            except AcaGpuError:  # its subscription cannot be opened: the delete will say why
+                continue
+
+    for future in [spawn(worker, "acagpu-reap-spend") for _ in range(min(PRICE_READERS, len(items)))]:
+        wait_for(future)
+    tables = sorted({s.table for s in found if s is not None and s.table})
+    out = [replace(i, spend_usd=s.usd if s else None) for i, s in zip(items, found, strict=True)]
+    return out, "; ".join(tables) or None
 
 
 def listed_groups(clouds: Mapping[str, Cloud]) -> Iterator[tuple[str, ResourceGroupInfo]]:
@@ -211,7 +250,10 @@ def reap(
                 raise ValueError("a cloud source needs the groups found (Resource Graph)")
             found = listed_groups(clouds)
         found = list(found)
-        items = plan(found, now=now, older_than=older_than, excludes=excludes, spend=spend)
+        items = plan(found, now=now, older_than=older_than, excludes=excludes)
+        prices = None
+        if spend is not None:
+            items, prices = priced(items, found, source, spend, now)
         names = {group.name: group.tags.get(TAG_ENV) for _, group in found}
         items = [_unless_busy(source(i.subscription), i, names.get(i.resource_group)) for i in items]
         doomed = [i for i in items if i.action == "delete"]
@@ -219,7 +261,7 @@ def reap(
         step.update(f"{len(items)} found in {subs} subscription(s), {len(doomed)} expired")
     if not delete:
         items = [replace(i, status="would-delete") if i.action == "delete" else i for i in items]
-        return ReapReport(dry_run=True, items=tuple(items))
+        return ReapReport(dry_run=True, items=tuple(items), prices=prices)
 
     def recheck(cloud: Cloud, item: ReapItem) -> ReapItem | None:
         """A warm environment is read again right before its delete: a run may have begun since the
@@ -244,21 +286,18 @@ def reap(
         failed = sum(1 for r in done.values() if r.status == "failed")
         step.update(f"{len(doomed) - failed} deleted, {failed} failed{deleter.throttle_note()}")
     final = tuple(done.get(item_key(i), i) for i in items)
-    return ReapReport(dry_run=False, items=final)
+    return ReapReport(dry_run=False, items=final, prices=prices)
 
 
-def spend_estimate(gpu: str | None, seconds: float) -> float | None:
-    """The group's whole life priced by `cost.run_spend` (the figure `status` shows): on a dedicated
-    profile that is the node's time, which bills replicas or not; on a serverless one an upper bound,
-    as if one GPU replica had run all along."""
-    if not gpu:
+def group_spend(cloud: Cloud, group: ResourceGroupInfo, now: datetime) -> RunSpend | None:
+    """A run's spend so far by `spend.run_spend`, the function `status` shows it with, so one group
+    has one figure; a group whose tag names no known GPU has none (and costs no read)."""
+    from aca_gpu.workflow.context import run_from_group
+    from aca_gpu.workflow.spend import run_spend, tagged_profile
+
+    if tagged_profile(group.tags) is None:
         return None
-    from aca_gpu import cost
-
-    try:
-        return round(cost.run_spend(gpu, seconds).usd, 2)
-    except AcaGpuError:
-        return None
+    return run_spend(cloud, run_from_group(group), now)  # a failed read is an unknown figure
 
 
 def run(
@@ -277,7 +316,7 @@ def run(
         "older_than": older_than,
         "excludes": excludes,
         "concurrency": concurrency,
-        "spend": spend_estimate,
+        "spend": group_spend,
         "progress": progress,
         "poll": settings.polling_interval,
     }
@@ -302,6 +341,8 @@ def render_text(report: ReapReport) -> str:
     counts = report.as_dict()["counts"]
     doomed = counts["would-delete"] if report.dry_run else counts["deleted"]
     lines.append(f"{verb}: {doomed}, skipped: {counts['skipped']}, failed: {counts['failed']}")
+    if report.prices:
+        lines.append(f"{SPEND_NOTE} ({report.prices})")
     if report.dry_run and doomed:
         lines.append("dry run: nothing was deleted; re-run with --yes to delete")
     return "\n".join(lines)
@@ -316,6 +357,8 @@ def render_markdown(report: ReapReport) -> str:
         rows.append(f"| `{item.resource_group}` | {item.status} | {reason} | {spend} |")
     if not report.items:
         rows.append("| – | nothing found | | |")
+    if report.prices:
+        rows += ["", f"{SPEND_NOTE} ({report.prices})"]
     return "\n".join(rows) + "\n"
 
 

@@ -76,6 +76,7 @@ def test_a_hung_region_is_abandoned_at_its_deadline_cleaned_up_and_the_next_used
     assert (first["region"], first["status"], first["blast"]) == ("eastus", "abandoned", "next-region")
     assert "replica not placed by its deadline" in first["reason"]
     assert first["teardown"] in ("deleting", "deleted") and first["resource_group"] == "rg-acagpu-hung1"
+    assert first["gpu_seconds"] == 0, first  # no replica was ever placed there: nothing billed
     assert (second["region"], second["status"]) == ("westus3", "used")
     assert doc["explorer"]["driver_version"]
     inventory = emu.inventory()
@@ -92,9 +93,10 @@ def test_a_region_without_a_fallback_still_exits_3(emu: Any) -> None:
 
 def test_a_gpu_list_falls_back_to_the_next_gpu_and_reports_every_attempt(emu: Any) -> None:
     """`--gpu a100,t4`: no A100 quota in eastus, so the run uses a T4 there; the document lists
-    both attempts with their GPU, region and reason."""
+    both attempts with their GPU, region and reason. The kept group is tagged, shown and priced as
+    the T4 it used (not as `a100,t4`, which status priced as an A100 and reap not at all)."""
     emu.set_faults("quota:region=eastus,profile=A100,limit=0")
-    code, doc, err = _run(*UP, "--gpu", "a100,t4", "-l", "eastus", "--run-id", "gpufb")
+    code, doc, err = _run(*UP, "--gpu", "a100,t4", "-l", "eastus", "--run-id", "gpufb", "--keep")
     assert code == 0, err
     first, second = doc["attempts"]
     assert (first["gpu"], first["region"], first["status"]) == ("a100", "eastus", "refused")
@@ -102,6 +104,14 @@ def test_a_gpu_list_falls_back_to_the_next_gpu_and_reports_every_attempt(emu: An
     assert (second["gpu"], second["region"], second["status"]) == ("t4", "eastus", "used")
     assert doc["explorer"]["gpus"][0]["name"] == "Tesla T4", doc["explorer"]
     assert "trying eastus with t4" in err
+    tags = {g["name"]: g["tags"] for g in emu.inventory()["resource_groups"]}
+    assert tags["rg-acagpu-gpufb-2"]["acagpu:gpu"] == "t4"
+    code, status, err = _run("status", "-o", "json")
+    (run,) = [r for r in status["runs"] if r["run_id"] == "gpufb"]
+    assert run["gpu"] == "t4" and "NC8as-T4" in run["cost"]["basis"], run
+    code, reaped, err = _run("reap", "--older-than", "1s", "-o", "json")  # a dry run
+    (item,) = [i for i in reaped["items"] if i["run_id"] == "gpufb"]
+    assert item["spend_usd_estimate"] is not None, item
     human = CliRunner().invoke(cli, ["up", "--yes", "--max-minutes", "5", "--gpu", "a100,t4", "-l", "eastus"])
     assert human.exit_code == 0, human.stderr
     assert "regions        eastus a100 refused: quota or capacity exhausted" in human.stdout, human.stdout

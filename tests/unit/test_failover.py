@@ -78,7 +78,8 @@ def test_a_gpu_list_falls_back_to_the_next_gpu_across_its_own_regions() -> None:
     ]
     fallback = plan.for_attempt("eastus", 4, gpu="t4")
     assert fallback.pairs[0].profile.type == "Consumption-GPU-NC8as-T4" and fallback.gpu_label == "t4"
-    assert plan.gpu_label == "a100" and plan.tags["acagpu:gpu"] == "a100,t4"
+    assert plan.gpu_label == "a100" and plan.tags["acagpu:gpu"] == "a100"  # each group: its own GPU
+    assert fallback.tags["acagpu:gpu"] == "t4"
 
 
 @pytest.mark.parametrize(

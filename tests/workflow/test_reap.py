@@ -6,11 +6,13 @@ from unittest.mock import create_autospec
 
 import pytest
 
+from aca_gpu import cost
 from aca_gpu.errors import CloudError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import iso_utc, run_tags
 from aca_gpu.workflow import reap as reap_flow
 from aca_gpu.workflow import teardown
+from aca_gpu.workflow.spend import RunSpend
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -106,13 +108,12 @@ def test_delete_only_expired_and_verify() -> None:
     fresh = _run("x2", age=timedelta(minutes=5), ttl=timedelta(hours=1))
     stranger = _rg("rg-stranger", {"acagpu:managed": "nope"})
     cloud = _cloud([expired, fresh, stranger])
-    report = reap_flow.reap(
-        {"sub": cloud}, delete=True, now=NOW, spend=lambda gpu, s: round(s / 3600, 2), poll=0.01
-    )
+    spent = RunSpend("stopped", 0.0, None, cost.run_spend("t4", 3600.0), "replica lifetimes")
+    report = reap_flow.reap({"sub": cloud}, delete=True, now=NOW, spend=lambda *_: spent, poll=0.01)
     cloud.delete_resource_group.assert_called_once_with("rg-acagpu-x1", wait=False)  # type: ignore[attr-defined]
     statuses = {i.resource_group: i.status for i in report.items}
     assert statuses == {"rg-acagpu-x1": "deleted", "rg-acagpu-x2": "skipped", "rg-stranger": "skipped"}
-    assert report.as_dict()["spend_usd_estimate"] == 5.0
+    assert report.as_dict()["spend_usd_estimate"] == round(cost.run_spend("t4", 3600.0).usd, 4)
     reap_flow.raise_for_failures(report)  # nothing failed: no exception
 
 

@@ -1,0 +1,120 @@
+"""What a run's group has cost so far: the one figure `status` and `reap` both show for it.
+
+Two commands pricing the same group two ways gave two answers (reap priced the group's whole age as
+if a replica ran all along, status the replicas that did run), so both call `run_spend` here.
+
+Serverless: tester executions count from their start/end times, the explorer from the run's creation
+while it has a running replica (an upper bound, labelled as such); a stopped explorer bills nothing.
+Dedicated: the node bills while the environment exists, replicas or not, so the figure is node time
+(the group's whole age): a kept, stopped dedicated run is not "≈$0.00". When the replicas cannot be
+read, a serverless figure is unknown (None) rather than a confident $0.00.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aca_gpu import cost, naming
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
+from aca_gpu.models import Cloud, ExecutionInfo
+from aca_gpu.workflow.context import Run, age_seconds
+
+NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
+REPLICA_BASIS = "replica lifetimes"
+
+
+@dataclass(frozen=True)
+class RunSpend:
+    """A run's phase, as read while pricing it, and what it has cost so far (None: unknown)."""
+
+    phase: str
+    gpu_seconds: float
+    node_seconds: float | None
+    estimate: cost.CostEstimate | None
+    basis: str
+
+    @property
+    def usd(self) -> float | None:
+        """Rounded like every spend figure acagpu prints, so status and reap agree to the digit."""
+        return None if self.estimate is None else round(self.estimate.usd, 4)
+
+    @property
+    def table(self) -> str | None:
+        """The price table the figure came from (`bundled table 2026-11-24`, `refreshed ...`)."""
+        return None if self.estimate is None else self.estimate.table
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gpu_seconds": round(self.gpu_seconds, 1),
+            "node_seconds": None if self.node_seconds is None else round(self.node_seconds, 1),
+            "usd_estimate": self.usd,
+            "basis": self.basis,
+            "prices": self.table,
+        }
+
+
+def tagged_profile(tags: Mapping[str, str]) -> GpuProfile | None:
+    """The profile a run's `acagpu:gpu` tag names; None when untagged or unknown."""
+    alias = naming.tag_gpu(tags)
+    if alias is None:
+        return None
+    try:
+        return resolve_profile(alias)
+    except AcaGpuError:
+        return None
+
+
+def _execution_seconds(info: ExecutionInfo, now: datetime) -> float:
+    start = naming.parse_iso_utc(info.start_time or "")
+    if start is None:
+        return 0.0
+    end = naming.parse_iso_utc(info.end_time or "") or now
+    return max(0.0, (end - start).total_seconds())
+
+
+def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, float]:
+    """(phase, GPU replica-seconds so far) from the run's explorer app and tester job."""
+    rg, names = run.resource_group, run.names
+    if (run.group.provisioning_state or "").lower() == "deleting":
+        return "deleting", 0.0
+    phase, seconds = "empty", 0.0
+    app = cloud.get_app(rg, names.explorer)
+    executions = cloud.list_executions(rg, names.tester) if cloud.get_job(rg, names.tester) else []
+    if app is not None:
+        if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
+            phase = "stopped"  # a kept run between smi/exec uses: no replica bills
+        else:
+            replicas = cloud.list_app_replicas(rg, names.explorer)
+            running = any(r.running_state == "Running" for r in replicas)
+            phase = "running" if running else "starting"
+            seconds += age if running else 0.0
+    if any(not e.finished for e in executions):
+        phase = "testing"
+    return phase, seconds + sum(_execution_seconds(e, now) for e in executions)
+
+
+def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
+    """The run's phase and spend so far; reads its app and job only when it is priced serverless."""
+    age = age_seconds(run.tags, now) or 0.0
+    profile = tagged_profile(run.tags)
+    unread: str | None = None
+    try:
+        phase, gpu_seconds = _observe(cloud, run, now, age)
+    except AcaGpuError as exc:
+        phase, gpu_seconds, unread = f"unknown ({exc.code or 'error'})", 0.0, exc.code or "error"
+    if profile is None:
+        return RunSpend(phase, gpu_seconds, None, None, "unknown GPU")
+    node = not profile.serverless
+    if unread is not None and not node:
+        return RunSpend(phase, gpu_seconds, None, None, f"unknown: its replicas could not be read ({unread})")
+    billed = age if node else gpu_seconds
+    try:
+        estimate = cost.run_spend(profile, billed, run.group.location)
+    except AcaGpuError as exc:  # a price table without this profile's meters: no figure, said so
+        return RunSpend(phase, gpu_seconds, None, None, f"no price: {exc.message}")
+    basis = f"{NODE_BASIS if node else REPLICA_BASIS} so far; {estimate.basis}"
+    return RunSpend(phase, gpu_seconds, billed if node else None, estimate, basis)
