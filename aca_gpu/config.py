@@ -60,6 +60,11 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
         raise BadInput(f"cannot read config file {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # a binary file: TOML is UTF-8 text
+        raise BadInput(
+            f"config file {path} is not a UTF-8 text file (byte {exc.start} is not UTF-8); "
+            "a config file is TOML text"
+        ) from None
     for key in STRING_KEYS:
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
             raise BadInput(f"config file {path}: {key} must be a non-empty string, not {data[key]!r}")

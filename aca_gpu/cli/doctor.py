@@ -35,7 +35,27 @@ def _read(path: str) -> str:
                 data = fh.read()
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    return data.decode("utf-8", errors="replace")
+    return log_text(data, path)
+
+
+BINARY_SHARE = 0.1  # undecodable or control characters, beyond which input is not a log
+_TEXT_CONTROLS = frozenset("\t\n\r\f\b\x1b")  # what terminals and tools put in logs
+
+
+def log_text(data: bytes, path: str) -> str:
+    """A log's text: UTF-8 (a stray bad byte is replaced), or UTF-16 with its BOM (PowerShell's `>`).
+
+    Anything else is refused (exit 2): read as text, random bytes match no known failure and the
+    verdict would be "nothing wrong" about a file that was never a log."""
+    utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+    text = data.decode("utf-16" if utf16 else "utf-8", errors="replace")
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in _TEXT_CONTROLS))
+    if odd > BINARY_SHARE * len(text):
+        raise BadInput(
+            f"{path} is not a text log ({odd} of {len(text)} characters are binary)",
+            hint="pass the saved output of the failed command (docker/podman/apptainer run, nvidia-smi)",
+        )
+    return text
 
 
 @click.command()

@@ -111,6 +111,7 @@ CASES = [
     c("status", says="GUID", config='subscription = "nope"\n', env={"ACAGPU_SUBSCRIPTION": ""}),
     c("status", says="https", config='arm_endpoint = "ftp://x"\n', env={"ACAGPU_ARM_ENDPOINT": ""}),
     c("up", "--yes", says="not valid TOML", config="gpu = \n"),
+    c("up", "--dry-run", says="is not a UTF-8 text file", env={"ACAGPU_CONFIG": "{B}"}, files={"B": BINARY}),
     c("profiles", "-l", "eastus", says="ACAGPU_CONFIG", env={"ACAGPU_CONFIG": "/nonexistent/x.toml"}),
     # -- smi -----------------------------------------------------------------------------------
     c("smi", "--from-file", "{F}", "--run-id", "x1", says="--from-file and --run-id", files={"F": b"x"}),
@@ -266,6 +267,7 @@ CASES = [
     c("local", "--gpus", "banana", says="--gpus"),
     c("doctor", "--from-file", "/nonexistent/run.log", says="cannot read"),
     c("doctor", "--from-file", "", says="--from-file"),
+    c("doctor", "--from-file", "{BIN}", says="is not a text log", files={"BIN": BINARY}),
     c("doctor", "--cdi-path", "", says="--cdi-path"),
     # -- cost ----------------------------------------------------------------------------------
     c("cost", "--since", "soon", says="--since"),

@@ -90,3 +90,25 @@ def test_write_cdi_needs_a_gpu_node(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no /dev/nvidiaN device node" in result.stderr
     assert not target.exists()
+
+
+def test_random_bytes_are_refused_not_called_healthy(tmp_path: Path) -> None:
+    """Random bytes decoded as text match no known failure, which read as "nothing wrong" (exit 0)."""
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(bytes(range(256)) * 16)
+    result = CliRunner().invoke(cli, ["doctor", "--from-file", str(blob)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {blob} is not a text log"), result.stderr
+
+
+def test_a_utf16_log_and_a_stray_bad_byte_are_still_logs(tmp_path: Path) -> None:
+    """PowerShell's `>` writes UTF-16 with a BOM; a terminal may leave one byte that is not UTF-8."""
+    line = (
+        'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].\n'
+    )
+    for name, data in (("ps.log", line.encode("utf-16")), ("odd.log", b"\xff" + line.encode())):
+        log = tmp_path / name
+        log.write_bytes(data)
+        result = run("--from-file", str(log), "-o", "json")
+        assert result.exit_code == 5, result.output
+        assert json.loads(result.stdout)["findings"][0]["kind"], result.stdout
