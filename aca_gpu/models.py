@@ -306,7 +306,13 @@ class Cloud(Protocol):
         on_running: Callable[[], None] | None = None,
     ) -> Iterator[str]: ...
     def job_log_records(
-        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        timeout: float = 600.0,
+        on_running: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50

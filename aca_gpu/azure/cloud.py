@@ -347,14 +347,23 @@ class AzureCloud:
         )
 
     def job_log_records(
-        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        timeout: float = 600.0,
+        on_running: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
-        """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end."""
+        """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end;
+        `on_running` as for `job_logs` (a silent program bills from its start, not its first line)."""
         deadline = self._clock() + timeout
         what = f"the log of job {job} execution {execution}"
         container = self._execution_container(resource_group, job, execution, deadline, what)
         if container is None:
             return
+        if on_running is not None:
+            on_running()
         token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
         def finished() -> bool:

@@ -27,6 +27,11 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
         code, doc, err = _json("up", "--gpu", "t4", "--run-id", run_id, "--yes", "-o", "json")
         assert code == 0, err
         assert "eastus meters, bundled table" in doc["cost"]["basis"]  # the printed cost names its table
+    # `acagpu run` records its estimate too, so its bill has something to stand beside
+    code, doc, err = _json(
+        "run", "--gpu", "t4", "--run-id", "costrun", "--yes", "-o", "json", "img", "--", "sh", "-c", "sleep 1"
+    )
+    assert code == 0, err
     emu.set_faults("stall:seconds=400,match=gpu-tester")  # 400 emulated s between pull and create
     code, _, err = _json("up", "--gpu", "t4", "--run-id", "stall3", "--yes", "-o", "json")
     assert code == 0, err
@@ -35,7 +40,7 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
     code, doc, err = _json("cost", "-o", "json")
     assert code == 0, err
     runs = {r["run_id"]: r for r in doc["runs"]}
-    assert set(runs) == {"cost1", "cost2", "stall3"}
+    assert set(runs) == {"cost1", "cost2", "stall3", "costrun"}
     assert doc["data_delay_hours"] == 24 and "8 to 24 hours" in doc["data_delay"]
     for run in runs.values():
         assert run["estimate_usd"] > 0 and run["billed_usd"] > 0, run
@@ -61,7 +66,7 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
     emu.set_faults("cost_delay")  # Azure's 8-hour lag: nothing billed yet for these runs
     code, doc, err = _json("cost", "-o", "json")
     assert code == 0, err
-    assert {r["status"] for r in doc["runs"]} == {"too-recent"} and len(doc["runs"]) == 3
+    assert {r["status"] for r in doc["runs"]} == {"too-recent"} and len(doc["runs"]) == 4
     assert all(r["billed_usd"] is None and r["estimate_usd"] for r in doc["runs"])
 
     code, _, err = _json("cost", "--run-id", "Bad_Id", "-o", "json")

@@ -295,9 +295,15 @@ class FakeCloud:
         yield f"{probe_job.HEALTH_END}0"
 
     def job_log_records(
-        self, resource_group: str, job: str, execution: str, *, timeout: float = 600.0
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        timeout: float = 600.0,
+        on_running: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
-        for line in self.job_logs(resource_group, job, execution):
+        for line in self.job_logs(resource_group, job, execution, on_running=on_running):
             yield None, "stdout", line
 
     def system_events(

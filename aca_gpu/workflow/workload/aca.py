@@ -102,6 +102,11 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
     )
 
 
+def _seen_running(run: TesterRun) -> None:
+    """The container runs (its log could be opened): it bills from here, whether it prints or not."""
+    run.running = run.running or time.monotonic()
+
+
 def _why(run: TesterRun) -> str:
     return f" ({run.lost})" if run.lost else ""
 
@@ -166,7 +171,11 @@ class Workload:
             clean = False
             try:
                 records = self.cloud.job_log_records(
-                    rg, job, run.execution, timeout=max(1.0, deadline - time.monotonic())
+                    rg,
+                    job,
+                    run.execution,
+                    timeout=max(1.0, deadline - time.monotonic()),
+                    on_running=lambda: _seen_running(run),
                 )
                 for stamp, stream, text in records:
                     key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
+from aca_gpu.workflow import ledger
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import Engine
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
@@ -54,4 +55,5 @@ def run_aca(
     outcome = WorkloadOutcome(plan=plan, runtime="aca", spec=replace(spec, plan=plan), console=console)
     Engine(plan, runtime, output, waiter, outcome=outcome).run()
     outcome.result = runtime.result
+    ledger.record(cloud, outcome)  # the estimate `acagpu cost` sets beside the bill
     return outcome
