@@ -142,8 +142,8 @@ class AcaRuntime:
                 tags = dict(group.tags)
                 if not naming.is_managed(tags) or tags.get(naming.TAG_RUN_ID) != plan.run_id:
                     raise PreflightRefused(f"resource group {rg} exists and is not run {plan.run_id}'s")
-                had = tags.get(naming.TAG_GPU)
-                if had and had != plan.tags.get(naming.TAG_GPU):
+                had = tags.get(naming.TAG_GPU)  # one GPU; a group made before that lists them all
+                if had and plan.tags.get(naming.TAG_GPU) not in naming.tag_gpus(tags):
                     raise BadInput(
                         f"run {plan.run_id} was made for --gpu {had}, not {plan.tags.get(naming.TAG_GPU)}",
                         hint=f"resume it with --gpu {had}, or start a new run without --run-id",

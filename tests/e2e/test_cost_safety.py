@@ -184,7 +184,7 @@ def test_a_kept_dedicated_run_says_its_node_bills(emu: EmulatorServer) -> None:
     assert node_s is not None and node_s >= 1.0  # the node bills from the run's creation...
     assert node_s >= run["cost"]["gpu_seconds"]  # ...whatever its replicas did
     expected = cost.run_spend(resolve_profile("nc24-a100"), node_s).usd
-    assert run["cost"]["usd_estimate"] == pytest.approx(expected, abs=1e-4) and expected > 0
+    assert run["cost"]["usd_estimate"] == pytest.approx(expected, abs=2e-4) and expected > 0
     assert "node time" in run["cost"]["basis"]
     code, reap_doc, err = _invoke("reap", "-o", "json")
     assert code == 0, err
