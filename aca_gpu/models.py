@@ -26,6 +26,17 @@ class ResourceGroupInfo(Record):
 
 
 @dataclass(frozen=True)
+class StorageAccountInfo(Record):
+    """A storage account as read back (never its keys)."""
+
+    name: str
+    resource_group: str
+    location: str
+    tags: Mapping[str, str]
+    provisioning_state: str | None = None
+
+
+@dataclass(frozen=True)
 class FleetGroup(Record):
     """A resource group found across subscriptions (Resource Graph), with the environments in it."""
 
@@ -278,6 +289,23 @@ class Cloud(Protocol):
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
     def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
+    def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None: ...
+    def create_storage_account(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> StorageAccountInfo: ...
+    def file_share_exists(self, resource_group: str, account: str, share: str) -> bool: ...
+    def create_file_share(self, resource_group: str, account: str, share: str, quota_gib: int) -> None: ...
+    def set_environment_file_storage(
+        self,
+        resource_group: str,
+        environment: str,
+        storage_name: str,
+        *,
+        account_group: str,
+        account: str,
+        share: str,
+        access_mode: str = "ReadWrite",
+    ) -> None: ...
 
     # data plane
     def exec(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from azure.mgmt.appcontainers import ContainerAppsAPIClient
     from azure.mgmt.resource.resources import ResourceManagementClient
     from azure.mgmt.resourcegraph import ResourceGraphClient
+    from azure.mgmt.storage import StorageManagementClient
 
 ARM_SCOPE = "https://management.azure.com/.default"
 STATIC_TOKEN_LIFETIME_S = 3600
@@ -214,6 +215,13 @@ class Clients:
         from azure.mgmt.resource.resources import ResourceManagementClient
 
         return ResourceManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def storage(self) -> StorageManagementClient:
+        """Storage accounts and Azure Files shares (what `run --create-share` makes)."""
+        from azure.mgmt.storage import StorageManagementClient
+
+        return StorageManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
 
     @cached_property
     def graph(self) -> ResourceGraphClient:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources
+from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources, storage
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
@@ -31,6 +31,7 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
 )
@@ -205,6 +206,42 @@ class AzureCloud:
 
     def environment_storages(self, resource_group: str, environment: str) -> list[str]:
         return apps.environment_storages(self.clients, resource_group, environment)
+
+    def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None:
+        return storage.get_storage_account(self.clients, resource_group, name)
+
+    def create_storage_account(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> StorageAccountInfo:
+        return storage.create_storage_account(self.clients, resource_group, name, location, tags)
+
+    def file_share_exists(self, resource_group: str, account: str, share: str) -> bool:
+        return storage.file_share_exists(self.clients, resource_group, account, share)
+
+    def create_file_share(self, resource_group: str, account: str, share: str, quota_gib: int) -> None:
+        storage.create_file_share(self.clients, resource_group, account, share, quota_gib)
+
+    def set_environment_file_storage(
+        self,
+        resource_group: str,
+        environment: str,
+        storage_name: str,
+        *,
+        account_group: str,
+        account: str,
+        share: str,
+        access_mode: str = "ReadWrite",
+    ) -> None:
+        storage.set_environment_file_storage(
+            self.clients,
+            resource_group,
+            environment,
+            storage_name,
+            account_group=account_group,
+            account=account,
+            share=share,
+            access_mode=access_mode,
+        )
 
     # ---- data plane --------------------------------------------------------------------------
 

@@ -48,6 +48,14 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     for mount in work.get("mounts", []):
         ro = " (read-only)" if mount["read_only"] else ""
         lines.append(f"  mount          {mount['source']} at {mount['path']}{ro}")
+    made = doc.get("create_share")
+    if made:
+        account = made["storage_account"] or "acagpu<env><hash> (named from the subscription)"
+        names = ", ".join(s["name"] for s in made["shares"])
+        lines.append(
+            f"  create share   if missing: storage account {account} (Standard_LRS) in "
+            f"{made['resource_group']}, file share and environment storage {names}; kept with the environment"
+        )
     lines.append(f"  max minutes    {doc['max_minutes']}")
     if doc["runtime"] == "aca":
         lines.append(
@@ -93,6 +101,12 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     multiple=True,
     metavar="SOURCE:/PATH[:ro]",
     help="Mount an environment storage (Azure Files; with --env) or, locally, a folder (repeatable).",
+)
+@click.option(
+    "--create-share",
+    is_flag=True,
+    help="With --env: make a --mount's Azure Files share (and its storage account) when the environment "
+    "lacks it; it stays with the environment.",
 )
 @click.option(
     "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
@@ -168,6 +182,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
         podman_gpu=flags["podman_gpu"],
         env_name=flags["env_name"],
         mounts=flags["mount"],
+        create_share=flags["create_share"],
     )
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     if flags["dry_run"]:

@@ -42,6 +42,7 @@ from aca_gpu.emulator.providers.costmanagement.urls import ROUTES as COST_ROUTES
 from aca_gpu.emulator.providers.graph.urls import ROUTES as GRAPH_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
+from aca_gpu.emulator.providers.storage.urls import ROUTES as STORAGE_ROUTES
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
 from aca_gpu.emulator.throttle import Throttle
@@ -54,7 +55,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SUBSCRIPTION = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"
-ARM_ROUTES: list[Route] = [*APP_ROUTES, *RESOURCE_ROUTES, *AUTHORIZATION_ROUTES, *COST_ROUTES, *GRAPH_ROUTES]
+ARM_ROUTES: list[Route] = [
+    *APP_ROUTES,
+    *RESOURCE_ROUTES,
+    *AUTHORIZATION_ROUTES,
+    *COST_ROUTES,
+    *GRAPH_ROUTES,
+    *STORAGE_ROUTES,
+]
 MAX_SUBSCRIPTIONS = 64
 
 

@@ -62,6 +62,22 @@ class Environment:
 
 
 @dataclass
+class StorageAccount:
+    """A Microsoft.Storage account: its keys (answered only by listKeys) and its Azure Files shares."""
+
+    rg: str
+    name: str
+    location: str  # normalized
+    tags: dict[str, str]
+    sku: str
+    kind: str
+    created: datetime
+    ready_at: float  # monotonic time its create ends
+    keys: tuple[str, str] = field(repr=False)
+    shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"shareQuota", ...}
+
+
+@dataclass
 class LogLine:
     at: datetime
     text: str
@@ -245,6 +261,7 @@ class State:
     principals: dict[str, Principal] = field(default_factory=dict)  # principal id -> identity
     role_definitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by id (lower)
     role_assignments: dict[str, dict[str, Any]] = field(default_factory=dict)  # by id (lower)
+    storage_accounts: dict[tuple[str, str], StorageAccount] = field(default_factory=dict)  # key(rg, name)
 
     def provider(self, namespace: str) -> Provider:
         key = namespace.lower()

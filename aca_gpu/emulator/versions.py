@@ -55,6 +55,18 @@ AUTHORIZATION_VERSIONS = ("2015-07-01", "2018-01-01-preview", "2020-04-01-previe
 GRAPH_VERSIONS = ("2019-04-01", "2020-04-01-preview", "2021-03-01", "2022-10-01", "2024-04-01")
 
 
+# Microsoft.Storage: azure-mgmt-storage 25.3 sends 2026-09-01; the Azure CLI 2023-05-01 / 2024-01-01.
+STORAGE_VERSIONS = (
+    "2022-09-01",
+    "2023-01-01",
+    "2023-05-01",
+    "2024-01-01",
+    "2025-01-01",
+    "2025-06-01",
+    "2026-09-01",
+)
+
+
 def shape_2025(since: str = SHAPE_2025_SINCE) -> bool:
     """Is the request being answered at an api-version that gets the shapes of `since` or later?"""
     return REQUEST_VERSION.get()[:10] >= since
@@ -71,6 +83,7 @@ def _versions(namespace: str | None) -> tuple[str, ...]:
         "microsoft.app": APP_VERSIONS,
         "microsoft.authorization": AUTHORIZATION_VERSIONS,
         "microsoft.resourcegraph": GRAPH_VERSIONS,
+        "microsoft.storage": STORAGE_VERSIONS,
     }
     return known.get((namespace or "").lower(), RESOURCES_VERSIONS)
 

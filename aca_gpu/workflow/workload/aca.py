@@ -39,6 +39,7 @@ from aca_gpu.models import (
     RegistryCred,
     ResourceGroupInfo,
 )
+from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
 from aca_gpu.workflow.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.context import Waiter
@@ -47,7 +48,7 @@ from aca_gpu.workflow.plan import Pair, Plan
 from aca_gpu.workflow.replicas import event_reasons
 from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.warm_runtime import WarmRuntime
-from aca_gpu.workflow.workload import explain
+from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -155,7 +156,8 @@ class Workload:
                 f"environment {where.environment} has no storage {', '.join(missing)} "
                 f"(it has: {', '.join(sorted(have)) or 'none'})",
                 code="StorageNotFound",
-                hint="add the Azure Files share to the environment (`az containerapp env storage set`)",
+                hint="add --create-share to make it (an Azure Files share kept with the environment), "
+                "or add your own share (`az containerapp env storage set`)",
             )
 
     def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
@@ -326,6 +328,30 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
     ) -> None:
         WarmRuntime.__init__(self, cloud, waiter, group, env)
         self.spec, self.console, self.result = spec, console, None
+        self.shares_made: shares.Made | None = None
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        """`--create-share`: the environment's missing shares are made here, before the run's own
+        group exists; they stay with the environment (its group), not with the run."""
+        WarmRuntime.preflight(self, plan, progress)
+        wanted = [m.source for m in self.spec.workload.mounts]
+        if not (self.spec.create_share and wanted):
+            return
+        with progress.step("file shares (kept with the environment)") as step:
+            self.shares_made = shares.ensure(
+                self.cloud,
+                env_name=plan.env or "",
+                resource_group=self.group.name,
+                environment=self.place.name,
+                location=self.group.location,
+                group_tags=dict(self.group.tags),
+                shares=wanted,
+                say=step.update,
+            )
+            made = self.shares_made.created
+            step.update(
+                f"made {', '.join(made)}" if made else f"{', '.join(wanted)} in {self.shares_made.account}"
+            )
 
 
 def runtime_for(

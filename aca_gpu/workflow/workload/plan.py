@@ -60,6 +60,7 @@ class RunRequest:
     podman_gpu: str = "cdi"
     env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
     mounts: tuple[str, ...] = ()  # --mount SOURCE:/path[:ro]
+    create_share: bool = False  # --create-share: make a --mount's share in the warm environment if missing
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ class RunSpec:
     gpus: str = "all"
     podman_gpu: str = "cdi"
     warnings: tuple[str, ...] = ()
+    create_share: bool = False  # --create-share: the warm environment gets the missing shares
+    subscription: str | None = None  # known before the run: the dry run names the storage account
 
     @property
     def local(self) -> bool:
@@ -168,6 +171,8 @@ class RunSpec:
             "price": self.price(),
             "warnings": list(self.warnings),
         }
+        if self.create_share and plan.env is not None:
+            doc["create_share"] = self.share_plan(plan.env)
         if self.local:
             doc.update({"location": "local", "gpus": self.gpus, "container": pair.tester})
         else:
@@ -194,6 +199,26 @@ class RunSpec:
                 }
             )
         return doc
+
+    def share_plan(self, env_name: str) -> dict[str, Any]:
+        """What `--create-share` makes when the environment lacks a storage (each is read first)."""
+        from aca_gpu.workflow.workload import shares
+
+        env = naming.EnvNames(env_name)
+        account = shares.account_name(self.subscription, env_name) if self.subscription else None
+        return {
+            "resource_group": env.resource_group,
+            "storage_account": account,
+            "account_basis": "acagpu + the environment's name + a hash of the subscription and environment",
+            "sku": "Standard_LRS",
+            "kind": "StorageV2",
+            "shares": [
+                {"name": m.source, "quota_gib": shares.SHARE_QUOTA_GIB, "access_mode": "ReadWrite"}
+                for m in self.workload.mounts
+            ],
+            "only_if_missing": True,
+            "kept_with": f"environment {env_name} (removed by `acagpu env delete {env_name}`)",
+        }
 
 
 def replica_price(
@@ -313,10 +338,24 @@ def _registry(request: RunRequest, image: str) -> tuple[Registry | None, str | N
 
 
 STORAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
+SHARE_RE = re.compile(r"^(?!.*--)[a-z0-9][a-z0-9-]{1,30}[a-z0-9]$")  # an Azure Files share and a storage name
 
 
-def parse_mounts(items: tuple[str, ...], *, local: bool, env_name: str | None) -> tuple[Mount, ...]:
-    """`--mount SOURCE:/path[:ro]`: an environment storage on ACA (needs --env), a folder locally."""
+def parse_mounts(
+    items: tuple[str, ...], *, local: bool, env_name: str | None, create_share: bool = False
+) -> tuple[Mount, ...]:
+    """`--mount SOURCE:/path[:ro]`: an environment storage on ACA (needs --env), a folder locally;
+    with `--create-share` (ACA, --env only) SOURCE is also the Azure Files share made when missing."""
+    if create_share and not local:
+        if env_name is None:
+            raise BadInput(
+                "--create-share needs --env NAME: a cold run's resource group is deleted after the run, "
+                "so the files of a share made there would be lost",
+                hint="make a warm environment that keeps it: acagpu env create NAME -l REGION, "
+                "then run --env NAME --mount SHARE:/path --create-share",
+            )
+        if not items:
+            raise BadInput("--create-share makes the shares of --mount: add --mount SHARE:/path")
     found: list[Mount] = []
     for item in items:
         parts = item.split(":")
@@ -340,6 +379,11 @@ def parse_mounts(items: tuple[str, ...], *, local: bool, env_name: str | None) -
             )
         elif not STORAGE_RE.match(source):
             raise BadInput(f"--mount {item!r}: {source!r} is not an environment storage name")
+        elif create_share and not SHARE_RE.match(source):
+            raise BadInput(
+                f"--mount {item!r} --create-share: a share name is 3-32 lowercase letters, digits and "
+                "single hyphens, starting and ending with a letter or digit"
+            )
         elif read_only:
             raise BadInput(
                 f"--mount {item!r}: on ACA a share is read-only by its environment storage, not per run",
@@ -404,7 +448,11 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         regions = tuple(dict.fromkeys(naming.validate_location(r) for r in parts))
         if len(regions) > failover.MAX_REGIONS:
             raise BadInput(f"--regions names {len(regions)} regions; at most {failover.MAX_REGIONS}")
-    mounts = parse_mounts(request.mounts, local=request.runtime != "aca", env_name=env_name)
+    if request.create_share and request.runtime != "aca":
+        warnings.append(f"--create-share makes Azure Files shares on ACA; `{request.runtime}` mounts folders")
+    mounts = parse_mounts(
+        request.mounts, local=request.runtime != "aca", env_name=env_name, create_share=request.create_share
+    )
     pair = Pair(1, image_text, parse_image_ref(image_text), gpu, profile, GPU_PROFILE_NAME, "", job)
     if request.runtime != "aca":
         pair = Pair(
@@ -439,4 +487,13 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         secret_values=values,
         registry_password=password,
     )
-    return RunSpec(plan, workload, request.runtime, request.gpus, request.podman_gpu, tuple(warnings))
+    return RunSpec(
+        plan,
+        workload,
+        request.runtime,
+        request.gpus,
+        request.podman_gpu,
+        tuple(warnings),
+        create_share=request.create_share and request.runtime == "aca",
+        subscription=settings.subscription,
+    )
