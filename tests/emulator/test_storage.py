@@ -152,6 +152,13 @@ def test_ensure_makes_only_what_is_missing_and_never_returns_the_key(
     found = cloud.get_storage_account("rg-acagpu-env-lab", account)
     assert found is not None and found.tags == {k: v for k, v in tags.items() if k != "acagpu:expires-at"}
     assert ensure().created == []  # everything is found again: nothing is made twice
+    share = _raw(
+        server,
+        "GET",
+        f"/subscriptions/{server.subscription}/resourceGroups/rg-acagpu-env-lab/providers/Microsoft.Storage/"
+        f"storageAccounts/{account}/fileServices/default/shares/data",
+    )
+    assert share.json()["properties"]["shareQuota"] == shares.SHARE_QUOTA_GIB  # sent, not the 5 TiB default
 
     key = aca.managed_environments_storages.get("rg-acagpu-env-lab", "cae-acagpu-env-lab", "data")
     assert key.properties.azure_file.account_name == account and not key.properties.azure_file.account_key
