@@ -29,6 +29,7 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
 )
@@ -313,6 +314,34 @@ class FakeCloud:
 
     def environment_storages(self, resource_group: str, environment: str) -> list[str]:
         return []
+
+    # storage (`acagpu run --create-share`): the workflow tests here make none
+    def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None:
+        return None
+
+    def create_storage_account(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> StorageAccountInfo:
+        return StorageAccountInfo(name, resource_group, location, dict(tags), "Succeeded")
+
+    def file_share_exists(self, resource_group: str, account: str, share: str) -> bool:
+        return False
+
+    def create_file_share(self, resource_group: str, account: str, share: str, quota_gib: int) -> None:
+        return None
+
+    def set_environment_file_storage(
+        self,
+        resource_group: str,
+        environment: str,
+        storage_name: str,
+        *,
+        account_group: str,
+        account: str,
+        share: str,
+        access_mode: str = "ReadWrite",
+    ) -> None:
+        return None
 
 
 def autospec_cloud(fake: FakeCloud) -> MagicMock:
