@@ -381,7 +381,7 @@ class RunOutcome:
             "runtime": self.runtime,
             "location": plan.location,
             "profile": checks.profile_dict(plan.pairs[0].profile, plan.pairs[0].gpu),
-            "resources": resource_names(plan.names, plan.env),
+            "resources": resource_names(plan.names, plan.env, plan.keep),
             "resumed": list(self.resumed),
         }
         if plan.command in ("up", "test", "local"):

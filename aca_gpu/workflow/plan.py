@@ -43,6 +43,11 @@ class Pair:
     def label(self) -> str:
         return f"{self.image} on {self.gpu}"
 
+    @property
+    def probe(self) -> str:
+        """The probe job's name (a kept run's explorer app is `explorer`)."""
+        return self.explorer.replace("cuda-explorer-", "cuda-probe-", 1)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -157,7 +162,7 @@ class Plan:
             "run_id": self.run_id,
             "location": self.location,
             "profile": checks.profile_dict(first.profile, first.gpu),
-            "resources": resource_names(self.names, self.env),
+            "resources": resource_names(self.names, self.env, self.keep),
             "explorer": {"image": first.image},
             "tester": {"image": self.tester_image},
             "ttl_seconds": int(self.ttl.total_seconds()),
@@ -169,26 +174,28 @@ class Plan:
         }
         if self.command == "validate":
             doc["pairs"] = [
-                {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "explorer_app": p.explorer}
+                {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "probe_job": p.probe}
                 for p in self.pairs
             ]
         return doc
 
 
-def resource_names(names: naming.RunNames, env: str | None = None) -> dict[str, str]:
+def resource_names(names: naming.RunNames, env: str | None = None, keep: bool = False) -> dict[str, str]:
+    """What a run makes: its probe is a job, except a kept run's explorer app (`smi`/`exec` use it)."""
+    probe = names.explorer.replace("cuda-explorer-", "cuda-probe-", 1)
     if env is not None:  # the run's own group holds its jobs; the environment is borrowed
         where = naming.EnvNames(env)
         return {
             "resource_group": names.resource_group,
             "environment": where.environment,
             "environment_group": where.resource_group,
-            "probe_job": names.explorer.replace("cuda-explorer-", "cuda-probe-", 1),
+            "probe_job": probe,
             "tester_job": names.tester,
         }
     return {
         "resource_group": names.resource_group,
         "environment": names.environment,
-        "explorer_app": names.explorer,
+        **({"explorer_app": names.explorer} if keep else {"probe_job": probe}),
         "tester_job": names.tester,
     }
 

@@ -48,7 +48,7 @@ def probe_script() -> str:
 
 def probe_job_name(pair: Pair) -> str:
     """The pair's probe job, named after its explorer (`cuda-probe-…` for `cuda-explorer-…`)."""
-    return naming.validate_aca_name(pair.explorer.replace("cuda-explorer-", "cuda-probe-", 1), "job")
+    return naming.validate_aca_name(pair.probe, "job")
 
 
 def probe_container(image: str, profile: GpuProfile) -> ContainerDef:

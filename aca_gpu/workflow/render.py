@@ -79,7 +79,8 @@ def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
         f"  resource group {res['resource_group']}",
         f"  environment    {res['environment']}",
         (
-            f"  probe job      {res['probe_job']}  image {doc['explorer']['image']}  (warm environment)"
+            f"  probe job      {res['probe_job']}  image {doc['explorer']['image']}"
+            + ("  (warm environment)" if "environment_group" in res else "")
             if "probe_job" in res
             else f"  explorer app   {res['explorer_app']}  image {doc['explorer']['image']}"
         ),
