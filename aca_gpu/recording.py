@@ -55,7 +55,10 @@ SECRET_KEY = re.compile(
 NOT_SECRET_KEY = re.compile(r"(?i)(ref|name|names|type|url|uri|endpoint|id|expires|version|count)$")
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
-MIN_SECRET = 6
+MIN_SECRET = 6  # a remembered secret this long is replaced wherever it appears in free text
+# shorter ones (3 to 5 characters) only where they stand alone; under 3 a value is not looked for
+# in free text at all, or every log would lose its digits (its own field is still replaced)
+MIN_SHORT_SECRET = 3
 PLACEHOLDER = re.compile(r"00000000-0000-4000-8000-\d{12}|user\d+@example\.com|192\.0\.2\.\d+|<[a-z]+-\d+>")
 SUBSCRIPTION_IN_URL = re.compile(r"/subscriptions/([0-9a-fA-F-]{36})")
 
@@ -88,14 +91,20 @@ class Sanitizer:
         if value in self.secrets:
             return self.secrets[value]
         placeholder = self._placeholder("secret", value)
-        if len(value) >= MIN_SECRET:
+        if len(value) >= MIN_SHORT_SECRET:
             self.secrets[value] = placeholder
         return placeholder
 
     def text(self, value: str) -> str:
         for known in sorted(self.secrets, key=len, reverse=True):
-            if known in value:
+            if known not in value:
+                continue
+            if len(known) >= MIN_SECRET:
                 value = value.replace(known, self.secrets[known])
+            else:  # a short value only where it stands alone: inside a word it is not the secret
+                value = re.sub(
+                    rf"(?<![A-Za-z0-9]){re.escape(known)}(?![A-Za-z0-9])", self.secrets[known], value
+                )
         value = BEARER.sub(lambda m: self._placeholder("bearer", m.group()), value)
         value = JWT.sub(lambda m: self._placeholder("jwt", m.group()), value)
         value = SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + self.secret(m.group(3)), value)

@@ -201,3 +201,14 @@ def test_sanitizing_twice_changes_nothing_more() -> None:
         "secretRef": "registry-password",  # which secret, not its value: kept
         "password": s.secret("x1"),
     }
+
+
+def test_a_short_secret_is_replaced_where_it_stands_alone_only() -> None:
+    from aca_gpu.recording import Sanitizer
+
+    sanitizer = Sanitizer()
+    placeholder = sanitizer.secret("ab1Z9")
+    assert sanitizer.text("token is ab1Z9.") == f"token is {placeholder}."
+    assert sanitizer.text("xab1Z9y stays") == "xab1Z9y stays"  # inside a word it is not the secret
+    sanitizer.secret("7")  # too short to look for in free text: logs keep their digits
+    assert sanitizer.text("exit 7") == "exit 7"
