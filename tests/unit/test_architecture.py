@@ -65,6 +65,93 @@ def test_imports_point_down(path: Path) -> None:
     assert not bad, f"{path.relative_to(PKG)} ({layer}) must not import {sorted(bad)}"
 
 
+# The emulator stands in for Azure and the GPU hosts, so it judges what the client does with its own
+# models, never the client's: if it reused the client's CUDA-compatibility verdict, a bug there would be
+# mirrored and no test could catch it. From aca_gpu it may import only itself and these neutral modules:
+EMULATOR_MAY_IMPORT = {
+    "aca_gpu",  # the package itself, for its location on disk
+    "aca_gpu.resources",  # where packaged data and templates live
+    "aca_gpu.units",  # unit arithmetic
+    "aca_gpu.recording",  # the record/replay file format it replays
+    "aca_gpu.gpu.profiles",  # ACA's GPU workload-profile catalog: data the emulated Azure serves
+}
+# the client's own CUDA-compatibility verdict, its driver table and its image-reference parsing
+CLIENT_CUDA_JUDGEMENT = (
+    "aca_gpu.gpu.cuda_compat",
+    "aca_gpu.gpu.cuda_require",
+    "aca_gpu.gpu.cuda_releases",
+    "aca_gpu.gpu.image_ref",
+)
+
+
+def _is_module(name: str) -> bool:
+    path = PKG.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imported_modules(path: Path, package: str | None = None) -> set[str]:
+    """Every aca_gpu module a file imports, `from pkg import module` and relative imports resolved
+    (`package`: the file's package, by default where it lies under aca_gpu)."""
+    if package is None:
+        package = ".".join(path.relative_to(PKG.parent).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if _is_module(sub) else base)
+    return {name for name in found if name == "aca_gpu" or name.startswith("aca_gpu.")}
+
+
+EMULATOR_SOURCES = sorted((PKG / "emulator").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", EMULATOR_SOURCES, ids=lambda p: str(p.relative_to(PKG)))
+def test_emulator_imports_only_itself_and_neutral_modules(path: Path) -> None:
+    imported = _imported_modules(path)
+    bad = {n for n in imported if not n.startswith("aca_gpu.emulator") and n not in EMULATOR_MAY_IMPORT}
+    assert not bad, f"{path.relative_to(PKG)}: the emulator must not import {sorted(bad)}"
+    assert not [n for n in imported if n.startswith(CLIENT_CUDA_JUDGEMENT)]
+
+
+def test_emulator_import_checker_resolves_submodules_and_relative_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from aca_gpu.gpu import cuda_compat\nfrom aca_gpu import errors\n"
+        "from ...gpu.cuda_require import parse_require\nimport aca_gpu.gpu.image_ref\n"
+        "from . import simulated\nfrom aca_gpu.gpu.profiles import lookup_gpu\nimport json\n",
+        encoding="utf-8",
+    )
+    assert _imported_modules(sample, "aca_gpu.emulator.workloads") == {
+        "aca_gpu.gpu.cuda_compat",
+        "aca_gpu.errors",
+        "aca_gpu.gpu.cuda_require",
+        "aca_gpu.gpu.image_ref",
+        "aca_gpu.emulator.workloads.simulated",
+        "aca_gpu.gpu.profiles",
+    }
+
+
+def test_loading_the_emulator_loads_no_client_cuda_judgement() -> None:
+    """Transitively too: no neutral module may pull the client's verdict in behind the emulator's back."""
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import aca_gpu.emulator as e\n"
+        "for m in pkgutil.walk_packages(e.__path__, 'aca_gpu.emulator.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print('LOADED:' + ','.join(sorted(m for m in sys.modules if m.startswith('aca_gpu.'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = next(x for x in out.splitlines() if x.startswith("LOADED:"))[7:].split(",")
+    assert not [m for m in loaded if m.startswith(CLIENT_CUDA_JUDGEMENT)], loaded
+
+
 def test_checker_catches_a_violation(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("import azure.identity\nfrom aca_gpu.cli import main\n", encoding="utf-8")
