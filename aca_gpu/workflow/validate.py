@@ -44,18 +44,25 @@ def predict(pair: Pair, location: str, driver: str | None, info: dict[str, Any] 
 def predictions(plan: Plan, progress: Progress, inspector: ImageInspector | None) -> dict[int, Prediction]:
     """Every pair's predicted verdict and image digest (registry reads are best effort)."""
     infos: dict[str, dict[str, Any]] = {}
-    for pair in plan.pairs:
-        if pair.image in infos:
-            continue
-        infos[pair.image] = {}
-        if inspector is not None:
-            try:
-                infos[pair.image] = inspector(pair.ref)
-            except AcaGpuError as exc:
-                progress.warn(f"could not read {pair.image} from its registry: {exc.message}")
+    unread: list[str] = []
+    if inspector is not None:
+        # a registry that answers slowly holds each read up to its timeout (30 s): a step says so
+        with progress.step("image registry") as step:
+            for pair in plan.pairs:
+                if pair.image in infos:
+                    continue
+                infos[pair.image] = {}
+                step.update(pair.image)
+                try:
+                    infos[pair.image] = inspector(pair.ref)
+                except AcaGpuError as exc:
+                    unread.append(f"could not read {pair.image} from its registry: {exc.message}")
+            step.update(f"{len(infos) - len(unread)} of {len(infos)} image(s) read")
+    for message in unread:
+        progress.warn(message)
     result: dict[int, Prediction] = {}
     for pair in plan.pairs:
-        info = infos[pair.image]
+        info = infos.get(pair.image, {})
         result[pair.index] = (predict(pair, plan.location, plan.driver, info), info.get("digest"))
     # the one pass/fail rule (CompatVerdict.ok): a pair the runtime would refuse fails as well
     risky = sum(

@@ -1,9 +1,14 @@
 """No command waits silently: each one runs, as a real process without a terminal, against a state
-where it must wait, and its stderr is watched line by line as it arrives.
+where it must wait, and its stderr is watched line by line as it arrives, from the moment it starts.
 
 The rule is "nothing printed for more than 10 s" at the default progress period (8 s); here the
-period is `PROGRESS_S` and the bound `SILENCE_S`, so the waits can be a few seconds long. The
-commands run side by side to keep the test quick.
+period is `PROGRESS_S` and the bound `SILENCE_S`, so the waits can be a few seconds long. What makes
+each command wait: a replica that never starts (up, validate, smi, exec, test), a registry that holds
+its connection (validate), environment deletes twice as slow as usual (down, env delete, reap), a
+GPU profile added to a warm environment (env create), ARM throttling the guard's writes (guard
+install), a container that sleeps (run). The commands run side by side to keep the test quick;
+each starts once the one before it has spoken, so that the interpreters' start-ups (a second of CPU
+each) do not all fall on the same cores at once.
 """
 
 from __future__ import annotations
@@ -11,21 +16,40 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shlex
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from click.testing import CliRunner
 
+from aca_gpu import naming
 from aca_gpu.cli import cli
+from aca_gpu.config import load_settings
+from aca_gpu.models import EnvSpec
+from aca_gpu.workflow.context import open_cloud
 
 PROGRESS_S = 0.3
 SILENCE_S = 2.0
 WAIT = "2s"  # --start-timeout of the waits that never end (a stuck replica)
+WAITED_S = 3.0  # each new state holds its command at least this long, so a silent one shows
+REGISTRY_HOLD_S = 3.0  # the registry's silence before it drops the connection
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
+IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+SLOW = (
+    "stuck;"  # every replica that starts from now on stays unplaced
+    "slow_delete:factor=2;"  # an environment delete: 2 x 540 emulated s
+    "slow_create:match=env-lab,factor=2;"  # a GPU profile added to warm environment lab: 2 x 490 s
+    "429:match=rg-acagpu-guard,method=PUT,count=2,retry_after=2"  # the guard's group: 2 x 2 s
+)
 
 
 @dataclass
@@ -36,6 +60,7 @@ class Watched:
     lines: list[tuple[float, str]] = field(default_factory=list)
     stdout: str = ""
     ended: float = 0.0
+    spoke: threading.Event = field(default_factory=threading.Event)  # a first line, or the end
 
     def read(self) -> None:
         assert self.proc.stderr is not None and self.proc.stdout is not None
@@ -43,6 +68,8 @@ class Watched:
         out.start()
         for line in self.proc.stderr:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
+            self.spoke.set()
+        self.spoke.set()
         out.join()
         self.proc.wait()
         self.ended = time.monotonic()
@@ -56,13 +83,15 @@ class Watched:
     def stderr(self) -> str:
         return "\n".join(text for _, text in self.lines)
 
-    def longest_silence(self) -> float:
-        """From the first line saying what it waits for to the last line, the longest quiet stretch."""
-        times = [t for t, text in self.lines]
-        first = next((t for t, text in self.lines if text.startswith("... waiting for")), None)
-        assert first is not None, f"{self.args}: never said what it waits for:\n{self.stderr}"
-        stamps = [t for t in times if t >= first]  # (the interpreter's own exit is no wait)
-        return max((b - a for a, b in itertools.pairwise(stamps)), default=0.0)
+    def silence(self) -> str | None:
+        """What is wrong with its stderr: nothing said about a wait, or a quiet stretch longer than
+        SILENCE_S from the process's start to its last line (the time before the first line counts
+        like any other; the interpreter's own exit is no wait)."""
+        if not any(text.startswith("... waiting for") for _, text in self.lines):
+            return "never said what it waits for"
+        stamps = [self.began, *(t for t, _ in self.lines)]
+        longest = max(b - a for a, b in itertools.pairwise(stamps))
+        return f"silent for {longest:.1f}s" if longest > SILENCE_S else None
 
 
 def _start(*args: str, env: dict[str, str]) -> Watched:
@@ -92,9 +121,11 @@ def _finish(watched: Watched, timeout: float = 60.0) -> Watched:
 def test_every_waiting_command_says_what_it_waits_for(emu: Any) -> None:
     result = CliRunner().invoke(cli, ["up", "--yes", "--keep", "--run-id", "k2", "--max-minutes", "5"])
     assert result.exit_code == 0, result.stderr
-    env = {**os.environ, "ACAGPU_PROGRESS_S": str(PROGRESS_S)}
+    _groups_to_wait_on()
+    # eleven processes poll side by side: every 0.1 s leaves the CPU to their start-ups and progress
+    env = {**os.environ, "ACAGPU_PROGRESS_S": str(PROGRESS_S), "ACAGPU_POLLING_INTERVAL": "0.1"}
     env.pop("ACAGPU_EMULATOR_FAULTS", None)
-    emu.set_faults("stuck")  # every replica that starts from now on stays unplaced
+    emu.set_faults(SLOW)
 
     # a stopped explorer has no console stream: logs answers at once, whatever the format (before
     # smi and exec wake it); in this process, on a thread that must be done in 10 s
@@ -102,33 +133,89 @@ def test_every_waiting_command_says_what_it_waits_for(emu: Any) -> None:
         code, out, err = _in_time(["logs", "--run-id", "k2", "--tail", "5", *fmt])
         assert code == 2 and "stopped" in err and "--system" in err, err
     assert json.loads(out)["error"]["code"] == "ExplorerStopped"
-    waits = {
-        "up": _start(
-            "up",
-            "--yes",
-            "--run-id",
-            "u3",
-            "--start-timeout",
-            WAIT,
-            "--max-minutes",
-            "1",
-            "-o",
-            "json",
-            env=env,
-        ),
-        "smi": _start("smi", "--run-id", "k2", "--start-timeout", WAIT, "-o", "json", env=env),
-        "exec": _start("exec", "--run-id", "k2", "--start-timeout", WAIT, "--", "true", env=env),
-        "test": _start(
-            "test", "--run-id", "k2", "--start-timeout", WAIT, "--timeout", "1s", "-o", "json", env=env
-        ),
-    }
-    try:
-        _judge(waits)
-    finally:
-        _kill(list(waits.values()))
+    with _silent_registry() as registry:
+        stuck = f"--start-timeout {WAIT} -o json"  # a replica that never starts: its deadline, exit 4
+        commands = {
+            # the registry holds validate's image read, then its replica never starts
+            "validate": f"validate --image {registry}/{IMAGE} --gpu t4 --yes --run-id v1 {stuck}",
+            "run": f"run --emulator --time-scale 0.005 -o json {IMAGE} -- sh -c 'sleep 4'",
+            "up": f"up --yes --run-id u3 --max-minutes 1 {stuck}",
+            "smi": f"smi --run-id k2 {stuck}",
+            "exec": f"exec --run-id k2 --start-timeout {WAIT} -- true",
+            "test": f"test --run-id k2 --timeout 1s {stuck}",
+            "down": "down --run-id d1 --yes -o json",
+            "env create": "env create lab --gpu t4,a100 --yes -o json",
+            "env delete": "env delete old --wait --yes -o json",
+            "reap": "reap --yes -o json",
+            "guard install": "guard install -l eastus --yes -o json",
+        }
+        waits: dict[str, Watched] = {}
+        try:
+            for name, args in commands.items():
+                waits[name] = _start(*shlex.split(args), env=env)
+                # the next one starts once this one has spoken: start-ups, CPU-bound, one at a time
+                waits[name].spoke.wait(SILENCE_S)
+            _judge(waits)
+        finally:
+            _kill(list(waits.values()))
 
     emu.set_faults("")
-    assert CliRunner().invoke(cli, ["down", "--run-id", "k2", "--yes"]).exit_code == 0
+    assert CliRunner().invoke(cli, ["down", "--run-id", "k2", "--yes", "--no-wait"]).exit_code == 0
+
+
+def _groups_to_wait_on() -> None:
+    """Groups with an environment each, made straight through the cloud adapter: a warm environment
+    to grow (lab) and one to delete (old), a run to take down (d1), two expired runs to reap."""
+    cloud = open_cloud(load_settings())
+    day = timedelta(days=1)
+    ago = datetime.now(UTC) - 2 * day
+    warm = [naming.EnvNames(n) for n in ("lab", "old")]
+    runs = [(naming.RunNames(r), now) for r, now in (("d1", None), ("r1", ago), ("r2", ago))]
+    made = [
+        (w.resource_group, w.environment, naming.env_tags(w.name, owner="t", idle_ttl=day, gpus="t4"))
+        for w in warm
+    ]
+    made += [
+        (r.resource_group, r.environment, naming.run_tags(r.run_id, owner="t", ttl=day, now=now))
+        for r, now in runs
+    ]
+
+    def make(group: str, environment: str, tags: dict[str, str]) -> None:
+        cloud.create_resource_group(group, "eastus", tags)
+        spec = EnvSpec(group, environment, "eastus", tags, "gpu-t4", "Consumption-GPU-NC8as-T4")
+        cloud.create_environment(spec)
+
+    with ThreadPoolExecutor(len(made)) as pool:
+        list(pool.map(lambda args: make(*args), made))
+
+
+@contextmanager
+def _silent_registry() -> Iterator[str]:
+    """`127.0.0.1:PORT`: a registry that accepts each connection, says nothing, and drops it after
+    REGISTRY_HOLD_S (a slow or filtered registry; a read gives up only at its timeout, 30 s)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    held: list[tuple[float, socket.socket]] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            with suppress(TimeoutError):
+                held.append((time.monotonic(), listener.accept()[0]))
+            for since, conn in [h for h in held if time.monotonic() - h[0] > REGISTRY_HOLD_S]:
+                held.remove((since, conn))
+                conn.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        done.set()
+        server.join()
+        for _, conn in held:
+            conn.close()
+        listener.close()
 
 
 def _in_time(args: list[str], limit: float = 10.0) -> tuple[int, str, str]:
@@ -161,10 +248,18 @@ def _kill(watched: list[Watched]) -> None:
 
 
 def _judge(waits: dict[str, Watched]) -> None:
-    for name, watched in waits.items():
+    for watched in waits.values():
         _finish(watched)
-        assert watched.longest_silence() <= SILENCE_S, f"{name}:\n{watched.timed()}"
-    for name in ("up", "smi", "exec", "test"):
-        assert waits[name].proc.returncode == 4, (name, waits[name].stderr)  # the deadline: exit 4
+    silent = [f"{n} {w.silence()}:\n{w.timed()}" for n, w in waits.items() if w.silence()]
+    assert not silent, "\n".join(silent)
+    # the deadline: exit 4 for the waits that never end; the others end well
+    codes = dict.fromkeys(("up", "smi", "exec", "test", "validate"), 4)
+    for name, watched in waits.items():
+        assert watched.proc.returncode == codes.get(name, 0), (name, watched.timed())
+        # the state held it long enough for silence to show
+        assert name in codes or watched.ended - watched.began >= WAITED_S, (name, watched.timed())
     # whichever of the two came first woke the stopped explorer, and said so
     assert "waiting for wake explorer" in waits["smi"].stderr + waits["exec"].stderr
+    assert "waiting for image registry" in waits["validate"].stderr
+    assert "waiting for resource group rg-acagpu-guard" in waits["guard install"].stderr
+    assert json.loads(waits["env create"].stdout)["profiles"][-1]["type"] == "Consumption-GPU-NC24-A100"
