@@ -49,8 +49,10 @@ def from_registry(ref: ImageRef, driver: str, output: Output) -> CompatVerdict |
     digest: its own CUDA_VERSION / NVIDIA_REQUIRE_CUDA, read through its registry."""
     from aca_gpu.workflow.validate import registry_inspector
 
-    try:
-        info = registry_inspector(ref)
+    try:  # a registry that answers slowly holds the read up to its timeout: a step says so
+        with output.step("image registry") as step:
+            step.update(str(ref))
+            info = registry_inspector(ref)
     except AcaGpuError as exc:
         output.warn(f"could not read {ref} from its registry: {exc.message}")
         return None
