@@ -215,6 +215,7 @@ class AcaRuntime:
         container = probe_container(pair.image, pair.profile)
         if self._job(where, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
             self._resume("probe")
+        self._not_cancelled(waiter, job)
         result = probe_job(
             self.cloud,
             where.resource_group,
@@ -231,6 +232,12 @@ class AcaRuntime:
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
+
+    @staticmethod
+    def _not_cancelled(waiter: Waiter, job: str) -> None:
+        """A Ctrl-C that came while the job was being made: no execution of it starts (bills)."""
+        if waiter.cancel.is_set():
+            raise WaitTimedOut(f"cancelled before an execution of {job} was started", code="Cancelled")
 
     def _explorer_wanted(self, plan: Plan, pair: Pair) -> bool:
         return plan.keep or self.cloud.get_app(plan.names.resource_group, pair.explorer) is not None
@@ -311,6 +318,7 @@ class AcaRuntime:
             reused = self._job(self._where(plan, pair), pair.tester, container, plan.tester_timeout_s)
         if reused:
             self._resume("tester")
+        self._not_cancelled(waiter, pair.tester)
         run = start_execution(cloud, rg, pair.tester, resume=reused)
         with self._lock:
             self._testers.append(run)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, is_throttled
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.outcome import TeardownResult
-from aca_gpu.workflow.threads import spawn, wait_for
+from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
 
@@ -29,6 +30,10 @@ CALL_ATTEMPTS = 3
 THROTTLED_DEADLINE_S = 60 * 60.0  # a throttled call is sent again for this long, never counted as a try
 ABSENT_CONFIRMATIONS = 4  # every caller has just seen (or made) the group: one 404 is not enough
 POLL_S = 5.0
+# A round of deletes waits this many polls for their operations (40 s at the default 5 s, beyond
+# an app or job delete's 20-30 s on Azure); then the group is listed again, so a delete whose
+# operation does not end (its name taken again by a create that landed after it) holds no teardown.
+ROUND_POLLS = 8
 
 
 def _attempt(call: Callable[[], T], errors: list[str], what: str, pause: float) -> T | None:
@@ -53,10 +58,13 @@ def _attempt(call: Callable[[], T], errors: list[str], what: str, pause: float) 
             attempt += 1
 
 
-def _parallel(calls: list[Callable[[], None]]) -> None:
-    """Deletes run side by side in daemon threads: a hung call must not hold the prompt forever."""
-    for future in [spawn(c, "acagpu-teardown") for c in calls]:
-        wait_for(future)
+def _parallel(calls: list[Callable[[], None]], timeout: float) -> None:
+    """Deletes run side by side in daemon threads, waited for at most `timeout` (in short slices, so
+    a signal handler runs between them): a hung call must not hold the prompt, nor the teardown."""
+    end = time.monotonic() + timeout
+    pending = {spawn(c, "acagpu-teardown") for c in calls}
+    while pending and time.monotonic() < end:
+        pending = wait_futures(pending, timeout=min(0.25, max(0.0, end - time.monotonic())))[1]
 
 
 def teardown_group(
@@ -125,7 +133,8 @@ def _stop_billing(
     """Delete every app and job in the group until none is listed; True when none is left.
 
     Listing again after each round also catches an app or job whose create was still in flight
-    when teardown began (Ctrl-C during the pairs).
+    when teardown began (Ctrl-C during the pairs), even one made again after its delete was
+    accepted: a round waits ROUND_POLLS polls at most for its deletes.
     """
     end = time.monotonic() + deadline
     failures: list[str] = []
@@ -152,7 +161,8 @@ def _stop_billing(
             return False
         _parallel(
             [deleting(cloud.delete_app, a.name) for a in apps or []]
-            + [deleting(cloud.delete_job, j.name) for j in jobs or []]
+            + [deleting(cloud.delete_job, j.name) for j in jobs or []],
+            timeout=min(poll * ROUND_POLLS, end - time.monotonic()),
         )
         if apps is None or jobs is None or failures:
             time.sleep(poll)

@@ -126,6 +126,7 @@ class WarmRuntime(AcaRuntime):
         reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
         if reused:
             self._resume("tester")
+        self._not_cancelled(waiter, pair.tester)
         run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
         with self._lock:
             self._testers.append(run)
