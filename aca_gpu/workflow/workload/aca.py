@@ -131,6 +131,7 @@ class Workload:
         self._check_storages(where)
         job = job_spec(self.spec, plan, pair, where)
         reused = ensure_job(self.cloud, job)
+        AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
         run = start_execution(
             self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
         )
