@@ -81,7 +81,7 @@ class AcaRuntime:
         self._testers: list[TesterRun] = []
         self._tester_jobs: dict[str, list[TesterRun]] = {}  # by job name, for the delete that stops them
         self._resumed: list[str] = []
-        self._probes: list[executions.ExecutionRun] = []
+        self._probes: dict[str, list[executions.ExecutionRun]] = {}  # by probe job name
 
     def _resume(self, what: str) -> None:
         with self._lock:
@@ -216,6 +216,8 @@ class AcaRuntime:
         if self._job(where, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
             self._resume("probe")
         self._not_cancelled(waiter, job)
+        with self._lock:
+            runs = self._probes.setdefault(job, [])
         result = probe_job(
             self.cloud,
             where.resource_group,
@@ -225,7 +227,7 @@ class AcaRuntime:
             start_timeout=plan.start_timeout_s,
             environment=where.environment,
             environment_group=where.environment_group,
-            runs=self._probes,
+            runs=runs,
         )
         self._release(where.resource_group, job)
         result = replace(result, platform=self._phases(where, job))
@@ -259,7 +261,7 @@ class AcaRuntime:
 
         def delete() -> None:
             with suppress(AcaGpuError):  # teardown deletes it, and says so if it cannot
-                self.cloud.delete_job(resource_group, job)
+                self.cloud.delete_job(resource_group, job, on_accepted=lambda: self._deleted(job))
 
         spawn(delete, "acagpu-release")
 
@@ -354,7 +356,7 @@ class AcaRuntime:
             for key, (began, ended) in self._explorer_seconds.items():
                 if key.rsplit("/", 1)[-1] == name:
                     self._explorer_seconds[key] = (began, ended or now)
-            for run in self._tester_jobs.get(name, []):
+            for run in [*self._tester_jobs.get(name, []), *self._probes.get(name, [])]:
                 run.stopped = run.stopped or now
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
@@ -400,5 +402,5 @@ class AcaRuntime:
         with self._lock:
             explorers = sum((ended or now) - began for began, ended in self._explorer_seconds.values())
             testers = sum(run.seconds for run in self._testers)
-            probes = sum(run.seconds for run in self._probes)
+            probes = sum(run.seconds for runs in self._probes.values() for run in runs)
         return explorers + testers + probes

@@ -130,6 +130,7 @@ class WarmRuntime(AcaRuntime):
         run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
         with self._lock:
             self._testers.append(run)
+            self._tester_jobs.setdefault(pair.tester, []).append(run)
         outcome = follow_result(
             self.cloud,
             self.rg,

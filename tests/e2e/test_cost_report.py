@@ -47,11 +47,13 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
         assert run["resource_groups"] == [f"rg-acagpu-{run['run_id']}"]
         assert run["difference_usd"] == pytest.approx(run["billed_usd"] - run["estimate_usd"], abs=2e-6)
     normal = max(abs(runs[r]["difference_pct"]) for r in ("cost1", "cost2"))
-    # what the run measured vs the replicas' lives: at this time scale (1 wall ms = 0.2 emulated s) the
-    # client's polling and teardown round trips still weigh a few percent (benchmarks/cost_agreement.py)
-    assert normal < 20, runs
+    # what the run measured vs the replicas' lives: at this time scale (1 wall ms = 0.2 emulated s) a
+    # probe lives ~0.15 wall s and a tester ~0.2, so a few 20 ms polls and round trips weigh 10-25 %;
+    # at 0.05 the same runs agree within 5 % (benchmarks/cost_agreement.py, RESULTS.md). A stall is
+    # several times that.
+    assert normal < 35, runs
     stalled = runs["stall3"]
-    assert stalled["billed_usd"] > stalled["estimate_usd"] and stalled["difference_pct"] > normal
+    assert stalled["billed_usd"] > stalled["estimate_usd"] and stalled["difference_pct"] > 3 * normal
     assert stalled["status"] == "billed-over-estimate" and "stall3" in doc["flagged"]
     assert "stalled between its image pull" in stalled["note"]
 
