@@ -34,7 +34,7 @@ from aca_gpu.models import AppSpec, Cloud, EnvSpec, JobSpec
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter, open_cloud
-from aca_gpu.workflow.plan import (
+from aca_gpu.workflow.engine.plan import (
     GPU_PROFILE_NAME,
     Plan,
     UpRequest,
@@ -42,9 +42,9 @@ from aca_gpu.workflow.plan import (
     make_plan,
     make_validate_plan,
 )
-from aca_gpu.workflow.probe import probe_smi, wait_started
-from aca_gpu.workflow.teardown import teardown_group
-from aca_gpu.workflow.tester_run import ensure_job, follow_result, start_execution
+from aca_gpu.workflow.engine.probe import probe_smi, wait_started
+from aca_gpu.workflow.engine.teardown import teardown_group
+from aca_gpu.workflow.engine.tester_run import ensure_job, follow_result, start_execution
 from aca_gpu.workflow.up import up
 from aca_gpu.workflow.validate import validate
 

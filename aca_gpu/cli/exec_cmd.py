@@ -19,7 +19,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, InfraError, WaitTimedOut
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
-from aca_gpu.workflow.probe import exec_command
+from aca_gpu.workflow.engine.probe import exec_command
 
 
 def local_input() -> bytes | None:

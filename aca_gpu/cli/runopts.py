@@ -13,7 +13,7 @@ import click
 
 from aca_gpu.config import Settings, load_settings
 from aca_gpu.workflow.context import RunRef, Waiter
-from aca_gpu.workflow.plan import Plan
+from aca_gpu.workflow.engine.plan import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -30,7 +30,7 @@ from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import RunRef, find_run, open_cloud
-from aca_gpu.workflow.probe import explorer_smi
+from aca_gpu.workflow.engine.probe import explorer_smi
 
 _HINTS = {
     nvidia_smi.NVML_MISMATCH: "the NVML library nvidia-smi loaded differs from the loaded kernel driver "

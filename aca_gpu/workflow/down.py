@@ -15,7 +15,7 @@ from aca_gpu.errors import BadInput, NotFound, TeardownIncomplete
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import RunRef, Waiter, age_seconds, find_run
-from aca_gpu.workflow.teardown import teardown_group
+from aca_gpu.workflow.engine.teardown import teardown_group
 
 
 @dataclass(frozen=True)

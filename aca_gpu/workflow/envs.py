@@ -20,9 +20,9 @@ from aca_gpu.errors import AcaGpuError, BadInput, NotFound, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, EnvSpec, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks
-from aca_gpu.workflow.aca_runtime import require_offered
-from aca_gpu.workflow.outcome import TeardownResult
-from aca_gpu.workflow.teardown import teardown_group
+from aca_gpu.workflow.engine.aca_runtime import require_offered
+from aca_gpu.workflow.engine.outcome import TeardownResult
+from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.threads import spawn, wait_for
 
 DEFAULT_IDLE_TTL = "7d"

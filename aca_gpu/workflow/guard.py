@@ -152,7 +152,7 @@ def install(settings: Settings, req: InstallRequest, *, progress: Progress | Non
             if (exc.code or "").lower() != "authorizationfailed":
                 raise
             # the permission listing was not available: undo what was made (nothing of it bills)
-            from aca_gpu.workflow.teardown import teardown_group
+            from aca_gpu.workflow.engine.teardown import teardown_group
 
             scope.unassign_everywhere(clients, subs, job.principal_id)
             teardown_group(cloud, RESOURCE_GROUP, wait_gone=False)
@@ -280,7 +280,7 @@ def uninstall(settings: Settings, *, progress: Progress | None = None, poll: flo
     """Role assignments first (they outlive the identity otherwise), then the group, verified gone."""
     from aca_gpu.azure import guard as az
     from aca_gpu.workflow.context import open_cloud
-    from aca_gpu.workflow.teardown import teardown_group
+    from aca_gpu.workflow.engine.teardown import teardown_group
 
     progress = progress or NullProgress()
     clients = _clients(settings)

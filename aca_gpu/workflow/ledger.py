@@ -17,7 +17,7 @@ from typing import Any
 from aca_gpu import cost
 from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud
-from aca_gpu.workflow.outcome import RunOutcome
+from aca_gpu.workflow.engine.outcome import RunOutcome
 
 
 def ledger_path() -> Path:

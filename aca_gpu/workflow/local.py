@@ -31,11 +31,11 @@ from aca_gpu.models import ExecResult
 from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import Engine
-from aca_gpu.workflow.outcome import NOTHING_CREATED as NOTHING_CREATED
-from aca_gpu.workflow.outcome import NoPlace, ProbeResult, RunOutcome, TesterOutcome
-from aca_gpu.workflow.plan import Pair, Plan
-from aca_gpu.workflow.probe import EXEC_TIMEOUT_S, health_of
+from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.engine.outcome import NOTHING_CREATED as NOTHING_CREATED
+from aca_gpu.workflow.engine.outcome import NoPlace, ProbeResult, RunOutcome, TesterOutcome
+from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.probe import EXEC_TIMEOUT_S, health_of
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget

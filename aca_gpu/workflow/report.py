@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow.phases import pull_text
+from aca_gpu.workflow.engine.phases import pull_text
 
 PAIR_KEYS = ("image", "gpu", "status")
 

@@ -10,10 +10,10 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow import ledger
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import run_plan
-from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.plan import Plan
-from aca_gpu.workflow.warm_runtime import runtime_for
+from aca_gpu.workflow.engine.core import run_plan
+from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.engine.plan import Plan
+from aca_gpu.workflow.engine.warm_runtime import runtime_for
 
 
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:

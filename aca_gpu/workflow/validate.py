@@ -17,10 +17,10 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow import drivers, ledger
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import Prediction, run_plan
-from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.plan import Pair, Plan, ValidateRequest, make_validate_plan
-from aca_gpu.workflow.warm_runtime import runtime_for
+from aca_gpu.workflow.engine.core import Prediction, run_plan
+from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.engine.plan import Pair, Plan, ValidateRequest, make_validate_plan
+from aca_gpu.workflow.engine.warm_runtime import runtime_for
 
 ImageInspector = Callable[[ImageRef], dict[str, Any]]
 make_plan = make_validate_plan

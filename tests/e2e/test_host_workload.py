@@ -15,8 +15,8 @@ from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.context import Waiter, open_cloud
-from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.plan import UpRequest, make_plan
+from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.up import up
 
 

@@ -233,7 +233,7 @@ def test_the_emulator_scales_start_timeout_like_every_duration() -> None:
     the emulator's clock now (10m at 0.002 is 1.2 s, floored at 2 s)."""
     from aca_gpu.cli.runopts import MIN_EMULATED_START_S, emulated_plan
     from aca_gpu.config import Settings
-    from aca_gpu.workflow.plan import UpRequest, make_plan
+    from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 
     plan = make_plan(Settings(), UpRequest(start_timeout="15m", run_id="s1"), owner="me")
     assert emulated_plan(plan, 0.02).start_timeout_s == 18.0

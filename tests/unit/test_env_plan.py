@@ -10,7 +10,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.naming import renewed_env_tags, validate_env_name
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.plan import UpRequest, make_up_plan
+from aca_gpu.workflow.engine.plan import UpRequest, make_up_plan
 
 
 @pytest.mark.parametrize("name", ["Lab", "1lab", "lab-", "la--b", "", "a" * 21, "lab_1"])

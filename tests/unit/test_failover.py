@@ -16,8 +16,8 @@ from aca_gpu.errors import (
     QuotaError,
     WaitTimedOut,
 )
-from aca_gpu.workflow import failover
-from aca_gpu.workflow.plan import UpRequest, make_up_plan
+from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine.plan import UpRequest, make_up_plan
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_bad_regions_are_bad_input(kw: dict[str, str], text: str) -> None:
 
 def test_workload_profile_names_stay_short() -> None:
     from aca_gpu import naming
-    from aca_gpu.workflow.plan import _profile_name
+    from aca_gpu.workflow.engine.plan import _profile_name
 
     for alias in ("t4", "a100", "consumption-gpu-a100", "dedicated-nc96-a100", "Consumption-GPU-NC8as-T4"):
         name = _profile_name(alias.lower())

@@ -140,7 +140,7 @@ def test_validate_counts_pairs_the_runtime_would_refuse() -> None:
     from aca_gpu.config import Settings
     from aca_gpu.output import NullProgress
     from aca_gpu.workflow import validate as validate_flow
-    from aca_gpu.workflow.plan import ValidateRequest, make_validate_plan
+    from aca_gpu.workflow.engine.plan import ValidateRequest, make_validate_plan
 
     plan = make_validate_plan(
         Settings(),

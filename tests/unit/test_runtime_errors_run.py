@@ -16,8 +16,8 @@ from aca_gpu.emulator import faults
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_GPU_CHECK, EXIT_INFRA
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.models import ExecutionInfo
-from aca_gpu.workflow.outcome import NOTHING_CREATED
-from aca_gpu.workflow.tester_run import TesterRun
+from aca_gpu.workflow.engine.outcome import NOTHING_CREATED
+from aca_gpu.workflow.engine.tester_run import TesterRun
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.aca import Where, Workload
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome, WorkloadResult, render_run

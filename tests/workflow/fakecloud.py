@@ -33,7 +33,8 @@ from aca_gpu.models import (
     SubscriptionInfo,
     UsageInfo,
 )
-from aca_gpu.workflow import checks, probe_job
+from aca_gpu.workflow import checks
+from aca_gpu.workflow.engine import probe_job
 
 SMI_T4 = """Wed Apr 17 22:01:19 2024
 +---------------------------------------------------------------------------------------+

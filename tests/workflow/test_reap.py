@@ -11,7 +11,7 @@ from aca_gpu.errors import CloudError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import iso_utc, run_tags
 from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow import teardown
+from aca_gpu.workflow.engine import teardown
 from aca_gpu.workflow.spend import RunSpend
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

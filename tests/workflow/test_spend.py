@@ -16,8 +16,8 @@ from aca_gpu.errors import CloudError
 from aca_gpu.models import AppInfo, Cloud, ExecutionInfo, JobInfo, ResourceGroupInfo
 from aca_gpu.workflow import reap as reap_flow
 from aca_gpu.workflow.context import run_from_group
+from aca_gpu.workflow.engine.plan import UpRequest, make_up_plan
 from aca_gpu.workflow.notify import reap_message
-from aca_gpu.workflow.plan import UpRequest, make_up_plan
 from aca_gpu.workflow.status import describe_run
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -152,7 +152,7 @@ def test_an_old_gpu_list_tag_is_priced_as_its_first_gpu() -> None:
 def test_an_execution_never_seen_running_without_a_line_bills_nothing() -> None:
     """A region abandoned before a replica was placed: its execution was requested long ago, but no
     container ran, so nothing of it is billed (it used to count from the start request)."""
-    from aca_gpu.workflow.executions import ExecutionRun
+    from aca_gpu.workflow.engine.executions import ExecutionRun
 
     placed_never = ExecutionRun("e1", started=0.0, ended=20.0, stopped=20.0)
     assert placed_never.seconds == 0.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aca_gpu.models import ExecutionInfo
-from aca_gpu.workflow.tester_run import TesterRun, judge
+from aca_gpu.workflow.engine.tester_run import TesterRun, judge
 
 
 def test_a_code_read_while_the_execution_runs_is_no_verdict() -> None:

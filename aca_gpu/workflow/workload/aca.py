@@ -41,13 +41,13 @@ from aca_gpu.models import (
 )
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import TesterOutcome
-from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
+from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
+from aca_gpu.workflow.engine.warm_runtime import WarmRuntime
 from aca_gpu.workflow.replicas import event_reasons
-from aca_gpu.workflow.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.warm_runtime import WarmRuntime
 from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult

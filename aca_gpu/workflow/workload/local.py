@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from aca_gpu.errors import WaitTimedOut
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import NoPlace, ProbeResult, TesterOutcome
-from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.engine.outcome import NoPlace, ProbeResult, TesterOutcome
+from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
-from aca_gpu.workflow.outcome import RunOutcome
+from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.workload.plan import RunSpec, replica_price
 
 MAX_LINES = 5000  # per stream, in the JSON document

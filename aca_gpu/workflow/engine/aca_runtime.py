@@ -22,15 +22,16 @@ from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, drivers, executions, quota
+from aca_gpu.workflow import checks, drivers, quota
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import ProbeResult, TeardownResult, TesterOutcome
-from aca_gpu.workflow.phases import phases_of
-from aca_gpu.workflow.plan import Pair, Plan
-from aca_gpu.workflow.probe import probe_smi, wait_started
-from aca_gpu.workflow.probe_job import probe_container, probe_job, probe_job_name
-from aca_gpu.workflow.teardown import teardown_group
-from aca_gpu.workflow.tester_run import TesterRun, ensure_job, follow_result, start_execution
+from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.engine.phases import phases_of
+from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.probe import probe_smi, wait_started
+from aca_gpu.workflow.engine.probe_job import probe_container, probe_job, probe_job_name
+from aca_gpu.workflow.engine.teardown import teardown_group
+from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, follow_result, start_execution
 from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
@@ -40,6 +41,11 @@ REGISTER_TIMEOUT_S = 600.0
 REGISTER_ATTEMPTS = 3
 STOPPED = "stopped"
 PROBE_SLACK_S = 300  # a probe job's replica timeout beyond its start timeout: nvidia-smi takes seconds
+# ... and never under the tester's default (30 min): the replica timeout is only a backstop for a
+# client that died (the client deletes the job once it has read it, or gives up at its start
+# timeout), and a shorter one turns a slow placement into a failed execution before the client's own
+# deadline could say what it waited for (the emulator's clock runs it out on a loaded machine)
+PROBE_TIMEOUT_FLOOR_S = 1800
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,8 @@ class AcaRuntime:
         where = self._where(plan, pair)
         job = probe_job_name(pair)
         container = probe_container(pair.image, pair.profile)
-        if self._job(where, job, container, int(plan.start_timeout_s) + PROBE_SLACK_S):
+        timeout = max(int(plan.start_timeout_s) + PROBE_SLACK_S, PROBE_TIMEOUT_FLOOR_S)
+        if self._job(where, job, container, timeout):
             self._resume("probe")
         self._not_cancelled(waiter, job)
         with self._lock:

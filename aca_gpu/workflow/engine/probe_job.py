@@ -18,11 +18,12 @@ from aca_gpu import naming
 from aca_gpu.errors import ContainerRefused, InfraError, NotFound, WaitTimedOut
 from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
-from aca_gpu.workflow import checks, executions
+from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import ProbeResult
-from aca_gpu.workflow.plan import Pair
-from aca_gpu.workflow.probe import fatal_text, read_smi
+from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine.outcome import ProbeResult
+from aca_gpu.workflow.engine.plan import Pair
+from aca_gpu.workflow.engine.probe import fatal_text, read_smi
 from aca_gpu.workflow.replicas import owner_events, replica_details, safe_events
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="

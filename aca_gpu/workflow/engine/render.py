@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.output import Output, count_names
+from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.engine.phases import container_phases, phase_text
 from aca_gpu.workflow.notify import post, run_message
-from aca_gpu.workflow.outcome import RunOutcome
-from aca_gpu.workflow.phases import container_phases, phase_text
 
 
 def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:

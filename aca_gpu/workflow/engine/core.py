@@ -22,11 +22,18 @@ from typing import Any, Protocol, TypeVar
 
 from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, failover
+from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.failover import Attempt
-from aca_gpu.workflow.outcome import PairOutcome, ProbeResult, RunOutcome, TeardownResult, TesterOutcome
-from aca_gpu.workflow.plan import Pair, Plan
+from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine.failover import Attempt
+from aca_gpu.workflow.engine.outcome import (
+    PairOutcome,
+    ProbeResult,
+    RunOutcome,
+    TeardownResult,
+    TesterOutcome,
+)
+from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.threads import spawn, wait_for
 
 T = TypeVar("T")
@@ -311,7 +318,7 @@ class Engine:
             and result.tester.status in ("unavailable", "timeout")
             and not result.error
         ):
-            from aca_gpu.workflow.tester_run import unavailable_error
+            from aca_gpu.workflow.engine.tester_run import unavailable_error
 
             result.error = unavailable_error(result.tester)
         if isinstance(result.error, GpuCheckFailed) and result.probe is None:

@@ -20,7 +20,7 @@ from aca_gpu.models import Cloud, ExecResult, ReplicaInfo
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Run, Waiter
-from aca_gpu.workflow.outcome import ProbeResult
+from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.replicas import replica_details, safe_events
 
 EXEC_ATTEMPTS = 3

@@ -18,11 +18,11 @@ from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks, envs
-from aca_gpu.workflow.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.outcome import TeardownResult, TesterOutcome
-from aca_gpu.workflow.plan import Pair, Plan
-from aca_gpu.workflow.tester_run import follow_result, start_execution
+from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
+from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
+from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.tester_run import follow_result, start_execution
 
 
 def run_tags(plan: Plan) -> dict[str, str]:
