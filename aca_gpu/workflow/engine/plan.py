@@ -241,7 +241,7 @@ class ValidateRequest:
     env: str | None = None
 
 
-def _text(value: str | None, flag: str) -> str | None:
+def option_text(value: str | None, flag: str) -> str | None:
     """None stays None (use the default); an empty or blank value is an error, never a default."""
     if value is None:
         return None
@@ -278,11 +278,11 @@ def _minutes(value: int | None, default: int) -> int:
 def _common(
     settings: Settings, run_id: str | None, location: str | None, ttl: str | None
 ) -> tuple[str, naming.RunNames, str, timedelta]:
-    rid = _text(run_id, "--run-id")
+    rid = option_text(run_id, "--run-id")
     run = naming.validate_run_id(rid) if rid else naming.new_run_id()
     names = naming.RunNames(run).validate()
-    where = naming.validate_location(_text(location, "--location") or settings.location)
-    expiry = _duration(_text(ttl, "--ttl") or settings.ttl, "--ttl")
+    where = naming.validate_location(option_text(location, "--location") or settings.location)
+    expiry = _duration(option_text(ttl, "--ttl") or settings.ttl, "--ttl")
     return run, names, where, expiry
 
 
@@ -294,7 +294,7 @@ def _regions(
     profiles: list[checks.Profile],
 ) -> tuple[str, ...]:
     """--regions > the `regions` setting (config key or ACAGPU_REGIONS) > failover's default order."""
-    text = _text(flag, "--regions")
+    text = option_text(flag, "--regions")
     if text is not None and location_flag is not None:
         raise BadInput(
             "give -l/--location or --regions, not both (the first of --regions is where it starts)"
@@ -322,14 +322,14 @@ def _regions(
 def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
     """Validate every `up` value (one-line BadInput on the first bad one) and derive names and tags."""
     run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
-    gpus = _gpu_list(_text(request.gpu, "--gpu") or settings.gpu)
+    gpus = _gpu_list(option_text(request.gpu, "--gpu") or settings.gpu)
     gpu = gpus[0]
     profile = _profile(gpu)
-    image, ref = _image(_text(request.image, "--image") or settings.image, "--image")
+    image, ref = _image(option_text(request.image, "--image") or settings.image, "--image")
     tester_image, _ = _image(
-        _text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
+        option_text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
     )
-    start = _text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
+    start = option_text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
     pair = Pair(
         1,
         image,
@@ -384,7 +384,7 @@ def _gpu_list(text: str) -> list[str]:
 
 def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:
     """--env (or the `env` setting): the warm environment a run borrows; None runs cold."""
-    name = _text(flag, "--env") or settings.env
+    name = option_text(flag, "--env") or settings.env
     if name is None:
         return None
     if keep:
@@ -409,17 +409,17 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
     """Every (image, GPU) pair, checked before any cloud call: bad input creates nothing (exit 2)."""
     if not request.images or not request.gpus:
         raise BadInput("give at least one --image and one --gpu")
-    images = dict.fromkeys(_text(i, "--image") or "" for i in request.images)
+    images = dict.fromkeys(option_text(i, "--image") or "" for i in request.images)
     parsed = {image: _image(image, "--image")[1] for image in images}
-    gpus = tuple(dict.fromkeys((_text(g, "--gpu") or "").lower() for g in request.gpus))
+    gpus = tuple(dict.fromkeys((option_text(g, "--gpu") or "").lower() for g in request.gpus))
     profiles = {gpu: _profile(gpu) for gpu in gpus}
     if len(images) * len(gpus) > MAX_PAIRS:
         raise BadInput(f"{len(images) * len(gpus)} pairs requested; at most {MAX_PAIRS} per validation")
     run_id, names, location, ttl = _common(settings, request.run_id, request.location, request.ttl)
     tester_image, _ = _image(
-        _text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
+        option_text(request.tester_image, "--tester-image") or checks.default_tester_image(), "--tester-image"
     )
-    driver = _text(request.driver, "--driver")
+    driver = option_text(request.driver, "--driver")
     if driver:
         try:
             cuda_compat.parse_driver_version(driver)
@@ -433,7 +433,7 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
             Pair(index, image, parsed[image], gpu, profiles[gpu], _profile_name(gpu), explorer, tester)
         )
     regions = _regions(settings, request.regions, request.location, location, list(profiles.values()))
-    start = _text(request.start_timeout, "--start-timeout") or VALIDATE_START_TIMEOUT
+    start = option_text(request.start_timeout, "--start-timeout") or VALIDATE_START_TIMEOUT
     return Plan(
         command="validate",
         run_id=run_id,

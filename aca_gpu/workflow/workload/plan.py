@@ -27,6 +27,7 @@ from aca_gpu.workflow.engine.plan import (
     GPU_PROFILE_NAME,
     Pair,
     Plan,
+    option_text,
 )
 
 RUNTIMES = ("aca", "docker", "podman", "apptainer")
@@ -232,14 +233,6 @@ def replica_price(
 # ---- checks -----------------------------------------------------------------------------------
 
 
-def _text(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    if not value.strip():
-        raise BadInput(f"{flag} is empty: give a value or leave the flag out")
-    return value.strip()
-
-
 def _env_name(name: str, flag: str) -> str:
     if not ENV_NAME_RE.fullmatch(name):
         raise BadInput(f"{flag} {name!r}: an environment variable name is letters, digits and _ (not first)")
@@ -318,9 +311,9 @@ def _size(request: RunRequest, profile: checks.Profile) -> tuple[float, float]:
 
 
 def _registry(request: RunRequest, image: str) -> tuple[Registry | None, str | None]:
-    identity = _text(request.registry_identity, "--registry-identity")
-    user = _text(request.registry_username, "--registry-username")
-    password_env = _text(request.registry_password_env, "--registry-password-env")
+    identity = option_text(request.registry_identity, "--registry-identity")
+    user = option_text(request.registry_username, "--registry-username")
+    password_env = option_text(request.registry_password_env, "--registry-password-env")
     if identity and (user or password_env):
         raise BadInput("give --registry-identity or --registry-username/--registry-password-env, not both")
     if bool(user) != bool(password_env):
@@ -398,32 +391,34 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
     """Validate every `run` value (one-line BadInput on the first bad one) before anything exists."""
     if request.runtime not in RUNTIMES:
         raise BadInput(f"--runtime {request.runtime!r}: choose one of {', '.join(RUNTIMES)}")
-    image_text = _text(request.image, "IMAGE") or ""
+    image_text = option_text(request.image, "IMAGE") or ""
     try:
         parse_image_ref(image_text)
     except BadInput as exc:
         raise BadInput(f"IMAGE: {exc.message}") from exc
     if any(not part for part in request.command[:1]):
         raise BadInput("the COMMAND after -- is empty: give a program, e.g. -- nvidia-smi")
-    rid = _text(request.run_id, "--run-id")
+    rid = option_text(request.run_id, "--run-id")
     run_id = naming.validate_run_id(rid) if rid else naming.new_run_id()
     names = naming.RunNames(run_id).validate()
     job = naming.validate_aca_name(f"run-{run_id}", "job")
-    location = naming.validate_location(_text(request.location, "--location") or settings.location)
-    ttl_text = _text(request.ttl, "--ttl") or settings.ttl
+    location = naming.validate_location(option_text(request.location, "--location") or settings.location)
+    ttl_text = option_text(request.ttl, "--ttl") or settings.ttl
     ttl = naming.parse_ttl(ttl_text, "--ttl")
-    gpu = (_text(request.gpu, "--gpu") or settings.gpu).lower()
+    gpu = (option_text(request.gpu, "--gpu") or settings.gpu).lower()
     profile = checks.resolve_profile(gpu)
     minutes = DEFAULT_MAX_MINUTES if request.max_minutes is None else request.max_minutes
     if not 1 <= minutes <= 24 * 60:
         raise BadInput(f"invalid --max-minutes {minutes}: use 1 to 1440")
-    start = naming.parse_duration(_text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT)
+    start = naming.parse_duration(
+        option_text(request.start_timeout, "--start-timeout") or DEFAULT_START_TIMEOUT
+    )
     env = parse_env(request.env)
     secrets, values = parse_secrets(request.secret_env, env)
     cpu, memory = _size(request, profile)
     registry, password = _registry(request, image_text)
     warnings: list[str] = []
-    env_name = _text(request.env_name, "--env") or settings.env
+    env_name = option_text(request.env_name, "--env") or settings.env
     if env_name is not None:
         naming.validate_env_name(env_name)
         if request.runtime != "aca":
