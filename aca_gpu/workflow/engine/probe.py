@@ -176,18 +176,28 @@ def probe_smi(cloud: Cloud, resource_group: str, app: str, waiter: Waiter) -> Pr
     return replace(result, health=health, raw_health=raw)
 
 
-def health_of(health: ExecResult | None) -> tuple[HealthReport | None, str]:
-    """A probe job's `nvidia-smi -q` part judged (None when the job printed none)."""
+def health_of(
+    health: ExecResult | None, topology: ExecResult | None = None
+) -> tuple[HealthReport | None, str]:
+    """A probe job's `nvidia-smi -q` part judged (None when the job printed none), with the GPUs'
+    links from its `topo -m` part when that answered."""
     if health is None:
         return None, ""
     if health.exit_code != 0:
         why = health.output.strip()[:200]
         return HealthReport(None, error=f"nvidia-smi -q exited {health.exit_code}: {why}"), health.output
-    return assess(health.output), health.output
+    links = topology.output if topology is not None and topology.exit_code == 0 else None
+    return assess(health.output, links), health.output
 
 
-def read_smi(table: ExecResult, query: ExecResult, health: ExecResult | None = None) -> ProbeResult:
-    """The one way a probe's nvidia-smi table, CSV query and `-q` become a ProbeResult (exec or job)."""
+def read_smi(
+    table: ExecResult,
+    query: ExecResult,
+    health: ExecResult | None = None,
+    topology: ExecResult | None = None,
+) -> ProbeResult:
+    """The one way a probe's nvidia-smi table, CSV query, `-q` and `topo -m` become a ProbeResult
+    (exec or job)."""
     parsed = nvidia_smi.parse(table.output)
     csv_parsed = nvidia_smi.parse(query.output) if query.exit_code == 0 else None
     gpus = [g.as_dict() for g in parsed.gpus] or (
@@ -198,7 +208,8 @@ def read_smi(table: ExecResult, query: ExecResult, health: ExecResult | None = N
         error = (table.output.strip() or table.stderr.strip() or f"nvidia-smi exited {table.exit_code}")[:300]
     if error == nvidia_smi.UNRECOGNIZED and table.exit_code == 0 and csv_parsed is not None and csv_parsed.ok:
         error = None  # an unfamiliar table layout, but the query answered: the GPU is fine
-    report, raw_health = (None, "") if error else health_of(health)
+    several = len(gpus) > 1  # one GPU's matrix says nothing
+    report, raw_health = (None, "") if error else health_of(health, topology if several else None)
     return ProbeResult(
         driver_version=parsed.driver_version or (csv_parsed.driver_version if csv_parsed else None),
         cuda_version=parsed.cuda_version,

@@ -28,7 +28,9 @@ from aca_gpu.workflow.replicas import owner_events, replica_details, safe_events
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
+TOPO_END = "ACAGPU_SMI_TOPO_EXIT="
 HEALTH_END = "ACAGPU_SMI_HEALTH_EXIT="
+MARKERS = (TABLE_END, QUERY_END, TOPO_END, HEALTH_END)
 ATTEMPTS = 2  # a finished execution whose lines could not be read is started once more
 RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver call
 # After its last line the probe stays this long, so a client polling every 5 s still finds the
@@ -38,11 +40,12 @@ GRACE_S = 10
 
 
 def probe_script() -> str:
-    """One shell line: the table, the CSV query and `nvidia-smi -q`, each with its status (stderr
-    kept in the log), then the grace."""
+    """One shell line: the table, the CSV query, `nvidia-smi topo -m` (how several GPUs are linked)
+    and `nvidia-smi -q`, each with its status (stderr kept in the log), then the grace."""
     query = shlex.join(checks.SMI_QUERY)
     return (
         f'nvidia-smi 2>&1; echo "{TABLE_END}$?"; {query} 2>&1; echo "{QUERY_END}$?"; '
+        f'nvidia-smi topo -m 2>&1; echo "{TOPO_END}$?"; '
         f'nvidia-smi -q 2>&1; echo "{HEALTH_END}$?"; sleep {GRACE_S}'
     )
 
@@ -67,22 +70,37 @@ def _status(line: str, marker: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult, ExecResult] | None:
-    """(table, query, -q) as exec results, or None while the last status line has not been read."""
-    parts: list[list[str]] = [[], [], []]
-    codes: list[int | None] = []
+def split_output(lines: Sequence[str]) -> tuple[ExecResult, ExecResult, ExecResult, ExecResult | None] | None:
+    """(table, query, -q, topo -m) as exec results, or None while the last status line has not been
+    read. Each part is the text before its own status line, so a probe of an older acagpu (no
+    `topo -m`) reads the same; topology is None when it was not printed."""
+    parts: dict[str, tuple[str, int | None]] = {}
+    pending: list[str] = []
     for line in lines:
-        marker = next((m for m in (TABLE_END, QUERY_END, HEALTH_END) if m in line), None)
+        marker = next((m for m in MARKERS if m in line), None)
         if marker is None:
-            parts[min(len(codes), 2)].append(line)
+            pending.append(line)
             continue
-        codes.append(_status(line, marker))
+        parts[marker] = ("\n".join(pending), _status(line, marker))
+        pending = []
         if marker == HEALTH_END:
-            argv = (("nvidia-smi",), tuple(checks.SMI_QUERY), ("nvidia-smi", "-q"))
-            return tuple(  # type: ignore[return-value]
-                ExecResult(a, "\n".join(p), "", c) for a, p, c in zip(argv, parts, codes, strict=False)
-            )
-    return None
+            break
+    else:
+        return None
+    if TABLE_END not in parts or QUERY_END not in parts:
+        return None
+
+    def part(marker: str, argv: tuple[str, ...]) -> ExecResult:
+        text, code = parts[marker]
+        return ExecResult(argv, text, "", code)
+
+    topo = part(TOPO_END, ("nvidia-smi", "topo", "-m")) if TOPO_END in parts else None
+    return (
+        part(TABLE_END, ("nvidia-smi",)),
+        part(QUERY_END, tuple(checks.SMI_QUERY)),
+        part(HEALTH_END, ("nvidia-smi", "-q")),
+        topo,
+    )
 
 
 def wait_execution_started(
@@ -181,7 +199,8 @@ def probe_job(
         )
         parts = split_output(run.lines)
         if parts is not None:
-            result = read_smi(*parts)
+            table, query, health, topology = parts
+            result = read_smi(table, query, health, topology)
             return replace(
                 result,
                 start_s=round(running - requested, 3),
