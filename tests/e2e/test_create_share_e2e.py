@@ -77,6 +77,12 @@ def test_create_share_makes_it_once_a_second_run_reads_it_and_the_key_stays_hidd
         assert first.returncode == 0, first.stderr
         doc = json.loads(first.stdout)
         assert doc["output"]["stdout"] == "wrote\n" and doc["create_share"]["storage_account"] == account
+        # what was made, by name (never a key)
+        assert doc["shares"] == {
+            "account": account,
+            "resource_group": "rg-acagpu-env-lab",
+            "created": [f"storage account {account}", "file share data", "environment storage data"],
+        }
         second = _acagpu(shell, "run", "--env", "lab", "--yes", "--mount", "data:/in", "--create-share",
                          test_image, "--", "sh", "-c", "read v < /in/x; echo $v")  # fmt: skip
         assert (second.returncode, second.stdout) == (0, "hi\n"), second.stderr

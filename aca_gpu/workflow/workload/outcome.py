@@ -124,6 +124,7 @@ class WorkloadOutcome(RunOutcome):
     console: Console | None = None
     result: WorkloadResult | None = None
     commands: dict[str, str] = field(default_factory=dict)
+    shares: dict[str, Any] | None = None  # what --create-share found and made (names, never a key)
 
     @property
     def container_exit(self) -> int | None:
@@ -214,6 +215,8 @@ class WorkloadOutcome(RunOutcome):
         }
         if self.commands:
             doc["commands"] = dict(self.commands)
+        if self.shares is not None:
+            doc["shares"] = dict(self.shares)
         return doc
 
 

@@ -55,5 +55,7 @@ def run_aca(
     outcome = WorkloadOutcome(plan=plan, runtime="aca", spec=replace(spec, plan=plan), console=console)
     Engine(plan, runtime, output, waiter, outcome=outcome).run()
     outcome.result = runtime.result
+    made = getattr(runtime, "shares_made", None)  # a warm runtime's --create-share
+    outcome.shares = made.as_dict() if made is not None else None
     ledger.record(cloud, outcome)  # the estimate `acagpu cost` sets beside the bill
     return outcome
