@@ -77,6 +77,7 @@ class AcaRuntime:
     """The engine's Runtime over a `Cloud` (Azure, the emulator, or a test double)."""
 
     name = "aca"
+    borrowed = False  # the place is a warm environment the run only borrows (WarmRuntime)
 
     def __init__(self, cloud: Cloud, waiter: Waiter) -> None:
         self.cloud, self.waiter = cloud, waiter
@@ -249,6 +250,8 @@ class AcaRuntime:
             raise WaitTimedOut(f"cancelled before an execution of {job} was started", code="Cancelled")
 
     def _explorer_wanted(self, plan: Plan, pair: Pair) -> bool:
+        if self.borrowed:  # a warm run is never kept: its probe is always a job execution
+            return False
         return plan.keep or self.cloud.get_app(plan.names.resource_group, pair.explorer) is not None
 
     def _phases(self, where: Where, job: str) -> dict[str, Any]:
@@ -312,23 +315,32 @@ class AcaRuntime:
         return result
 
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
-        cloud, rg = self.cloud, plan.names.resource_group
+        """The tester's job (made here, or a kept run's for `acagpu test`), one execution, its result.
+
+        In a borrowed place the execution carries its own template and the job goes as soon as the
+        result is in; in a run's own place it runs the job's template and goes with the group."""
+        cloud = self.cloud
+        where: Where | None = None
+        template: list[ContainerDef] | None = None
         if plan.existing:
+            rg, environment = plan.names.resource_group, plan.names.environment
             if cloud.get_job(rg, pair.tester) is None:
                 raise PreflightRefused(
                     f"run {plan.run_id} has no tester job {pair.tester}", hint="`acagpu up --keep` makes one"
                 )
             reused = False
         else:
-            assert self.env is not None
             if waiter.cancel.is_set():
                 raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
+            where = self._where(plan, pair)
+            rg, environment = where.resource_group, where.environment
             container = checks.tester_container(plan.tester_image, pair.profile)
-            reused = self._job(self._where(plan, pair), pair.tester, container, plan.tester_timeout_s)
+            reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
+            template = [container] if self.borrowed else None
         if reused:
             self._resume("tester")
         self._not_cancelled(waiter, pair.tester)
-        run = start_execution(cloud, rg, pair.tester, resume=reused)
+        run = start_execution(cloud, rg, pair.tester, resume=reused, template=template)
         with self._lock:
             self._testers.append(run)
             self._tester_jobs.setdefault(pair.tester, []).append(run)
@@ -339,11 +351,13 @@ class AcaRuntime:
             run,
             waiter,
             timeout=plan.start_timeout_s + plan.tester_timeout_s,
-            environment=plan.names.environment,
+            environment=environment,
         )
-        if self.env is None:  # `acagpu test` on a kept run: its environment was not read
+        if self.borrowed:
+            self._release(rg, pair.tester)
+        if where is None:  # `acagpu test` on a kept run: its environment was not read
             return outcome
-        return replace(outcome, platform=self._phases(self._where(plan, pair), pair.tester))
+        return replace(outcome, platform=self._phases(where, pair.tester))
 
     # -- the end ------------------------------------------------------------------------------
     def _explorers_stopped(self) -> None:

@@ -14,15 +14,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, envs
+from aca_gpu.workflow import envs
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
-from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
+from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.engine.tester_run import follow_result, start_execution
 
 
 def run_tags(plan: Plan) -> dict[str, str]:
@@ -44,6 +43,7 @@ class WarmRuntime(AcaRuntime):
     """The engine's Runtime inside an existing `acagpu env` (see the module doc)."""
 
     name = "aca"
+    borrowed = True
 
     def __init__(self, cloud: Cloud, waiter: Waiter, group: ResourceGroupInfo, env: EnvInfo) -> None:
         super().__init__(cloud, waiter)
@@ -114,34 +114,6 @@ class WarmRuntime(AcaRuntime):
             run_tags(plan),
             self.group.name,
         )
-
-    def _explorer_wanted(self, plan: Plan, pair: Pair) -> bool:
-        return False  # a warm run is never kept: its probe is always a job execution
-
-    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
-        if waiter.cancel.is_set():
-            raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
-        where = self._where(plan, pair)
-        container = checks.tester_container(plan.tester_image, pair.profile)
-        reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
-        if reused:
-            self._resume("tester")
-        self._not_cancelled(waiter, pair.tester)
-        run = start_execution(self.cloud, self.rg, pair.tester, resume=reused, template=[container])
-        with self._lock:
-            self._testers.append(run)
-            self._tester_jobs.setdefault(pair.tester, []).append(run)
-        outcome = follow_result(
-            self.cloud,
-            self.rg,
-            pair.tester,
-            run,
-            waiter,
-            timeout=plan.start_timeout_s + plan.tester_timeout_s,
-            environment=self.place.name,
-        )
-        self._release(self.rg, pair.tester)
-        return replace(outcome, platform=self._phases(where, pair.tester))
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping
