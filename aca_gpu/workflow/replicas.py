@@ -6,7 +6,7 @@ stream (AssigningReplica, ContainerCreateFailure ...), so a timeout quotes those
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aca_gpu.errors import AcaGpuError
@@ -56,12 +56,10 @@ def owner_events(cloud: Cloud, resource_group: str, environment: str, owner: str
         events = cloud.system_events(resource_group, environment=environment, tail=200)
     except AcaGpuError:
         return []
-    mine = []
-    for event in events:
-        lowered = {str(k).lower(): v for k, v in event.items()}
-        if owner.lower() in (
-            str(lowered.get("jobname") or "").lower(),
-            str(lowered.get("containerappname") or "").lower(),
-        ):
-            mine.append(event)
-    return event_reasons(mine, limit=10)
+    return event_reasons([e for e in events if event_owner(e).lower() == owner.lower()], limit=10)
+
+
+def event_owner(event: Mapping[str, Any]) -> str:
+    """The app or job an environment's event is about (ContainerAppName / JobName), '' when none."""
+    lowered = {str(k).lower(): v for k, v in event.items()}
+    return str(lowered.get("containerappname") or lowered.get("jobname") or "")

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from aca_gpu.naming import parse_iso_utc
+from aca_gpu.workflow.replicas import event_owner
 
 PULLED = re.compile(
     r'Successfully pulled image "(?P<image>[^"]+)" in (?P<amount>[\d.]+)(?P<unit>ms|s)\b'
@@ -53,7 +54,7 @@ def pull_of(message: str) -> dict[str, Any] | None:
 
 def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
     """The phases of the last replica of `owner` (an app or job name) that the events describe."""
-    mine = [e for e in events if _field(e, "containerappname", "jobname") == owner]
+    mine = [e for e in events if event_owner(e) == owner]
     times: dict[str, datetime] = {}
     pull: dict[str, Any] | None = None
     for event in mine:

@@ -24,9 +24,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import Any
 
 from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
@@ -47,7 +46,7 @@ from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime
-from aca_gpu.workflow.replicas import event_reasons
+from aca_gpu.workflow.replicas import event_owner, event_reasons
 from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
@@ -295,15 +294,9 @@ class Workload:
             )
         except AcaGpuError:
             return []
-        named = [e for e in events if _job_of(e)]
-        own = [e for e in named if _job_of(e).lower() == job.lower()] if named else events
+        named = [e for e in events if event_owner(e)]
+        own = [e for e in named if event_owner(e).lower() == job.lower()] if named else events
         return event_reasons(own, limit=EVENTS_KEPT)
-
-
-def _job_of(event: Mapping[str, Any]) -> str:
-    """The app or job an environment's event is about (ContainerAppName), '' when none."""
-    lowered = {str(k).lower(): v for k, v in event.items()}
-    return str(lowered.get("containerappname") or lowered.get("jobname") or "")
 
 
 class AcaWorkloadRuntime(Workload, AcaRuntime):
