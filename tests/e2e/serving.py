@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
@@ -49,3 +51,19 @@ def emulator_serve(
         except subprocess.TimeoutExpired:
             server.kill()
             raise
+
+
+@contextmanager
+def serve_behind_proxy(tmp_path: Path) -> Iterator[tuple[dict[str, str], Any, dict[str, str]]]:
+    """`emulator serve` with the chaos proxy in front (its traffic is what a test reads): the server's
+    variables, the proxy, and a shell environment whose acagpu talks to the proxy."""
+    from tests.chaos.proxy import ChaosProxy
+
+    with (
+        emulator_serve(tmp_path / "emu.env") as emu,
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
+        yield emu, proxy, shell

@@ -10,7 +10,6 @@ and the environment storage's PUT: never in acagpu's output, its documents, or a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +17,7 @@ from typing import Any
 
 import requests
 
-from tests.chaos.proxy import ChaosProxy
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import serve_behind_proxy
 from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -45,13 +43,7 @@ def test_create_share_makes_it_once_a_second_run_reads_it_and_the_key_stays_hidd
     podman: str,  # noqa: F811
     test_image: str,  # noqa: F811
 ) -> None:
-    with (
-        emulator_serve(tmp_path / "emu.env") as emu,
-        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
-    ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
-        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-        shell.pop("ACAGPU_ENV", None)
+    with serve_behind_proxy(tmp_path) as (emu, proxy, shell):
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
 

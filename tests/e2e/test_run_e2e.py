@@ -18,8 +18,7 @@ from typing import Any
 
 import requests
 
-from tests.chaos.proxy import ChaosProxy
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import serve_behind_proxy
 from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -51,13 +50,8 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
     podman: str,  # noqa: F811
     test_image: str,  # noqa: F811
 ) -> None:
-    with (
-        emulator_serve(tmp_path / "emu.env") as emu,
-        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
-    ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "TOKEN": SECRET}
-        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-        shell.pop("ACAGPU_ENV", None)
+    with serve_behind_proxy(tmp_path) as (emu, proxy, shell):
+        shell["TOKEN"] = SECRET
         plain = _acagpu(shell, "run", "--yes", test_image, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
         assert plain.returncode == 3, plain.stderr
         assert plain.stdout == "out\n" and "err\n" in plain.stderr
