@@ -8,7 +8,9 @@ here are shared with the live path, which prints the same summary for a run's CU
 A saved `nvidia-smi -q` also gets a health verdict per GPU (`aca_gpu/gpu/nvidia_smi_health.py`):
 ECC, retired pages, remapped rows, reset status, PCIe link, clock event reasons.
 
-Exit codes: 0 GPUs found · 5 nvidia-smi reported a failure state (NVML mismatch, no devices,
+Exit codes: 0 GPUs found, or a partial paste read (a table cut after its banner, a process table or a
+`-q` section alone: every fact read, `missing` says what was not there) · 5 nvidia-smi reported a
+failure state (NVML mismatch, no devices,
 driver not loaded, a GPU lost from the bus), or a GPU's health is `failed` (`degraded` too with
 `--strict`) · 2 input that is not nvidia-smi output, or a file that cannot be read.
 """
@@ -16,6 +18,7 @@ driver not loaded, a GPU lost from the bus), or a GPU's health is `failed` (`deg
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any, TextIO
 
 import click
@@ -94,6 +97,9 @@ def _gpu_line(gpu: nvidia_smi.Gpu) -> str:
 
 def render_smi_human(smi: NvidiaSmi, stream: TextIO) -> None:
     """A short summary: driver, CUDA, one line per GPU (same for offline and live)."""
+    if smi.partial and not smi.error:
+        _render_partial(smi, stream)
+        return
     if not smi.ok:  # the failure itself is the `error:` line on stderr (smi_document's error)
         if smi.driver_version or smi.cuda_version:  # a table cut after its header still says these
             driver, cuda = smi.driver_version or "not reported", smi.cuda_version or "not reported"
@@ -115,6 +121,24 @@ def render_smi_human(smi: NvidiaSmi, stream: TextIO) -> None:
         print(f"processes: {len(smi.processes)}", file=stream)
     for warning in smi.warnings:
         print(f"warning: {warning}", file=stream)
+
+
+def _render_partial(smi: NvidiaSmi, stream: TextIO) -> None:
+    """What a partial paste holds, line by line as for a whole one, then what it lacks."""
+    if smi.driver_version or smi.cuda_version:
+        driver, cuda = smi.driver_version or "not reported", smi.cuda_version or "not reported"
+        print(f"driver {driver}  CUDA {cuda} (highest the driver supports)  [{smi.format}]", file=stream)
+    for gpu in smi.gpus:
+        if gpu.name or gpu.bus_id or gpu.memory_total_mib is not None:
+            print(_gpu_line(gpu), file=stream)
+    for proc in smi.processes or ():
+        memory = f"{proc.used_memory_mib} MiB" if proc.used_memory_mib is not None else "N/A"
+        print(f"process {proc.pid} on GPU {proc.gpu}  {proc.type or '-'}  {proc.name}  {memory}", file=stream)
+    if smi.processes is not None:
+        print(f"processes: {len(smi.processes)}", file=stream)
+    for warning in smi.warnings:
+        print(f"warning: {warning}", file=stream)
+    print(f"missing: {', '.join(smi.missing)}", file=stream)
 
 
 def _read(path: str) -> str:
@@ -150,9 +174,11 @@ def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool
     """The offline branch: parse a saved output, render it, return the exit code."""
     text = _read(path)
     smi = nvidia_smi.parse(text, fields=nvidia_smi.split_fields(fields))
+    if smi.partial:  # a paste cut short: read every fact that is there, say what is missing
+        smi = replace(smi, error=None, error_message=None)
     health = assess(text) if smi.ok and smi.format == nvidia_smi.QUERY else None
     doc = smi_document(smi, health=health.as_dict() if health is not None else None)
-    code = smi_exit_code(smi) or health_exit_code(health, strict)
+    code = (EXIT_OK if smi.partial else smi_exit_code(smi)) or health_exit_code(health, strict)
     if code == EXIT_GPU_CHECK and smi.ok and health is not None:
         doc["status"] = "error"
         doc["error"] = {
@@ -170,6 +196,8 @@ def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool
             render_health(health, stream)
 
     output.emit(doc, human)
+    if smi.missing:
+        output.warn(f"partial nvidia-smi output: missing {', '.join(smi.missing)}")
     if health is not None and health.degraded and not strict:
         output.warn(f"GPU health {health.summary()}")
     return code
@@ -228,9 +256,12 @@ def smi(
     A kept run's explorer is stopped between uses: smi starts it (minutes on Azure, shown as a
     step), runs nvidia-smi, and stops it again.
 
-    Exit codes: 0 GPUs found, 5 nvidia-smi reported a failure (NVML mismatch, no devices, driver
-    not loaded) or a GPU's health is failed (degraded too with --strict), 2 unreadable input, 4 the
-    explorer did not start within --start-timeout.
+    A paste cut short (a table cut after its banner, a process table or one `-q` section alone)
+    is read for what it holds, and `missing` says what it lacks.
+
+    Exit codes: 0 GPUs found or a partial paste read, 5 nvidia-smi reported a failure (NVML
+    mismatch, no devices, driver not loaded) or a GPU's health is failed (degraded too with
+    --strict), 2 unreadable input, 4 the explorer did not start within --start-timeout.
     """
     if from_file is None:
         code = smi_live(ref, settings, output, start_timeout)

@@ -37,7 +37,7 @@ from aca_gpu.gpu.nvidia_smi_model import (
     Process,
     unrecognized,
 )
-from aca_gpu.gpu.nvidia_smi_query import parse_query, parse_xml
+from aca_gpu.gpu.nvidia_smi_query import fragment_sections, parse_query, parse_xml
 from aca_gpu.gpu.nvidia_smi_table import is_banner, is_process_title, parse_table
 
 __all__ = [
@@ -127,6 +127,8 @@ def _structured(lines: Sequence[str]) -> NvidiaSmi | None:
         return parse_query(lines)
     if any(is_banner(line) for line in lines) or any(is_process_title(line) for line in lines):
         return parse_table(lines)  # (a process table pasted alone has no banner)
+    if fragment_sections(lines) is not None:
+        return parse_query(lines)  # one GPU's -q section pasted alone (ECC errors, clock reasons...)
     return None
 
 

@@ -15,10 +15,12 @@ and what a driver did not print is listed in `unread`, never guessed):
 
 Verdicts (NVIDIA's memory error management and page retirement guides, aca-2026.md §10):
 `failed` — uncorrectable ECC errors since boot, SRAM threshold exceeded, a row remap failure, a page
-retirement pending, a GPU that needs a reset or is lost, compute prohibited; `degraded` — the card
+retirement pending, an uncorrectable error waiting for its row remap (drain and reset), a GPU that needs
+a reset or is lost, compute prohibited; `degraded` — the card
 works but an operator would act: correctable errors since boot, a row remap pending (a reset applies
 it), drain-and-reset recommended, a PCIe link narrower than its maximum (or slower while busy),
-hardware slowdown / thermal / power-brake clock events, ECC switched off; `healthy` otherwise, with
+hardware slowdown / thermal / power-brake clock events, ECC switched off on a data-center GPU (GeForce,
+TITAN and workstation cards ship with it off: info there); `healthy` otherwise, with
 informational findings (lifetime counts, rows already remapped, persistence off) kept as evidence.
 """
 
@@ -191,6 +193,16 @@ class _Judge:
         return {0: HEALTHY, 1: DEGRADED, 2: FAILED}[worst]
 
 
+def ecc_off_by_default(product: str) -> bool:
+    """GeForce, TITAN and workstation (Quadro / RTX) cards ship with ECC off, or have none: off is
+    their normal state, not a fault. Data-center parts (Tesla, A100, H100, L4, T4 ...) ship with it on."""
+    low = product.lower()
+    if any(mark in low for mark in ("geforce", "titan", "quadro")):
+        return True
+    # `NVIDIA RTX A6000`, `RTX 2000 Ada Generation`, `NVIDIA RTX PRO 6000 ... Workstation Edition`
+    return low.startswith(("nvidia rtx", "rtx")) and "server" not in low
+
+
 def _ecc(v: Mapping[str, str], j: _Judge, r: dict[str, Any]) -> None:
     mode = value(v.get("ECC Mode/Current"))
     r["ecc_mode"] = mode
@@ -201,7 +213,11 @@ def _ecc(v: Mapping[str, str], j: _Judge, r: dict[str, Any]) -> None:
     if mode is None and vol_c is None and vol_u is None:
         j.unread.append("ecc")
     if mode is not None and mode.lower() == "disabled":
-        j.add("ecc-off", DEGRADED, "ECC is disabled: memory errors go undetected")
+        name = value(v.get("Product Name")) or ""
+        if ecc_off_by_default(f"{name} {value(v.get('Product Brand')) or ''}".strip()):
+            j.add("ecc-off", INFO, f"ECC is disabled, as it ships on {name or 'this product'}")
+        else:
+            j.add("ecc-off", DEGRADED, "ECC is disabled on a data-center GPU: memory errors go undetected")
     if vol_u:
         j.add("ecc-uncorrectable", FAILED, f"{vol_u} uncorrectable ECC error(s) since the driver loaded")
     if vol_c:
@@ -251,7 +267,15 @@ def _rows(v: Mapping[str, str], j: _Judge, r: dict[str, Any]) -> None:
         j.unread.append("remapped rows" + (" (N/A before Ampere)" if "Remapped Rows" in v else ""))
     if failure:
         j.add("remap-failure", FAILED, "Remapping Failure Occurred: Yes (no spare row left for a bad one)")
-    if pending:
+    if pending and (unc or _volatile_uncorrectable(v)):
+        # an uncorrectable error whose row waits for its remap: operators drain the GPU and reset it
+        # before it takes work again (NVIDIA's memory error management guide)
+        j.add(
+            "remap-pending-uncorrectable",
+            FAILED,
+            "an uncorrectable memory error waits for its row remap: drain the GPU and reset it before reuse",
+        )
+    elif pending:
         j.add("remap-pending", DEGRADED, "row remapping pending: a GPU reset applies it")
     if (corr or unc) and not pending and not failure:
         j.add(
@@ -259,6 +283,10 @@ def _rows(v: Mapping[str, str], j: _Judge, r: dict[str, Any]) -> None:
             INFO,
             f"rows remapped: {corr or 0} for correctable, {unc or 0} for uncorrectable errors",
         )
+
+
+def _volatile_uncorrectable(v: Mapping[str, str]) -> bool:
+    return bool(_counts(v, "Volatile")[1])
 
 
 def _reset(v: Mapping[str, str], j: _Judge, r: dict[str, Any], lost: str | None) -> None:

@@ -200,6 +200,9 @@ class NvidiaSmi(_Record):
     mig_devices: tuple[MigDevice, ...] | None = None  # None: the output had no MIG device list
     warnings: tuple[str, ...] = ()
     trailing_exit_code_line: str | None = None
+    # a partial paste (a table cut after its banner, a process table or a -q section alone): what the
+    # input did not hold, so a reader can say what is missing instead of refusing what is there
+    missing: tuple[str, ...] = ()
     # -q / -q -x
     driver_version_raw: str | None = None
     cuda_version_raw: str | None = None
@@ -221,6 +224,12 @@ class NvidiaSmi(_Record):
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.gpus)
+
+    @property
+    def partial(self) -> bool:
+        """Some facts were read from an incomplete paste (`missing` says what it lacked)."""
+        read = self.driver_version or self.cuda_version or self.gpus or self.processes is not None
+        return bool(self.missing) and bool(read) and self.error in (None, UNRECOGNIZED)
 
     def as_dict(self) -> dict[str, Any]:
         doc = super().as_dict()

@@ -126,6 +126,94 @@ def _process(gpu: int, raw: Mapping[str, str | None]) -> Process | None:
     )
 
 
+# sections of one GPU's `-q` block that people paste on their own (bug reports, forum answers)
+FRAGMENT_SECTIONS = frozenset(
+    {
+        "ECC Mode",
+        "ECC Errors",
+        "Retired Pages",
+        "Remapped Rows",
+        "GPU Reset Status",
+        "Clocks Event Reasons",
+        "Clocks Throttle Reasons",
+        "PCI",
+        "GPU Link Info",
+        "Clocks",
+        "Max Clocks",
+    }
+)
+_FRAGMENT_MISSING = (
+    "NVSMI LOG header (driver and CUDA version)",
+    "the GPU's name and bus id",
+    "other -q sections",
+)
+# a section's own keys, for a paste that lost even the section's title line
+_SECTION_OF_KEY = {
+    "Volatile": "ECC Errors",
+    "Aggregate": "ECC Errors",
+    "Idle": "Clocks Event Reasons",
+    "Applications Clocks Setting": "Clocks Event Reasons",
+    "SW Power Cap": "Clocks Event Reasons",
+    "HW Slowdown": "Clocks Event Reasons",
+    "Single Bit ECC": "Retired Pages",
+    "Double Bit ECC": "Retired Pages",
+    "Pending Page Blacklist": "Retired Pages",
+    "Pending Page Retirement": "Retired Pages",
+    "Correctable Error": "Remapped Rows",
+    "Uncorrectable Error": "Remapped Rows",
+    "Remapping Failure Occurred": "Remapped Rows",
+    "Reset Required": "GPU Reset Status",
+    "Drain and Reset Recommended": "GPU Reset Status",
+}
+
+
+def _title_like(key: str) -> bool:
+    return bool(key) and key[0].isalpha() and all(c.isalnum() or c in " .-/()" for c in key)
+
+
+def fragment_sections(lines: Sequence[str]) -> list[str] | None:
+    """The `-q` sections of a paste that is only part of one GPU's block (no `NVSMI LOG` title, no
+    `GPU <bus id>` line), in the order they appear; None when the text is not such a fragment.
+
+    A fragment is judged rather than refused: an `ECC Errors` block on its own still says whether the
+    card has uncorrectable errors. Every line must read as a `-q` line (a section title or
+    `key : value`), so other text never passes for one."""
+    content = [line.rstrip() for line in lines if line.strip()]
+    if not content or any(line.lstrip().startswith(("GPU 0", "Attached GPUs")) for line in content):
+        return None
+    pairs = 0
+    for line in content:
+        key, val = _split_kv(line.strip())
+        if val is None and (
+            not key or not key[0].isalpha() or not all(c.isalnum() or c in " .-/()" for c in key)
+        ):
+            return None
+        pairs += val is not None
+    if pairs < 2:
+        return None
+    floor = min(len(line) - len(line.lstrip()) for line in content)
+    top = [_split_kv(line.strip()) for line in content if len(line) - len(line.lstrip()) == floor]
+    titles = [key for key, val in top if val is None and key in FRAGMENT_SECTIONS]
+    if titles:
+        return titles
+    inferred = {_SECTION_OF_KEY[key] for key, _ in top if key in _SECTION_OF_KEY}
+    return sorted(inferred) if len(inferred) == 1 else None
+
+
+def _fragment_as_block(lines: Sequence[str]) -> list[str]:
+    """A fragment indented as inside a GPU's block, its lost section title put back."""
+    content = [line.rstrip() for line in lines if line.strip()]
+    floor = min(len(line) - len(line.lstrip()) for line in content)
+    body = [line[floor:] for line in content]
+    first_key, first_val = _split_kv(body[0].strip())
+    if first_val is not None or first_key not in FRAGMENT_SECTIONS:
+        title = _SECTION_OF_KEY.get(first_key) or next(
+            _SECTION_OF_KEY[k] for k, _ in (_split_kv(b.strip()) for b in body) if k in _SECTION_OF_KEY
+        )
+        body = [title] + ["    " + b for b in body]
+    return ["    " + b for b in body]
+
+
 def query_blocks(lines: Sequence[str]) -> tuple[dict[str, str], list[_GpuBlock]] | None:
     """The top-level values and one block of `section/key -> value` per GPU; None without a title.
 
@@ -134,10 +222,13 @@ def query_blocks(lines: Sequence[str]) -> tuple[dict[str, str], list[_GpuBlock]]
     start = next((i for i, line in enumerate(lines) if "NVSMI LOG" in line), None)
     if start is None and any(line.startswith("Attached GPUs") and " : " in line for line in lines):
         start = -1  # the title cut away (a report quoting its key lines): read from the first line
+    blocks: list[_GpuBlock] = []
+    if start is None and fragment_sections(lines) is not None:
+        lines, start = _fragment_as_block(lines), -1
+        blocks.append(_GpuBlock(""))  # one GPU, which the paste does not name
     if start is None:
         return None
     top: dict[str, str] = {}
-    blocks: list[_GpuBlock] = []
     stack: list[tuple[int, str]] = []
     for line in lines[start + 1 :]:
         text = line.strip()
@@ -180,6 +271,8 @@ def parse_query(lines: Sequence[str]) -> NvidiaSmi:
         if block.processes is not None:
             processes = processes or []
             processes.extend(p for p in (_process(i, raw) for raw in block.processes) if p is not None)
+    headed = any("NVSMI LOG" in line or line.startswith("Attached GPUs") for line in lines)
+    sections = None if headed else fragment_sections(lines)
     kmd = value(top.get("KMD Version"))
     umd = value(top.get("CUDA UMD Version"))
     attached = int_of(top.get("Attached GPUs"))
@@ -197,6 +290,16 @@ def parse_query(lines: Sequence[str]) -> NvidiaSmi:
         attached_gpus=attached,
         gpus=gpus,
         processes=tuple(processes) if processes is not None else None,
+        warnings=(f"a -q section pasted alone ({', '.join(sections)}): judged as one GPU",)
+        if sections
+        else (),
+        missing=(
+            "NVSMI LOG header (driver and CUDA version)",
+            "the GPU's name and bus id",
+            "other -q sections",
+        )
+        if sections
+        else (),
     )
 
 

@@ -291,6 +291,7 @@ def parse_table(lines: Sequence[str]) -> NvidiaSmi:
             "GPU, driver or CUDA version; give the whole output",
             processes=tuple(processes),
             warnings=tuple(warnings),
+            missing=("banner (driver and CUDA version)", "GPU rows"),
         )
     if banner is None:
         return unrecognized("no nvidia-smi banner found", fmt=TABLE)
@@ -313,4 +314,5 @@ def parse_table(lines: Sequence[str]) -> NvidiaSmi:
         mig_devices=tuple(mig_devices) if mig_devices is not None else None,
         warnings=tuple(warnings),
         trailing_exit_code_line=trailing,
+        missing=("GPU rows", *(() if processes is not None else ("process table",))) if no_rows else (),
     )

@@ -108,7 +108,7 @@ def test_failure_state_human_output_says_what_happened(tmp_path: Path) -> None:
     assert error.startswith("error: nvidia-smi nvml_mismatch") and hint.startswith("hint: the NVML library")
 
 
-@pytest.mark.parametrize("prefix", ["80", "82"])
+@pytest.mark.parametrize("prefix", ["80"])
 def test_unrecognized_input_exits_2(tmp_path: Path, prefix: str) -> None:
     result = run("--from-file", saved(tmp_path, prefix), "-o", "json")
     assert result.exit_code == 2
@@ -128,14 +128,14 @@ def _fixture_body(name: str) -> str:
 
 
 def test_partial_inputs_people_paste() -> None:
-    """A table cut after its header still gives driver and CUDA and says the rows are missing; a
-    `-l` loop is one GPU; a process table alone is named as such; a GPU that fell off the bus
+    """A table cut after its header is read for driver and CUDA and says the rows are missing; a
+    `-l` loop is one GPU; a process table alone is read and says what it lacks; a GPU that fell off the bus
     ("Unable to determine the device handle") is a failed GPU (5), not unreadable input (2)."""
     cut = CliRunner().invoke(
         cli, ["smi", "--from-file", "-"], input=_fixture_body("85-470.86-tesla-t4-table-cut-after-header.txt")
     )
-    assert cut.exit_code == 2
-    assert "driver 470.86  CUDA 11.4" in cut.stdout and "GPUs are missing" in cut.stderr, cut.output
+    assert cut.exit_code == 0
+    assert "driver 470.86  CUDA 11.4" in cut.stdout and "missing GPU rows" in cut.stderr, cut.output
     loop = CliRunner().invoke(
         cli,
         ["smi", "--from-file", "-", "-o", "json"],
@@ -146,7 +146,8 @@ def test_partial_inputs_people_paste() -> None:
     alone = CliRunner().invoke(
         cli, ["smi", "--from-file", "-"], input=_fixture_body("87-460.39-process-table-alone.txt")
     )
-    assert alone.exit_code == 2 and "process table alone (5 processes)" in alone.stderr, alone.output
+    assert alone.exit_code == 0 and "processes: 5" in alone.stdout, alone.output
+    assert "missing banner (driver and CUDA version), GPU rows" in alone.stderr
     lost = CliRunner().invoke(
         cli, ["smi", "--from-file", "-", "-o", "json"],
         input=_fixture_body("88-gpu-fell-off-the-bus-device-handle-unknown-error.txt"),
