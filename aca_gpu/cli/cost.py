@@ -77,8 +77,8 @@ def cost(
     all_subscriptions: bool,
 ) -> None:
     """Show each run's estimate beside what Azure Cost Management billed, and flag the differences."""
-    from aca_gpu.workflow.cost_report import cost_report
     from aca_gpu.workflow.fleet import Scope, subscription_ids
+    from aca_gpu.workflow.spend.report import cost_report
 
     wanted = tuple(validate_run_id(r) for r in run_ids)
     settings = command_settings()

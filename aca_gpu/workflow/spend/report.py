@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aca_gpu.config import Settings
-from aca_gpu.workflow import ledger
+from aca_gpu.workflow.spend import ledger
 
 ESTIMATE_TOLERANCE = 0.10  # billed this far above the estimate is flagged
 DELAY_NOTE = (
