@@ -320,7 +320,8 @@ class Engine:
         ):
             from aca_gpu.workflow.engine.tester_run import unavailable_error
 
-            result.error = unavailable_error(result.tester)
+            whose = "container" if plan.command == "run" else "tester"
+            result.error = unavailable_error(result.tester, whose)
         if isinstance(result.error, GpuCheckFailed) and result.probe is None:
             result.probe = ProbeResult(refused=result.error.message)
             result.error = None

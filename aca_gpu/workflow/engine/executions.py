@@ -41,6 +41,7 @@ class ExecutionRun:
     info: ExecutionInfo | None = None
     stopped_by: str | None = None  # the line that met the caller's stop rule, if one did
     lost: str = ""  # the last stream failure, for a caller that could not read what it needed
+    gone: float | None = None  # when its job was found deleted under it (it billed until then)
 
     @property
     def seconds(self) -> float:
@@ -53,7 +54,8 @@ class ExecutionRun:
         if self.never_ran or began is None:
             return 0.0
         finished = self.info is not None and self.info.finished and self.ended is not None
-        end = (self.ended if finished else None) or self.stopped or self.ended or time.monotonic()
+        end = (self.ended if finished else None) or self.stopped or self.gone or self.ended
+        end = end or time.monotonic()
         return max(0.0, end - began)
 
     @property

@@ -101,8 +101,10 @@ def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     return out("unavailable", f"the tester {what} but its {checks.RESULT_MARKER} line could not be read{why}")
 
 
-def unavailable_error(outcome: TesterOutcome) -> AcaGpuError:
-    """What a tester outcome without a verdict means for the run: a lost result or a deadline."""
+def unavailable_error(outcome: TesterOutcome, what: str = "tester") -> AcaGpuError:
+    """What an outcome without a verdict means for the run: a lost result or a deadline. `what`
+    names whose outcome it is (`acagpu run`'s container is no tester)."""
     if outcome.status == "timeout":
-        return WaitTimedOut(f"tester: {outcome.reason}", code="TesterDeadline")
-    return InfraError(f"tester result unavailable: {outcome.reason}", code="ResultUnavailable")
+        code = "TesterDeadline" if what == "tester" else "ContainerDeadline"
+        return WaitTimedOut(f"{what}: {outcome.reason}", code=code)
+    return InfraError(f"{what} result unavailable: {outcome.reason}", code="ResultUnavailable")

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
-from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
 from aca_gpu.models import (
     Cloud,
@@ -127,7 +127,6 @@ class Workload:
         where = self._where(plan, pair)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
-        self._check_storages(where)
         job = job_spec(self.spec, plan, pair, where)
         reused = ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
@@ -142,18 +141,21 @@ class Workload:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
         self.result = self._judge(plan, where, job.name, run, info)
+        if self.result.status == "gone" and self.result.error is not None:
+            raise self.result.error
         return outcome_of(self.result)
 
-    def _check_storages(self, where: Where) -> None:
-        """Every --mount names a storage of the environment, before a job exists (exit 2)."""
+    def _check_storages(self, group: str, environment: str) -> None:
+        """Every --mount names a storage of the environment, checked in preflight: before the run's
+        group (or anything else) exists, so bad input is exit 2 with nothing created."""
         wanted = [m.source for m in self.spec.workload.mounts]
         if not wanted:
             return
-        have = self.cloud.environment_storages(where.environment_group, where.environment)
+        have = self.cloud.environment_storages(group, environment)
         missing = sorted(set(wanted) - set(have))
         if missing:
             raise PreflightRefused(
-                f"environment {where.environment} has no storage {', '.join(missing)} "
+                f"environment {environment} has no storage {', '.join(missing)} "
                 f"(it has: {', '.join(sorted(have)) or 'none'})",
                 code="StorageNotFound",
                 hint="add --create-share to make it (an Azure Files share kept with the environment), "
@@ -199,6 +201,9 @@ class Workload:
                 if failures > LOG_RECONNECTS:
                     return
             info = self._execution(rg, job, run.execution)
+            if info is None and self._job_gone(rg, job):
+                run.gone = time.monotonic()  # deleted under the run: it billed until now, not after
+                return
             if info is not None and info.finished:
                 run.info = info
                 # ACA removes a finished replica and its log within seconds: say what could not be read
@@ -218,7 +223,17 @@ class Workload:
         except AcaGpuError:
             return None
 
+    def _job_gone(self, rg: str, job: str) -> bool:
+        """True when the job itself answers 404: someone deleted it (`env delete --force`, `down`),
+        not a read that failed; its execution can no longer end or be read."""
+        try:
+            return self.cloud.get_job(rg, job) is None
+        except AcaGpuError:
+            return False
+
     def _final_status(self, rg: str, job: str, run: TesterRun, waiter: Waiter) -> ExecutionInfo | None:
+        if run.gone is not None:
+            return run.info
         deadline = time.monotonic() + FINAL_STATUS_WAIT_S
         info = run.info
         while not (info is not None and info.finished and (info.exit_codes or info.status != "Succeeded")):
@@ -233,6 +248,21 @@ class Workload:
     ) -> WorkloadResult:
         seconds = run.seconds
         run.info = info
+        if run.gone is not None:
+            return WorkloadResult(
+                "gone",
+                reason=f"its job {job} was deleted while the container ran; counted until then",
+                execution=run.execution,
+                seconds=seconds,
+                error=InfraError(
+                    f"the container's job {job} was deleted while it ran (its environment "
+                    f"{plan.env or where.environment} or run group {where.resource_group} was removed), "
+                    "so its end and exit code are unknown",
+                    code="JobDeleted",
+                    hint="`acagpu env delete --force` and `acagpu down` remove the runs inside; "
+                    "run it again once the environment exists",
+                ),
+            )
         said = " ".join(filter(None, (info.reason, info.message))) if info else ""
         if "deadline" in said.lower():
             # a replica whose pull kept failing never printed a line: a pull error, not a timeout
@@ -329,6 +359,14 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
         group exists; they stay with the environment (its group), not with the run."""
         WarmRuntime.preflight(self, plan, progress)
         wanted = [m.source for m in self.spec.workload.mounts]
+        if wanted and not self.spec.create_share:
+            with progress.step("environment storages") as step:
+                try:
+                    self._check_storages(self.group.name, self.place.name)
+                except PreflightRefused:
+                    step.status = "fail"
+                    raise
+                step.update(", ".join(dict.fromkeys(wanted)))
         if not (self.spec.create_share and wanted):
             return
         with progress.step("file shares (kept with the environment)") as step:

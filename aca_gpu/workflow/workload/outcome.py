@@ -91,7 +91,8 @@ class Console:
 @dataclass
 class WorkloadResult:
     """How the container ended: `exited` (its code is known), `refused` (it never started),
-    `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt).
+    `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt),
+    `gone` (its job was deleted under it: `env delete --force`).
 
     `reason` and `hint` explain a refusal, or an exited container's known crash (out of memory);
     `error` is set when a refusal is acagpu's input or infrastructure rather than the image's
@@ -243,7 +244,8 @@ def render_run(doc: dict[str, Any]) -> str:
     teardown = doc.get("teardown") or {}
     if doc.get("runtime") == "aca":
         lines.append(f"  teardown       {teardown.get('status')}")
-    for mount in (doc.get("workload") or {}).get("mounts", []):  # where the outputs went
+    ran = container.get("status") in ("exited", "timeout", "stopped")
+    for mount in (doc.get("workload") or {}).get("mounts", []) if ran else []:  # where the outputs went
         where = "environment storage" if doc.get("runtime") == "aca" else "folder"
         lines.append(f"  files in {mount['path']} are in {where} {mount['source']}")
     return "\n".join(lines)
