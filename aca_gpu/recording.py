@@ -15,12 +15,15 @@ Pure: the Azure layer feeds it (aca_gpu/azure/recorder.py), the emulator's repla
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from aca_gpu.errors import BadInput
 
@@ -42,17 +45,58 @@ JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")
 EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
 IPV4 = re.compile(r"\b(?!127\.)(?:25[0-5]|2[0-4]\d|1?\d?\d)(?:\.(?:25[0-5]|2[0-4]\d|1?\d?\d)){3}\b")
 BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")
-# key=value / key: value in free text (log lines) whose key says it is secret
+# the other credentials an HTTP Authorization header carries: Basic user:password, Storage SharedKey
+AUTH_SCHEME = re.compile(r"(?i)\b(basic|sharedkey(?:lite)?)(\s+)([A-Za-z0-9._~+/=:-]{8,})")
+# key=value / key: value in free text (log lines, URLs, connection strings) whose key says it is
+# secret: `AccountKey=` and `SharedAccessKey=` of a connection string, a SAS's `sig=`, `token=`...
 SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|token|apikey|api_key|accountkey|sharedkey|"
-    r"access_key|connectionstring|sig)[A-Za-z0-9_]*)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
+    r"sharedaccesskey|access_key|accesskey|privatekey|private_key|connectionstring|credential|"
+    r"signature)[A-Za-z0-9_]*|sig)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
 )
+# a name beside a value (`{"name": "API_KEY", "value": ...}`, an environment variable or an app
+# secret) that says the value is secret; narrow, because users choose these names
 SECRET_KEY = re.compile(
     r"(?i)(password|passwd|secret|shared_?key|primary_?key|secondary_?key|account_?key|api_?key|"
     r"access_?key|connection_?string|identity_header|token$|^token|^key$|_key$|sas$)"
 )
-# keys that say what a secret is called or where it lives, not what it is
-NOT_SECRET_KEY = re.compile(r"(?i)(ref|name|names|type|url|uri|endpoint|id|expires|version|count)$")
+# a JSON field of an Azure answer or request whose string value is a credential by what the field
+# is, whatever the value looks like: storage and Log Analytics keys (`accountKey`, `primaryKey`,
+# `primarySharedKey`, any `...Key`), tokens (`token`, `accessToken`, `refresh_token`,
+# `accountSasToken`), passwords, client secrets, connection strings, signatures, certificates
+SECRET_FIELD = re.compile(
+    r"(?i)(password|passwd|secret|credential|key$|token|signature|^sig$|sas$|connection_?string|"
+    r"authorization|cookie|identity_header|certificate_?(value|password)|pfx|private_?key)"
+)
+# keys that say what a secret is called, where it lives, when it ends or what kind it is, not what
+# it is
+NOT_SECRET_KEY = re.compile(
+    r"(?i)(ref|name|names|type|url|uri|endpoint|id|expires|expireson|expiry|version|count|kind|"
+    r"(public|partition|row|sort|tag|dimension|group|grouping)_?key)$"
+)
+# lists whose every entry is a credential (`{"keyName": "key1", "value": ...}` of storage listKeys,
+# ACR listCredentials' `passwords`, an app's or job's `secrets`): each entry's `value` is secret
+SECRET_LISTS = {"secrets", "keys", "passwords", "credentials", "sharedkeys", "tokens"}
+# actions whose whole answer is credentials (storage and Log Analytics keys, ACR credentials, app
+# and job secrets, ACA tokens, SAS): every string of the answer is secret but what names or dates
+# one (`keyName`, `permissions`, `creationTime`, `expires`, `username`)
+SECRET_ACTION = re.compile(
+    r"(?i)/(list\w*keys|listsecrets|listcredentials|getauthtoken|sharedkeys|list\w*sas|"
+    r"regenerate\w*|generatecredentials|list\w*connectionstrings?)(\?|$)"
+)
+NOT_SECRET_IN_ANSWER = re.compile(r"(?i)(time|date|on|permissions|location|username|keyname|expires\w*)$")
+# a high-entropy run of base64 (or URL-safe base64) that no rule above named: a key or token in a
+# place nobody predicted (a log line, an error message). Mixed case and digits, 32+ characters with
+# padding or 40+ without, and an entropy near what random characters of that length have (see
+# looks_random): storage keys (88 characters, about 5.5 bits each) are caught; paths, resource
+# names and versions (4.1 to 4.2 bits at 40 to 50 characters) and hex digests (at most 4) are not
+BASE64_RUN = re.compile(
+    r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{32,}={1,2}|[A-Za-z0-9+/]{40,}|[A-Za-z0-9_-]{40,}={0,2})"
+    r"(?![A-Za-z0-9+/=_-])"
+)
+# of the most a run of its length can have (log2 of its length, 64 symbols at most): random base64
+# of 40 characters has 4.3 to 5.2 bits (lowest of 2,000 draws: 4.28 > 0.8 x 5.32 = 4.26)
+RANDOM_SHARE = 0.8
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
 MIN_SECRET = 6  # a remembered secret this long is replaced wherever it appears in free text
@@ -87,15 +131,20 @@ class Sanitizer:
         return self.seen[key]
 
     def secret(self, value: str) -> str:
-        """A secret value: its placeholder, remembered so later free text loses it too."""
+        """A secret value: its placeholder, remembered so later free text loses it too (as is and
+        URL-quoted: a storage key's `/`, `+` and `=` travel as `%2F`, `%2B`, `%3D` in a URL)."""
         if value in self.secrets:
             return self.secrets[value]
         placeholder = self._placeholder("secret", value)
         if len(value) >= MIN_SHORT_SECRET:
             self.secrets[value] = placeholder
+            quoted = quote(value, safe="")
+            if quoted != value:
+                self.secrets[quoted] = placeholder
         return placeholder
 
     def text(self, value: str) -> str:
+        """Free text (a URL, a log line, an exec frame): every secret it can be seen to hold."""
         for known in sorted(self.secrets, key=len, reverse=True):
             if known not in value:
                 continue
@@ -106,11 +155,17 @@ class Sanitizer:
                     rf"(?<![A-Za-z0-9]){re.escape(known)}(?![A-Za-z0-9])", self.secrets[known], value
                 )
         value = BEARER.sub(lambda m: self._placeholder("bearer", m.group()), value)
+        value = AUTH_SCHEME.sub(lambda m: m.group(1) + m.group(2) + self.secret(m.group(3)), value)
         value = JWT.sub(lambda m: self._placeholder("jwt", m.group()), value)
         value = SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + self.secret(m.group(3)), value)
+        value = BASE64_RUN.sub(self._high_entropy, value)
         value = GUID.sub(lambda m: m.group() if m.group() == ZERO_GUID else self._guid(m.group()), value)
         value = EMAIL.sub(lambda m: self._placeholder("email", m.group()), value)
         return IPV4.sub(lambda m: self._placeholder("ip", m.group()), value)
+
+    def _high_entropy(self, match: re.Match[str]) -> str:
+        found = match.group()
+        return self.secret(found) if looks_random(found) else found
 
     def _guid(self, value: str) -> str:
         return self._placeholder("guid", value)
@@ -122,22 +177,37 @@ class Sanitizer:
         if isinstance(obj, list):
             return [self.value(item, key) for item in obj]
         if isinstance(obj, str):
-            if obj and SECRET_KEY.search(key) and not NOT_SECRET_KEY.search(key):
+            if obj and is_secret_field(key):
                 return self.secret(obj)
             if obj and key.lower() in PERSON_KEYS:
                 return self._placeholder("person", obj)
             return self.text(obj)
         return obj
 
+    def credentials(self, obj: Any, key: str = "") -> Any:
+        """The answer of an action whose answer is credentials (SECRET_ACTION): every string in it
+        is secret but names, kinds and dates."""
+        if isinstance(obj, Mapping):
+            return {k: self.credentials(v, k) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.credentials(item, key) for item in obj]
+        if isinstance(obj, str) and obj:
+            if NOT_SECRET_KEY.search(key) or NOT_SECRET_IN_ANSWER.search(key):
+                return self.text(obj)
+            return self.secret(obj)
+        return obj
+
     def _mapping(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        # {"name": "API_KEY", "value": "..."} (env vars) and {"name": "x", "value": "..."} under
-        # "secrets": the value is secret whatever its own key says
+        # {"name": "API_KEY", "value": "..."} (env vars), {"keyName": "key1", "value": "..."}
+        # (storage listKeys): the value is secret whatever its own key says
         name = obj.get("name")
-        paired_secret = isinstance(name, str) and bool(SECRET_KEY.search(name))
+        paired_secret = "keyName" in obj or (isinstance(name, str) and bool(SECRET_KEY.search(name)))
         out: dict[str, Any] = {}
         for k, v in obj.items():
-            if k == "secrets" and isinstance(v, list):
+            if k.lower() in SECRET_LISTS and isinstance(v, list):
                 out[k] = [self._secret_entry(item) for item in v]
+            elif k.lower() in SECRET_LISTS and isinstance(v, Mapping):
+                out[k] = self._secret_entry(v)
             elif k == "value" and paired_secret and isinstance(v, str) and v:
                 out[k] = self.secret(v)
             elif k == "tags" and isinstance(v, Mapping):
@@ -147,12 +217,37 @@ class Sanitizer:
         return out
 
     def _secret_entry(self, item: Any) -> Any:
+        """One entry of a list of credentials: its `value` (or the entry itself, a bare string)."""
+        if isinstance(item, str):
+            return self.secret(item) if item else item
         if not isinstance(item, Mapping):
             return self.value(item, "secret")
         return {
             k: self.secret(v) if k == "value" and isinstance(v, str) and v else self.value(v, k)
             for k, v in item.items()
         }
+
+
+def is_secret_field(key: str) -> bool:
+    """Whether a JSON field's string value is a credential by what the field is."""
+    return bool(key) and bool(SECRET_FIELD.search(key)) and not NOT_SECRET_KEY.search(key)
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    if not text:
+        return 0.0
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def looks_random(text: str) -> bool:
+    """A base64 run that reads as a key or a token: upper and lower case, digits, high entropy."""
+    body = text.rstrip("=")
+    mixed = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    if not (mixed and any(c.isdigit() for c in body)):
+        return False
+    return entropy(body) > RANDOM_SHARE * math.log2(min(len(body), 64))
 
 
 def parse_body(text: str) -> tuple[Any, list[Any] | None]:
@@ -209,6 +304,8 @@ class Recorder:
                 parsed, _ = parse_body(text)
                 request = s.value(parsed, "body")
             response, lines = parse_body(body)
+            if SECRET_ACTION.search(url.split("?", 1)[0]):
+                response = s.credentials(response)
             line: dict[str, Any] = {
                 "method": method,
                 "uri": s.text(url),

@@ -7,6 +7,7 @@ import base64
 import json
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -212,3 +213,140 @@ def test_a_short_secret_is_replaced_where_it_stands_alone_only() -> None:
     assert sanitizer.text("xab1Z9y stays") == "xab1Z9y stays"  # inside a word it is not the secret
     sanitizer.secret("7")  # too short to look for in free text: logs keep their digits
     assert sanitizer.text("exit 7") == "exit 7"
+
+
+# ---- secrets by what a field is ------------------------------------------------------------------
+STORAGE_KEY = base64.b64encode(bytes(range(7, 71))).decode()  # 88 characters, as Azure's
+KERB_KEY = base64.b64encode(bytes(range(100, 164))).decode()
+BARE_KEY = base64.b64encode(bytes(range(180, 244))).decode()
+ACR_PASSWORD = "Zk3+q9TtVvB1x/aa0PL2mW7cRr5Yy8Nn"
+WORKSPACE_KEY = base64.b64encode(bytes(range(30, 94))).decode()
+SAS_SIG = "kQ9%2Fx7Lr3mN0pZ%2Bq1wS8vY4tU6cE2hJ5gF%3D"
+BASIC = base64.b64encode(b"acagpuregistry:" + ACR_PASSWORD.encode()).decode()
+
+
+def _answers() -> list[tuple[str, object, object]]:
+    """(url tail, request, answer) for every secret-bearing call the Azure APIs acagpu uses can
+    answer, in the shapes Azure documents them."""
+    return [
+        (
+            "Microsoft.Storage/storageAccounts/s/listKeys",
+            None,
+            {
+                "keys": [
+                    {"keyName": "key1", "value": STORAGE_KEY, "permissions": "FULL"},
+                    {"keyName": "kerb1", "value": KERB_KEY, "permissions": "FULL"},
+                ]
+            },
+        ),
+        (
+            "Microsoft.ContainerRegistry/registries/r/listCredentials",
+            None,
+            {
+                "username": "acagpuregistry",
+                "passwords": [
+                    {"name": "password", "value": ACR_PASSWORD},
+                    {"name": "password2", "value": ACR_PASSWORD[::-1]},
+                ],
+            },
+        ),
+        (
+            "Microsoft.OperationalInsights/workspaces/w/sharedKeys",
+            None,
+            {"primarySharedKey": WORKSPACE_KEY, "secondarySharedKey": WORKSPACE_KEY[::-1]},
+        ),
+        ("Microsoft.App/jobs/j/listSecrets", None, {"value": [{"name": "reg-pw", "value": "Qw9!long-pw"}]}),
+        ("Microsoft.App/containerApps/a/getAuthToken", None, {"properties": {"token": "opaque-aca-token-1"}}),
+        (
+            "Microsoft.Storage/storageAccounts/s/ListAccountSas",
+            {"signedPermission": "r"},
+            {"accountSasToken": f"sv=2022-11-02&ss=f&sig={SAS_SIG}"},
+        ),
+        (
+            "Microsoft.App/managedEnvironments/e",
+            {
+                "properties": {
+                    "appLogsConfiguration": {
+                        "logAnalyticsConfiguration": {"customerId": "ws", "sharedKey": WORKSPACE_KEY}
+                    },
+                    "daprAIConnectionString": f"InstrumentationKey=x;IngestionEndpoint=https://x;AccountKey={STORAGE_KEY}",
+                }
+            },
+            {},
+        ),
+    ]
+
+
+def test_every_secret_bearing_answer_is_scrubbed_by_what_its_fields_are(tmp_path: Path) -> None:
+    rec = recording.Recorder(tmp_path)
+    base = f"https://management.azure.com/subscriptions/{SUB}/resourceGroups/rg/providers"
+    for tail, request, answer in _answers():
+        rec.exchange(
+            "POST",
+            f"{base}/{tail}?api-version=x",
+            json.dumps(request) if request else None,
+            200,
+            {},
+            json.dumps(answer),
+        )
+    # ACR's token exchange: a form body, a refresh token back (not a JWT here: caught by its field)
+    rec.exchange(
+        "POST",
+        "https://r.azurecr.io/oauth2/exchange",
+        f"grant_type=access_token&service=r&access_token={ACR_PASSWORD}",
+        200,
+        {},
+        json.dumps({"refresh_token": "rt-Opaque-77xx"}),
+    )
+    logs = "\n".join(
+        [
+            f"DefaultEndpointsProtocol=https;AccountName=s;AccountKey={STORAGE_KEY};EndpointSuffix=core.windows.net",
+            f"Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey={ACR_PASSWORD}",
+            f"GET https://s.file.core.windows.net/share?sv=2022-11-02&sp=r&sig={SAS_SIG}",
+            f"Authorization: Basic {BASIC}",
+            f"x-ms-authorization: SharedKey s:{WORKSPACE_KEY[:44]}",
+            f"the key, bare: {BARE_KEY}",  # no name beside it: caught by its shape
+            "TOKENIZERS_PARALLELISM=false and sha256:" + "ab12" * 16,  # neither is a secret
+        ]
+    )
+    rec.exchange("GET", "https://eastus.azurecontainerapps.dev/x/logstream", None, 200, {}, logs)
+    rec.websocket("wss://eastus.azurecontainerapps.dev/x/exec?token=opaque-exec-token&command=sh", 101, [])
+    rec.finish("run", 0)
+    text = (tmp_path / recording.RECORDING_FILE).read_text(encoding="utf-8")
+    for secret in (
+        STORAGE_KEY,
+        KERB_KEY,
+        ACR_PASSWORD,
+        ACR_PASSWORD[::-1],
+        WORKSPACE_KEY,
+        WORKSPACE_KEY[::-1],
+        WORKSPACE_KEY[:44],
+        "Qw9!long-pw",
+        "opaque-aca-token-1",
+        SAS_SIG,
+        BASIC,
+        BARE_KEY,
+        "rt-Opaque-77xx",
+        "opaque-exec-token",
+    ):
+        assert secret not in text, f"{secret[:12]}... leaked"
+        assert quote(secret, safe="") not in text
+    # what is not a secret stays: names of keys, users, lengths a replay needs
+    assert '"keyName": "key1"' in text and '"username": "acagpuregistry"' in text
+    assert "TOKENIZERS_PARALLELISM=<secret-" in text  # `token` in a key=value: replaced, to be safe
+    assert "sha256:" + "ab12" * 16 in text and "AccountName=s;" in text
+    # the same key gets the same placeholder wherever it appears (listKeys, the connection string)
+    lines = [json.loads(ln) for ln in text.splitlines()]
+    placeholder = lines[0]["response_body"]["keys"][0]["value"]
+    assert placeholder.startswith("<secret-") and f"AccountKey={placeholder};" in text
+
+
+def test_an_entropy_judge_tells_keys_from_names() -> None:
+    assert recording.looks_random(STORAGE_KEY) and recording.looks_random(WORKSPACE_KEY)
+    for name in (
+        "usr/local/nvidia/lib64/libcuda/Target3/Linux/x64",
+        "ApiSupportedVersions2022Preview20230401",
+        "0123456789abcdef" * 4,
+        "a" * 60,
+    ):
+        assert not recording.looks_random(name)
