@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -153,6 +154,7 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
     acagpu's options go before IMAGE; everything after IMAGE (or after `--`) is the command.
     """
     from aca_gpu.workflow.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.engine.warm_runtime import placed_plan
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
     from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
     from aca_gpu.workflow.workload.run import run_aca, run_local
@@ -185,6 +187,8 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
         create_share=flags["create_share"],
     )
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    if spec.plan.env is not None and not spec.local and not flags["emulator"]:
+        spec = replace(spec, plan=placed_plan(open_cloud(settings), spec.plan))  # the environment's region
     if flags["dry_run"]:
         doc = {"schema": 1, "command": "run", "status": "planned", **spec.as_dict()}
         output.emit(doc, render_run_plan(doc))

@@ -12,6 +12,7 @@ from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.engine.render import finish, render_plan, render_up, render_up_markdown
+from aca_gpu.workflow.engine.warm_runtime import placed_plan
 from aca_gpu.workflow.up import up as run_up
 
 
@@ -110,6 +111,8 @@ def up(
         env=env_name,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
+    if plan.env is not None and not emulator:  # shown where it will run: the environment's region
+        plan = placed_plan(open_cloud(settings), plan)
     if dry_run:
         output.emit(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())

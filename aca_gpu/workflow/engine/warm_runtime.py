@@ -29,14 +29,28 @@ def run_tags(plan: Plan) -> dict[str, str]:
     return {**plan.tags, naming.TAG_ENV: plan.env or ""}
 
 
+def moved_to(plan: Plan, group: ResourceGroupInfo) -> Plan:
+    """A warm run goes where its environment is: the environment's region replaces the configured
+    location (and any region order), in the plan shown before the run as in the run itself."""
+    return replace(plan, location=group.location, regions=(group.location,))
+
+
+def placed_plan(cloud: Cloud, plan: Plan) -> Plan:
+    """The plan as it will run, for `--dry-run` and the question before a run: with `--env` (or
+    the `env` setting) the environment is read (exit 2 when it does not exist), nothing is made."""
+    if plan.env is None:
+        return plan
+    group, _ = envs.find_env(cloud, plan.env)
+    return moved_to(plan, group)
+
+
 def runtime_for(cloud: Cloud, plan: Plan, waiter: Waiter) -> tuple[Plan, AcaRuntime]:
     """The place a plan runs in: cold (a run-scoped group + environment) or borrowed (`--env`),
     with the plan moved to the environment's region."""
     if plan.env is None:
         return plan, AcaRuntime(cloud, waiter)
     group, env = envs.find_env(cloud, plan.env)
-    placed = replace(plan, location=group.location, regions=(group.location,))
-    return placed, WarmRuntime(cloud, waiter, group, env)
+    return moved_to(plan, group), WarmRuntime(cloud, waiter, group, env)
 
 
 class WarmRuntime(AcaRuntime):

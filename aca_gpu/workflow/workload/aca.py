@@ -25,7 +25,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable
-from dataclasses import replace
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
@@ -45,7 +44,7 @@ from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.engine.warm_runtime import WarmRuntime
+from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.replicas import event_owner, event_reasons
 from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.local import outcome_of
@@ -393,5 +392,4 @@ def runtime_for(
     if plan.env is None:
         return plan, AcaWorkloadRuntime(cloud, waiter, spec, console)
     group, env = envs.find_env(cloud, plan.env)
-    placed = replace(plan, location=group.location, regions=(group.location,))
-    return placed, WarmWorkloadRuntime(cloud, waiter, group, env, spec, console)
+    return moved_to(plan, group), WarmWorkloadRuntime(cloud, waiter, group, env, spec, console)
