@@ -131,7 +131,7 @@ def _verdict(rows: list[dict[str, Any]], gpus: list[str]) -> AcaGpuError | None:
         if any(r["offered"] for r in mine):
             reasons = "; ".join(r["reason"] for r in mine if r["offered"])
             return QuotaError(
-                f"--gpu {gpu}: {reasons}", code="InsufficientGpuQuota", hint=quota.SUBSCRIPTION_QUOTA_HINT
+                f"--gpu {gpu}: {reasons}", code="InsufficientGpuQuota", hint=quota.CHECK_QUOTA_HINT
             )
         return PreflightRefused(
             f"--gpu {gpu}: no region of {where} offers {mine[0]['profile']}",

@@ -19,10 +19,13 @@ from aca_gpu.errors import QuotaError
 from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import UsageInfo
 
-SUBSCRIPTION_QUOTA_HINT = (
+QUOTA_REQUEST_HINT = (
     "request more GPU quota for Azure Container Apps in this region through the Quota Management System "
-    "(Azure portal → Quotas → Azure Container Apps), or try other regions with --regions"
+    "(Azure portal → Quotas → Azure Container Apps)"
 )
+SUBSCRIPTION_QUOTA_HINT = QUOTA_REQUEST_HINT + ", or try other regions with --regions"
+# `acagpu check` has no --regions: it checks the regions its -l options name
+CHECK_QUOTA_HINT = QUOTA_REQUEST_HINT + ", or check other regions with -l REGION (repeatable)"
 GPU_KEYS = ("a100", "t4")
 
 

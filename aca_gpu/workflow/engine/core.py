@@ -20,11 +20,11 @@ from functools import partial
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted
+from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted, QuotaError
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine import capacity, failover
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.outcome import (
     PairOutcome,
@@ -163,6 +163,7 @@ class Engine:
                 self._left("interrupted during teardown")
             finally:
                 self._close_attempt()
+        capacity.with_hints(self.base, [outcome.error, *(p.error for p in outcome.pairs)])
         outcome.gpu_seconds = self.runtime.gpu_seconds()
         self._mark("time_to_prompt_s")
         return outcome
@@ -295,6 +296,8 @@ class Engine:
                     result.error = exc
                 if result.gpu_failure:
                     waiter.cancel.set()  # the verdict is known: do not pay for the tester
+                elif isinstance(result.error, QuotaError):
+                    waiter.cancel.set()  # no room for the probe here: the tester waits for nothing
                 elif self._leaving(result.error):
                     waiter.cancel.set()  # this region is being left: stop waiting for the tester
             if tester is not None:

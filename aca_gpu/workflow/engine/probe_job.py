@@ -20,7 +20,7 @@ from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
 from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
@@ -117,6 +117,7 @@ def wait_execution_started(
     platform says it never will (CUDA requirement, image pull), with the runtime's own text.
     `environment` (its group, its name) is where the job's events are read."""
     last: list[ReplicaInfo] = []
+    seen_details: list[str] = []  # every replica detail seen at any look: evidence outlives the replica
 
     def events() -> list[str]:
         if environment is None:
@@ -133,6 +134,7 @@ def wait_execution_started(
             if any((s or "").lower() in ("running", "terminated") for s in states):
                 return True
         details = replica_details(last)
+        seen_details.extend(d for d in details if d not in seen_details)
         if fatal_text(details) is not None:
             reason = fatal_text(details + events())
             raise ContainerRefused(f"{job}: {reason}", code="ContainerRefused")
@@ -145,6 +147,9 @@ def wait_execution_started(
         if reason is not None:
             raise ContainerRefused(f"{job}: {reason}", code="ContainerRefused")
         if (info.reason or "") == "DeadlineExceeded":  # its replica timeout passed before a placement
+            full = capacity.unplaced(f"the probe execution {execution}", seen_details + events())
+            if full is not None:
+                raise full
             raise WaitTimedOut(
                 f"timed out waiting for a running replica: execution {execution} reached its deadline "
                 f"before its container started ({'; '.join(details) or 'no replica was scheduled'})",
@@ -165,6 +170,9 @@ def wait_execution_started(
     except WaitTimedOut as exc:
         if waiter.cancel.is_set():
             raise
+        full = capacity.unplaced(f"the probe execution {execution}", seen_details + events())
+        if full is not None:
+            raise full from None  # the platform said why: no room, not a slow start
         raise WaitTimedOut(exc.message, code="ReplicaNotRunning") from None  # a placement failure
 
 

@@ -92,6 +92,8 @@ def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     status = info.status if info else None
     said = " ".join(filter(None, (info.reason, info.message))) if info else ""
     if "deadline" in said.lower():  # the platform ended it at --max-minutes: a wait, not a verdict
+        if run.running is None and run.first_line is None:  # nothing of it ever ran
+            return out("timeout", f"the tester was never placed before its deadline ({said})")
         return out("timeout", f"the tester did not finish within its deadline ({said})")
     if code is None and status == "Failed":
         message = (info.message or info.reason) if info else None
