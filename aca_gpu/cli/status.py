@@ -7,7 +7,7 @@ from typing import Any, TextIO
 import click
 
 from aca_gpu.cli.options import guid, output_options
-from aca_gpu.cli.render import table
+from aca_gpu.cli.render import per_subscription, table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow.context import open_cloud
@@ -45,8 +45,23 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
     if not runs:
         print("no acagpu runs found", file=stream)
         return
-    rows = []
     fleet = "subscriptions" in doc
+    for subscription, group in per_subscription(runs) if fleet else [("", runs)]:
+        if subscription:
+            print(f"subscription {subscription}", file=stream)
+        print(_runs_table(group, stream), file=stream)
+    from aca_gpu.cost import load_prices
+
+    print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)
+    if fleet:
+        print(
+            f"{len(runs)} run(s) in {len(doc['subscriptions'])} subscription(s) (Azure Resource Graph)",
+            file=stream,
+        )
+
+
+def _runs_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
+    rows = []
     for run in runs:
         usd = run["cost"].get("usd_estimate")
         expires = run.get("expires_in_seconds")
@@ -61,19 +76,9 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
                 run["phase"],
                 f"${usd:.2f}" if isinstance(usd, int | float) else "?",
             ]
-            + ([run["subscription"][:8]] if fleet else [])
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
-    headers += ["SUBSCRIPTION"] if fleet else []
-    print(table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈")), file=stream)
-    from aca_gpu.cost import load_prices
-
-    print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)
-    if fleet:
-        print(
-            f"{len(runs)} run(s) in {len(doc['subscriptions'])} subscription(s) (Azure Resource Graph)",
-            file=stream,
-        )
+    return table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈"))
 
 
 @click.command()

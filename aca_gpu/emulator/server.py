@@ -336,8 +336,9 @@ class EmulatorServer:
             return token_endpoint(self.tokens, req, self._principal_of)
         for route in DATA_ROUTES:
             params = route.match(req.method, path)
-            if params is not None:
-                return await route.handler(ctx, req, params)
+            if params is not None:  # the subscription the path names serves it (its tokens, replicas)
+                owner = ctx.fleet.get(params.get("sub", "").lower(), ctx)
+                return await route.handler(owner, req, params)
         for route in ARM_ROUTES:
             params = route.match(req.method, path)
             if params is not None:

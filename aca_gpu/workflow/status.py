@@ -21,18 +21,22 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
     age = age_seconds(tags, now)
     expires = naming.parse_iso_utc(tags.get(naming.TAG_EXPIRES_AT, ""))
     spend = run_spend(cloud, run, now)
+    protected = tags.get(naming.TAG_KEEP) == "true"
     return {
         "run_id": run.run_id,
         "resource_group": rg,
         "location": run.group.location,
         "gpu": tags.get(naming.TAG_GPU),
         "owner": tags.get(naming.TAG_OWNER),
-        "keep": tags.get(naming.TAG_KEEP) == "true",
+        # `up --keep` leaves its explorer app stopped; `acagpu:keep=true` protects a group from reapers
+        "keep": protected or spend.phase == "stopped",
+        "protected": protected,
         "created_at": tags.get(naming.TAG_CREATED_AT),
         "expires_at": tags.get(naming.TAG_EXPIRES_AT),
         "age_seconds": None if age is None else round(age),
         "expires_in_seconds": None if expires is None else round((expires - now).total_seconds()),
         "phase": spend.phase,
+        "executions": spend.executions.as_dict(),
         "cost": spend.as_dict(),
     }
 

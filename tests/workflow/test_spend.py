@@ -37,7 +37,9 @@ def _kept_run(group: ResourceGroupInfo, tester_s: float = 60.0) -> Cloud:
     cloud.get_app.return_value = AppInfo(
         "id", f"cuda-explorer-{rid}", group.name, "Succeeded", "Stopped", None, max_replicas=1
     )
+    cloud.list_apps.return_value = [cloud.get_app.return_value]
     cloud.get_job.return_value = JobInfo("id", f"gpu-tester-{rid}", group.name, "Succeeded")
+    cloud.list_jobs.return_value = [cloud.get_job.return_value]
     began = NOW - timedelta(minutes=50)
     cloud.list_executions.return_value = [
         ExecutionInfo(
@@ -73,7 +75,7 @@ def test_a_dedicated_group_is_node_time_in_both() -> None:
 def test_replicas_that_cannot_be_read_are_an_unknown_figure_not_zero() -> None:
     group = _group()
     cloud = _kept_run(group)
-    cloud.get_app.side_effect = CloudError("denied", code="AuthorizationFailed")  # type: ignore[attr-defined]
+    cloud.list_apps.side_effect = CloudError("denied", code="AuthorizationFailed")  # type: ignore[attr-defined]
     shown, reaped = _both(cloud, group)
     assert shown["cost"]["usd_estimate"] is None and "AuthorizationFailed" in shown["cost"]["basis"]  # type: ignore[index]
     assert reaped.items[0].spend_usd is None

@@ -112,27 +112,41 @@ def wait_execution_started(
     *,
     timeout: float,
     environment: tuple[str, str] | None = None,
+    run: executions.ExecutionRun | None = None,
 ) -> None:
     """Until the execution's container runs (or already ended); ContainerRefused as soon as the
     platform says it never will (CUDA requirement, image pull), with the runtime's own text.
-    `environment` (its group, its name) is where the job's events are read."""
+    `environment` (its group, its name) is where the job's events are read.
+
+    The container bills from its start, so `run.running` is set by the look that first sees it
+    (looks at least every second, whatever the polling interval): a container first seen already
+    ended started after the look before, which is its start then (an upper bound, never 0 s)."""
     last: list[ReplicaInfo] = []
     seen_details: list[str] = []  # every replica detail seen at any look: evidence outlives the replica
+    looked = [time.monotonic()]  # the latest look that did not see the container
 
     def events() -> list[str]:
         if environment is None:
             return safe_events(cloud, resource_group, app=job)
         return owner_events(cloud, *environment, job)
 
+    def seen(state: str, before: float) -> None:
+        if run is not None and run.running is None:
+            run.running = time.monotonic() if state == "running" else before
+
     def started() -> bool | None:
+        before, looked[0] = looked[0], time.monotonic()
         try:
             last[:] = cloud.list_execution_replicas(resource_group, job, execution)
         except NotFound:
             last[:] = []
         for replica in last:
-            states = [c.running_state for c in replica.containers] or [replica.running_state]
-            if any((s or "").lower() in ("running", "terminated") for s in states):
-                return True
+            states = [(c.running_state or "").lower() for c in replica.containers]
+            states = states or [(replica.running_state or "").lower()]
+            for state in ("running", "terminated"):
+                if state in states:
+                    seen(state, before)
+                    return True
         details = replica_details(last)
         seen_details.extend(d for d in details if d not in seen_details)
         if fatal_text(details) is not None:
@@ -155,13 +169,14 @@ def wait_execution_started(
                 f"before its container started ({'; '.join(details) or 'no replica was scheduled'})",
                 code="ReplicaNotRunning",
             )
+        seen("terminated", before)
         return True
 
     def describe() -> str:
         return "; ".join(replica_details(last)) or "no replica was scheduled"
 
     try:
-        waiter.until(
+        Waiter(interval=min(waiter.interval, 1.0), cancel=waiter.cancel).until(
             f"a running replica of the probe execution {execution}",
             started,
             timeout=timeout,
@@ -198,7 +213,14 @@ def probe_job(
             runs.append(run)
         place = (environment_group or resource_group, environment) if environment else None
         wait_execution_started(
-            cloud, resource_group, job, run.execution, waiter, timeout=start_timeout, environment=place
+            cloud,
+            resource_group,
+            job,
+            run.execution,
+            waiter,
+            timeout=start_timeout,
+            environment=place,
+            run=run,
         )
         running = time.monotonic()
         where = (cloud, resource_group, job)

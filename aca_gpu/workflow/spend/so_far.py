@@ -3,8 +3,9 @@
 Two commands pricing the same group two ways gave two answers (reap priced the group's whole age as
 if a replica ran all along, status the replicas that did run), so both call `run_spend` here.
 
-Serverless: tester executions count from their start/end times, the explorer from the run's creation
-while it has a running replica (an upper bound, labelled as such); a stopped explorer bills nothing.
+Serverless: every job execution in the run's group counts from ARM's start and end times (whatever
+the job is: probe, tester, a `run`'s workload, a shard), every app from the run's creation while it
+has a running replica (an upper bound, labelled as such); a stopped app bills nothing.
 Dedicated: the node bills while the environment exists, replicas or not, so the figure is node time
 (the group's whole age): a kept, stopped dedicated run is not "≈$0.00". When the replicas cannot be
 read, a serverless figure is unknown (None) rather than a confident $0.00.
@@ -20,11 +21,23 @@ from typing import Any
 from aca_gpu import cost, naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
-from aca_gpu.models import Cloud, ExecutionInfo
+from aca_gpu.models import Cloud
 from aca_gpu.workflow.context import Run, age_seconds
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
 REPLICA_BASIS = "replica lifetimes"
+
+
+@dataclass(frozen=True)
+class Executions:
+    """How many job executions a run has, running and ended, whatever its jobs are called (a probe
+    and a tester, a `run`'s workload, the shards of a fan-out)."""
+
+    running: int = 0
+    ended: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"running": self.running, "ended": self.ended}
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class RunSpend:
     node_seconds: float | None
     estimate: cost.CostEstimate | None
     basis: str
+    executions: Executions = Executions()
 
     @property
     def usd(self) -> float | None:
@@ -54,6 +68,7 @@ class RunSpend:
             "usd_estimate": self.usd,
             "basis": self.basis,
             "prices": self.table,
+            "executions": self.executions.as_dict(),
         }
 
 
@@ -68,33 +83,40 @@ def tagged_profile(tags: Mapping[str, str]) -> GpuProfile | None:
         return None
 
 
-def _execution_seconds(info: ExecutionInfo, now: datetime) -> float:
-    start = naming.parse_iso_utc(info.start_time or "")
+def execution_seconds(start_time: str | None, end_time: str | None, now: datetime) -> float:
+    """One execution's replica life so far, from ARM's own start and end times (UTC): the rule
+    `status`, `reap` and the guard (templates/guard, kept equal by tests/unit/test_guard_rules.py)
+    share, so one group has one figure."""
+    start = naming.parse_iso_utc(start_time or "")
     if start is None:
         return 0.0
-    end = naming.parse_iso_utc(info.end_time or "") or now
+    end = naming.parse_iso_utc(end_time or "") or now
     return max(0.0, (end - start).total_seconds())
 
 
-def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, float]:
-    """(phase, GPU replica-seconds so far) from the run's explorer app and tester job."""
-    rg, names = run.resource_group, run.names
+def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, float, Executions]:
+    """(phase, GPU replica-seconds so far, executions) from every app and job in the run's group."""
+    rg = run.resource_group
     if (run.group.provisioning_state or "").lower() == "deleting":
-        return "deleting", 0.0
+        return "deleting", 0.0, Executions()
     phase, seconds = "empty", 0.0
-    app = cloud.get_app(rg, names.explorer)
-    executions = cloud.list_executions(rg, names.tester) if cloud.get_job(rg, names.tester) else []
-    if app is not None:
+    apps = cloud.list_apps(rg)
+    for app in apps:
         if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
-            phase = "stopped"  # a kept run between smi/exec uses: no replica bills
-        else:
-            replicas = cloud.list_app_replicas(rg, names.explorer)
-            running = any(r.running_state == "Running" for r in replicas)
-            phase = "running" if running else "starting"
-            seconds += age if running else 0.0
-    if any(not e.finished for e in executions):
-        phase = "testing"
-    return phase, seconds + sum(_execution_seconds(e, now) for e in executions)
+            phase = "stopped" if phase == "empty" else phase  # a kept run between smi/exec uses
+            continue
+        replicas = cloud.list_app_replicas(rg, app.name)
+        running = any(r.running_state == "Running" for r in replicas)
+        phase = "running" if running else ("starting" if phase != "running" else phase)
+        seconds += age if running else 0.0  # an upper bound: from the run's creation
+    found = [e for job in cloud.list_jobs(rg) for e in cloud.list_executions(rg, job.name)]
+    live = sum(1 for e in found if not e.finished)
+    if live:
+        phase = "running"
+    elif found and phase == "empty":
+        phase = "ended"
+    seconds += sum(execution_seconds(e.start_time, e.end_time, now) for e in found)
+    return phase, seconds, Executions(live, len(found) - live)
 
 
 def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
@@ -102,19 +124,21 @@ def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
     age = age_seconds(run.tags, now) or 0.0
     profile = tagged_profile(run.tags)
     unread: str | None = None
+    counted = Executions()
     try:
-        phase, gpu_seconds = _observe(cloud, run, now, age)
+        phase, gpu_seconds, counted = _observe(cloud, run, now, age)
     except AcaGpuError as exc:
         phase, gpu_seconds, unread = f"unknown ({exc.code or 'error'})", 0.0, exc.code or "error"
     if profile is None:
-        return RunSpend(phase, gpu_seconds, None, None, "unknown GPU")
+        return RunSpend(phase, gpu_seconds, None, None, "unknown GPU", counted)
     node = not profile.serverless
     if unread is not None and not node:
-        return RunSpend(phase, gpu_seconds, None, None, f"unknown: its replicas could not be read ({unread})")
+        why = f"unknown: its replicas could not be read ({unread})"
+        return RunSpend(phase, gpu_seconds, None, None, why, counted)
     billed = age if node else gpu_seconds
     try:
         estimate = cost.run_spend(profile, billed, run.group.location)
     except AcaGpuError as exc:  # a price table without this profile's meters: no figure, said so
-        return RunSpend(phase, gpu_seconds, None, None, f"no price: {exc.message}")
+        return RunSpend(phase, gpu_seconds, None, None, f"no price: {exc.message}", counted)
     basis = f"{NODE_BASIS if node else REPLICA_BASIS} so far; {estimate.basis}"
-    return RunSpend(phase, gpu_seconds, billed if node else None, estimate, basis)
+    return RunSpend(phase, gpu_seconds, billed if node else None, estimate, basis, counted)

@@ -1,0 +1,171 @@
+"""Cost, status and phases that tell the truth (issue 26, items 3-5), against `acagpu emulator serve`
+as a real process and the CLI as a subprocess, as a user in a second shell runs them.
+
+The emulator's own billing (`/_emulator/billing`: each replica's life in wall and emulated seconds)
+is the judge of every cost figure: the client lives on the wall clock, as it does on Azure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.serving import emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+def _run(shell: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=timeout)
+
+
+def _json(shell: dict[str, str], *args: str) -> dict[str, Any]:
+    done = _run(shell, *args, "-o", "json")
+    assert done.returncode == 0, (args, done.stderr[-2000:])
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def _billing(emu: dict[str, str]) -> dict[str, Any]:
+    response = requests.get(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/billing",
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+    response.raise_for_status()
+    doc: dict[str, Any] = response.json()
+    return doc
+
+
+def _billed_wall_gpu_seconds(emu: dict[str, str], run_id: str) -> float:
+    """The GPU-seconds the emulator billed for one run, on the wall clock the client lives on."""
+    rows = [r for r in _billing(emu)["replicas"] if r["run_id"] == run_id]
+    assert rows, f"the emulator billed nothing for {run_id}"
+    return sum(r["wall_seconds"] * r["gpus"] for r in rows)
+
+
+def _shell(emu: dict[str, str], tmp_path: Path, **extra: str) -> dict[str, str]:
+    shell = os.environ | emu | {"ACAGPU_CACHE_DIR": str(tmp_path / "cache")} | extra
+    shell.pop("ACAGPU_ENV", None)
+    shell.pop("ACAGPU_POLLING_INTERVAL", None)  # a user's default polling (5 s), as the issue ran it
+    return shell | extra
+
+
+def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(tmp_path: Path) -> None:
+    """Item 3: `up --env`, `test --env` and `validate --env` said `0 GPU-seconds` while the emulator
+    billed seconds of GPU for each. The client sees a container start at its next look (at most a
+    second later, whatever the polling interval), so each figure is held to 25 % of the bill plus one
+    look per container; the benchmark holds 5 % at 20 ms looks (benchmarks/cost_agreement.py)."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path)
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        figures: dict[str, float] = {}
+        for command in ("up", "test", "validate"):
+            args = [command, "--env", "lab"]
+            if command != "test":  # `test --env` makes a run of its own and asks nothing
+                args += ["--yes"]
+            if command == "validate":
+                args += ["--image", IMAGE, "--gpu", "t4"]
+            doc = _json(shell, *args)
+            figures[doc["run_id"]] = float(doc["cost"]["gpu_seconds"])
+        billed = {rid: _billed_wall_gpu_seconds(emu, rid) for rid in figures}
+        for rid, measured in figures.items():
+            assert billed[rid] > 0.2, (rid, billed)
+            containers = 2  # the probe and the tester
+            assert abs(measured - billed[rid]) <= 0.25 * billed[rid] + 1.0 * containers, (figures, billed)
+        text = _run(shell, "up", "--env", "lab", "--run-id", "wtext", "--yes")
+        assert text.returncode == 0, text.stderr
+        assert " 0 GPU-seconds" not in text.stdout, text.stdout
+
+
+def test_status_sees_a_running_run_cold_and_warm(tmp_path: Path) -> None:
+    """Item 4: `status` said PHASE `empty`, SPEND $0.00 while a `run`'s container ran."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.2")
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        for rid, where in (("busyw", ["--env", "lab"]), ("busyc", ["--gpu", "t4"])):
+            proc = subprocess.Popen(
+                [*ACAGPU, "run", "--yes", *where, "--run-id", rid, IMAGE, "--", "sh", "-c", "sleep 6"],
+                env=shell,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            seen: list[dict[str, Any]] = []
+            try:
+                deadline = time.monotonic() + 90
+                while proc.poll() is None and time.monotonic() < deadline:
+                    runs = [r for r in _json(shell, "status")["runs"] if r["run_id"] == rid]
+                    seen += runs
+                    if any(r["phase"] == "running" and (r["cost"]["gpu_seconds"] or 0) > 0 for r in runs):
+                        break
+                    time.sleep(0.3)
+            finally:
+                _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+            running = [r for r in seen if r["phase"] == "running"]
+            assert running, (rid, [(r["phase"], r["cost"]) for r in seen])
+            assert running[-1]["cost"]["gpu_seconds"] > 0 and running[-1]["cost"]["usd_estimate"] > 0
+            assert running[-1]["executions"]["running"] == 1, running[-1]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 3: cost's tolerance and scope, not fixed yet")
+def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_path: Path) -> None:
+    """Item 3: `cost` flagged runs over $0.0001 differences with a false "stalled" story repeated for
+    each, and listed runs a former emulator had made (same subscription id, another cloud)."""
+    cache = {"ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
+    with emulator_serve(tmp_path / "old.env", time_scale=0.02, extra=("--registered",)) as old:
+        shell = _shell(old, tmp_path, **cache)
+        _json(shell, "up", "--gpu", "t4", "--run-id", "gone1", "--yes")
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        for rid in ("c1", "c2", "c3"):
+            _json(shell, "up", "--env", "lab", "--run-id", rid, "--yes")
+        doc = _json(shell, "cost")
+        runs = {r["run_id"]: r for r in doc["runs"]}
+        assert set(runs) == {"c1", "c2", "c3"}, runs  # not gone1: another cloud's run
+        assert doc["tolerance"]["usd"] > 0 and doc["tolerance"]["pct"] > 0
+        for run in runs.values():
+            small = abs(run["difference_usd"]) <= doc["tolerance"]["usd"]
+            assert not small or run["status"] == "billed", run
+        text = _run(shell, "cost").stdout
+        notes = [line for line in text.splitlines() if "stalled" in line or "more than estimated" in line]
+        assert len(notes) == len(set(notes)), text
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 5: clocks and place rows, not fixed yet")
+def test_phases_say_which_clock_and_up_shows_its_place(tmp_path: Path) -> None:
+    """Item 5: wall and emulated seconds side by side without a word; `up` without its resource
+    group and environment rows; `test` with an empty phases row; `status` says keep false for a
+    kept run; one money format (no `0 GPU-seconds, ≈ $0.0001`)."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05")
+        doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph1", "--keep", "--yes")
+        assert {"resource group", "environment"} <= set(doc["phases"]), doc["phases"]
+        clocks = doc["phase_clocks"]
+        assert set(clocks) == set(doc["phases"]), clocks
+        assert clocks["probe and test"] == "wall" and clocks["probe image pull"] == "platform"
+        status = _json(shell, "status")
+        (kept,) = [r for r in status["runs"] if r["run_id"] == "ph1"]
+        assert kept["keep"] is True, kept
+        _run(shell, "down", "--run-id", "ph1", "--yes")
+        text = _run(shell, "up", "--gpu", "t4", "--run-id", "ph2", "--yes").stdout
+        (probe_line,) = [line for line in text.splitlines() if line.strip().startswith("probe ")]
+        assert "pull" in probe_line and "platform clock" in probe_line, text
+        tested = _run(shell, "up", "--gpu", "t4", "--run-id", "ph3", "--keep", "--yes")
+        assert tested.returncode == 0, tested.stderr
+        tested = _run(shell, "test", "--run-id", "ph3")
+        assert tested.returncode == 0, tested.stderr
+        phases = [line for line in tested.stdout.splitlines() if line.strip().startswith("phases")]
+        assert all(line.split("phases", 1)[1].strip() for line in phases), tested.stdout
