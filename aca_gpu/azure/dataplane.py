@@ -251,6 +251,28 @@ class _Dropped(Exception):
     pass
 
 
+MAX_REFUSAL = 200
+
+
+def refusal_text(exc: Any) -> str:
+    """One line for a refused websocket handshake: `HTTP 401: <the answer's first words>`.
+    websocket-client's own text carries the answer's headers and raw bytes (`Handshake status 401
+    Unauthorized -+-+- {'content-type': ...} -+-+- b'...'`), which is no message for a user."""
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "resp_body", None)
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    try:  # an ARM-shaped error body: its code and message
+        err = json.loads(text).get("error") or {}
+        text = f"{err.get('code', '')}: {err.get('message', '')}".strip(": ")
+    except (ValueError, AttributeError):
+        pass
+    words = " ".join(text.split())
+    if len(words) > MAX_REFUSAL:
+        words = words[: MAX_REFUSAL - 3] + "..."
+    head = f"HTTP {status}" if status else "handshake refused"
+    return f"{head}: {words}" if words else head
+
+
 def _sslopt(verify: str | bool) -> dict[str, Any]:
     import ssl
 
@@ -283,7 +305,9 @@ def _session(
             enable_multithread=True,
         )
     except websocket.WebSocketBadStatusException as exc:
-        raise CloudError(f"exec refused by {endpoint.split('?')[0]}: {exc}", code="ExecRejected") from exc
+        raise CloudError(
+            f"exec refused by {endpoint.split('?')[0]}: {refusal_text(exc)}", code="ExecRejected"
+        ) from exc
     except (OSError, websocket.WebSocketException) as exc:
         raise _Dropped(str(exc)) from exc
     pattern = marker_regex(nonce) if nonce else None

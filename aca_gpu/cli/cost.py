@@ -7,7 +7,7 @@ from typing import Any, TextIO
 import click
 
 from aca_gpu.cli.options import duration, guid, output_options
-from aca_gpu.cli.render import table
+from aca_gpu.cli.render import per_subscription, table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.naming import parse_duration, validate_run_id
 from aca_gpu.output import Output
@@ -22,19 +22,11 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
     if not runs:
         print(f"no acagpu run billed or recorded since {doc['since']}", file=stream)
     else:
-        rows = [
-            [
-                r["run_id"],
-                (r["ended_at"] or "?")[:16],
-                _usd(r["estimate_usd"]),
-                _usd(r["billed_usd"]),
-                "-" if r["difference_usd"] is None else f"{r['difference_usd']:+.4f}",
-                r["status"],
-            ]
-            for r in runs
-        ]
-        headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", "DIFF", "STATUS"]
-        print(table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "DIFF")), file=stream)
+        several = len(doc.get("subscriptions") or ()) > 1  # as `status`: a section a subscription
+        for subscription, group in per_subscription(runs) if several else [("", runs)]:
+            if subscription:
+                print(f"subscription {subscription}", file=stream)
+            print(_cost_table(group, stream), file=stream)
         for r in runs:
             if r["note"]:
                 print(f"{r['run_id']}: {r['note']}", file=stream)
@@ -42,6 +34,22 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
         if tables:
             print(f"estimate: acagpu's list-price estimate at each run's end ({tables})", file=stream)
     print(f"billed: Azure Cost Management (ActualCost). {doc['data_delay']}.", file=stream)
+
+
+def _cost_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
+    rows = [
+        [
+            r["run_id"],
+            (r["ended_at"] or "?")[:16],
+            _usd(r["estimate_usd"]),
+            _usd(r["billed_usd"]),
+            "-" if r["difference_usd"] is None else f"{r['difference_usd']:+.4f}",
+            r["status"],
+        ]
+        for r in runs
+    ]
+    headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", "DIFF", "STATUS"]
+    return table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "DIFF"))
 
 
 def _tables(runs: list[dict[str, Any]]) -> str:

@@ -88,7 +88,7 @@ def reap(
     report = sweep(yes)
     doomed = report.by_status("would-delete")
     if not yes and doomed and sys.stdin.isatty():
-        click.echo(reap_flow.render_text(report), err=True)
+        click.echo(reap_flow.render_text(report, subscriptions=scope.uses_graph), err=True)
         confirm(
             f"Delete these {len(doomed)} resource group(s)?",
             yes=False,
@@ -104,7 +104,7 @@ def reap(
             output.error(f"reap: could not delete {item.resource_group}: {item.error}")
 
     def human(stream: TextIO) -> None:
-        print(reap_flow.render_text(report), file=stream)
+        print(reap_flow.render_text(report, subscriptions=scope.uses_graph), file=stream)
 
     output.emit(doc, human)
     reap_flow.raise_for_failures(report)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from aca_gpu.output import terminal_width
 
@@ -78,3 +78,13 @@ def _fit_widths(
         rest = width - GAP * (len(headers) - 1) - sum(widths[i] for i in others)
         widths[wrap_at] = max(floor[wrap_at], min(natural[wrap_at], rest))
     return widths
+
+
+def per_subscription(rows: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Rows (each with a `subscription`) grouped by it, in first-seen order. A sweep of several
+    subscriptions prints a section a subscription, headed by its whole id: as a table column a
+    36-character id is cut, and ids of one tenant often share their first characters."""
+    sections: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        sections.setdefault(str(row.get("subscription") or "?"), []).append(row)
+    return list(sections.items())

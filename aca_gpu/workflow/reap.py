@@ -330,14 +330,22 @@ def run(
     return reap({cloud.subscription_id: cloud}, **options)
 
 
-def render_text(report: ReapReport) -> str:
+def render_text(report: ReapReport, *, subscriptions: bool = False) -> str:
+    """One line a group; with `subscriptions` (a sweep of several) under a heading a subscription
+    that names it whole, as `status` and `cost` do."""
     verb = "would delete" if report.dry_run else "deleted"
     lines = []
+    sections: dict[str, list[ReapItem]] = {}
     for item in report.items:
-        spend = f"  ~${item.spend_usd:.2f}" if item.spend_usd is not None else ""
-        lines.append(f"{item.status:<13} {item.resource_group:<28} {item.reason}{spend}")
-        if item.error:
-            lines.append(f"{'':<13} error: {item.error}")
+        sections.setdefault(item.subscription if subscriptions else "", []).append(item)
+    for subscription, items in sections.items():
+        if subscription:
+            lines.append(f"subscription {subscription}")
+        for item in items:
+            spend = f"  ~${item.spend_usd:.2f}" if item.spend_usd is not None else ""
+            lines.append(f"{item.status:<13} {item.resource_group:<28} {item.reason}{spend}")
+            if item.error:
+                lines.append(f"{'':<13} error: {item.error}")
     counts = report.as_dict()["counts"]
     doomed = counts["would-delete"] if report.dry_run else counts["deleted"]
     lines.append(f"{verb}: {doomed}, skipped: {counts['skipped']}, failed: {counts['failed']}")

@@ -23,7 +23,7 @@ def _authorize(ctx: Ctx, req: web.Request, p: Params, *, app: str | None, enviro
         claims = ctx.minter.verify(req.headers.get("Authorization"))
     except TokenRejected as exc:
         raise web.HTTPUnauthorized(text=f"Unauthorized: {exc}") from exc
-    if p["sub"] != ctx.subscription or not allows(
+    if p["sub"].lower() != ctx.subscription.lower() or not allows(
         claims, subscription=ctx.subscription, resource_group=p["rg"], app=app, environment=environment
     ):
         raise web.HTTPUnauthorized(text="Unauthorized: token is not valid for this resource")
