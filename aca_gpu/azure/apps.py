@@ -428,8 +428,9 @@ def stop_app(clients: Clients, rg: str, name: str) -> None:
 
 
 def start_app(clients: Clients, rg: str, name: str) -> None:
-    with translate_errors("start container app", name):
-        clients.apps.container_apps.begin_start(rg, name).result()
+    """Start is idempotent (a running app is started again as a no-op), so a start whose answer was
+    lost mid-way (a connection reset after ARM took it) is sent again rather than called failed."""
+    retrying("start container app", name, lambda: clients.apps.container_apps.begin_start(rg, name).result())
 
 
 def list_revision_replicas(clients: Clients, rg: str, app: str, revision: str) -> list[ReplicaInfo]:

@@ -147,8 +147,11 @@ def register_provider(
 ) -> None:
     """Register and wait until ARM reports Registered (registration takes minutes on a new subscription)."""
     deadline = clock() + timeout
-    with translate_errors("register provider", namespace):
-        doc = as_json(clients.resources.providers.register(namespace))
+    # registering is idempotent (ARM answers Registering or Registered again): a register whose answer
+    # a connection reset took away is sent again, not reported as a failure
+    doc = retrying(
+        "register provider", namespace, lambda: as_json(clients.resources.providers.register(namespace))
+    )
     interval = max(0.05, clients.settings.polling_interval)
     while str(doc.get("registrationState", "")).lower() != "registered":
         if clock() >= deadline:

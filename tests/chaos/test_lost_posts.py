@@ -1,0 +1,58 @@
+"""A POST whose answer a connection reset took away: registering a provider and starting a kept
+explorer are idempotent, so acagpu sends them again (or reads the state) instead of failing.
+
+Real processes: `acagpu emulator serve`, the chaos proxy in front (a `reset` after forwarding: the
+emulator did the work, acagpu never heard), and the CLI as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+
+from tests.chaos.proxy import ChaosProxy
+from tests.e2e.serving import emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)
+
+
+def _fired(proxy: ChaosProxy) -> list[str]:
+    answer = requests.get(f"{proxy.endpoint}/_chaos/events", verify=proxy.ca_bundle, timeout=10)
+    events = answer.json()["events"]
+    return [f"{e['fault']} {e['method']} {e['path']}" for e in events]
+
+
+def test_a_reset_after_register_and_after_an_explorer_start_is_not_a_failure(tmp_path: Path) -> None:
+    with (
+        emulator_serve(tmp_path / "emu.env", extra=("--unregistered",)) as emu,  # a fresh subscription
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
+        reset = {"fault": "reset", "method": "POST", "when": "after", "count": 1}
+        proxy.set_rules({"rules": [{**reset, "path": "providers/Microsoft.App/register"}]})
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode in (0, 7), made.stderr + str(proxy.traffic[-3:])
+        assert any("register" in f for f in _fired(proxy)), _fired(proxy)  # the fault met its request
+        assert made.returncode == 0, made.stderr
+        assert json.loads(made.stdout)["state"] == "idle"
+
+        kept = _acagpu(shell, "up", "--keep", "--yes", "--run-id", "keepme", "-o", "json")
+        assert kept.returncode == 0, kept.stderr
+        proxy.set_rules({"rules": [{**reset, "path": "containerApps/cuda-explorer-keepme[^/]*/start"}]})
+        smi = _acagpu(shell, "smi", "--run-id", "keepme", "-o", "json")
+        assert [f for f in _fired(proxy) if "/start" in f], _fired(proxy)
+        assert smi.returncode == 0, smi.stderr
+        assert json.loads(smi.stdout)["gpus"], smi.stdout
+        down = _acagpu(shell, "down", "--run-id", "keepme", "--yes")
+        assert down.returncode == 0, down.stderr
