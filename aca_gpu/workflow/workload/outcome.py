@@ -36,6 +36,8 @@ STATUS_BY_EXIT = {
 class Console:
     """Receives the container's lines: prints them live (table mode) and keeps them (capped)."""
 
+    mask: Callable[[str], str] | None = None  # set by run.console_for: hides secret values
+
     def __init__(self, live: bool, stdout: Callable[[], TextIO], stderr: Callable[[], TextIO]) -> None:
         """The streams are looked up at every line: a progress display on a terminal may redirect
         them for a while, so the lines print above it instead of through it."""
@@ -56,6 +58,7 @@ class Console:
                 print(f"warning: {text}", file=self._err(), flush=True)
 
     def line(self, stream: str, text: str) -> None:
+        text = self.mask(text) if self.mask is not None else text  # --secret-env values: masking.py
         with self._lock:
             if self.first_line_s is None:
                 self.first_line_s = round(time.monotonic() - self.opened, 3)

@@ -14,13 +14,17 @@ from aca_gpu.output import Output
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.spend import ledger
+from aca_gpu.workflow.workload.masking import masker
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
 from aca_gpu.workflow.workload.plan import RunSpec
 
 
-def console_for(output: Output) -> Console:
-    """Live lines on a human run; collected into the document with -o json (stdout stays one JSON)."""
-    return Console(not output.is_json, lambda: output.stdout, lambda: output.stderr)
+def console_for(output: Output, spec: RunSpec | None = None) -> Console:
+    """Live lines on a human run; collected into the document with -o json (stdout stays one JSON);
+    the run's `--secret-env` values masked in both."""
+    console = Console(not output.is_json, lambda: output.stdout, lambda: output.stderr)
+    console.mask = masker(spec.workload.secret_values.values() if spec is not None else ())
+    return console
 
 
 def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> WorkloadOutcome:
@@ -34,7 +38,7 @@ def run_local(spec: RunSpec, output: Output, waiter: Waiter | None = None) -> Wo
     status, why = detect.choose(spec.runtime)
     assert status.binary is not None
     target = LocalTarget(status.name, status.binary, gpus, spec.podman_gpu, None, spec.plan.run_id)
-    console = console_for(output)
+    console = console_for(output, spec)
     runtime = LocalWorkloadRuntime(target, why, spec, console)
     outcome = WorkloadOutcome(
         plan=spec.plan, runtime=runtime.name, spec=spec, console=console, commands=runtime.commands
@@ -50,7 +54,7 @@ def run_aca(
     """The workload as a job on Azure Container Apps: a run-scoped group and environment, or `--env`."""
     from aca_gpu.workflow.workload.aca import runtime_for
 
-    console = console or console_for(output)
+    console = console or console_for(output, spec)
     plan, runtime = runtime_for(cloud, spec.plan, waiter, spec, console)  # cold, or `--env`
     outcome = WorkloadOutcome(plan=plan, runtime="aca", spec=replace(spec, plan=plan), console=console)
     Engine(plan, runtime, output, waiter, outcome=outcome).run()
