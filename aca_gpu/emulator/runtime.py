@@ -11,6 +11,7 @@ from typing import Any
 from aca_gpu.emulator import catalog
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.faults import Faults, pull_error
+from aca_gpu.emulator.share_folders import share_key
 from aca_gpu.emulator.state import (
     App,
     BillingRecord,
@@ -48,8 +49,10 @@ def volume_mounts(
         volume = volumes.get(str(mount.get("volumeName")))
         storage = str((volume or {}).get("storageName") or "")
         if env is not None and storage in env.storages:
-            read_only = env.storages[storage]["azureFile"].get("accessMode") == "ReadOnly"
-            found.append((f"{env.rg}-{env.name}-{storage}".lower(), str(mount.get("mountPath")), read_only))
+            azure_file = env.storages[storage]["azureFile"]
+            read_only = azure_file.get("accessMode") == "ReadOnly"
+            where = share_key(str(azure_file.get("accountName")), str(azure_file.get("shareName")))
+            found.append((where, str(mount.get("mountPath")), read_only))
     return tuple(found)
 
 

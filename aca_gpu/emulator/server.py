@@ -28,6 +28,7 @@ from aca_gpu.emulator import control, versions
 from aca_gpu.emulator.arm import ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
 from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
+from aca_gpu.emulator.dataplane import files
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
 from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
@@ -343,6 +344,10 @@ class EmulatorServer:
             params = route.match(req.method, path)
             if params is not None:
                 return await self._arm(req, route, params)
+        if not path.lower().startswith("/subscriptions"):  # a storage account's Azure Files share
+            served = await files.serve(ctx, req, self.workdir / "storages")
+            if served is not None:
+                return served
         if "/providers/" in path or path.lower().startswith("/subscriptions"):
             if not self._authorized(req):
                 return _unauthorized(req)

@@ -119,6 +119,8 @@ def account_body(ctx: Ctx, account: StorageAccount) -> dict[str, Any]:
     done = ready(ctx, account)
     services = ("blob", "file", "queue", "table")
     endpoints = {s: f"https://{account.name}.{s}.core.windows.net/" for s in services}
+    if ctx.endpoint:  # the emulator serves the File service itself, path-style (dataplane/files.py)
+        endpoints["file"] = f"{ctx.endpoint}/{account.name}/"
     return {
         "id": account_id(ctx, account),
         "name": account.name,

@@ -1,0 +1,183 @@
+"""The emulator's Azure Files data plane through the real Azure SDK for File Shares
+(azure-storage-file-share) and acagpu's `download_tree`: the account's `primaryEndpoints.file`
+points at the emulator, SharedKey signatures are checked, listing pages with NextMarker, ranges
+download, and what a job's container wrote to its mounted share is what comes back."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, ResourceNotFoundError
+from azure.mgmt.appcontainers import ContainerAppsAPIClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+from azure.mgmt.storage import StorageManagementClient
+
+from aca_gpu.azure.fileshare import download_tree, share_client
+from aca_gpu.emulator.server import EmulatorServer
+from aca_gpu.errors import InfraError
+from tests.emulator.helpers import POLL, StaticCredential, env_id, make_env, make_rg, wait_for
+from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
+
+ACCOUNT = "acagpufiles0123"
+SHARE = "results"
+
+
+@pytest.fixture
+def storage(server: EmulatorServer) -> StorageManagementClient:
+    kwargs: dict[str, Any] = {
+        "base_url": server.endpoint,
+        "connection_verify": server.ca_bundle,
+        "polling_interval": POLL,
+        "retry_backoff_factor": 0.01,
+    }
+    return StorageManagementClient(StaticCredential(server.token), server.subscription, **kwargs)
+
+
+def _account(arm: ResourceManagementClient, storage: StorageManagementClient) -> tuple[str, str]:
+    """(primaryEndpoints.file, key) of a fresh account with the share."""
+    make_rg(arm, "rg-files")
+    body = {"location": "eastus", "sku": {"name": "Standard_LRS"}, "kind": "StorageV2"}
+    storage.storage_accounts.begin_create("rg-files", ACCOUNT, body).result()
+    storage.file_shares.create("rg-files", ACCOUNT, SHARE, {"properties": {"shareQuota": 100}})
+    endpoint = storage.storage_accounts.get_properties("rg-files", ACCOUNT).primary_endpoints.file
+    key = storage.storage_accounts.list_keys("rg-files", ACCOUNT).as_dict()["keys"][0]["value"]
+    return endpoint, key
+
+
+def test_the_account_file_endpoint_is_the_emulator_and_a_tree_comes_back_as_written(
+    arm: ResourceManagementClient, storage: StorageManagementClient, server: EmulatorServer, tmp_path: Path
+) -> None:
+    endpoint, key = _account(arm, storage)
+    assert endpoint == f"{server.endpoint}/{ACCOUNT}/"
+    share = share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    share.create_directory("run1")
+    for shard in range(3):
+        share.create_directory(f"run1/{shard}")
+        share.get_file_client(f"run1/{shard}/i.txt").upload_file(f"{shard}\n".encode())
+    share.create_directory("run1/2/deep")
+    big = bytes(range(256)) * 40_000  # 10 MB: downloaded in ranges by the SDK's chunked reader
+    share.get_file_client("run1/2/deep/big.bin").upload_file(big)
+    share.get_file_client("run1/2/empty").upload_file(b"")
+    share.create_directory("other")
+    share.get_file_client("other/x").upload_file(b"not this run")
+
+    written = download_tree(
+        ACCOUNT, key, SHARE, "run1", tmp_path / "out", endpoint=endpoint, verify=server.ca_bundle
+    )
+    out = tmp_path / "out"
+    assert [p.relative_to(out).as_posix() for p in written] == [
+        "0/i.txt", "1/i.txt", "2/deep/big.bin", "2/empty", "2/i.txt"
+    ]  # fmt: skip
+    assert [(out / f"{s}/i.txt").read_text() for s in range(3)] == ["0\n", "1\n", "2\n"]
+    assert (out / "2/deep/big.bin").read_bytes() == big and (out / "2/empty").read_bytes() == b""
+
+    # a range, as `download_file(offset, length)` asks for it
+    part = share.get_file_client("run1/2/deep/big.bin").download_file(offset=1000, length=10).readall()
+    assert part == big[1000:1010]
+    props = share.get_file_client("run1/2/deep/big.bin").get_file_properties()
+    assert props.size == len(big)
+    # a folder nobody wrote is an empty result, not an error
+    assert download_tree(ACCOUNT, key, SHARE, "run1/9", tmp_path / "none", endpoint=endpoint,
+                         verify=server.ca_bundle) == []  # fmt: skip
+
+
+def test_listing_pages_with_next_marker(
+    arm: ResourceManagementClient, storage: StorageManagementClient, server: EmulatorServer
+) -> None:
+    endpoint, key = _account(arm, storage)
+    share = share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    share.create_directory("many")
+    for i in range(7):
+        share.get_file_client(f"many/f{i}").upload_file(b"x")
+    pages = share.get_directory_client("many").list_directories_and_files(results_per_page=3).by_page()
+    seen = [[e["name"] for e in page] for page in pages]
+    assert seen == [["f0", "f1", "f2"], ["f3", "f4", "f5"], ["f6"]]
+    named = share.get_directory_client("many").list_directories_and_files(name_starts_with="f5")
+    assert [e["name"] for e in named] == ["f5"]
+
+
+def test_a_wrong_key_or_another_account_is_refused_and_missing_paths_say_so(
+    arm: ResourceManagementClient, storage: StorageManagementClient, server: EmulatorServer, tmp_path: Path
+) -> None:
+    endpoint, key = _account(arm, storage)
+    wrong = key[:-8] + ("A" * 7 if not key.endswith("A" * 7 + "=") else "B" * 7) + "="
+    refused = share_client(ACCOUNT, wrong, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    with pytest.raises(ClientAuthenticationError) as caught:
+        list(refused.list_directories_and_files())
+    assert caught.value.error_code == "AuthenticationFailed"
+    with pytest.raises(InfraError):
+        download_tree(ACCOUNT, wrong, SHARE, "", tmp_path, endpoint=endpoint, verify=server.ca_bundle)
+
+    right = share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    with pytest.raises(ResourceNotFoundError) as missing:
+        right.get_file_client("nope/x").download_file()
+    assert missing.value.error_code == "ParentNotFound"
+    nosuch = share_client(ACCOUNT, key, "noshare", endpoint=endpoint, verify=server.ca_bundle)
+    with pytest.raises(HttpResponseError) as no_share:
+        list(nosuch.list_directories_and_files())
+    assert no_share.value.error_code == "ShareNotFound"
+    with pytest.raises(HttpResponseError):  # the share's root is not a place to climb out of
+        right.get_file_client("../../etc/passwd").download_file()
+
+
+def test_what_a_job_container_writes_to_its_mount_is_what_download_tree_brings_back(
+    arm: ResourceManagementClient,
+    aca: ContainerAppsAPIClient,
+    storage: StorageManagementClient,
+    server: EmulatorServer,
+    tmp_path: Path,
+    test_image: str,  # noqa: F811
+) -> None:
+    endpoint, key = _account(arm, storage)
+    make_rg(arm)
+    make_env(aca)
+    azure_file = {"accountName": ACCOUNT, "accountKey": key, "shareName": SHARE, "accessMode": "ReadWrite"}
+    aca.managed_environments_storages.create_or_update(
+        "rg-acagpu-t1", "cae-acagpu-t1", "out", {"properties": {"azureFile": azure_file}}
+    )
+    write = 'echo "$ACAGPU_SHARD_INDEX" > "$ACAGPU_OUTPUT_DIR/i.txt"'
+    share = share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    for folder in ("r1", "r1/0", "r1/1"):  # each shard's folder made before its start, as a client does
+        share.create_directory(folder)
+    container = {"name": "main", "image": test_image, "command": ["sh", "-c", write],
+                 "resources": {"cpu": 0.5, "memory": "1Gi"},
+                 "volumeMounts": [{"volumeName": "out", "mountPath": "/out"}]}  # fmt: skip
+    job = {
+        "location": "eastus",
+        "properties": {
+            "environmentId": env_id(server.subscription, "rg-acagpu-t1", "cae-acagpu-t1"),
+            "configuration": {
+                "triggerType": "Manual",
+                "replicaTimeout": 86400,
+                "replicaRetryLimit": 0,
+                "manualTriggerConfig": {"parallelism": 1, "replicaCompletionCount": 1},
+            },
+            "template": {
+                "containers": [container],
+                "volumes": [{"name": "out", "storageType": "AzureFile", "storageName": "out"}],
+            },
+        },
+    }
+    aca.jobs.begin_create_or_update("rg-acagpu-t1", "fan", job).result()
+    names = []
+    for shard in range(2):
+        env = [{"name": "ACAGPU_SHARD_INDEX", "value": str(shard)},
+               {"name": "ACAGPU_OUTPUT_DIR", "value": f"/out/r1/{shard}"}]  # fmt: skip
+        override = {"containers": [{**container, "env": env}]}
+        names.append(aca.jobs.begin_start("rg-acagpu-t1", "fan", template=override).result().name)
+
+    def done() -> bool:
+        found = [aca.job_execution("rg-acagpu-t1", "fan", n).status for n in names]
+        return all(s in ("Succeeded", "Failed") for s in found) and found
+
+    wait_for(done, timeout=60, what="both executions ended")
+    found = [aca.job_execution("rg-acagpu-t1", "fan", n).as_dict()["properties"] for n in names]
+    assert [f["status"] for f in found] == ["Succeeded"] * 2, [f.get("reason") for f in found]
+    time.sleep(0.1)
+    written = download_tree(ACCOUNT, key, SHARE, "r1", tmp_path, endpoint=endpoint, verify=server.ca_bundle)
+    assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written] == [
+        ("0/i.txt", "0\n"), ("1/i.txt", "1\n")
+    ]  # fmt: skip
