@@ -24,7 +24,7 @@ from typing import Any
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog, resolve_profile
 from aca_gpu.resources import data_path
-from aca_gpu.units import per_second
+from aca_gpu.units import duration_text, per_second
 
 
 def default_cache_path() -> Path:
@@ -288,12 +288,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def _duration(seconds: float) -> str:
-    """90 s, 30 min, 2.5 h: the unit a person reads a cost line in."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
+    """The one duration text (units.duration_text)."""
+    return duration_text(seconds)
 
 
 def run_spend(

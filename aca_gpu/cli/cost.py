@@ -27,13 +27,18 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
             if subscription:
                 print(f"subscription {subscription}", file=stream)
             print(_cost_table(group, stream), file=stream)
-        for r in runs:
-            if r["note"]:
-                print(f"{r['run_id']}: {r['note']}", file=stream)
+        for note, named in _notes(runs):  # one sentence once, with the runs it is about
+            print(f"{', '.join(named)}: {note}", file=stream)
         tables = _tables(runs)
         if tables:
             print(f"estimate: acagpu's list-price estimate at each run's end ({tables})", file=stream)
     print(f"billed: Azure Cost Management (ActualCost). {doc['data_delay']}.", file=stream)
+    limit = doc.get("tolerance") or {}
+    if limit:
+        print(
+            f"flagged: billed over the estimate by more than {limit['pct']:g} % and ${limit['usd']:g}",
+            file=stream,
+        )
 
 
 def _cost_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
@@ -50,6 +55,14 @@ def _cost_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
     ]
     headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", "DIFF", "STATUS"]
     return table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "DIFF"))
+
+
+def _notes(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    found: dict[str, list[str]] = {}
+    for r in runs:
+        if r["note"]:
+            found.setdefault(r["note"], []).append(r["run_id"])
+    return list(found.items())
 
 
 def _tables(runs: list[dict[str, Any]]) -> str:

@@ -195,6 +195,7 @@ def _script_env(settings: Settings, req: InstallRequest, subs: Sequence[str]) ->
         env["ACAGPU_GUARD_SUBSCRIPTIONS"] = ",".join(subs[1:])
     if req.notify:  # the URL itself travels as a job secret (create_scheduled_job's secret_env)
         env["ACAGPU_GUARD_PRICES"] = json.dumps(_hourly_prices(), separators=(",", ":"))
+        env["ACAGPU_GUARD_NODES"] = ",".join(_node_aliases())  # dedicated: the node bills its age
     if settings.arm_endpoint:  # a sovereign cloud or the emulator: the script calls the same ARM
         env["ACAGPU_ARM_ENDPOINT"] = settings.arm_endpoint
     return env
@@ -213,6 +214,13 @@ def _hourly_prices() -> dict[str, float]:
         except AcaGpuError:
             continue
     return prices
+
+
+def _node_aliases() -> list[str]:
+    """The aliases of dedicated profiles, whose node bills the group's whole age (spend.so_far)."""
+    from aca_gpu.gpu.profiles import resolve_profile, valid_aliases
+
+    return [alias for alias in valid_aliases() if not resolve_profile(alias).serverless]
 
 
 def status(settings: Settings, *, limit: int = 10) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aca_gpu.errors import BadInput
+from aca_gpu.units import usd_text
 
 TIMEOUT_S = 10.0
 SCHEMA = 1
@@ -126,7 +127,7 @@ def reap_message(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     lines = []
     for i in items:
         spend = i["spend_usd_estimate"]
-        money = f", ≈${spend:.2f}" if isinstance(spend, int | float) else ""
+        money = f", ≈{usd_text(spend)}" if isinstance(spend, int | float) else ""
         error = f" — {i['error']}" if i["error"] else ""
         lines.append(f"• {i['status']} `{i['resource_group']}` ({_age(i['age_seconds'])}{money}){error}")
     prices = doc.get("prices")

@@ -32,6 +32,7 @@ from aca_gpu.naming import (
     parse_iso_utc,
 )
 from aca_gpu.output import NullProgress, Progress
+from aca_gpu.units import usd_text
 from aca_gpu.workflow.envs import runs_inside
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
 from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
@@ -342,7 +343,7 @@ def render_text(report: ReapReport, *, subscriptions: bool = False) -> str:
         if subscription:
             lines.append(f"subscription {subscription}")
         for item in items:
-            spend = f"  ~${item.spend_usd:.2f}" if item.spend_usd is not None else ""
+            spend = f"  ~{usd_text(item.spend_usd)}" if item.spend_usd is not None else ""
             lines.append(f"{item.status:<13} {item.resource_group:<28} {item.reason}{spend}")
             if item.error:
                 lines.append(f"{'':<13} error: {item.error}")
@@ -360,7 +361,7 @@ def render_markdown(report: ReapReport) -> str:
     title = "## acagpu reap (dry run)" if report.dry_run else "## acagpu reap"
     rows = [title, "", "| resource group | status | reason | est. spend |", "|---|---|---|---|"]
     for item in report.items:
-        spend = f"${item.spend_usd:.2f}" if item.spend_usd is not None else "–"
+        spend = usd_text(item.spend_usd) if item.spend_usd is not None else "–"
         reason = item.reason + (f" ({item.error})" if item.error else "")
         rows.append(f"| `{item.resource_group}` | {item.status} | {reason} | {spend} |")
     if not report.items:

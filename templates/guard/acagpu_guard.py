@@ -311,7 +311,8 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
             log({"event": "error", "message": f"could not record the summary on {own}: {exc}"})
     url = env.get("ACAGPU_NOTIFY", "").strip()
     if url and acted:
-        notify(url, notify_message(dry_run, counts, acted, _prices(env)))
+        nodes = frozenset(a.strip() for a in env.get("ACAGPU_GUARD_NODES", "").split(",") if a.strip())
+        notify(url, notify_message(dry_run, counts, acted, _prices(env), nodes))
     return EXIT_INCOMPLETE if counts["failed"] else 0
 
 
@@ -352,6 +353,11 @@ def _sweep_subscription(
             counts["skipped"] += 1
             log(event | {"status": "skipped"})
             continue
+        if tags.get(TAG_KIND) != KIND_ENV:  # a run: priced as acagpu prices it, before it goes
+            try:
+                fact["replica_seconds"] = round(replica_seconds(arm, sub, name, _age(tags, now), now), 1)
+            except ArmFailure:
+                fact["replica_seconds"] = None  # unknown, never a confident $0.00
         if dry_run:
             counts["would-delete"] += 1
             log(event | {"status": "would-delete"})
@@ -387,6 +393,34 @@ def _sweep_subscription(
         acted.append(fact | {"status": "deleted"})
 
 
+def execution_seconds(start_time: Any, end_time: Any, now: datetime) -> float:
+    """One execution's replica life so far from ARM's start and end times: acagpu's own rule
+    (workflow/spend/so_far.execution_seconds; tests/unit/test_guard_rules.py keeps them equal)."""
+    start = parse_iso_utc(str(start_time or ""))
+    if start is None:
+        return 0.0
+    end = parse_iso_utc(str(end_time or "")) or now
+    return max(0.0, (end - start).total_seconds())
+
+
+def replica_seconds(arm: Arm, sub: str, group: str, age: int | None, now: datetime) -> float:
+    """What `acagpu status` counts for a group: every job execution's life, and the group's age for
+    an app that is not stopped (an upper bound, as acagpu's); read before the group's apps go."""
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    seconds = 0.0
+    for app in arm.pages(f"{base}/containerApps", APP_API):
+        props = app.get("properties") or {}
+        scale = (props.get("template") or {}).get("scale") or {}
+        if str(props.get("runningStatus") or "").lower() != "stopped" and scale.get("maxReplicas"):
+            seconds += float(age or 0)
+    for job in arm.pages(f"{base}/jobs", APP_API):
+        path = f"{base}/jobs/{urllib.parse.quote(str(job['name']))}/executions"
+        for item in arm.pages(path, APP_API):
+            props = item.get("properties") or {}
+            seconds += execution_seconds(props.get("startTime"), props.get("endTime"), now)
+    return seconds
+
+
 def _age(tags: dict[str, str], now: datetime) -> int | None:
     created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
     return None if created is None else max(0, round((now - created).total_seconds()))
@@ -403,8 +437,17 @@ def _prices(env: dict[str, str]) -> dict[str, float]:
 # ---- the message to a Slack or Teams incoming webhook (acagpu's --notify shape) ----------------
 
 
+def usd_text(usd: float) -> str:
+    """acagpu's one money text (aca_gpu/units.usd_text): cents from a cent up, four decimals below."""
+    return f"${usd:.4f}" if usd != 0 and abs(usd) < 0.01 else f"${usd:.2f}"
+
+
 def notify_message(
-    dry_run: bool, counts: dict[str, int], acted: list[dict[str, Any]], prices: dict[str, float]
+    dry_run: bool,
+    counts: dict[str, int],
+    acted: list[dict[str, Any]],
+    prices: dict[str, float],
+    nodes: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """`text` for the chat, the facts under `acagpu`; names, ages and dollars only, no secret."""
     items = []
@@ -412,10 +455,13 @@ def notify_message(
     for fact in acted:
         age = fact.get("age_seconds")
         gpu = (fact.get("gpu") or "").split(",")[0]
-        usd = round(prices[gpu] * age / 3600, 2) if gpu in prices and isinstance(age, int) else None
+        # acagpu's one spend figure: replica lifetimes; a dedicated node bills its whole age
+        billed = age if gpu in nodes else fact.get("replica_seconds")
+        priced = gpu in prices and isinstance(billed, int | float)
+        usd = round(prices[gpu] * billed / 3600, 4) if priced else None
         items.append(fact | {"spend_usd_estimate": usd})
         when = f"{age / 3600:.1f}h old" if isinstance(age, int) else "age unknown"
-        money = f", ≈${usd:.2f}" if usd is not None else ""
+        money = f", ≈{usd_text(usd)}" if usd is not None else ""
         error = f" — {fact['error']}" if fact.get("error") else ""
         lines.append(
             f"• {fact['status']} `{fact.get('resource_group', fact['subscription'])}` ({when}{money}){error}"

@@ -123,3 +123,27 @@ def test_permission_rule_is_arms() -> None:
     assert not guard.allowed(contributor, guard.ASSIGN)
     assert guard.allowed(contributor, "Microsoft.App/jobs/write")
     assert not guard.allowed([], guard.ASSIGN)
+
+
+SPANS = [
+    ("2026-11-22T11:00:00Z", "2026-11-22T11:01:30Z"),  # ended: its whole life
+    ("2026-11-22T11:59:00Z", None),  # running: until now
+    (None, None),  # never started: nothing
+    ("2026-11-22T12:00:05Z", None),  # a clock ahead of this one: never negative
+    ("2026-11-22T11:59:59.5+00:00", "2026-11-22T12:00:00.25+00:00"),  # ARM's fractional form
+]
+
+
+@pytest.mark.parametrize(("start", "end"), SPANS)
+def test_script_prices_an_execution_like_status(start: str | None, end: str | None) -> None:
+    """One spend figure: the guard's notification counts an execution's life as status and reap do."""
+    from aca_gpu.workflow.spend.so_far import execution_seconds
+
+    assert SCRIPT.execution_seconds(start, end, NOW) == execution_seconds(start, end, NOW)
+
+
+def test_script_writes_money_like_acagpu() -> None:
+    from aca_gpu.units import usd_text
+
+    for usd in (0.0, 0.0022, 0.0099, 0.01, 0.026, 3.77, 12.4):
+        assert SCRIPT.usd_text(usd) == usd_text(usd)

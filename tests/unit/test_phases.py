@@ -34,6 +34,8 @@ def test_the_recorded_pull_message_reads_in_milliseconds() -> None:
         "seconds": 0.826,
         "bytes": None,  # that kubelet did not say the size
         "mb_per_s": None,
+        "how": "pulled",
+        "from": "mcr.microsoft.com",
     }
     assert phases["container_start_s"] == 0.0  # pulled and started within the same second
 
@@ -48,6 +50,8 @@ def test_a_size_gives_the_rate_and_other_owners_do_not_count() -> None:
         "seconds": 20.0,
         "bytes": 2940000000,
         "mb_per_s": 147.0,
+        "how": "pulled",
+        "from": "r.azurecr.io",
     }
     events = [
         {
@@ -160,9 +164,12 @@ def test_each_container_gets_the_platforms_phases_else_the_clients() -> None:
 
 def test_one_line_per_container() -> None:
     probe, tester = (phase_text(p) for p in container_phases(WARM_ROW).values())
-    assert probe == "scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; ready after 80s"
-    assert tester == "scheduling 4.5s, pull 158s, run 58s"
-    assert phase_text({"pull_s": 900.0, "pull_bytes": 250e6}) == "pull 15.0m (250 MB)"
+    assert (
+        probe
+        == "scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); ready after 80s (wall clock)"
+    )
+    assert tester == "scheduling 4.5s, pull 2m38s, run 58s (platform clock)"
+    assert phase_text({"pull_s": 900.0, "pull_bytes": 250e6}) == "pull 15m00s (250 MB) (platform clock)"
     assert pull_text(WARM_ROW) == "pull 72s (1.6 GB, 22.4 MB/s)"
     assert (
         pull_text({**WARM_ROW, "location": "swedencentral"})
@@ -190,14 +197,14 @@ def _up_doc(row: dict[str, Any]) -> dict[str, Any]:
 
 def test_up_prints_each_containers_phases_under_the_runs() -> None:
     lines = render_up(_up_doc(WARM_ROW)).splitlines()
-    assert "  phases         preflight 0s, probe and test 2m, teardown 2s" in lines
+    assert "  phases         preflight 0.4s, probe and test 2m20s, teardown 2.0s (wall clock)" in lines
     assert (
-        "  probe          scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; "
-        "ready after 80s" in lines
+        "  probe          scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); "
+        "ready after 80s (wall clock)" in lines
     )
-    assert "  tester         scheduling 4.5s, pull 158s, run 58s" in lines
+    assert "  tester         scheduling 4.5s, pull 2m38s, run 58s (platform clock)" in lines
     cold = render_up(_up_doc(COLD_ROW)).splitlines()
-    assert "  probe          run 2.0s; ready after 95s" in cold
+    assert "  probe          run 2.0s (platform clock); ready after 95s (wall clock)" in cold
     markdown = render_up_markdown(_up_doc(WARM_ROW))
     assert "| probe phases | scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s" in markdown
 
@@ -212,17 +219,19 @@ def test_validate_prints_every_pairs_phases() -> None:
     at = lines.index("nvidia/cuda:12.4.1-runtime-ubuntu22.04 on t4:")
     assert (
         lines[at + 1]
-        == "  probe    scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s; ready after 80s"
+        == "  probe    scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); ready after 80s (wall clock)"
     )
-    assert lines[at + 2] == "  tester   scheduling 4.5s, pull 158s, run 58s"
+    assert lines[at + 2] == "  tester   scheduling 4.5s, pull 2m38s, run 58s (platform clock)"
     at = lines.index("nvidia/cuda:12.2.2-runtime-ubuntu22.04 on t4:")
     assert lines[at + 1 : at + 3] == [
-        "  probe    run 2.0s; ready after 95s",
-        "  tester   run 61s; ready after 30s",
+        "  probe    run 2.0s (platform clock); ready after 95s (wall clock)",
+        "  tester   run 61s (platform clock); ready after 30s (wall clock)",
     ]
-    assert lines[-1] == "phases: preflight 0s, 2 pairs 90s, teardown 2s"
+    assert lines[-1] == "phases: preflight 0.4s, 2 pairs 90s, teardown 2.0s (wall clock)"
     one = render_validate({**doc, "results": [WARM_ROW], "phases": {"total": 9.0, **WARM_ROW["phases"]}})
-    assert one.splitlines()[-1] == "phases: total 9s"  # the pair's own figures are on its lines
+    assert (
+        one.splitlines()[-1] == "phases: total 9.0s (wall clock)"
+    )  # the pair's own figures are on its lines
 
 
 def test_the_matrix_shows_where_each_image_pulled_slowly(tmp_path: Path) -> None:
@@ -238,3 +247,23 @@ def test_the_matrix_shows_where_each_image_pulled_slowly(tmp_path: Path) -> None
     assert "pull" not in cold  # no figure is better than a guessed one
     kept = report.pairs_from_document({**doc, "results": [{**WARM_ROW, "location": "eastus"}]})
     assert kept[0]["location"] == "eastus"  # a row that says where it ran keeps it
+
+
+def test_a_pull_says_how_the_image_arrived_and_the_driver_event_is_read() -> None:
+    """Cached (the kubelet's `already present`), streamed (a rate no full pull reaches) or pulled
+    from its registry; the GpuDriverInfo event names the host's driver, and its absence is said."""
+    cached = pull_of('Container image "nvidia/cuda:12.4.1-base-ubuntu22.04" already present on machine')
+    assert cached is not None and cached["how"] == "cached" and cached["from"] == "node"
+    streamed = pull_of(
+        'Successfully pulled image "a.azurecr.io/p/t:1" in 2.5s (2.5s including waiting). '
+        "Image size: 3300000000 bytes."
+    )
+    assert streamed is not None and streamed["how"] == "streamed" and streamed["from"] == "a.azurecr.io"
+    text = phase_text({"pull_s": 2.5, "pull_bytes": 3.3e9, "pull_mb_per_s": 1320.0, "pull_how": "pulled",
+                       "pull_from": "a.azurecr.io"})  # fmt: skip
+    assert "(3.3 GB, 1320 MB/s) pulled from a.azurecr.io" in text, text
+    base = {"TimeStamp": "2026-11-24T10:00:00Z", "JobName": "j", "Msg": ""}
+    said = phases_of([{**base, "Reason": "GpuDriverInfo", "Msg": "pod started, CUDA driver 580.159.04"}], "j")
+    assert said["gpu_driver"] == {"driver": "580.159.04", "source": "GpuDriverInfo event"}
+    silent = phases_of([{**base, "Reason": "AssigningReplica"}], "j")
+    assert silent["gpu_driver"] == {"driver": None, "source": "no GpuDriverInfo event"}

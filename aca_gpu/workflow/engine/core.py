@@ -104,6 +104,10 @@ class Interrupts:
             signal.signal(signal.SIGINT, previous)
 
 
+# the steps a runtime's create_place times (cold: group, environment; warm: the borrowed one, group)
+PLACE_STEPS = ("warm environment", "resource group", "environment")
+
+
 class Engine:
     """One run of a plan on a runtime; `run()` returns a RunOutcome and never raises AcaGpuError."""
 
@@ -249,7 +253,13 @@ class Engine:
         if not plan.existing:
             with self.phase("preflight"):
                 self.runtime.preflight(plan, self.progress)
-            self.runtime.create_place(plan, self.progress, self.outcome.resumed)
+            try:
+                self.runtime.create_place(plan, self.progress, self.outcome.resumed)
+            finally:  # the place's own steps (the group, the environment) are phases of the run
+                steps = getattr(self.progress, "phases", {})
+                for name in PLACE_STEPS:
+                    if name in steps:
+                        self.outcome.phases[name] = steps[name]
         label = "test run" if not plan.probe else "probe and test"
         if len(plan.pairs) > 1:
             label = f"{len(plan.pairs)} pairs"

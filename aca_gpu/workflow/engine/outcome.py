@@ -251,8 +251,19 @@ class PairOutcome:
             "error": self.error.as_dict() if self.error else None,
             "seconds": round(self.seconds, 1),
             "phases": self.phases,
+            "phase_clocks": phase_clocks(self.phases),
             "platform": self.platform,
         }
+
+
+WALL, PLATFORM = "wall", "platform"
+
+
+def phase_clocks(phases: dict[str, float]) -> dict[str, str]:
+    """Which clock each phase was read on: `wall`, timed by this client, or `platform`, the figure the
+    platform states itself (the kubelet's `pulled ... in 73.7s`). On Azure both run at one speed; an
+    emulator's platform runs on its scaled clock (`--time-scale`), so its figures are not wall time."""
+    return {name: PLATFORM if name.endswith("image pull") else WALL for name in phases}
 
 
 @dataclass(frozen=True)
@@ -391,6 +402,7 @@ class RunOutcome:
                 "tester_image": plan.tester_image,
                 "results": [p.as_dict() for p in self.pairs],
                 "phases": self._phases(),
+                "phase_clocks": phase_clocks(self._phases()),
                 "timings": dict(self.timings),
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),

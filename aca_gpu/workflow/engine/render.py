@@ -6,8 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from aca_gpu.output import Output, count_names
+from aca_gpu.units import duration_text, gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.outcome import RunOutcome
-from aca_gpu.workflow.engine.phases import container_phases, phase_text
+from aca_gpu.workflow.engine.phases import WALL_MARK, container_phases, phase_text
 from aca_gpu.workflow.notify import post, run_message
 
 
@@ -46,14 +47,8 @@ def finish(
 
 
 def _fmt_seconds(value: float | None) -> str:
-    if value is None:
-        return "?"
-    value = float(value)
-    if value < 120:
-        return f"{value:.0f}s"
-    if value < 7200:
-        return f"{value / 60:.0f}m"
-    return f"{value / 3600:.1f}h"
+    """The one duration text (units.duration_text)."""
+    return duration_text(value)
 
 
 def _compat_line(compat: dict[str, Any] | None) -> str:
@@ -64,8 +59,9 @@ def _compat_line(compat: dict[str, Any] | None) -> str:
 
 def _cost_line(cost: dict[str, Any]) -> str:
     usd = cost.get("usd_estimate")
-    money = f"≈ ${usd:.4f}" if isinstance(usd, int | float) else "price unknown"
-    return f"{cost.get('gpu_seconds', 0):.0f} GPU-seconds, {money} (estimate: {cost.get('basis', '')})"
+    money = f"≈ {usd_text(usd)}" if isinstance(usd, int | float) else "price unknown"
+    gpu = gpu_seconds_text(float(cost.get("gpu_seconds") or 0))
+    return f"{gpu}, {money} (estimate: {cost.get('basis', '')})"
 
 
 def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
@@ -122,7 +118,7 @@ def render_up(doc: dict[str, Any]) -> str:
         f"  tester result  {status}"
         + _tester_detail({**result, "reason": tester.get("reason") or result.get("reason")}),
         *(f"                 {line}" for line in tester.get("gpu_lines") or []),
-        "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in run_phases(doc).items()),
+        *_phases_row(doc),
         *(f"  {name:<15}{text}" for name, text in pair_phase_lines((doc.get("results") or [{}])[0])),
         f"  cost           {_cost_line(doc['cost'])}",
         f"  teardown       {doc['teardown'].get('status')}"
@@ -141,6 +137,16 @@ def render_up(doc: dict[str, Any]) -> str:
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def _phases_row(doc: dict[str, Any]) -> list[str]:
+    """The run's own phases on one line, on this client's clock; none when the run had none."""
+    phases = run_phases(doc)
+    if not phases:
+        return []
+    return [
+        "  phases         " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in phases.items()) + " " + WALL_MARK
+    ]
 
 
 def run_phases(doc: dict[str, Any]) -> dict[str, float]:
@@ -180,7 +186,7 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
     several_gpus = len({a.get("gpu") for a in attempts}) > 1  # `--gpu a100,t4` fell back
     for index, a in enumerate(attempts):
         usd = (a.get("cost") or {}).get("usd_estimate")
-        spent = f", ~${usd:.2f}" if isinstance(usd, (int, float)) else ""
+        spent = f", ~{usd_text(usd)}" if isinstance(usd, (int, float)) else ""
         why = f": {a['reason'][:160]}" if a.get("reason") else ""
         lines.append(
             f"{label if index == 0 else pad}{a['region']}"
@@ -209,7 +215,8 @@ def render_validate(doc: dict[str, Any]) -> str:
         state += ", billing stopped"
     lines.append(f"teardown: {state}")
     lines += attempt_lines(doc, "regions: ")
-    lines.append("phases: " + ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in run_phases(doc).items()))
+    shown = ", ".join(f"{k} {_fmt_seconds(v)}" for k, v in run_phases(doc).items())
+    lines.append(f"phases: {shown} {WALL_MARK}")
     return "\n".join(lines)
 
 
@@ -258,7 +265,7 @@ def render_status(doc: dict[str, Any]) -> str:
     lines = [header]
     for run in runs:
         usd = run["cost"].get("usd_estimate")
-        spend = f"≈${usd:.2f}" if isinstance(usd, int | float) else "?"
+        spend = f"≈{usd_text(usd)}" if isinstance(usd, int | float) else "?"
         expires = run.get("expires_in_seconds")
         exp_txt = "expired" if expires is not None and expires <= 0 else _fmt_seconds(expires)
         lines.append(

@@ -25,9 +25,20 @@ def ledger_path() -> Path:
     return (Path(base) if base else Path.home() / ".cache" / "acagpu") / "runs.jsonl"
 
 
+PUBLIC_ARM = "https://management.azure.com"
+
+
+def arm_of(endpoint: str | None) -> str:
+    """Which cloud a line belongs to: its ARM endpoint (an emulator's differs at every start, and
+    every emulator answers with the same subscription id, so the id alone would mix them)."""
+    return (endpoint or PUBLIC_ARM).rstrip("/").lower()
+
+
 def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
     """Append one line per attempt that ran anything; never fails the run for a disk problem."""
     subscription = str(getattr(cloud, "subscription_id", "") or "")
+    settings = getattr(getattr(cloud, "clients", None), "settings", None)
+    arm = arm_of(getattr(settings, "arm_endpoint", None))
     profile = outcome.plan.pairs[0].profile
     table = cost.load_prices()
     lines = []
@@ -40,6 +51,7 @@ def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
             {
                 "run_id": outcome.plan.run_id,
                 "subscription": subscription,
+                "arm": arm,
                 "resource_group": attempt.resource_group,
                 "location": attempt.region,
                 "profile": profile.type,

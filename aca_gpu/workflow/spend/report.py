@@ -4,12 +4,16 @@ The estimate is what the run printed at its end (the local ledger); the bill is 
 ActualCost for the run's resource groups, grouped by the `acagpu:run-id` tag. Both are summed per
 run. A run may be:
 - `billed`: both known; `difference_usd` is billed minus estimate;
-- `billed-over-estimate`: billed more than ESTIMATE_TOLERANCE above the estimate: time Azure billed
-  that acagpu never saw running (a replica stalled between its image pull and its container start,
-  as users reported on A100 jobs), or prices that changed;
+- `billed-over-estimate`: billed more than the tolerance above the estimate (TOLERANCE_PCT of the
+  estimate AND TOLERANCE_USD, both: a warm run's cents differ by fractions of a cent that say
+  nothing): time Azure billed that acagpu never saw running (e.g. a replica that stalled between its
+  image pull and its container start, as users reported on A100 jobs), or prices that changed;
 - `too-recent`: no bill yet and the run ended inside Cost Management's data delay (up to a day);
 - `not-billed`: no bill though the delay has passed;
 - `no-estimate`: billed, but this machine has no record of the run (made elsewhere, e.g. CI).
+
+Only this cloud's runs are set beside its bill: a ledger line names its ARM endpoint (`arm`), and an
+emulator (a new endpoint at every start, one subscription id for all) never lists another's runs.
 
 The subscriptions come as a list, so a caller that found them by other means (every subscription the
 credential sees) hands them in unchanged; one query per subscription.
@@ -24,7 +28,13 @@ from typing import Any
 from aca_gpu.config import Settings
 from aca_gpu.workflow.spend import ledger
 
-ESTIMATE_TOLERANCE = 0.10  # billed this far above the estimate is flagged
+# Billed above the estimate by more than both is flagged (docs/costs.md says why these figures)
+TOLERANCE_PCT = 10.0  # the client sees a container at its next look; prices may change meanwhile
+TOLERANCE_USD = 0.01  # a cent: differences below it are the rounding of seconds, not a finding
+OVER_NOTE = (
+    "billed more than estimated, past the tolerance: Azure billed time acagpu did not see running "
+    "(e.g. a replica that stalled between its image pull and its container start), or prices changed"
+)
 DELAY_NOTE = (
     "Cost Management's data arrive 8 to 24 hours after the usage: runs newer than a day may show "
     "part of their bill, or none yet"
@@ -60,8 +70,11 @@ def cost_report(
             run = _run(runs, row.subscription, row.run_id or f"(untagged) {row.resource_group}")
             run["billed_usd"] = (run["billed_usd"] or 0.0) + row.usd
             run["resource_groups"].add(row.resource_group.lower())
+    here = ledger.arm_of(settings.arm_endpoint)
     for line in ledger.read():
         if line.get("subscription") not in queried or (run_ids and line["run_id"] not in run_ids):
+            continue
+        if ledger.arm_of(line.get("arm")) != here:  # another cloud's run (another emulator)
             continue
         ended = _parse(line.get("ended_at"))
         if ended is None or ended < start:
@@ -89,6 +102,11 @@ def cost_report(
             "billed_usd": round(sum(r["billed_usd"] or 0.0 for r in out), 6),
         },
         "flagged": flagged,
+        "tolerance": {
+            "pct": TOLERANCE_PCT,
+            "usd": TOLERANCE_USD,
+            "rule": "flagged when billed exceeds the estimate by more than both",
+        },
         "warnings": warnings,
     }
 
@@ -117,6 +135,12 @@ def _parse(text: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def past_tolerance(estimate: float, billed: float) -> bool:
+    """Billed above the estimate by more than TOLERANCE_PCT of it and more than TOLERANCE_USD."""
+    over = billed - estimate
+    return over > TOLERANCE_USD and over > estimate * TOLERANCE_PCT / 100
+
+
 def _judge(run: dict[str, Any], now: datetime, delay: timedelta) -> dict[str, Any]:
     est, billed = run["estimate_usd"], run["billed_usd"]
     ended = _parse(run["ended_at"])
@@ -127,12 +151,8 @@ def _judge(run: dict[str, Any], now: datetime, delay: timedelta) -> dict[str, An
         note = "no bill yet: " + DELAY_NOTE if recent else "Cost Management shows no charge for this run"
     elif est is None:
         status, note = "no-estimate", "billed; this machine has no record of the run's estimate"
-    elif billed > est * (1 + ESTIMATE_TOLERANCE):
-        status = "billed-over-estimate"
-        note = (
-            f"billed ${diff:.4f} more than estimated: Azure billed time acagpu did not see running "
-            "(e.g. a replica stalled between its image pull and its container start)"
-        )
+    elif past_tolerance(est, billed):
+        status, note = "billed-over-estimate", OVER_NOTE
     else:
         status = "billed"
         note = "may still grow: " + DELAY_NOTE if recent else ""
