@@ -1,0 +1,78 @@
+"""Many executions of one job, each with its own template env, through the real azure-mgmt-appcontainers
+client: what `acagpu run --shards` relies on (aca-2026.md §11: one execution per shard)."""
+
+from __future__ import annotations
+
+import requests
+from azure.mgmt.appcontainers import ContainerAppsAPIClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+
+from aca_gpu.emulator.providers.app.responses import EXECUTIONS_PAGE
+from aca_gpu.emulator.server import EmulatorServer
+from tests.emulator.fanout_helpers import JOB, RG, console, fan_job, start_shard, wait_statuses
+from tests.emulator.helpers import make_env, make_rg
+
+
+def test_fifty_concurrent_executions_each_run_with_their_own_template_env(
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    line = (
+        'echo "shard=$ACAGPU_SHARD_INDEX exec=$CONTAINER_APP_JOB_EXECUTION_NAME"'
+        ' job="$CONTAINER_APP_JOB_NAME"; '
+        "sleep 8"
+    )
+    body = fan_job(server.subscription, command=["sh", "-c", line])
+    aca.jobs.begin_create_or_update(RG, JOB, body).result()  # type: ignore[call-overload]
+    names = [start_shard(aca, body, i) for i in range(50)]
+    assert len(set(names)) == 50
+
+    # all fifty at once: the executions of one job do not wait for each other
+    running = wait_statuses(aca, names, ("Running",), timeout=2)
+    assert set(running.values()) == {"Running"}
+    # each execution answers the template it was started with (the client's token comes back)
+    for i in (0, 17, 49):
+        got = aca.job_execution(RG, JOB, names[i])
+        env = {e.name: e.value for e in got.template.containers[0].env}  # type: ignore[union-attr]
+        assert env["ACAGPU_SHARD_TOKEN"] == f"tok-{i}" and env["ACAGPU_SHARD_INDEX"] == str(i)
+        # only what Azure records in an execution's template besides the caller's own
+        assert {k for k in env if k.startswith("CONTAINER_APP_")} == {
+            "CONTAINER_APP_JOB_NAME", "CONTAINER_APP_JOB_EXECUTION_NAME", "CONTAINER_APP_REPLICA_NAME"
+        }  # fmt: skip
+    listed = {
+        str(e.name): {v.name: v.value for v in e.template.containers[0].env}  # type: ignore[union-attr]
+        for e in aca.jobs_executions.list(RG, JOB)
+    }
+    assert {listed[n]["ACAGPU_SHARD_TOKEN"] for n in names} == {f"tok-{i}" for i in range(50)}
+
+    ended = wait_statuses(aca, names, ("Succeeded", "Failed"), timeout=90)
+    assert set(ended.values()) == {"Succeeded"}, ended
+    for i, name in enumerate(names):
+        assert f"shard={i} exec={name} job={JOB}" in console(server, name)
+
+
+def test_execution_listing_pages_with_next_link_and_the_sdk_pager_follows_it(
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    body = fan_job(server.subscription, command=["sleep", "1"])
+    aca.jobs.begin_create_or_update(RG, JOB, body).result()  # type: ignore[call-overload]
+    count = 2 * EXECUTIONS_PAGE + 30
+    names = [start_shard(aca, body, i) for i in range(count)]
+
+    path = f"/subscriptions/{server.subscription}/resourceGroups/{RG}/providers/Microsoft.App/jobs/{JOB}"
+    path += "/executions"
+    first = requests.get(
+        server.endpoint + path,
+        params={"api-version": "2025-01-01"},
+        headers={"Authorization": f"Bearer {server.token}"},
+        verify=server.ca_bundle,
+        timeout=30,
+    ).json()
+    assert len(first["value"]) == EXECUTIONS_PAGE and "$skipToken" in first["nextLink"]
+    assert first["nextLink"].startswith(server.endpoint + path + "?")
+
+    seen = [str(e.name) for e in aca.jobs_executions.list(RG, JOB)]
+    assert sorted(seen) == sorted(names) and len(seen) == count  # every one once, over three pages
