@@ -65,13 +65,18 @@ def test_bad_input(kw: dict[str, object], fragment: str) -> None:
 
 def test_predict_uses_last_seen_driver_then_bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path))
-    plan = _plan(images=("nvidia/cuda:12.8.0-runtime-ubuntu24.04",))
+    plan = _plan(images=("nvidia/cuda:13.1.0-runtime-ubuntu24.04",))
     pair = plan.pairs[0]
     doc = v.predict(pair, "eastus", None, None)
-    assert doc["driver_version"] == drivers.BUNDLED_DRIVER  # 535 cannot run 12.8 natively
+    assert doc["driver_version"] == drivers.BUNDLED_DRIVER == "580.159.04"  # R580 runs CUDA <= 13.0
     assert doc["verdict"] in ("minor-compat", "incompatible")
-    assert doc["driver_source"].startswith("bundled")
-    drivers.remember_driver(pair.profile.type, "westus", "570.133.20")
+    assert (
+        doc["driver_source"].startswith("bundled: GpuDriverInfo event")
+        and "2026-09-18" in doc["driver_source"]
+    )
+    twelve = _plan(images=("nvidia/cuda:12.8.0-runtime-ubuntu24.04",)).pairs[0]
+    assert v.predict(twelve, "eastus", None, None)["verdict"] == "ok"  # 535.54.03 (the old default) said no
+    drivers.remember_driver(pair.profile.type, "westus", "590.48.01", how="GpuDriverInfo event")
     doc = v.predict(pair, "eastus", None, None)
     assert doc["verdict"] == "ok" and "another region" in doc["driver_source"]
     drivers.remember_driver(pair.profile.type, "eastus", "535.54.03")
