@@ -29,12 +29,7 @@ def _line(doc: dict[str, Any]) -> str:
         f"{doc['name']:<14} {doc['state']:<8} {doc['location']:<14} {profiles}  runs: {runs}  "
         f"last used {doc.get('last_used')}  {expiry}  {cost}"
     )
-    text += f"  ({doc['error']})" if doc.get("error") else ""
-    staged = doc.get("staged") or {}
-    for item in staged.get("images") or []:
-        size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
-        text += f"\n  staged {item['image']} -> {item['staged_as']}{size}"
-    return text
+    return text + (f"  ({doc['error']})" if doc.get("error") else "")
 
 
 def _render(docs: list[dict[str, Any]]) -> Any:

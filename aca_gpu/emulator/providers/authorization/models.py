@@ -41,11 +41,6 @@ BUILT_IN: dict[str, tuple[str, list[str], list[str]]] = {
         ["Microsoft.Authorization/roleAssignments/*", "*/read"],
         [],
     ),
-    "7f951dda-4ed3-4680-a7ca-43fe172d538d": (
-        "AcrPull",
-        ["Microsoft.ContainerRegistry/registries/pull/read"],
-        [],
-    ),
 }
 
 
@@ -182,11 +177,7 @@ def known_principal(ctx: Ctx, principal: str, admin: str) -> bool:
     return principal == admin or principal in ctx.state.principals
 
 
-def put_assignment(
-    ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin: str, scope: str | None = None
-) -> dict[str, Any]:
-    """An assignment at subscription scope, or at `scope` (a resource: a registry's AcrPull)."""
-    scope = scope or sub_scope(ctx)
+def put_assignment(ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin: str) -> dict[str, Any]:
     props = body.get("properties") or {}
     role_id = str(props.get("roleDefinitionId") or "")
     principal = str(props.get("principalId") or "")
@@ -216,15 +207,14 @@ def put_assignment(
             raise ArmError("The role assignment already exists.", code="RoleAssignmentExists", status=409)
     now = iso_z()
     doc = {
-        "id": f"{scope}/providers/{NS}/roleAssignments/{guid.lower()}",
+        "id": f"{sub_scope(ctx)}/providers/{NS}/roleAssignments/{guid.lower()}",
         "name": guid.lower(),
         "type": f"{NS}/roleAssignments",
-            and str(p.get("scope") or "").lower() == scope.lower()
         "properties": {
             "roleDefinitionId": definition_id(ctx, role_guid.lower()),
             "principalId": principal,
             "principalType": str(props.get("principalType") or "ServicePrincipal"),
-            "scope": scope,
+            "scope": sub_scope(ctx),
             "createdOn": now,
             "updatedOn": now,
             "createdBy": caller,
@@ -319,7 +309,3 @@ def refuse(ctx: Ctx, principal: str, action: str) -> AuthorizationFailed:
         f"action '{action}' over scope '{sub_scope(ctx)}' or the scope is invalid. If access was recently "
         "granted, please refresh your credentials."
     )
-    low = [p.lower() for p in parts]
-    if "providers" in low and len(parts) > low.index("providers") + 2:  # an extension resource
-        at = low.index("providers")  # (a role assignment on a registry is Microsoft.Authorization's)
-        return _provider_action(parts[at + 1], parts[at + 2 :], method, verb)
