@@ -343,7 +343,7 @@ class Recorder:
                 "schema": 1,
                 "acagpu": __version__,
                 "command": command,
-                "argv": [self.sanitizer.text(a) for a in replay_argv(argv or [])],
+                "argv": scrub_argv(replay_argv(argv or []), self.sanitizer),
                 "exit_code": exit_code,
                 "exchanges": self.count,
                 "subscription": found.group(1) if found else ZERO_GUID,
@@ -351,8 +351,8 @@ class Recorder:
             (self.folder / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
-# options that say where a run went, not what it did: a replay chooses its own
-WHERE_FLAGS = {"--emulator": 0, "--time-scale": 1, "--record": 1, "--subscription": 1}
+# options that say where a run went (or its notification), not what it did: a replay chooses its own
+WHERE_FLAGS = {"--emulator": 0, "--time-scale": 1, "--record": 1, "--subscription": 1, "--notify": 1}
 
 
 def replay_argv(argv: list[str]) -> list[str]:
@@ -367,6 +367,28 @@ def replay_argv(argv: list[str]) -> list[str]:
             skip = 0 if "=" in arg else WHERE_FLAGS[flag]
             continue
         out.append(arg)
+    return out
+
+
+# options whose value is a credential: a password, a webhook URL (Slack's and Teams' URLs are their
+# own secret), a token; `--secret-env NAME` and `--registry-password-env NAME` name a variable instead
+SECRET_FLAG = re.compile(r"^--[a-z-]*(password|passwd|token|secret|notify|webhook|key)(?!-env$)[a-z-]*$")
+
+
+def scrub_argv(argv: list[str], sanitizer: Sanitizer) -> list[str]:
+    """The command line as meta.json keeps it: each secret option's value replaced (`--password X`
+    and `--password=X` alike), the rest sanitized as free text."""
+    out: list[str] = []
+    secret_next = False
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if secret_next:
+            out.append(sanitizer.secret(arg))
+        elif eq and flag.startswith("--") and SECRET_FLAG.match(flag):
+            out.append(f"{flag}={sanitizer.secret(value)}")
+        else:
+            out.append(sanitizer.text(arg))
+        secret_next = not eq and arg.startswith("--") and bool(SECRET_FLAG.match(arg))
     return out
 
 

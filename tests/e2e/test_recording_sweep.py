@@ -5,7 +5,7 @@ signatures, passwords, bearer tokens) and by value (the emulator's storage keys,
 user's `--secret-env` value, the guard's webhook URL), none of which the recording may hold.
 
 Journeys: `up`; `up --keep`, `smi`, `exec` and `down`; `env create`, then `run --env` with
-`--create-share` and `--secret-env`; `validate`; `guard install --notify`.
+`--create-share` and `--secret-env`; `validate`; `guard install --notify`; `reap --notify`.
 """
 
 from __future__ import annotations
@@ -156,12 +156,13 @@ def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
         account = json.loads(ran.stdout)["shares"]["account"]
         record("validate", "validate", "--yes", "--image", IMAGE, "--gpu", "t4")
         record("guard", "guard", "install", "-l", "eastus", "--every", "1h", "--yes", "--notify", WEBHOOK)
+        record("reap", "reap", "--notify", WEBHOOK)  # a dry run: the URL is only in its arguments
         keys = _storage_keys(emu, account)
         known = [*keys, emu["ACAGPU_TOKEN"], SUBSCRIPTION, USER_SECRET, WEBHOOK, WEBHOOK.rsplit("/", 1)[1]]
 
     folders = sorted(p for p in recordings.iterdir() if p.is_dir())
     assert [p.name for p in folders] == sorted(
-        ["up", "up-keep", "smi", "exec", "down", "env-create", "run-env", "validate", "guard"]
+        ["up", "up-keep", "smi", "exec", "down", "env-create", "run-env", "validate", "guard", "reap"]
     )
     assert all((p / "recording.jsonl").stat().st_size > 0 for p in folders)
     assert "listKeys" in (recordings / "run-env" / "recording.jsonl").read_text(encoding="utf-8")

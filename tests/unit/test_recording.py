@@ -350,3 +350,18 @@ def test_an_entropy_judge_tells_keys_from_names() -> None:
         "a" * 60,
     ):
         assert not recording.looks_random(name)
+
+
+def test_meta_keeps_no_secret_argument(tmp_path: Path) -> None:
+    """meta.json's command line: a webhook is left out (a replay posts nowhere), a password replaced
+    in both spellings, a variable's name (`--secret-env NAME`) kept."""
+    rec = recording.Recorder(tmp_path)
+    argv = ["tags", "--password", "hunter22-Zq", "--notify", "https://hooks.slack.com/services/T1/B2/Zr8q",
+            "--api-token=tok-Qw9x7", "--secret-env", "MY_TOKEN", "repo/x"]  # fmt: skip
+    rec.finish("tags", 0, argv)
+    meta = (tmp_path / recording.META_FILE).read_text(encoding="utf-8")
+    for secret in ("hunter22-Zq", "hooks.slack.com", "Zr8q", "tok-Qw9x7"):
+        assert secret not in meta
+    args = json.loads(meta)["argv"]
+    assert args[:2] == ["tags", "--password"] and args[2].startswith("<secret-")
+    assert args[3].startswith("--api-token=<secret-") and args[4:] == ["--secret-env", "MY_TOKEN", "repo/x"]
