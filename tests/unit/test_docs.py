@@ -1,0 +1,76 @@
+"""The front page stays a front page, its links land, its exit codes are the code's, and the release
+is named in one place that `acagpu --version`, the changelog and the packaging agree on."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.version import Version
+
+from aca_gpu import __version__, errors
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CHANGELOG = ROOT / "CHANGELOG.md"
+# pages being written for this release; once one exists it is checked like any other link
+PENDING = {"docs/fanout.md", "docs/staging.md", "docs/run.md", "docs/costs.md", "docs/recordings.md"}
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")
+
+
+def _pages() -> list[Path]:
+    return [README, CHANGELOG, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_readme_is_a_front_page() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300, len(lines)
+    assert "<details>" not in "\n".join(lines)  # the --help dumps live in docs/commands.md
+
+
+def test_relative_links_land_on_a_file() -> None:
+    missing = []
+    for page in _pages():
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (page.parent / target).resolve()
+            relative = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+            if not path.exists() and relative not in PENDING:
+                missing.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not missing, missing
+
+
+def test_pending_pages_are_linked_from_the_front_page() -> None:
+    """Each page still to come is named on the front page, so it is checked once it lands."""
+    text = README.read_text(encoding="utf-8")
+    assert all(f"]({page})" in text for page in PENDING)
+
+
+def _exit_table(text: str) -> dict[int, str]:
+    return {int(code): meaning for code, meaning in re.findall(r"^\| (\d+) \| (.+?) \|$", text, re.M)}
+
+
+def test_exit_code_tables_are_the_codes_acagpu_uses() -> None:
+    codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
+    for page in (README, ROOT / "docs" / "exit-codes.md"):
+        assert set(_exit_table(page.read_text(encoding="utf-8"))) == codes, page.name
+
+
+def test_version_is_in_one_place() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    done = subprocess.run(
+        [sys.executable, "-m", "aca_gpu", "--version"], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["acagpu,", "version", __version__]
+
+
+def test_changelog_has_every_release_newest_first() -> None:
+    releases = re.findall(r"^## (\d+\.\d+\.\d+)\b", CHANGELOG.read_text(encoding="utf-8"), re.M)
+    assert releases[0] == __version__, releases  # the newest section is the version acagpu says
+    assert releases == sorted(releases, key=Version, reverse=True), releases
+    assert releases[-1] == "0.1.0" and len(set(releases)) == len(releases), releases
