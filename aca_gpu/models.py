@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 
@@ -223,6 +224,11 @@ class ExecutionInfo(Record):
     exit_codes: tuple[int, ...] = ()
     reason: str | None = None  # properties.reason / message: why the platform ended it, when it says
     message: str | None = None
+    # the execution's own template env (first container; values only, never a secretRef's): how a
+    # fan-out matches an execution to its shard by the token it was started with
+    env: Mapping[str, str] = field(default_factory=dict)
+    # each replica container's detailed status while it runs (AssigningReplica, PullingImage, ...)
+    states: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -287,6 +293,17 @@ class Cloud(Protocol):
     ) -> str: ...  # returns the execution name; `template`: this execution's own containers
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
+    def start_job_marked(
+        self, resource_group: str, job: str, template: Sequence[ContainerDef], *, key: str, token: str
+    ) -> str: ...  # a fan-out's start: the execution is found again by `key=token` in its env
+    def stop_execution(self, resource_group: str, job: str, execution: str) -> None: ...
+    def environment_usages(self, resource_group: str, environment: str) -> list[UsageInfo]: ...
+    def make_share_folders(
+        self, resource_group: str, account: str, share: str, folders: Sequence[str]
+    ) -> None: ...
+    def download_share_tree(
+        self, resource_group: str, account: str, share: str, prefix: str, dest: Path
+    ) -> list[Path]: ...  # the files written under dest (Azure Files data plane)
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
     def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None: ...

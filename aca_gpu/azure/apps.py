@@ -277,7 +277,37 @@ def execution_info(obj: Any) -> ExecutionInfo:
         exit_codes=_exit_codes(p),
         reason=_nonempty(p.get("reason")),
         message=_nonempty(p.get("message")),
+        env=_template_env(p),
+        states=_states(p),
     )
+
+
+def _template_env(p: Mapping[str, Any]) -> dict[str, str]:
+    """The first container's plain env values of an execution's own template."""
+    template = p.get("template")
+    containers = template.get("containers") if isinstance(template, Mapping) else None
+    first = containers[0] if isinstance(containers, list) and containers else None
+    env = first.get("env") if isinstance(first, Mapping) else None
+    entries = env if isinstance(env, list) else []
+    return {
+        str(e["name"]): str(e["value"])
+        for e in entries
+        if isinstance(e, Mapping) and e.get("name") and isinstance(e.get("value"), str)
+    }
+
+
+def _states(p: Mapping[str, Any]) -> tuple[str, ...]:
+    """detailedStatus.replicas[].containers[].status: where each replica's container is now."""
+    detailed = p.get("detailedStatus")
+    replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None
+    found: list[str] = []
+    for replica in replicas if isinstance(replicas, list) else []:
+        containers = replica.get("containers") if isinstance(replica, Mapping) else None
+        for container in containers if isinstance(containers, list) else []:
+            status = container.get("status") if isinstance(container, Mapping) else None
+            if isinstance(status, str) and status:
+                found.append(status)
+    return tuple(found)
 
 
 # ---- calls -----------------------------------------------------------------------------------

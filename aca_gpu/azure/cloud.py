@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources, storage
+from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources, shards, storage
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
@@ -200,6 +201,29 @@ class AzureCloud:
 
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]:
         return apps.list_executions(self.clients, resource_group, job)
+
+    def start_job_marked(
+        self, resource_group: str, job: str, template: Sequence[ContainerDef], *, key: str, token: str
+    ) -> str:
+        return shards.start_marked(
+            self.clients, resource_group, job, template, key=key, token=token, sleep=self._sleep
+        )
+
+    def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
+        shards.stop_execution(self.clients, resource_group, job, execution)
+
+    def environment_usages(self, resource_group: str, environment: str) -> list[UsageInfo]:
+        return shards.environment_usages(self.clients, resource_group, environment)
+
+    def make_share_folders(
+        self, resource_group: str, account: str, share: str, folders: Sequence[str]
+    ) -> None:
+        shards.make_folders(self.clients, resource_group, account, share, folders)
+
+    def download_share_tree(
+        self, resource_group: str, account: str, share: str, prefix: str, dest: Path
+    ) -> list[Path]:
+        return shards.download(self.clients, resource_group, account, share, prefix, dest)
 
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return preview.list_execution_replicas(self.clients, resource_group, job, execution)

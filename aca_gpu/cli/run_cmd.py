@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from aca_gpu.cli.fanout_cmd import fanout_options, is_fanout, run_fanout_command
 from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
+
+if TYPE_CHECKING:
+    from aca_gpu.workflow.workload.plan import RunRequest
 
 
 def render_run_plan(doc: dict[str, Any]) -> str:
@@ -69,8 +73,38 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> RunRequest:
+    """The RunRequest of `run`'s flags (one container, or each shard of a fan-out)."""
+    from aca_gpu.workflow.workload.plan import RunRequest
+
+    return RunRequest(
+        image=image,
+        command=command,
+        runtime=flags["runtime"],
+        gpu=flags["gpu"],
+        location=flags["location"],
+        regions=flags["regions"],
+        run_id=flags["run_id"],
+        ttl=flags["ttl"],
+        max_minutes=flags["max_minutes"],
+        start_timeout=flags["start_timeout"],
+        env=flags["env"],
+        secret_env=flags["secret_env"],
+        cpu=flags["cpu"],
+        memory=flags["memory"],
+        registry_identity=flags["registry_identity"],
+        registry_username=flags["registry_username"],
+        registry_password_env=flags["registry_password_env"],
+        gpus=flags["gpus"],
+        podman_gpu=flags["podman_gpu"],
+        env_name=flags["env_name"],
+        mounts=flags["mount"],
+        create_share=flags["create_share"],
+    )
+
+
 @click.command(context_settings={"allow_interspersed_args": False})
-@click.argument("image")
+@click.argument("image", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option(
     "--runtime",
@@ -143,8 +177,9 @@ def render_run_plan(doc: dict[str, Any]) -> str:
 @click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@fanout_options
 @output_options
-def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> None:
+def run(output: Output, image: str | None, command: tuple[str, ...], **flags: Any) -> None:
     """Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.
 
     Like `docker run`: stdout and stderr stream live, acagpu exits with the container's exit
@@ -156,36 +191,18 @@ def run(output: Output, image: str, command: tuple[str, ...], **flags: Any) -> N
     from aca_gpu.workflow.context import open_cloud, resolve_owner
     from aca_gpu.workflow.engine.warm_runtime import placed_plan
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
-    from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
+    from aca_gpu.workflow.workload.plan import make_run_spec
     from aca_gpu.workflow.workload.run import run_aca, run_local
 
-    settings = command_settings(flags["subscription"])
     if command[:1] == ("--",):  # `IMAGE -- COMMAND`: the separator is not part of the command
         command = command[1:]
-    request = RunRequest(
-        image=image,
-        command=command,
-        runtime=flags["runtime"],
-        gpu=flags["gpu"],
-        location=flags["location"],
-        regions=flags["regions"],
-        run_id=flags["run_id"],
-        ttl=flags["ttl"],
-        max_minutes=flags["max_minutes"],
-        start_timeout=flags["start_timeout"],
-        env=flags["env"],
-        secret_env=flags["secret_env"],
-        cpu=flags["cpu"],
-        memory=flags["memory"],
-        registry_identity=flags["registry_identity"],
-        registry_username=flags["registry_username"],
-        registry_password_env=flags["registry_password_env"],
-        gpus=flags["gpus"],
-        podman_gpu=flags["podman_gpu"],
-        env_name=flags["env_name"],
-        mounts=flags["mount"],
-        create_share=flags["create_share"],
-    )
+    if is_fanout(flags):  # --shards, --map, --rerun-failed: one execution per shard (docs/fanout.md)
+        run_fanout_command(output, image, command, flags, lambda i, c: _request(i, c, flags))
+        return
+    if image is None:
+        raise click.UsageError("Missing argument 'IMAGE'.")
+    settings = command_settings(flags["subscription"])
+    request = _request(image, command, flags)
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     if spec.plan.env is not None and not spec.local and not flags["emulator"]:
         spec = replace(spec, plan=placed_plan(open_cloud(settings), spec.plan))  # the environment's region

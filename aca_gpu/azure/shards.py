@@ -1,0 +1,175 @@
+"""The calls a fan-out needs beyond one execution: a start matched by its own token, a stop, the
+environment's usages.
+
+A fan-out starts many executions of one job at once, so "the new execution is the one that was not
+listed before the start" (how `apps.start_job` recovers from a lost answer) is ambiguous once
+starts overlap. Every fan-out execution carries a token in its template env instead; the execution
+is read back by that token (`ExecutionInfo.env`), never by listing before and after.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aca_gpu.azure import api_versions
+from aca_gpu.azure.apps import _q, app_path, execution_template, list_executions, send
+from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.resources import as_json
+from aca_gpu.azure.translate import retrying
+from aca_gpu.errors import AcaGpuError, CloudError, InfraError, is_throttled
+from aca_gpu.models import ContainerDef, ExecutionInfo, UsageInfo
+
+START_ATTEMPTS = 4
+THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
+
+
+def find_marked(clients: Clients, rg: str, job: str, key: str, token: str) -> ExecutionInfo | None:
+    """The execution whose template env says `key=token` (listing follows nextLink), if any."""
+    for info in list_executions(clients, rg, job):
+        if info.env.get(key) == token:
+            return info
+    return None
+
+
+def start_marked(
+    clients: Clients,
+    rg: str,
+    job: str,
+    template: Sequence[ContainerDef],
+    *,
+    key: str,
+    token: str,
+    sleep: Callable[[float], None] = time.sleep,
+    throttled_wait_s: float = 2.0,
+) -> str:
+    """Start one execution of `template` (whose env carries `key=token`) and return its name.
+
+    The name comes from the answer; a POST whose answer was lost is looked up by its token before
+    it is sent again, so a start is never paid twice. A 429 that outlived azure-core's own waits
+    (each its Retry-After) is sent again without using up a try: ARM refused the rate, not the start."""
+    version = api_versions.working(api_versions.STABLE)
+    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
+    body_out = execution_template(template)
+    attempt, patience_ends = 1, time.monotonic() + THROTTLED_PATIENCE_S
+    while True:
+        try:
+            _, body, _ = send(clients, "POST", url, "start job", job, json_body=body_out)
+            name = _name(body)
+            if name:
+                return name
+        except AcaGpuError as exc:
+            if is_throttled(exc) and time.monotonic() < patience_ends:
+                sleep(throttled_wait_s)
+                continue
+            if not isinstance(exc, InfraError) or attempt >= START_ATTEMPTS:
+                raise
+        found = retrying("find execution of", job, lambda: find_marked(clients, rg, job, key, token))
+        if found is not None:
+            return found.name
+        if attempt >= START_ATTEMPTS:
+            raise InfraError(
+                f"job {job} start not confirmed: no execution carries its token", code="NoExecution"
+            )
+        attempt += 1
+        sleep(0.2 * attempt)
+
+
+def _name(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        if body.get("name"):
+            return str(body["name"])
+        if body.get("id"):
+            return str(body["id"]).rstrip("/").rsplit("/", 1)[-1]
+    return None
+
+
+def stop_execution(clients: Clients, rg: str, job: str, execution: str) -> None:
+    """Stop one execution (its replica stops billing); stopping an ended one is harmless."""
+    retrying(
+        "stop job execution",
+        f"{job}/{execution}",
+        lambda: clients.apps.jobs.begin_stop_execution(rg, job, execution).result(),
+    )
+
+
+def environment_usages(clients: Clients, rg: str, environment: str) -> list[UsageInfo]:
+    """The environment's own usages (GPU quota is per environment since 2026-09, aca-2026.md §11)."""
+    items = retrying(
+        "list usages of environment",
+        environment,
+        lambda: [as_json(i) for i in clients.apps.managed_environment_usages.list(rg, environment)],
+    )
+    found = []
+    for doc in items:
+        name = doc.get("name")
+        label = name.get("value") if isinstance(name, Mapping) else name
+        display = name.get("localizedValue") if isinstance(name, Mapping) else None
+        current = doc.get("currentValue", doc.get("usage", 0))
+        found.append(
+            UsageInfo(
+                name=str(label or ""),
+                current=float(current or 0),
+                limit=float(doc.get("limit") or 0),
+                unit=doc.get("unit"),
+                display_name=str(display) if display else None,
+            )
+        )
+    return found
+
+
+# ---- the results share (Azure Files data plane) ---------------------------------------------------
+
+
+def _share_access(clients: Clients, rg: str, account: str) -> tuple[str, str | None]:
+    """The account's first key (held in memory for the call only) and its file endpoint."""
+    listed = retrying(
+        "list storage account keys", account, lambda: clients.storage.storage_accounts.list_keys(rg, account)
+    )
+    keys = [k for k in (as_json(listed).get("keys") or []) if k.get("value")]
+    if not keys:
+        raise CloudError(f"storage account {account} answered no key", code="StorageAccountKeyMissing")
+    props = as_json(
+        retrying(
+            "read storage account",
+            account,
+            lambda: clients.storage.storage_accounts.get_properties(rg, account),
+        )
+    )
+    endpoints = (props.get("properties") or props).get("primaryEndpoints") or {}
+    file_endpoint = endpoints.get("file") if isinstance(endpoints, Mapping) else None
+    return str(keys[0]["value"]), str(file_endpoint) if file_endpoint else None
+
+
+def make_folders(clients: Clients, rg: str, account: str, share: str, folders: Sequence[str]) -> None:
+    """Each folder (parents first) on the share, made unless it exists: where a shard writes."""
+    from azure.core.exceptions import AzureError, ResourceExistsError
+
+    from aca_gpu.azure.fileshare import share_client
+
+    key, endpoint = _share_access(clients, rg, account)
+    client = share_client(account, key, share, endpoint=endpoint, verify=clients.verify)
+    wanted: list[str] = []
+    for folder in folders:
+        parts = [p for p in folder.strip("/").split("/") if p]
+        for depth in range(1, len(parts) + 1):
+            path = "/".join(parts[:depth])
+            if path not in wanted:
+                wanted.append(path)
+    with client:
+        for path in wanted:
+            try:
+                client.create_directory(path)
+            except ResourceExistsError:
+                continue
+            except AzureError as exc:
+                raise InfraError(f"share {share}: folder {path} could not be made: {exc}") from None
+
+
+def download(clients: Clients, rg: str, account: str, share: str, prefix: str, dest: Path) -> list[Path]:
+    from aca_gpu.azure.fileshare import download_tree
+
+    key, endpoint = _share_access(clients, rg, account)
+    return download_tree(account, key, share, prefix, dest, endpoint=endpoint, verify=clients.verify)

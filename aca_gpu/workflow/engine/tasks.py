@@ -1,0 +1,367 @@
+"""Tasks: a template + a deadline + a retry policy + an outcome, run under a concurrency limit.
+
+A task is one unit of work that becomes one execution per attempt (a shard k of N today; the
+probe, the tester and a workload are single tasks of the same shape). `TaskRunner` owns the one
+loop every task goes through: start within the limit and the write budget, watch what the place
+says of each attempt (one listing per tick), judge how each attempt ended and whose fault it was,
+retry what the policy allows, and on cancel stop every attempt still running (billing first).
+It schedules nothing itself: where and how an attempt runs is the `Backend`'s (ACA job executions).
+
+Whose fault an attempt's end was decides its retry:
+- the user's: the container ran and exited non-zero (or ran past its deadline) — retried only
+  with `RetryPolicy.retries` (and only for `retry_on_exit` codes when given);
+- the platform's: never placed before the start deadline, BackoffLimitExceeded before its pull,
+  a pull or create that stalls past the start deadline, a replica lost after it ran — retried
+  without spending the user's retries, up to `platform_retries`, and reported as the platform's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.workflow.engine.pacing import TokenBucket
+
+USER, PLATFORM = "user", "platform"
+PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet
+PULLING = ("PullingImage", "Creating", "ContainerCreating", "Starting")  # placed, not running yet
+IMAGE_WAIT = ("ImagePullBackOff", "ErrImagePull", "Waiting")  # a pull that failed, waiting to retry
+LOST_AFTER_S = 30.0  # an execution missing from the listing this long after its start is lost
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int = 0  # the user's: attempts after a container that ran and failed
+    retry_on_exit: frozenset[int] | None = None  # only these exit codes (None: any failure)
+    platform_retries: int = 3  # the platform's failures, never spending `retries`
+    backoff_s: float = 1.0  # before a retry, times the attempts so far (capped at 30 s)
+
+    def user_retryable(self, code: int | None) -> bool:
+        if self.retry_on_exit is None:
+            return True
+        return code is not None and code in self.retry_on_exit
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: its index, the env its template adds, and what it is called."""
+
+    index: int
+    env: Mapping[str, str]
+    label: str = ""
+
+
+@dataclass
+class Observation:
+    """What the place says of one attempt now (one listing)."""
+
+    status: str | None  # the execution's: Running, Succeeded, Failed, Stopped, ...
+    states: tuple[str, ...] = ()  # its replica container's detailed status
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+class Backend(Protocol):
+    def start(self, task: Task, attempt: int, token: str) -> str:
+        """Start one attempt of `task` whose template env carries `token`; return its execution."""
+
+    def observe(self) -> Mapping[str, tuple[str, Observation]]:
+        """token -> (execution, what it is now), for every attempt the place lists."""
+
+    def stop(self, execution: str) -> None:
+        """Stop one attempt (it stops billing); harmless on one that ended."""
+
+
+@dataclass
+class Attempt:
+    number: int
+    token: str
+    execution: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    running: float | None = None  # first seen running: it bills from here
+    ended: float | None = None
+    last_state: str = ""
+    exit_code: int | None = None
+    status: str = "starting"  # starting, running, succeeded, failed
+    fault: str | None = None  # user | platform (of a failed attempt)
+    reason: str | None = None
+    stopped_by_us: bool = False
+    missing_since: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.ended or time.monotonic()) - self.started)
+
+    @property
+    def gpu_seconds(self) -> float:
+        if self.running is None:
+            return 0.0
+        return max(0.0, (self.ended or time.monotonic()) - self.running)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "attempt": self.number,
+            "execution": self.execution,
+            "status": self.status,
+            "fault": self.fault,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 3),
+            "gpu_seconds": round(self.gpu_seconds, 3),
+        }
+
+
+@dataclass
+class TaskState:
+    task: Task
+    attempts: list[Attempt] = field(default_factory=list)
+    state: str = "queued"  # queued, running, retrying, succeeded, failed
+    user_retries: int = 0
+    platform_retries: int = 0
+    not_before: float = 0.0  # a retry waits its backoff
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def gpu_seconds(self) -> float:
+        return sum(a.gpu_seconds for a in self.attempts)
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    start_s: float  # from a start request to a running container (placement, pull, create)
+    tick_s: float = 1.0  # how often the place is listed
+
+
+class TaskRunner:
+    """Runs `tasks` on `backend`: at most `limit` attempts at once (see the module doc)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        tasks: Sequence[Task],
+        *,
+        limit: int,
+        policy: RetryPolicy,
+        deadlines: Deadlines,
+        bucket: TokenBucket,
+        cancel: threading.Event,
+        on_change: Callable[[TaskState, Attempt], None] | None = None,
+        on_running: Callable[[TaskState, Attempt], None] | None = None,
+        starters: int = 8,
+    ) -> None:
+        self.backend, self.policy, self.deadlines = backend, policy, deadlines
+        self.limit, self.bucket, self.cancel = max(1, limit), bucket, cancel
+        self.states = [TaskState(t) for t in tasks]
+        self._by_token: dict[str, tuple[TaskState, Attempt]] = {}
+        self._on_change = on_change or (lambda s, a: None)
+        self._on_running = on_running or (lambda s, a: None)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, starters), thread_name_prefix="acagpu-start")
+        self._starting: dict[Future[str], tuple[TaskState, Attempt]] = {}
+        self._lock = threading.Lock()
+        self.errors: list[str] = []  # starts that failed for good (the attempt counts as the platform's)
+        self.started_at: list[float] = []  # monotonic time of every start request (the pacing record)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> list[TaskState]:
+        try:
+            while not self.cancel.is_set():
+                self._collect_starts()
+                if self._done():
+                    break
+                self._observe()
+                self._start_more()
+                self.cancel.wait(self.deadlines.tick_s)
+        finally:
+            if self.cancel.is_set():
+                self.stop_all()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        return self.states
+
+    def _done(self) -> bool:
+        return all(s.state in ("succeeded", "failed") for s in self.states) and not self._starting
+
+    def in_flight(self) -> int:
+        return sum(1 for s in self.states if s.state == "running")
+
+    # -- starts ---------------------------------------------------------------------------------
+    def _start_more(self) -> None:
+        now = time.monotonic()
+        free = self.limit - self.in_flight()
+        for state in self.states:
+            if free <= 0 or self.cancel.is_set():
+                return
+            if state.state not in ("queued", "retrying") or state.not_before > now:
+                continue
+            if not self.bucket.take():
+                return
+            attempt = Attempt(number=len(state.attempts) + 1, token=uuid.uuid4().hex[:16])
+            state.attempts.append(attempt)
+            state.state = "running"
+            with self._lock:
+                self._by_token[attempt.token] = (state, attempt)
+            self.started_at.append(time.monotonic())
+            future = self._pool.submit(self.backend.start, state.task, attempt.number, attempt.token)
+            self._starting[future] = (state, attempt)
+            self._on_change(state, attempt)
+            free -= 1
+
+    def _collect_starts(self) -> None:
+        for future in [f for f in self._starting if f.done()]:
+            state, attempt = self._starting.pop(future)
+            try:
+                attempt.execution = future.result()
+            except AcaGpuError as exc:
+                self.errors.append(exc.message)
+                self._ended(state, attempt, PLATFORM, "StartFailed", exc.message, None)
+            except Exception as exc:  # a programming or SDK error: the attempt ends, the run goes on
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+                self._ended(state, attempt, PLATFORM, "StartFailed", str(exc), None)
+
+    # -- watching -------------------------------------------------------------------------------
+    def _observe(self) -> None:
+        live = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
+        if not live:
+            return
+        try:
+            seen = self.backend.observe()
+        except AcaGpuError as exc:  # a listing that failed is tried again next tick
+            self.errors.append(f"listing: {exc.message}")
+            return
+        now = time.monotonic()
+        self._stop_duplicates(seen)
+        for state, attempt in live:
+            found = seen.get(attempt.token)
+            if found is None:
+                attempt.missing_since = attempt.missing_since or now
+                if now - attempt.started > LOST_AFTER_S and now - attempt.missing_since > LOST_AFTER_S:
+                    self._ended(
+                        state, attempt, PLATFORM, "ExecutionLost", "the execution is no longer listed"
+                    )
+                continue
+            attempt.missing_since = None
+            self._judge(state, attempt, found[1], now)
+
+    def _stop_duplicates(self, seen: Mapping[str, tuple[str, Observation]]) -> None:
+        """A start the transport sent twice made two executions with one token: the one the start
+        did not answer with is stopped (a shard never runs twice)."""
+        dup = getattr(self.backend, "duplicates", None)
+        for execution in dup() if callable(dup) else []:
+            self._stop_quietly(execution)
+
+    def _judge(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
+        where = seen.states[-1] if seen.states else ""
+        attempt.last_state = where or attempt.last_state
+        if attempt.running is None and (where in ("Running", "Terminated") or seen.status == "Succeeded"):
+            attempt.running = now
+            attempt.status = "running"
+            self._on_running(state, attempt)
+            self._on_change(state, attempt)
+        if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):
+            self._finished(state, attempt, seen)
+            return
+        if attempt.running is None and now - attempt.started > self.deadlines.start_s:
+            placed = where not in PLACING
+            code = "PullStalled" if placed else "NeverPlaced"
+            why = f"not running {self.deadlines.start_s:.0f}s after its start ({where or 'no replica'})"
+            attempt.stopped_by_us = True
+            self._stop_quietly(attempt.execution)
+            self._ended(state, attempt, PLATFORM, code, why, None)
+
+    def _finished(self, state: TaskState, attempt: Attempt, seen: Observation) -> None:
+        said = " ".join(filter(None, (seen.reason,)))
+        code = seen.exit_code
+        if seen.status == "Succeeded" and code in (None, 0):
+            if attempt.running is None:
+                attempt.running = attempt.running or time.monotonic()
+            self._ended(state, attempt, None, None, None, 0)
+        elif code not in (None, 0, -1):
+            self._ended(state, attempt, USER, "ExitCode", f"exited with code {code}", code)
+        elif "deadline" in said.lower() and attempt.running is not None:
+            self._ended(state, attempt, USER, "DeadlineExceeded", "ran past --max-minutes", None)
+        elif attempt.running is not None:
+            self._ended(
+                state, attempt, PLATFORM, "ReplicaLost", said or f"ended {seen.status} with no exit code"
+            )
+        elif attempt.last_state in IMAGE_WAIT or "pull" in said.lower():
+            self._ended(
+                state, attempt, USER, "ImagePullFailed", said or "its image could not be pulled", None
+            )
+        else:
+            why = said or f"ended {seen.status} before its container ran"
+            self._ended(state, attempt, PLATFORM, "BackoffLimitExceeded" if "backoff" in why.lower()
+                        else "NeverRan", why, None)  # fmt: skip
+
+    def _ended(
+        self,
+        state: TaskState,
+        attempt: Attempt,
+        fault: str | None,
+        code: str | None,
+        why: str | None,
+        exit_code: int | None = None,
+    ) -> None:
+        attempt.ended = attempt.ended or time.monotonic()
+        attempt.exit_code, attempt.fault = exit_code, fault
+        attempt.reason = f"{code}: {why}" if code and why else (code or why)
+        attempt.status = "succeeded" if fault is None and code is None else "failed"
+        if attempt.status == "succeeded":
+            state.state = "succeeded"
+        elif fault == PLATFORM and state.platform_retries < self.policy.platform_retries:
+            state.platform_retries += 1
+            self._retry(state)
+        elif (
+            fault == USER
+            and state.user_retries < self.policy.retries
+            and (code != "ExitCode" or self.policy.user_retryable(exit_code))
+            and code != "ImagePullFailed"
+        ):
+            state.user_retries += 1
+            self._retry(state)
+        else:
+            state.state = "failed"
+        self._on_change(state, attempt)
+
+    def _retry(self, state: TaskState) -> None:
+        state.state = "retrying"
+        tries = len(state.attempts)
+        state.not_before = time.monotonic() + min(30.0, self.policy.backoff_s * tries)
+
+    # -- the end --------------------------------------------------------------------------------
+    def _stop_quietly(self, execution: str | None) -> None:
+        if execution is None:
+            return
+        try:
+            self.backend.stop(execution)
+        except AcaGpuError as exc:
+            self.errors.append(f"stop {execution}: {exc.message}")
+
+    def stop_all(self) -> None:
+        """Cancel: every attempt still running is stopped, side by side (billing first); the job's
+        delete in teardown stops whatever a stop here could not."""
+        for future in list(self._starting):
+            try:  # a start in flight: its execution is known once it answers (briefly)
+                state, attempt = self._starting[future]
+                attempt.execution = future.result(timeout=5)
+            except Exception:
+                pass
+        self._starting.clear()
+        running = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
+        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="acagpu-stop") as pool:
+            list(pool.map(lambda sa: self._stop_quietly(sa[1].execution), running))
+        now = time.monotonic()
+        for state, attempt in running:
+            attempt.ended, attempt.stopped_by_us = attempt.ended or now, True
+            attempt.status, attempt.reason = "failed", "Interrupted: stopped by Ctrl-C"
+            state.state = "failed"
+        for state in self.states:
+            if state.state in ("queued", "retrying"):
+                state.state = "cancelled"

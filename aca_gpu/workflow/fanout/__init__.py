@@ -1,0 +1,1 @@
+"""Fan-out: one job, one execution per shard (`acagpu run --shards/--map`, `acagpu.map`)."""

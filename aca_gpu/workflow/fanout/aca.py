@@ -1,0 +1,290 @@
+"""A fan-out's place and its one job: the engine's Runtime with the shards as the tester's work.
+
+The engine runs a fan-out like any plan: preflight, the place (the run's own group and environment,
+or a warm one's), the work, teardown in `finally`, Ctrl-C handled once. The work is one Manual job
+(`parallelism` 1, `replicaRetryLimit` 0: a shard's retries are acagpu's, each a new execution with
+its own attempt number) and the `TaskRunner` driving one execution per shard attempt. Preflight
+clamps P to the GPU quota that is free (said in its step) and refuses a quota of 0 GPUs, which no
+P can use. On Ctrl-C the runner stops every running shard before the engine tears down.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
+from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
+from aca_gpu.output import Progress
+from aca_gpu.workflow import envs, quota
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
+from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.pacing import TokenBucket, write_bucket
+from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
+from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
+from aca_gpu.workflow.fanout.backend import AcaShards
+from aca_gpu.workflow.fanout.live import Board
+from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
+from aca_gpu.workflow.workload import shares
+from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
+from aca_gpu.workflow.workload.outcome import Console
+
+QUOTA_HINT = (
+    "request more GPUs for the environment on its Quota page in the Azure portal (Managed Environment "
+    "Consumption T4/NCA100 GPUs), or for the region through Quotas → Azure Container Apps"
+)
+
+
+class _Follower(Workload):
+    """`acagpu run`'s own log follower, for one shard attempt (its console prefixes `[k]`)."""
+
+    def __init__(self, cloud: Cloud, console: Any) -> None:
+        self.cloud, self.console = cloud, console
+        self._lock = threading.Lock()
+        self._testers = []
+
+
+class Fanout:
+    """The shards in place of the tester (mixed into the cold or the warm workload runtime)."""
+
+    cloud: Cloud
+    fanout: FanoutSpec
+    board: Board
+    bucket: TokenBucket | None
+    waiter: Waiter
+    _where: Any
+
+    def _fanout_init(self, fanout: FanoutSpec, board: Board, tick_s: float) -> None:
+        self.fanout, self.board, self.tick_s = fanout, board, tick_s
+        self.limit = fanout.parallel
+        self.clamp: dict[str, Any] | None = None
+        self.states: list[TaskState] = []
+        self.runner: TaskRunner | None = None
+        self.done = threading.Event()
+        self.job_name: str | None = None
+        self.bucket = None
+        self.results_made: shares.Made | None = None
+
+    # -- preflight: P against the GPU quota -------------------------------------------------------
+    def _usages(self, plan: Plan) -> tuple[list[UsageInfo], str]:
+        place = getattr(self, "place", None)
+        group = getattr(self, "group", None)
+        if isinstance(place, EnvInfo) and isinstance(group, ResourceGroupInfo):
+            try:
+                found = self.cloud.environment_usages(group.name, place.name)
+                profile = plan.pairs[0].profile
+                if any(quota.matches(u, profile) for u in found):
+                    return found, f"environment {place.name}"
+            except AcaGpuError:
+                pass
+        return self.cloud.usages(plan.location), f"region {plan.location}"
+
+    def clamp_parallel(self, plan: Plan, progress: Progress) -> None:
+        profile = plan.pairs[0].profile
+        asked = self.fanout.parallel
+        with progress.step("parallel shards (GPU quota)") as step:
+            try:
+                usages, scope = self._usages(plan)
+            except AcaGpuError as exc:
+                step.update(f"{asked} (quota not read: {exc.message})")
+                return
+            usage = next((u for u in usages if quota.matches(u, profile)), None)
+            if usage is None:
+                step.update(f"{asked} (no GPU usage matched in {scope}: not clamped)")
+                return
+            free = int(usage.limit - usage.current)
+            self.clamp = {
+                "asked": asked, "quota_limit": usage.limit, "quota_used": usage.current,
+                "usage": usage.name, "scope": scope,
+            }  # fmt: skip
+            if usage.limit < 1:
+                step.status = "fail"
+                raise PreflightRefused(
+                    f"--parallel {asked}: the GPU quota of {scope} is {usage.limit:g} "
+                    f"{profile.type} GPUs (usage {usage.name}), so no shard can ever run",
+                    code="QuotaCannotServe",
+                    hint=QUOTA_HINT,
+                )
+            self.limit = max(1, min(asked, free))
+            self.clamp["parallel"] = self.limit
+            if self.limit < asked:
+                step.update(
+                    f"{self.limit} at once, not {asked}: {scope} has {max(0, free)} of "
+                    f"{usage.limit:g} {profile.type} GPUs free ({usage.name}); {QUOTA_HINT}"
+                )
+            else:
+                step.update(f"{self.limit} at once ({max(0, free)} of {usage.limit:g} GPUs free in {scope})")
+
+    # -- the work ---------------------------------------------------------------------------------
+    def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        try:
+            return self._run_shards(plan, pair, waiter)
+        finally:
+            self.done.set()
+
+    def _run_shards(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
+        where: Where = self._where(plan, pair)
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
+        job = job_spec(self.fanout.job_run(), plan, pair, where)
+        self.job_name = job.name
+        ensure_job(self.cloud, job)
+        AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
+        self._make_result_folders()
+        backend = AcaShards(
+            self.cloud,
+            where.resource_group,
+            job,
+            on_started=lambda task, attempt, name: self._follow_shard(
+                plan, where, job.name, task, name, waiter
+            ),
+        )
+        subscription = str(getattr(self.cloud, "subscription_id", "") or "default")
+        self.bucket = write_bucket(subscription)
+        self.runner = TaskRunner(
+            backend,
+            self.fanout.tasks(),
+            limit=self.limit,
+            policy=self.fanout.policy,
+            deadlines=Deadlines(start_s=plan.start_timeout_s, tick_s=self.tick_s),
+            bucket=self.bucket,
+            cancel=waiter.cancel,
+            on_change=self.board.changed,
+        )
+        self.states = self.board.states = self.runner.states
+        ticking = threading.Event()
+
+        def tick() -> None:
+            while not ticking.wait(1.0):
+                self.board.tick()
+
+        threading.Thread(target=tick, name="acagpu-board", daemon=True).start()
+        try:
+            self.runner.run()
+        finally:
+            ticking.set()
+        failed = [s.task.index for s in self.states if s.state != "succeeded"]
+        if waiter.cancel.is_set():
+            raise WaitTimedOut("shards stopped: cancelled", code="Cancelled")
+        return TesterOutcome(
+            "pass" if not failed else "fail",
+            reason=None if not failed else f"{len(failed)} shard(s) failed",
+            seconds=sum(s.gpu_seconds for s in self.states),
+        )
+
+    def _make_result_folders(self) -> None:
+        """--output-dir: every shard's folder on the results share, made before any shard starts
+        (a container writes into $ACAGPU_OUTPUT_DIR as it is; a mount does not make folders)."""
+        made = getattr(self, "results_made", None)
+        group = getattr(self, "group", None)
+        if self.fanout.output_dir is None or made is None or group is None:
+            return
+        folders = [self.fanout.share_folder(k) for k in self.fanout.indexes]
+        self.cloud.make_share_folders(group.name, made.account, RESULTS_SHARE, folders)
+
+    def _follow_shard(
+        self, plan: Plan, where: Where, job: str, task: Task, execution: str, waiter: Waiter
+    ) -> None:
+        """The shard's lines from its start (a short container's too), in a thread of its own."""
+        if self.fanout.logs == "none":
+            return  # nothing to show or keep: no stream held open per shard
+        console = self.board.console(task.index)
+        follower = _Follower(self.cloud, console)
+        run = TesterRun(execution=execution)
+
+        def follow() -> None:
+            # cancelled or lost: the shard's state comes from its execution, not from its log
+            with contextlib.suppress(AcaGpuError):
+                follower._follow(plan, where, job, run, waiter)
+
+        threading.Thread(target=follow, name=f"acagpu-log-{task.index}", daemon=True).start()
+
+    # -- billing ----------------------------------------------------------------------------------
+    def shard_gpu_seconds(self) -> float:
+        return sum(s.gpu_seconds for s in self.states)
+
+    def end_attempts(self) -> None:
+        """Teardown's job delete stops whatever still runs: nothing of it bills after this."""
+        now = time.monotonic()
+        for state in self.states:
+            for attempt in state.attempts:
+                attempt.ended = attempt.ended or now
+
+
+class ColdFanoutRuntime(Fanout, AcaWorkloadRuntime):
+    """The run's own group and environment (no --env), torn down after."""
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, fanout: FanoutSpec, console: Console, board: Board,
+                 tick_s: float) -> None:  # fmt: skip
+        AcaWorkloadRuntime.__init__(self, cloud, waiter, fanout.run, console)
+        self._fanout_init(fanout, board, tick_s)
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        self.clamp_parallel(plan, progress)
+        AcaWorkloadRuntime.preflight(self, plan, progress)
+
+    def remove_place(self, plan: Plan, progress: Progress) -> Any:
+        try:
+            return AcaWorkloadRuntime.remove_place(self, plan, progress)
+        finally:
+            self.end_attempts()
+
+    def gpu_seconds(self) -> float:
+        return AcaWorkloadRuntime.gpu_seconds(self) + self.shard_gpu_seconds()
+
+
+class WarmFanoutRuntime(Fanout, WarmWorkloadRuntime):
+    """Inside a warm environment: the run brings only its job; the environment is untouched."""
+
+    def __init__(self, cloud: Cloud, waiter: Waiter, group: ResourceGroupInfo, env: EnvInfo,
+                 fanout: FanoutSpec, console: Console, board: Board, tick_s: float) -> None:  # fmt: skip
+        WarmWorkloadRuntime.__init__(self, cloud, waiter, group, env, fanout.run, console)
+        self._fanout_init(fanout, board, tick_s)
+
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        self.clamp_parallel(plan, progress)
+        WarmWorkloadRuntime.preflight(self, plan, progress)
+        if self.fanout.output_dir is None:
+            return
+        with progress.step("results share (kept with the environment)") as step:
+            self.results_made = shares.ensure(
+                self.cloud,
+                env_name=plan.env or "",
+                resource_group=self.group.name,
+                environment=self.place.name,
+                location=self.group.location,
+                group_tags=dict(self.group.tags),
+                shares=[RESULTS_SHARE],
+                say=step.update,
+            )
+            step.update(f"{RESULTS_SHARE} in {self.results_made.account}, folder {self.fanout.share_subdir}/")
+
+    def remove_place(self, plan: Plan, progress: Progress) -> Any:
+        try:
+            return WarmWorkloadRuntime.remove_place(self, plan, progress)
+        finally:
+            self.end_attempts()
+
+    def gpu_seconds(self) -> float:
+        return WarmWorkloadRuntime.gpu_seconds(self) + self.shard_gpu_seconds()
+
+
+def fanout_runtime_for(
+    cloud: Cloud,
+    plan: Plan,
+    waiter: Waiter,
+    fanout: FanoutSpec,
+    console: Console,
+    board: Board,
+    tick_s: float,
+) -> tuple[Plan, ColdFanoutRuntime | WarmFanoutRuntime]:
+    from aca_gpu.workflow.engine.warm_runtime import moved_to
+
+    if plan.env is None:
+        return plan, ColdFanoutRuntime(cloud, waiter, fanout, console, board, tick_s)
+    group, env = envs.find_env(cloud, plan.env)
+    return moved_to(plan, group), WarmFanoutRuntime(cloud, waiter, group, env, fanout, console, board, tick_s)

@@ -1,0 +1,89 @@
+"""Shards as ACA job executions: the `Backend` the task runner drives.
+
+Each attempt is one `Jobs_Start` of the run's one job, with a `JobExecutionTemplate` whose env adds
+the shard's variables and a token (`ACAGPU_ATTEMPT_ID`). One listing of the job's executions per
+tick (the SDK's pager follows `nextLink`) tells every attempt's state; the token read back from each
+execution's own template says whose it is. A shard's log is followed from its start with the same
+follower `acagpu run` uses, its lines prefixed `[k]`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec
+from aca_gpu.workflow.engine.tasks import Observation, Task
+from aca_gpu.workflow.fanout.spec import ATTEMPT, TOKEN
+
+
+def exit_code_of(info: ExecutionInfo) -> int | None:
+    codes = info.exit_codes if info.finished else ()
+    return next((c for c in codes if c != 0), codes[0] if codes else None)
+
+
+class AcaShards:
+    """Starts, lists and stops one job's shard executions (see the module doc)."""
+
+    def __init__(
+        self,
+        cloud: Cloud,
+        resource_group: str,
+        job: JobSpec,
+        *,
+        on_started: Callable[[Task, int, str], None] | None = None,
+    ) -> None:
+        self.cloud, self.rg, self.job = cloud, resource_group, job
+        self._on_started = on_started
+        self._names: dict[str, str] = {}  # token -> the execution its start answered with
+        self._dups: set[str] = set()
+        self._lock = threading.Lock()
+        self.listings = 0
+
+    def template(self, task: Task, attempt: int, token: str) -> ContainerDef:
+        base = self.job.container
+        env = {**base.env, **task.env, ATTEMPT: str(attempt), TOKEN: token}
+        return replace(base, env=env)
+
+    def start(self, task: Task, attempt: int, token: str) -> str:
+        container = self.template(task, attempt, token)
+        name = self.cloud.start_job_marked(self.rg, self.job.name, [container], key=TOKEN, token=token)
+        with self._lock:
+            self._names[token] = name
+        if self._on_started is not None:
+            self._on_started(task, attempt, name)
+        return name
+
+    def observe(self) -> Mapping[str, tuple[str, Observation]]:
+        found: dict[str, tuple[str, Observation]] = {}
+        infos = self.cloud.list_executions(self.rg, self.job.name)
+        self.listings += 1
+        with self._lock:
+            names = dict(self._names)
+        for info in infos:
+            token = info.env.get(TOKEN)
+            if not token:
+                continue
+            known = names.get(token)
+            if known is not None and info.name != known:
+                if not info.finished:
+                    with self._lock:
+                        self._dups.add(info.name)  # the same start twice: the unanswered one goes
+                continue
+            seen = Observation(info.status, info.states, exit_code_of(info), _said(info))
+            found[token] = (info.name, seen)
+        return found
+
+    def duplicates(self) -> list[str]:
+        with self._lock:
+            found, self._dups = sorted(self._dups), set()
+        return found
+
+    def stop(self, execution: str) -> None:
+        self.cloud.stop_execution(self.rg, self.job.name, execution)
+
+
+def _said(info: ExecutionInfo) -> str | None:
+    said = " ".join(filter(None, (info.reason, info.message)))
+    return said or None

@@ -1,0 +1,130 @@
+"""What a person sees while a fan-out runs: shard lines prefixed `[k]`, and a status table.
+
+`--logs all` prints every shard's lines as they come, `failed` keeps each shard's lines and prints
+them once the shard has failed for good, `none` prints none (the JSON document keeps each shard's
+last lines either way). The table line (queued / running / succeeded / failed / retrying, GPU-seconds
+and cost so far, an ETA) is printed on stderr at most every few seconds and at every shard's end.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TextIO
+
+from aca_gpu.workflow.engine.tasks import Attempt, TaskState
+
+TAIL_LINES = 20  # a shard's last lines kept for the document
+TERMINAL_EVERY_S = 2.0
+PIPE_EVERY_S = 10.0
+
+
+class ShardConsole:
+    """The `Console` of one shard attempt for the shared log follower: prefixes, routes, keeps."""
+
+    def __init__(self, board: Board, index: int) -> None:
+        self.board, self.index = board, index
+        self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.held: list[tuple[str, str]] = []
+
+    def note(self, text: str) -> None:
+        self.tail.append(f"(acagpu) {text}")
+
+    def line(self, stream: str, text: str, source: str = "stream") -> None:
+        """One line of the shard's (`source`: where the follower read it), its secrets masked."""
+        mask = self.board.mask
+        text = mask(text) if mask is not None else text
+        self.tail.append(text)
+        if self.board.logs == "all":
+            self.board.print_line(stream, f"[{self.index}] {text}")
+        elif self.board.logs == "failed" and len(self.held) < 10_000:
+            self.held.append((stream, text))
+
+    def release(self) -> None:
+        """The shard failed for good: with --logs failed its lines print now."""
+        for stream, text in self.held:
+            self.board.print_line(stream, f"[{self.index}] {text}")
+        self.held = []
+
+
+class Board:
+    """Counts and the live table; every print goes through one lock, so lines never interleave."""
+
+    def __init__(
+        self,
+        total: int,
+        *,
+        live: bool,
+        logs: str,
+        stdout: Callable[[], TextIO],
+        stderr: Callable[[], TextIO],
+        usd_per_gpu_s: float,
+        terminal: bool,
+    ) -> None:
+        self.total, self.live, self.logs = total, live, logs
+        self._out, self._err = stdout, stderr
+        self.usd_per_s = usd_per_gpu_s
+        self.every = TERMINAL_EVERY_S if terminal else PIPE_EVERY_S
+        self._lock = threading.Lock()
+        self._last = 0.0
+        self.began = time.monotonic()
+        self.states: list[TaskState] = []
+        self.consoles: dict[int, ShardConsole] = {}
+        self.mask: Callable[[str], str] | None = None  # the run's --secret-env values hidden
+
+    def console(self, index: int) -> ShardConsole:
+        with self._lock:
+            return self.consoles.setdefault(index, ShardConsole(self, index))
+
+    def print_line(self, stream: str, text: str) -> None:
+        if not self.live:
+            return
+        with self._lock:
+            print(text, file=self._out() if stream == "stdout" else self._err(), flush=True)
+
+    def changed(self, state: TaskState, attempt: Attempt) -> None:
+        if state.state == "failed":
+            self.console(state.task.index).release()
+            if self.live:
+                self.print_line("stderr", f"[{state.task.index}] failed: {attempt.reason}")
+        elif state.state == "retrying" and self.live:
+            whose = "the platform's" if attempt.fault == "platform" else "the container's"
+            self.print_line("stderr", f"[{state.task.index}] retrying ({whose} failure: {attempt.reason})")
+        self.tick(force=state.state in ("succeeded", "failed"))
+
+    def counts(self) -> dict[str, int]:
+        found = {"queued": 0, "running": 0, "retrying": 0, "succeeded": 0, "failed": 0}
+        for s in self.states:
+            found[s.state] = found.get(s.state, 0) + 1
+        return found
+
+    def gpu_seconds(self) -> float:
+        return sum(s.gpu_seconds for s in self.states)
+
+    def line(self) -> str:
+        c = self.counts()
+        gpu_s = self.gpu_seconds()
+        done = c["succeeded"] + c["failed"]
+        elapsed = time.monotonic() - self.began
+        eta = "?"
+        if done:
+            eta = f"{max(0.0, elapsed / done * (len(self.states) - done)):.0f}s"
+        return (
+            f"shards {len(self.states)}: queued {c['queued']} · running {c['running']} · "
+            f"retrying {c['retrying']} · succeeded {c['succeeded']} · failed {c['failed']} | "
+            f"{gpu_s:.0f} GPU-s ≈ ${gpu_s * self.usd_per_s:.4f} | ETA {eta}"
+        )
+
+    def tick(self, *, force: bool = False) -> None:
+        if not self.live or not self.states:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.every:
+            return
+        if force and now - self._last < 0.5:
+            return
+        self._last = now
+        self.print_line("stderr", self.line())
