@@ -99,6 +99,12 @@ BASE64_RUN = re.compile(
 RANDOM_SHARE = 0.8
 # keys whose value names a person or a tenant, not a resource
 PERSON_KEYS = {"createdby", "lastmodifiedby", "upn", "unique_name", "given_name", "family_name", "owner"}
+# keys whose value identifies a subscription by other means than its id (a hash Azure derives from
+# it for custom-domain TXT records): replaced like the subscription id itself
+IDENTIFIER_KEYS = {"customdomainverificationid"}
+# a physical GPU's serial number (`nvidia-smi -q`): not a credential, but it names one board in one
+# datacenter; the GPU's UUID is a GUID and goes with the GUIDs
+GPU_SERIAL = re.compile(r"(Serial Number\s*:\s*)(?!N/A\b)([A-Za-z0-9-]{4,})")
 MIN_SECRET = 6  # a remembered secret this long is replaced wherever it appears in free text
 # shorter ones (3 to 5 characters) only where they stand alone; under 3 a value is not looked for
 # in free text at all, or every log would lose its digits (its own field is still replaced)
@@ -159,6 +165,7 @@ class Sanitizer:
         value = JWT.sub(lambda m: self._placeholder("jwt", m.group()), value)
         value = SECRET_ASSIGNMENT.sub(lambda m: m.group(1) + m.group(2) + self.secret(m.group(3)), value)
         value = BASE64_RUN.sub(self._high_entropy, value)
+        value = GPU_SERIAL.sub(lambda m: m.group(1) + self._placeholder("serial", m.group(2)), value)
         value = GUID.sub(lambda m: m.group() if m.group() == ZERO_GUID else self._guid(m.group()), value)
         value = EMAIL.sub(lambda m: self._placeholder("email", m.group()), value)
         return IPV4.sub(lambda m: self._placeholder("ip", m.group()), value)
@@ -181,6 +188,8 @@ class Sanitizer:
                 return self.secret(obj)
             if obj and key.lower() in PERSON_KEYS:
                 return self._placeholder("person", obj)
+            if obj and key.lower() in IDENTIFIER_KEYS:
+                return self._placeholder("id", obj)
             return self.text(obj)
         return obj
 

@@ -365,3 +365,16 @@ def test_meta_keeps_no_secret_argument(tmp_path: Path) -> None:
     args = json.loads(meta)["argv"]
     assert args[:2] == ["tags", "--password"] and args[2].startswith("<secret-")
     assert args[3].startswith("--api-token=<secret-") and args[4:] == ["--secret-env", "MY_TOKEN", "repo/x"]
+
+
+def test_identifiers_of_a_subscription_and_a_gpu_board_are_replaced(tmp_path: Path) -> None:
+    rec = recording.Recorder(tmp_path)
+    verification = "D3F71C85EB6552E36A89A3E4A080C3CFB00181670B659B0003264FC673AA9B00"
+    env = {"properties": {"customDomainConfiguration": {"customDomainVerificationId": verification}}}
+    rec.exchange("GET", "https://management.azure.com/x", None, 200, {}, json.dumps(env))
+    log = "2026-11-27T06:36:02Z stdout F     Serial Number                         : 1650921012345\n"
+    log += "2026-11-27T06:36:02Z stdout F     Serial Number                         : N/A"
+    rec.exchange("GET", "https://eastus.azurecontainerapps.dev/x/logstream", None, 200, {}, log)
+    text = rec.path.read_text(encoding="utf-8")
+    assert verification not in text and '"customDomainVerificationId": "<id-1>"' in text
+    assert "1650921012345" not in text and ": <serial-1>" in text and ": N/A" in text
