@@ -261,6 +261,8 @@ class State:
     principals: dict[str, Principal] = field(default_factory=dict)  # principal id -> identity
     role_definitions: dict[str, dict[str, Any]] = field(default_factory=dict)  # custom roles by id (lower)
     role_assignments: dict[str, dict[str, Any]] = field(default_factory=dict)  # by id (lower)
+    # by id (lower): the clock time (Clock.now) from which an assignment grants its role (propagation)
+    role_assignments_effective: dict[str, float] = field(default_factory=dict)
     storage_accounts: dict[tuple[str, str], StorageAccount] = field(default_factory=dict)  # key(rg, name)
 
     def provider(self, namespace: str) -> Provider:

@@ -35,6 +35,7 @@ from aca_gpu.workflow.ci_init import ROLE_NAME
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
+    from aca_gpu.models import ExecutionInfo
 
 ASSIGN, DEFINE, allowed = scope.ASSIGN, scope.DEFINE, scope.allowed  # ARM's permission rule
 RESOURCE_GROUP = "rg-acagpu-guard"
@@ -251,11 +252,52 @@ def status(settings: Settings, *, limit: int = 10) -> dict[str, Any]:
         last_run=group.tags.get(TAG_LAST_RUN),
         last_deletion=group.tags.get(TAG_LAST_DELETION),
         executions=[
-            {"name": e.name, "status": e.status, "start_time": e.start_time, "end_time": e.end_time}
+            {
+                "name": e.name,
+                "status": e.status,
+                "start_time": e.start_time,
+                "end_time": e.end_time,
+                "exit_code": next((c for c in e.exit_codes if c), e.exit_codes[0] if e.exit_codes else None),
+                "reason": why_failed(e, assigned=bool(assignments)),
+            }
             for e in runs[:limit]
         ],
     )
+    last_run = str(group.tags.get(TAG_LAST_RUN) or "")
+    failed_now = next((e for e in doc["executions"] if e["reason"]), None)
+    if (
+        failed_now is not None
+        and failed_now is doc["executions"][0]
+        and " failed 0" not in last_run
+        and last_run
+    ):
+        failed_now["reason"] += f"; its summary: {last_run}"  # the latest run failed and said why
     return doc
+
+
+# what the guard script's exit codes mean (templates/guard/acagpu_guard.py)
+SCRIPT_EXITS = {
+    2: "the guard's settings are incomplete (ACAGPU_SUBSCRIPTION)",
+    6: "a subscription could not be swept or a delete failed (e.g. ARM refused the identity: "
+    "AuthorizationFailed while its role assignment was not effective)",
+}
+
+
+def why_failed(execution: ExecutionInfo, *, assigned: bool) -> str | None:
+    """Why a guard execution failed, from what the platform keeps after its log is gone: the
+    script's exit code, the execution's own reason, and whether the identity still holds a role."""
+    if (execution.status or "") != "Failed":
+        return None
+    parts: list[str] = []
+    code = next((c for c in execution.exit_codes if c), None)
+    if code is not None:
+        parts.append(f"exit {code}: {SCRIPT_EXITS.get(code, 'the guard script failed')}")
+    said = " ".join(filter(None, (execution.reason, execution.message)))
+    if said:
+        parts.append(said)
+    if not assigned:
+        parts.append("its identity holds no role assignment (`acagpu guard install` again)")
+    return "; ".join(parts) or "the platform gave no reason (the job's log in Log Analytics may)"
 
 
 def _job_env(clients: Clients, name: str) -> str | None:
@@ -325,5 +367,8 @@ def render_status(doc: Mapping[str, Any]) -> str:
     ]
     runs = doc.get("executions") or []
     lines.append("executions:" if runs else "executions: none yet")
-    lines += [f"  {e['name']:<28} {e.get('status') or '?':<10} {e.get('start_time') or ''}" for e in runs]
+    for e in runs:
+        lines.append(f"  {e['name']:<28} {e.get('status') or '?':<10} {e.get('start_time') or ''}")
+        if e.get("reason"):
+            lines.append(f"    why: {e['reason']}")
     return "\n".join(lines)

@@ -66,6 +66,9 @@ EXIT_BAD_CONFIG = 2
 EXIT_INCOMPLETE = 6
 LOG_PREFIX = "acagpu-guard"
 THROTTLED_FOR_S = 1800.0
+# A role assignment takes minutes to take effect after ARM accepted it, and the schedule can fire
+# first: a run refused (403) at its first read waits this long at most (ACAGPU_GUARD_AUTH_WAIT_S)
+AUTH_WAIT_S = 600.0
 NOTIFY_TIMEOUT_S = 10.0
 
 
@@ -286,6 +289,7 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
     older_than = timedelta(seconds=int(older)) if older.isdigit() and int(older) > 0 else None
     excludes = tuple(p.strip() for p in env.get("ACAGPU_GUARD_EXCLUDES", "").split(",") if p.strip())
     wait_s = float(env.get("ACAGPU_GUARD_WAIT_S", "1200") or 1200)
+    auth_wait_s = float(env.get("ACAGPU_GUARD_AUTH_WAIT_S", "") or AUTH_WAIT_S)
     extra = [s.strip() for s in env.get("ACAGPU_GUARD_SUBSCRIPTIONS", "").split(",") if s.strip()]
     arm = Arm(env.get("ACAGPU_ARM_ENDPOINT") or ARM, identity_token(env))
     now = now or datetime.now(UTC)
@@ -295,6 +299,7 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
     rules = (older_than, excludes, dry_run, wait_s)
     for subscription in dict.fromkeys([sub, *extra]):
         try:
+            _wait_for_access(arm, subscription, auth_wait_s)
             _sweep_subscription(arm, subscription, now, rules, counts, deleted, acted)
         except ArmFailure as exc:  # one subscription out of reach must not stop the others
             counts["failed"] += 1
@@ -306,7 +311,8 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
         try:
             path = f"/subscriptions/{sub}/resourcegroups/{urllib.parse.quote(own)}"
             did = bool(counts["deleted"] or counts["failed"])
-            record(arm, path, summary_text(now, counts, deleted), did)
+            failure = next((str(a["error"]) for a in acted if a.get("error")), "")
+            record(arm, path, summary_text(now, counts, deleted, failure), did)
         except ArmFailure as exc:
             log({"event": "error", "message": f"could not record the summary on {own}: {exc}"})
     url = env.get("ACAGPU_NOTIFY", "").strip()
@@ -317,6 +323,31 @@ def sweep(env: dict[str, str], now: datetime | None = None) -> int:
 
 
 Rules = tuple[timedelta | None, tuple[str, ...], bool, float]
+
+
+def _wait_for_access(arm: Arm, sub: str, budget: float) -> None:
+    """Until the identity may read the subscription's groups, for at most `budget` seconds: the
+    first scheduled run can fire before the role assignment install made is effective (ARM answers
+    403 AuthorizationFailed meanwhile). Anything else, or the budget spent, goes on to the sweep,
+    which reports it."""
+    ends, pause = time.monotonic() + budget, 1.0
+    while True:
+        try:
+            arm.call("GET", f"/subscriptions/{sub}/resourcegroups", RESOURCES_API, {"$top": "1"})
+            return
+        except ArmFailure as exc:
+            if exc.status != 403 or time.monotonic() + pause > ends:
+                return
+            log(
+                {
+                    "event": "waiting",
+                    "subscription": sub,
+                    "for": "the role assignment",
+                    "message": str(exc)[:200],
+                }
+            )
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
 
 def _sweep_subscription(
@@ -494,9 +525,12 @@ def notify(url: str, message: dict[str, Any]) -> None:
         log({"event": "error", "message": f"could not notify {host}: {getattr(exc, 'reason', exc)}"})
 
 
-def summary_text(now: datetime, counts: dict[str, int], deleted: list[str]) -> str:
-    """One tag value: when, what was deleted (by name while it fits), the counts."""
+def summary_text(now: datetime, counts: dict[str, int], deleted: list[str], failure: str = "") -> str:
+    """One tag value: when, what was deleted (by name while it fits), the counts, and the first
+    failure's text (what `acagpu guard status` shows as a failed run's reason)."""
     tail = f"; would-delete {counts['would-delete']}; skipped {counts['skipped']}; failed {counts['failed']}"
+    if failure:
+        tail += f" ({' '.join(failure.split())[:120]})"
     head = f"{_iso(now)} deleted {counts['deleted']}"
     names = ",".join(deleted)
     room = TAG_VALUE_MAX - len(head) - len(tail) - 2

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -90,11 +91,13 @@ class SimulatedWorkload:
             if message is not None:
                 raise StartFailure("ContainerCreateFailure", message)
         root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
-        home, bin_dir = root / "home", root / "bin"
-        home.mkdir(parents=True, exist_ok=True)
-        bin_dir.mkdir(parents=True, exist_ok=True)
+        home, bin_dir, tmp = root / "home", root / "bin", root / "tmp"
+        for folder in (home, bin_dir, tmp):
+            folder.mkdir(parents=True, exist_ok=True)
         env = dict(spec.env)
-        env.update(HOME=str(home), HOSTNAME=spec.replica)
+        # a container's /tmp goes with it: what its processes leave there (the zero-build scripts'
+        # mkdtemp folders) is removed when the replica stops, not left on this machine per execution
+        env.update(HOME=str(home), HOSTNAME=spec.replica, TMPDIR=str(tmp))
         env["PATH"] = f"{bin_dir}:{spec.env.get('PATH', BASE_PATH)}"
         hidden: tuple[str, ...] = ()
         if gpus:
@@ -107,6 +110,7 @@ class SimulatedWorkload:
         else:
             hidden = ("nvidia-smi",)  # no GPU, no driver utilities mounted into the container
         container = SandboxContainer(name=spec.name, env=env, cwd=home, hidden=hidden)
+        container.on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
         scale = max(0.0, time_scale)
         grace = result_grace_s(spec.env)  # the tester's stay after its result, on the scaled clock
         if spec.kind == "job" and gpus and is_gpu_tester(spec):

@@ -169,6 +169,13 @@ def delete_definition(ctx: Ctx, guid: str) -> dict[str, Any] | None:
     return ctx.state.role_definitions.pop(guid.lower(), None)
 
 
+# A new role assignment grants its role only this many emulated seconds after ARM accepted it
+# (UNCONFIRMED figure: Microsoft's RBAC troubleshooting guide says assignment changes can take
+# minutes to take effect; 120 s is a typical wait, not the documented worst case). Listing and reading
+# the assignment work at once; the managed identity's calls are refused (403) until then.
+PROPAGATION_S = 120.0
+
+
 def assignments(ctx: Ctx) -> list[dict[str, Any]]:
     return list(ctx.state.role_assignments.values())
 
@@ -221,13 +228,18 @@ def put_assignment(ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin
             "updatedBy": caller,
         },
     }
+    if guid.lower() not in ctx.state.role_assignments:
+        ctx.state.role_assignments_effective[guid.lower()] = ctx.clock.after_seconds(PROPAGATION_S)
     ctx.state.role_assignments[guid.lower()] = doc
     return doc
 
 
-def permissions_of(ctx: Ctx, principal: str, admin: str) -> list[dict[str, list[str]]]:
+def permissions_of(
+    ctx: Ctx, principal: str, admin: str, *, now: float | None = None
+) -> list[dict[str, list[str]]]:
     """What `principal` may do in this subscription: one entry per role it holds (the admin is Owner,
-    less what a `deny` fault takes away)."""
+    less what a `deny` fault takes away). With `now` (ARM checking a call), an assignment that has not
+    propagated yet (PROPAGATION_S) grants nothing."""
     if principal == admin:
         denied = [
             f.param("action", "")
@@ -240,6 +252,8 @@ def permissions_of(ctx: Ctx, principal: str, admin: str) -> list[dict[str, list[
         p = assignment["properties"]
         if p["principalId"] != principal:
             continue
+        if now is not None and now < ctx.state.role_assignments_effective.get(assignment["name"], 0.0):
+            continue  # accepted, not yet effective
         try:
             role = get_definition(ctx, p["roleDefinitionId"].rstrip("/").rsplit("/", 1)[-1])
         except RoleDefinitionDoesNotExist:
