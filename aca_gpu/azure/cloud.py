@@ -220,10 +220,10 @@ class AzureCloud:
     ) -> None:
         shards.make_folders(self.clients, resource_group, account, share, folders)
 
-    def download_share_tree(
-        self, resource_group: str, account: str, share: str, prefix: str, dest: Path
+    def download_share_folders(
+        self, resource_group: str, account: str, share: str, folders: Mapping[str, Path]
     ) -> list[Path]:
-        return shards.download(self.clients, resource_group, account, share, prefix, dest)
+        return shards.download(self.clients, resource_group, account, share, folders)
 
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return preview.list_execution_replicas(self.clients, resource_group, job, execution)

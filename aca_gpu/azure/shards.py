@@ -168,8 +168,12 @@ def make_folders(clients: Clients, rg: str, account: str, share: str, folders: S
                 raise InfraError(f"share {share}: folder {path} could not be made: {exc}") from None
 
 
-def download(clients: Clients, rg: str, account: str, share: str, prefix: str, dest: Path) -> list[Path]:
+def download(clients: Clients, rg: str, account: str, share: str, folders: Mapping[str, Path]) -> list[Path]:
+    """Each share folder's files into its local folder (the key is read once for all of them)."""
     from aca_gpu.azure.fileshare import download_tree
 
     key, endpoint = _share_access(clients, rg, account)
-    return download_tree(account, key, share, prefix, dest, endpoint=endpoint, verify=clients.verify)
+    written: list[Path] = []
+    for prefix, dest in folders.items():
+        written += download_tree(account, key, share, prefix, dest, endpoint=endpoint, verify=clients.verify)
+    return written

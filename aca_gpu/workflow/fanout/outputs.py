@@ -1,10 +1,11 @@
-"""`--output-dir DIR`: every shard's folder on the environment's share, brought down into DIR/k.
+"""`--output-dir DIR`: each succeeded shard's folder on the environment's share, brought into DIR/k.
 
 Shard k wrote into `$ACAGPU_OUTPUT_DIR`, which is the folder `<run>/<k>` of the environment's
 `acagpu-results` Azure Files share (made before the shard started). Once the run is torn down
-(nothing bills), the folder `<run>` is downloaded through the Azure Files data plane (the Azure SDK for File
-Shares, `azure/fileshare.py`) into DIR, so shard k's files are in DIR/k. The share keeps them: a
-download that failed can be done again by a rerun, and `acagpu env delete` removes them.
+(nothing bills), the folder of every shard that succeeded is downloaded through the Azure Files
+data plane (the Azure SDK for File Shares, `azure/fileshare.py`) into DIR/k; a failed shard's
+partial files stay on the share only (its rerun writes them again). The share keeps everything
+until `acagpu env delete` removes it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def download(cloud: Cloud, runtime: Any, fanout: FanoutSpec, outcome: FanoutOutc
     doc["account"] = made.account
     try:
         dest.mkdir(parents=True, exist_ok=True)
-        files = cloud.download_share_tree(group.name, made.account, RESULTS_SHARE, fanout.share_subdir, dest)
+        done = sorted(s.task.index for s in outcome.states if s.state == "succeeded")
+        folders = {fanout.share_folder(k): dest / str(k) for k in done}
+        files = cloud.download_share_folders(group.name, made.account, RESULTS_SHARE, folders)
     except AcaGpuError as exc:
         doc["error"] = f"not downloaded: {exc.message}"
         return doc

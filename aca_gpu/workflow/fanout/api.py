@@ -1,0 +1,197 @@
+"""The Python API: `acagpu.run(...)` and `acagpu.map(...)`, typed results, the CLI's own engine.
+
+    import acagpu
+    result = acagpu.map("ghcr.io/me/embed:1", ["a.txt", "b.txt"], command=["python", "embed.py"],
+                        env="lab", parallel=8, retries=1)
+    for shard in result.shards:          # in item order
+        print(shard.item, shard.exit_code, shard.output_path, shard.gpu_seconds, shard.cost_usd)
+    result.raise_for_failures()          # FanoutFailed naming the failed indexes
+
+Both build the same RunRequest and FanoutSpec the CLI builds (bad input raises `BadInput` before
+anything exists) and call the same `run_fanout`; settings come from the same places (`ACAGPU_*`
+variables, the config file). Nothing is printed unless `echo=True` (then the shards' lines and the
+table go to stderr, as on a terminal). A fan-out is never left running: the engine's teardown runs
+before the call returns, also when it raises.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.output import Output
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    attempt: int
+    execution: str | None
+    status: str
+    fault: str | None  # "user" (the container failed) | "platform" (ACA failed it) | None
+    exit_code: int | None
+    reason: str | None
+    seconds: float
+    gpu_seconds: float
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    index: int
+    status: str  # succeeded | failed | cancelled
+    exit_code: int | None
+    item: str | None = None
+    attempts: tuple[AttemptResult, ...] = ()
+    output_path: Path | None = None
+    gpu_seconds: float = 0.0
+    cost_usd: float = 0.0
+    output_tail: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+
+class FanoutFailed(AcaGpuError):
+    """Raised by `FanoutResult.raise_for_failures` (exit code as the CLI's)."""
+
+
+@dataclass(frozen=True)
+class FanoutResult:
+    run_id: str
+    exit_code: int
+    status: str
+    shards: tuple[ShardResult, ...]
+    cost_usd: float
+    gpu_seconds: float
+    error: dict[str, Any] | None = None
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def failed(self) -> list[int]:
+        return [s.index for s in self.shards if not s.ok]
+
+    def raise_for_failures(self) -> FanoutResult:
+        if not self.ok:
+            message = (self.error or {}).get("message") or f"run {self.run_id} failed"
+            error = FanoutFailed(str(message), code=str((self.error or {}).get("code") or "ShardsFailed"))
+            error.exit_code = self.exit_code
+            raise error
+        return self
+
+
+def _result(doc: dict[str, Any]) -> FanoutResult:
+    shards = []
+    for s in doc.get("shards") or []:
+        attempts = tuple(AttemptResult(**a) for a in s["attempts"])
+        shards.append(
+            ShardResult(
+                index=s["index"],
+                status=s["status"],
+                exit_code=s["exit_code"],
+                item=s.get("item"),
+                attempts=attempts,
+                output_path=Path(s["output_path"]) if s.get("output_path") else None,
+                gpu_seconds=s["gpu_seconds"],
+                cost_usd=s["usd_estimate"],
+                output_tail=tuple(s.get("output_tail") or ()),
+            )
+        )
+    cost = doc.get("cost") or {}
+    return FanoutResult(
+        run_id=doc["run_id"],
+        exit_code=doc["exit_code"],
+        status=doc["status"],
+        shards=tuple(sorted(shards, key=lambda s: s.index)),
+        cost_usd=float(cost.get("usd_estimate") or 0.0),
+        gpu_seconds=float(cost.get("gpu_seconds") or 0.0),
+        error=doc.get("error"),
+        document=doc,
+    )
+
+
+def run(
+    image: str,
+    command: Sequence[str] = (),
+    *,
+    shards: int | None = None,
+    items: Iterable[Any] | None = None,
+    env: str | None = None,
+    parallel: int | None = None,
+    retries: int = 0,
+    retry_on_exit: Sequence[int] = (),
+    platform_retries: int = 3,
+    output_dir: str | Path | None = None,
+    gpu: str | None = None,
+    location: str | None = None,
+    max_minutes: int | None = None,
+    start_timeout: str | None = None,
+    env_vars: dict[str, str] | None = None,
+    secret_env: Sequence[str] = (),
+    cpu: float | None = None,
+    memory: str | None = None,
+    mounts: Sequence[str] = (),
+    run_id: str | None = None,
+    echo: bool = False,
+) -> FanoutResult:
+    """Run IMAGE (and COMMAND) as `shards` executions (or one per item of `items`) on ACA GPUs."""
+    import json
+
+    from aca_gpu.config import load_settings
+    from aca_gpu.workflow.context import Waiter, open_cloud, resolve_owner
+    from aca_gpu.workflow.fanout.run import run_fanout
+    from aca_gpu.workflow.fanout.spec import make_fanout
+    from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
+
+    listed = None
+    if items is not None:
+        listed = tuple(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in items)
+    request = RunRequest(
+        image=image,
+        command=tuple(command),
+        gpu=gpu,
+        location=location,
+        run_id=run_id,
+        max_minutes=max_minutes,
+        start_timeout=start_timeout,
+        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
+        secret_env=tuple(secret_env),
+        cpu=cpu,
+        memory=memory,
+        env_name=env,
+        mounts=tuple(mounts),
+    )
+    settings = load_settings()
+    spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    fanout = make_fanout(
+        spec,
+        shards=shards,
+        map_file=None,
+        items=listed,
+        parallel=parallel,
+        retries=retries,
+        retry_on_exit=",".join(str(c) for c in retry_on_exit) or None,
+        platform_retries=platform_retries,
+        logs="all",  # printed only with echo; each shard's last lines are kept either way
+        output_dir=str(output_dir) if output_dir is not None else None,
+    )
+    sink = sys.stderr if echo else io.StringIO()
+    output = Output("table" if echo else "json", stdout=sink, stderr=sink, command="run")
+    outcome = run_fanout(
+        open_cloud(settings), fanout, output, Waiter(interval=settings.polling_interval), request=request
+    )
+    return _result(outcome.document())
+
+
+def map(image: str, items: Iterable[Any], command: Sequence[str] = (), **options: Any) -> FanoutResult:
+    """One shard per item (`ACAGPU_ITEM`; non-strings as JSON); results in item order. The name
+    shadows the builtin on purpose: `acagpu.map` reads as Modal's and Python's own `map`."""
+    return run(image, command, items=list(items), **options)

@@ -1,0 +1,31 @@
+"""`import acagpu`: the Python API of acagpu (the package itself is `aca_gpu`).
+
+    import acagpu
+    result = acagpu.map("ghcr.io/me/embed:1", items, command=["python", "embed.py"], env="lab")
+
+`run` and `map` fan work out over ACA GPU job executions through the same engine as
+`acagpu run --shards/--map` (docs/fanout.md); they return a typed `FanoutResult`.
+"""
+
+from aca_gpu import __version__
+from aca_gpu.errors import AcaGpuError, BadInput
+from aca_gpu.workflow.fanout.api import (
+    AttemptResult,
+    FanoutFailed,
+    FanoutResult,
+    ShardResult,
+    map,
+    run,
+)
+
+__all__ = [
+    "AcaGpuError",
+    "AttemptResult",
+    "BadInput",
+    "FanoutFailed",
+    "FanoutResult",
+    "ShardResult",
+    "__version__",
+    "map",
+    "run",
+]
