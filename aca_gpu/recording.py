@@ -52,7 +52,7 @@ AUTH_SCHEME = re.compile(r"(?i)\b(basic|sharedkey(?:lite)?)(\s+)([A-Za-z0-9._~+/
 SECRET_ASSIGNMENT = re.compile(
     r"(?i)\b([A-Za-z0-9_]*(?:password|passwd|secret|token|apikey|api_key|accountkey|sharedkey|"
     r"sharedaccesskey|access_key|accesskey|privatekey|private_key|connectionstring|credential|"
-    r"signature)[A-Za-z0-9_]*|sig)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
+    r"signature|identity_header)[A-Za-z0-9_]*|sig)(\s*[=:]\s*)(?!<)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
 )
 # a name beside a value (`{"name": "API_KEY", "value": ...}`, an environment variable or an app
 # secret) that says the value is secret; narrow, because users choose these names

@@ -306,6 +306,7 @@ def test_every_secret_bearing_answer_is_scrubbed_by_what_its_fields_are(tmp_path
             f"Authorization: Basic {BASIC}",
             f"x-ms-authorization: SharedKey s:{WORKSPACE_KEY[:44]}",
             f"the key, bare: {BARE_KEY}",  # no name beside it: caught by its shape
+            "IDENTITY_HEADER=f0e1d2c3b4a5-managed-identity-header",  # `env` in an exec session
             "TOKENIZERS_PARALLELISM=false and sha256:" + "ab12" * 16,  # neither is a secret
         ]
     )
@@ -328,6 +329,7 @@ def test_every_secret_bearing_answer_is_scrubbed_by_what_its_fields_are(tmp_path
         BARE_KEY,
         "rt-Opaque-77xx",
         "opaque-exec-token",
+        "f0e1d2c3b4a5-managed-identity-header",
     ):
         assert secret not in text, f"{secret[:12]}... leaked"
         assert quote(secret, safe="") not in text
