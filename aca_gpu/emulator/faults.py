@@ -58,6 +58,16 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   (degraded), `throttle` HW Slowdown and HW Thermal Slowdown active at a low clock (degraded).
   Every replica started while it fires is affected; `match=` picks replicas by name.
 
+- Fan-out's platform failures (placement.py), drawn per job replica (per execution for `unknown`),
+  so `rate=` with `seed=` scatters them over a fan-out: `backoff` ends the execution
+  Failed/BackoffLimitExceeded two emulated seconds after scheduling, before any pull; `pull_stall`
+  (`seconds=`, default 86400) holds the replica in PullingImage that long; `lost` (`after=` seconds
+  of running, default 30) kills the running container and ends the execution Degraded, reason
+  ReplicaLost, without an exit code; `unknown` and `processing` (`seconds=`, default 60) make a new
+  execution read status Unknown or Processing that long before Running. `stuck` (above) is the
+  placement that never happens. Example:
+  `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
+
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
 with `slow_create`).
@@ -88,6 +98,11 @@ KINDS = (
     "stall",
     "cost_delay",
     "pull",
+    "backoff",
+    "pull_stall",
+    "lost",
+    "unknown",
+    "processing",
 )
 
 # what a registry answers for each `pull:error=` (containerd's wording, as ACA's log relays it)

@@ -8,7 +8,7 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from aca_gpu.emulator import catalog
+from aca_gpu.emulator import catalog, placement
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.faults import Faults, pull_error
 from aca_gpu.emulator.share_folders import share_key
@@ -100,6 +100,7 @@ class Runtime:
         self.clock = clock
         self.workload = workload
         self.faults = faults
+        self._budget: placement.GpuBudget | None = None  # GPUs placed, counted once per tick
 
     # ---- events and billing -------------------------------------------------------------------
     def emit(
@@ -129,6 +130,9 @@ class Runtime:
                 type=type_,
             )
         )
+
+    def emit_replica(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
+        self._emit_rep(rep, reason, msg, type_)
 
     def _emit_rep(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
         self.emit(
@@ -228,6 +232,7 @@ class Runtime:
         rep.log_base = {name: len(rep.logs.get(name, [])) for name in started}
         rep.phase = "Running"
         rep.exit_code = None
+        placement.mark_if_lost(self, rep)
         rep.started_at = utc_now()
         rep.details = f"Container started at: {rep.started_at:%-m/%-d/%Y %-I:%M:%S %p}."
         for spec in rep.specs:
@@ -281,9 +286,12 @@ class Runtime:
         now = self.clock.now()
         due = rep.phase_until is not None and now >= rep.phase_until
         if rep.phase == "AssigningReplica" and due and not rep.stuck:
+            budget = self._budget or placement.GpuBudget(self)  # GPU quota is taken at placement
+            if not budget.admit(rep) or placement.backoff_before_pull(self, rep):
+                return
             rep.phase = "PullingImage"
             rep.pull_s = [self._pull_seconds(rep, s.image) for s in rep.specs]
-            rep.phase_until = self.clock.after_seconds(sum(rep.pull_s))
+            rep.phase_until = self.clock.after_seconds(placement.pull_seconds(self, rep, sum(rep.pull_s)))
             for spec in rep.specs:
                 self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
         elif rep.phase == "PullingImage" and due:
@@ -304,6 +312,8 @@ class Runtime:
                 self._open_billing(rep, stalled=True)
         elif rep.phase in ("Creating", "Waiting") and due:
             await self._start(rep)
+        elif rep.phase == "Running" and rep.lost_at is not None and now >= rep.lost_at:
+            placement.lose(self, rep)
         elif rep.phase == "Running":
             self._capture_logs(rep)
             codes = [h.exit_code for h in rep.handles.values()]
@@ -375,9 +385,11 @@ class Runtime:
 
     # ---- the ticker ---------------------------------------------------------------------------
     async def tick(self) -> None:
+        self._budget = placement.GpuBudget(self)
         for rep in self.state.replicas():
             if not rep.gone:
                 await self._advance(rep)
+        self._budget = None
         for job in list(self.state.jobs.values()):
             for ex in job.executions.values():
                 if ex.status == "Running":

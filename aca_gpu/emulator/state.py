@@ -111,6 +111,7 @@ class Replica:
     retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
     gone: bool = False
     pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
+    lost_at: float | None = None  # the `lost` fault: monotonic time its node goes away (placement.py)
 
 
 @dataclass
@@ -165,6 +166,8 @@ class Execution:
     linger_until: float | None = None  # monotonic time the ended replica is cleaned up
     console: list[LogLine] = field(default_factory=list)  # what its containers printed, kept after it ends
     trigger: str = "Manual"  # Manual | Schedule: who started it
+    # (status, until): an `unknown` or `processing` fault's status, answered until then (placement.py)
+    reported: tuple[str, float] | None = None
 
 
 @dataclass

@@ -19,6 +19,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import aca_gpu
@@ -36,6 +37,7 @@ from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simu
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 SHELLS = ("sh", "/bin/sh", "bash", "/bin/bash")
 OTHER_JOB_SECONDS = 2.0  # a generic job's realistic run time before it exits 0
+SECONDS_ENV, EXIT_CODE_ENV = "ACAGPU_EMULATOR_SECONDS", "ACAGPU_EMULATOR_EXIT_CODE"  # a played job's outcome
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _counter = itertools.count()
 
@@ -48,6 +50,17 @@ def is_guard(spec: ContainerSpec) -> bool:
 def is_gpu_tester(spec: ContainerSpec) -> bool:
     """The tester job: its zero-build env var, or a command line that names the tester script."""
     return "ACAGPU_TESTER_SRC" in spec.env or any("gpu_tester" in part for part in spec.command + spec.args)
+
+
+def simulated_outcome(env: Mapping[str, str], seconds: float) -> tuple[float, int]:
+    """(emulated seconds, exit code) of a job played rather than run: `ACAGPU_EMULATOR_SECONDS` and
+    `ACAGPU_EMULATOR_EXIT_CODE` in its env override them (a benchmark's failing or slow shard)."""
+    try:
+        seconds = float(env.get(SECONDS_ENV, seconds))
+        code = int(env.get(EXIT_CODE_ENV, "0"))
+    except ValueError:
+        return seconds, 0
+    return max(0.0, seconds), code
 
 
 def is_shell_line(spec: ContainerSpec) -> bool:
@@ -156,8 +169,10 @@ class SimulatedWorkload:
             ):
                 seconds = float(argv[1])
             shown = shlex.join(argv) if argv else spec.image
+            seconds, code = simulated_outcome(spec.env, seconds)
+            done = "completed" if code == 0 else f"exited {code}"
             # the one line says it was not run, and why (no Podman, or the image is not there)
-            container.play([(seconds * scale, f"{shown}: completed (simulated run; not run: {unreal})")], 0)
+            container.play([(seconds * scale, f"{shown}: {done} (simulated run; not run: {unreal})")], code)
         else:
             for line in cuda_banner(spec.image, gpu=bool(gpus)):  # the image's entrypoint, then idle
                 container.emit(line)

@@ -7,7 +7,7 @@ import hashlib
 import re
 from typing import Any
 
-from aca_gpu.emulator import catalog, cron
+from aca_gpu.emulator import catalog, cron, placement
 from aca_gpu.emulator.arm import get_ci, rand_suffix, utc_now
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import defaults
@@ -434,19 +434,23 @@ def unplaceable(rep: Replica) -> None:
 
 
 def gpus_in_use(ctx: Ctx, location: str, profile_type: str) -> int:
-    """GPUs held by live replicas of this profile type in this region (what the quota counts)."""
+    """GPUs held by placed replicas of this profile type in this region (what the quota counts: one
+    still waiting in AssigningReplica holds none)."""
     total = 0
     for rep in ctx.state.replicas():
         env = ctx.state.envs.get(key(rep.env_rg, rep.env))
-        if not rep.gone and rep.profile_type == profile_type and env is not None and env.location == location:
+        here = env is not None and env.location == location
+        if placement.placed(rep) and rep.profile_type == profile_type and here:
             total += catalog.gpus(profile_type)
     return total
 
 
-def check_gpu_quota(ctx: Ctx, location: str, profile_type: str, needed: int) -> None:
-    """A `quota:limit=N` fault is the region's GPU quota for the profile: going past it fails the create."""
+def check_gpu_quota(ctx: Ctx, location: str, profile_type: str, needed: int, *, in_use: bool = True) -> None:
+    """A `quota:limit=N` fault is the region's GPU quota for the profile: going past it fails the create.
+    A job (`in_use=False`) is refused only when it could never run: its replicas wait for GPUs."""
     limit = ctx.faults.quota_limit(location, profile_type)
-    if limit is not None and needed and gpus_in_use(ctx, location, profile_type) + needed > limit:
+    used = gpus_in_use(ctx, location, profile_type) if in_use else 0
+    if limit is not None and needed and used + needed > limit:
         raise QuotaExceeded()
 
 
@@ -526,7 +530,7 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         f"/subscriptions/{ctx.subscription}/resourceGroups/{group.name}/providers/Microsoft.App/jobs/{name}"
     )
     if existing is None or existing.deleting:
-        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * _parallelism(config))
+        check_gpu_quota(ctx, env.location, ptype, catalog.gpus(ptype) * _parallelism(config), in_use=False)
     if existing is not None and not existing.deleting:
         existing.tags, existing.configuration, existing.template = tags, config, template
         existing.profile_name, existing.profile_type = profile_name, ptype
@@ -610,6 +614,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
         elif ctx.faults.fire("nocapacity", path=name, **where):
             ex.replicas[name].stuck = True  # never assigned to a node
     job.executions[ex.name] = ex
+    placement.mark_reported(ctx.runtime, job, ex)
     ctx.runtime.emit(
         None,
         env=job.env,

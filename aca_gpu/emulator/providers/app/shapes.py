@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aca_gpu.emulator import catalog, versions
+from aca_gpu.emulator import catalog, placement, versions
 from aca_gpu.emulator.arm import iso_offset, iso_ticks, iso_z
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import defaults, models
@@ -306,7 +306,7 @@ def execution_body(ctx: Ctx, job: Job, ex: Execution, *, detailed: bool = True) 
         resources = {"ephemeralStorage": "", **(c.get("resources") or {})}
         containers.append({**c, "env": env, "resources": resources})
     props: dict[str, Any] = {
-        "status": ex.status,
+        "status": placement.shown_status(ctx.runtime, ex),
         "startTime": iso_offset(ex.started),
         "template": {"containers": containers, "initContainers": ex.template.get("initContainers") or []},
     }
