@@ -28,8 +28,9 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "location": run.group.location,
         "gpu": tags.get(naming.TAG_GPU),
         "owner": tags.get(naming.TAG_OWNER),
-        # `up --keep` leaves its explorer app stopped; `acagpu:keep=true` protects a group from reapers
-        "keep": protected or spend.phase == "stopped",
+        # `up --keep` leaves its explorer app (no other command makes one); `acagpu:keep=true`
+        # protects a group from reapers
+        "keep": protected or spend.executions.apps > 0,
         "protected": protected,
         "created_at": tags.get(naming.TAG_CREATED_AT),
         "expires_at": tags.get(naming.TAG_EXPIRES_AT),

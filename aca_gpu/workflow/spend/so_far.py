@@ -35,6 +35,7 @@ class Executions:
 
     running: int = 0
     ended: int = 0
+    apps: int = 0  # container apps: only `up --keep` leaves one (the CUDA explorer)
 
     def as_dict(self) -> dict[str, int]:
         return {"running": self.running, "ended": self.ended}
@@ -116,7 +117,7 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, fl
     elif found and phase == "empty":
         phase = "ended"
     seconds += sum(execution_seconds(e.start_time, e.end_time, now) for e in found)
-    return phase, seconds, Executions(live, len(found) - live)
+    return phase, seconds, Executions(live, len(found) - live, len(apps))
 
 
 def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
