@@ -12,6 +12,7 @@ from aca_gpu.errors import EXIT_TEARDOWN
 from aca_gpu.output import Output
 from aca_gpu.workflow import envs
 from aca_gpu.workflow.context import open_cloud, resolve_owner
+from aca_gpu.workflow.env import detail
 
 
 @click.group()
@@ -32,10 +33,15 @@ def _line(doc: dict[str, Any]) -> str:
     return text + (f"  ({doc['error']})" if doc.get("error") else "")
 
 
+HEADER = f"{'NAME':<14} {'STATE':<8} {'REGION':<14} GPU PROFILES, RUNS INSIDE, LAST USE, EXPIRY, IDLE COST"
+
+
 def _render(docs: list[dict[str, Any]]) -> Any:
     def human(stream: TextIO) -> None:
         if not docs:
             print("no warm environments (`acagpu env create NAME -l REGION` makes one)", file=stream)
+        else:
+            print(HEADER, file=stream)
         for doc in docs:
             print(_line(doc), file=stream)
         for basis in dict.fromkeys((d.get("idle_cost") or {}).get("basis") for d in docs):
@@ -93,9 +99,10 @@ def list_(output: Output, subscription: str | None) -> None:
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @output_options
 def show(output: Output, name: str, subscription: str | None) -> None:
-    """Show one warm environment and the runs inside it now."""
-    doc = envs.show_env(open_cloud(command_settings(subscription)), name)
-    output.emit({"schema": 1, **doc}, _render([doc]))
+    """Show one warm environment in detail: region, profiles, storages, the runs inside it now and
+    their spend so far, idle TTL and idle cost."""
+    doc = detail.show(open_cloud(command_settings(subscription)), name)
+    output.emit({"schema": 1, **doc}, lambda stream: print(detail.render(doc), file=stream))
 
 
 @env.command()

@@ -55,6 +55,9 @@ def test_up_exec_and_run_work_in_the_second_and_third_subscription(tmp_path: Pat
         cost = _acagpu(shell, "cost", "--subscription", SECOND, "--subscription", THIRD, "--run-id", run_id)
         assert cost.returncode == 0, cost.stderr
         assert f"subscription {SECOND}" in cost.stdout.splitlines() and run_id in cost.stdout, cost.stdout
+        every = _acagpu(shell, "cost", "--all-subscriptions", "--run-id", run_id)  # through Resource Graph
+        assert every.returncode == 0, every.stderr
+        assert f"subscription {SECOND}" in every.stdout.splitlines() and run_id in every.stdout, every.stdout
         down = _acagpu(shell, "down", "--yes", "--subscription", SECOND, "--run-id", run_id)
         assert down.returncode == 0, down.stderr
 
