@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlsplit
 
 from aca_gpu.errors import CloudError
 
@@ -305,9 +305,8 @@ def _session(
             enable_multithread=True,
         )
     except websocket.WebSocketBadStatusException as exc:
-        raise CloudError(
-            f"exec refused by {endpoint.split('?')[0]}: {refusal_text(exc)}", code="ExecRejected"
-        ) from exc
+        host = urlsplit(endpoint).netloc or endpoint.split("?")[0]  # the replica is named by the caller
+        raise CloudError(f"exec refused by {host}: {refusal_text(exc)}", code="ExecRejected") from exc
     except (OSError, websocket.WebSocketException) as exc:
         raise _Dropped(str(exc)) from exc
     pattern = marker_regex(nonce) if nonce else None

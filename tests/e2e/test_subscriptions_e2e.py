@@ -78,7 +78,8 @@ def test_a_refused_exec_is_one_line_without_headers(tmp_path: Path) -> None:
         refused = _acagpu(shell, "exec", "--subscription", SECOND, "--run-id", run_id, "--", "true")
         assert refused.returncode == 7, refused.stderr
         errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "HTTP 503" in errors[0], refused.stderr
+        assert len(errors) == 1 and "HTTP 503: ServiceUnavailable: Please retry later." in errors[0], errors
+        assert "wss://" not in errors[0] and len(errors[0]) < 300, errors  # the host, not the replica's URL
         assert not [raw for raw in ("-+-+-", "content-type", "b'", "handshake status")
                     if raw in refused.stderr.lower()]  # fmt: skip
         proxy.set_rules({"rules": []})
