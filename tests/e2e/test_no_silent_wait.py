@@ -9,6 +9,12 @@ GPU profile added to a warm environment (env create), ARM throttling the guard's
 install), a container that sleeps (run). The commands run side by side to keep the test quick;
 each starts once the one before it has spoken, so that the interpreters' start-ups (a second of CPU
 each) do not all fall on the same cores at once.
+
+Silence is judged on what the command controls: a stretch of wall time counts as silent only for
+the part its process spent neither on a CPU nor waiting for one (Linux's per-thread schedstat), and
+the part this test's own reader spent waiting for a CPU before it saw the line does not count either.
+On a busy machine a start-up that waits for the CPU is slow, not silent; a command that blocks on
+the network without a word is silent however idle the machine is.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
@@ -52,22 +59,50 @@ SLOW = (
 )
 
 
+def _schedstat(pid: int, tid: int) -> tuple[int, int]:
+    """(ns on a CPU, ns runnable but waiting for a CPU) of one thread; (0, 0) once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text(encoding="ascii").split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+
+
+def _busy_s(pid: int, seen: dict[int, int]) -> float:
+    """Seconds the process was busy or held back by the machine: its main thread's time on a CPU and
+    waiting for one (start-up and its own work), and every other thread's wait for a CPU. `seen`
+    keeps each thread's last figure, so a thread that has ended still counts."""
+    with suppress(OSError):
+        for tid in (int(t) for t in os.listdir(f"/proc/{pid}/task")):
+            on_cpu, queued = _schedstat(pid, tid)
+            if on_cpu or queued:
+                seen[tid] = queued + (on_cpu if tid == pid else 0)
+    return sum(seen.values()) / 1e9
+
+
 @dataclass
 class Watched:
     args: tuple[str, ...]
     proc: subprocess.Popen[str]
     began: float = field(default_factory=time.monotonic)
-    lines: list[tuple[float, str]] = field(default_factory=list)
+    # (when the line arrived, the line, the process's busy seconds then, the reader's CPU wait then)
+    lines: list[tuple[float, str, float, float]] = field(default_factory=list)
     stdout: str = ""
     ended: float = 0.0
     spoke: threading.Event = field(default_factory=threading.Event)  # a first line, or the end
+    held_before: float = 0.0  # the reader's CPU wait when it began
 
     def read(self) -> None:
         assert self.proc.stderr is not None and self.proc.stdout is not None
         out = threading.Thread(target=lambda: setattr(self, "stdout", self.proc.stdout.read()))  # type: ignore[union-attr]
         out.start()
+        reader = threading.get_native_id()
+        self.held_before = _schedstat(os.getpid(), reader)[1] / 1e9
+        seen: dict[int, int] = {}
         for line in self.proc.stderr:
-            self.lines.append((time.monotonic(), line.rstrip("\n")))
+            busy = _busy_s(self.proc.pid, seen)
+            held = _schedstat(os.getpid(), reader)[1] / 1e9
+            self.lines.append((time.monotonic(), line.rstrip("\n"), busy, held))
             self.spoke.set()
         self.spoke.set()
         out.join()
@@ -75,40 +110,62 @@ class Watched:
         self.ended = time.monotonic()
 
     def timed(self) -> str:
-        return "\n".join(f"{t - self.began:6.2f} {text[:110]}" for t, text in self.lines) + (
-            f"\n{self.ended - self.began:6.2f} (exit {self.proc.returncode})"
+        rows = [f"{t - self.began:6.2f} {busy:5.2f} {text[:104]}" for t, text, busy, _ in self.lines]
+        return (
+            "  wall  busy\n"
+            + "\n".join(rows)
+            + f"\n{self.ended - self.began:6.2f} (exit {self.proc.returncode})"
         )
 
     @property
     def stderr(self) -> str:
-        return "\n".join(text for _, text in self.lines)
+        return "\n".join(line[1] for line in self.lines)
 
     def silence(self) -> str | None:
         """What is wrong with its stderr: nothing said about a wait, or a quiet stretch longer than
-        SILENCE_S from the process's start to its last line (the time before the first line counts
-        like any other; the interpreter's own exit is no wait)."""
-        if not any(text.startswith("... waiting for") for _, text in self.lines):
+        SILENCE_S from the process's start to its last line, less the time it was busy or held back
+        by the machine (the time before the first line counts like any other; the interpreter's own
+        exit is no wait)."""
+        if not any(text.startswith("... waiting for") for _, text, *_ in self.lines):
             return "never said what it waits for"
-        stamps = [self.began, *(t for t, _ in self.lines)]
-        longest = max(b - a for a, b in itertools.pairwise(stamps))
-        return f"silent for {longest:.1f}s" if longest > SILENCE_S else None
+        stamps = [(self.began, 0.0, self.held_before), *((t, busy, held) for t, _, busy, held in self.lines)]
+        quiet = [(b[0] - a[0]) - (b[1] - a[1]) - (b[2] - a[2]) for a, b in itertools.pairwise(stamps)]
+        longest = max(quiet)
+        return f"silent for {longest:.1f}s of wall time it was not busy" if longest > SILENCE_S else None
 
 
-def _start(*args: str, env: dict[str, str]) -> Watched:
+def _watch(argv: list[str], env: dict[str, str] | None = None) -> Watched:
     proc = subprocess.Popen(
-        [*ACAGPU, *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    watched = Watched(args, proc)
+    watched = Watched(tuple(argv), proc)
     threading.Thread(target=watched.read, daemon=True).start()
     return watched
 
 
-def _finish(watched: Watched, timeout: float = 60.0) -> Watched:
+def test_the_judge_tells_a_silent_wait_from_a_busy_one() -> None:
+    """3 s asleep before the first line is a silent wait; 3 s of CPU before it (a start-up on a
+    loaded machine looks the same from outside) is not."""
+    say = "import sys; print('... waiting for x', file=sys.stderr)"
+    asleep = _watch([sys.executable, "-c", f"import time; time.sleep(3); {say}"])
+    spinning = _watch(
+        [
+            sys.executable,
+            "-c",
+            f"import time\nend = time.process_time() + 3\nwhile time.process_time() < end: pass\n{say}",
+        ]
+    )
+    _finish(asleep)
+    _finish(spinning)
+    assert (asleep.silence() or "").startswith("silent for"), asleep.timed()
+    assert spinning.silence() is None, spinning.timed()
+
+
+def _start(*args: str, env: dict[str, str]) -> Watched:
+    return _watch([*ACAGPU, *args], env)
+
+
+def _finish(watched: Watched, timeout: float = 120.0) -> Watched:
     end = time.monotonic() + timeout
     while not watched.ended and time.monotonic() < end:
         time.sleep(0.05)
