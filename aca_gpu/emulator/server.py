@@ -419,8 +419,8 @@ class EmulatorServer:
             resp = await route.handler(ctx, req, params)
         except ArmError as exc:
             resp = exc.response()
-        for name, value in limits.items():
-            resp.headers.setdefault(name, value)
+        for name, value in limits.items():  # a live bucket's count, not the recorded constant
+            resp.headers[name] = value
         # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
         versioned = not route.pattern.endswith("/usages")
         if route.namespace == "Microsoft.App" and versioned and resp.status < 400 and not resp.prepared:

@@ -3,6 +3,8 @@ client: what `acagpu run --shards` relies on (aca-2026.md §11: one execution pe
 
 from __future__ import annotations
 
+import time
+
 import requests
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
@@ -76,3 +78,42 @@ def test_execution_listing_pages_with_next_link_and_the_sdk_pager_follows_it(
 
     seen = [str(e.name) for e in aca.jobs_executions.list(RG, JOB)]
     assert sorted(seen) == sorted(names) and len(seen) == count  # every one once, over three pages
+
+
+def test_starts_over_the_write_budget_get_429_with_retry_after_and_azure_core_waits_it_out(
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    body = fan_job(server.subscription, command=["sleep", "1"])
+    aca.jobs.begin_create_or_update(RG, JOB, body).result()  # type: ignore[call-overload]
+    # ARM's write bucket, nearly drained: 3 tokens, one back per wall second (0.002 per emulated s)
+    server.set_faults("throttle:op=writes,burst=3,refill=0.002")
+    path = (
+        f"/subscriptions/{server.subscription}/resourceGroups/{RG}/providers/Microsoft.App/jobs/{JOB}/start"
+    )
+    answers = [
+        requests.post(
+            server.endpoint + path,
+            params={"api-version": "2025-01-01"},
+            json={},
+            headers={"Authorization": f"Bearer {server.token}"},
+            verify=server.ca_bundle,
+            timeout=30,
+        )
+        for _ in range(4)
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert [a.headers["x-ms-ratelimit-remaining-subscription-writes"] for a in answers] == [
+        "2",
+        "1",
+        "0",
+        "0",
+    ]
+    assert answers[3].headers["Retry-After"] == "1"
+    assert answers[3].json()["error"]["code"] == "SubscriptionRequestsThrottled"
+
+    began = time.monotonic()
+    names = [start_shard(aca, body, i) for i in range(2)]  # the SDK's retry policy honours Retry-After
+    assert len(set(names)) == 2 and time.monotonic() - began >= 1.0
+    assert server.ctx is not None and server.ctx.throttle.throttled >= 2
