@@ -89,7 +89,7 @@ def run_fanout_command(
         map_file=flags.get("map_file"),
         items=items,
         indexes=indexes,
-        parallel=flags.get("parallel") or opts.get("parallel"),
+        parallel=flags["parallel"] if flags.get("parallel") is not None else opts.get("parallel"),
         retries=flags["retries"] if flags["retries"] else int(opts.get("retries") or 0),
         retry_on_exit=flags.get("retry_on_exit") or opts.get("retry_on_exit"),
         platform_retries=flags["platform_retries"],

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from aca_gpu.errors import AcaGpuError, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs, quota
@@ -215,6 +216,19 @@ class Fanout:
                 attempt.ended = attempt.ended or now
 
 
+@contextlib.contextmanager
+def quota_refusal_first(runtime: Fanout, plan: Plan, progress: Progress) -> Iterator[None]:
+    """The runtime's own preflight (provider, profile, one GPU free now), then P against the quota.
+    A quota of 0 GPUs is bad input that no P can fix (exit 2), said before the runtime's "no GPU
+    free now" (exit 3), which waiting or another region may fix."""
+    try:
+        yield
+    except QuotaError:
+        runtime.clamp_parallel(plan, progress)  # raises PreflightRefused when the quota is 0
+        raise
+    runtime.clamp_parallel(plan, progress)
+
+
 class ColdFanoutRuntime(Fanout, AcaWorkloadRuntime):
     """The run's own group and environment (no --env), torn down after."""
 
@@ -224,8 +238,8 @@ class ColdFanoutRuntime(Fanout, AcaWorkloadRuntime):
         self._fanout_init(fanout, board, tick_s)
 
     def preflight(self, plan: Plan, progress: Progress) -> None:
-        self.clamp_parallel(plan, progress)
-        AcaWorkloadRuntime.preflight(self, plan, progress)
+        with quota_refusal_first(self, plan, progress):
+            AcaWorkloadRuntime.preflight(self, plan, progress)
 
     def remove_place(self, plan: Plan, progress: Progress) -> Any:
         try:
@@ -246,8 +260,8 @@ class WarmFanoutRuntime(Fanout, WarmWorkloadRuntime):
         self._fanout_init(fanout, board, tick_s)
 
     def preflight(self, plan: Plan, progress: Progress) -> None:
-        self.clamp_parallel(plan, progress)
-        WarmWorkloadRuntime.preflight(self, plan, progress)
+        with quota_refusal_first(self, plan, progress):
+            WarmWorkloadRuntime.preflight(self, plan, progress)
         if self.fanout.output_dir is None:
             return
         with progress.step("results share (kept with the environment)") as step:

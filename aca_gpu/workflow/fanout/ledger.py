@@ -52,6 +52,10 @@ def load_failed(run_id: str) -> tuple[RunRequest, dict[str, Any], tuple[int, ...
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
+        if _known_run(run_id):
+            raise BadInput(
+                f"--rerun-failed {run_id}: run {run_id} is not a fan-out (--shards/--map)"
+            ) from None
         raise BadInput(
             f"--rerun-failed {run_id}: no fan-out run {run_id} is recorded here ({path.parent}); "
             "only a run --shards/--map made on this machine can be rerun"
@@ -66,6 +70,17 @@ def load_failed(run_id: str) -> tuple[RunRequest, dict[str, Any], tuple[int, ...
         raise BadInput(f"--rerun-failed {run_id}: every shard of run {run_id} succeeded; nothing to rerun")
     request = RunRequest(**{k: _tuple(v) for k, v in (record.get("request") or {}).items()})
     return request, dict(record.get("fanout") or {}), failed
+
+
+def _known_run(run_id: str) -> bool:
+    """True when the spend ledger has the run: it ran here, as something other than a fan-out."""
+    from aca_gpu.workflow.spend.ledger import ledger_path
+
+    try:
+        with ledger_path().open(encoding="utf-8") as fh:
+            return any(json.loads(line).get("run_id") == run_id for line in fh if line.strip())
+    except (OSError, ValueError):
+        return False
 
 
 def _tuple(value: Any) -> Any:

@@ -29,6 +29,7 @@ RESULTS_SHARE = "acagpu-results"  # the environment's Azure Files share that --o
 RESULTS_PATH = "/acagpu/output"  # where it is mounted; shard k writes into <run>/<k> of it
 LOGS = ("all", "failed", "none")
 DEFAULT_PLATFORM_RETRIES = 3
+DEFAULT_PARALLEL = 10
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def make_fanout(
     return FanoutSpec(
         run=run,
         count=count,
-        parallel=parallel or min(count, 10),
+        parallel=parallel if parallel is not None else min(count, DEFAULT_PARALLEL),
         policy=RetryPolicy(
             retries=retries, retry_on_exit=parse_codes(retry_on_exit), platform_retries=platform_retries
         ),
