@@ -224,6 +224,15 @@ class Clients:
         return StorageManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
 
     @cached_property
+    def registry(self) -> Any:
+        """Container registries (what `acagpu image stage` makes and imports into)."""
+        from azure.mgmt.containerregistry import ContainerRegistryManagementClient
+
+        return ContainerRegistryManagementClient(
+            self.credential, self.subscription_id, **self.pipeline_options()
+        )
+
+    @cached_property
     def graph(self) -> ResourceGraphClient:
         """Resource Graph is tenant-level: no subscription in its client, the scope is in each query."""
         from azure.mgmt.resourcegraph import ResourceGraphClient

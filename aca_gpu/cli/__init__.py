@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("report:report", "Combine and render validation reports."),
     "ci": ("ci:ci", "Set up acagpu in a repository's CI."),
     "emulator": ("emulator:emulator", "The local Azure Container Apps emulator."),
+    "image": ("image:image", "Images for warm environments: stage them in the environment's own registry."),
     "local": (
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",

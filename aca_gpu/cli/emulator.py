@@ -33,6 +33,16 @@ def _faults(ctx: click.Context, param: click.Parameter, value: str | None) -> st
     return value
 
 
+def _pull_model(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from aca_gpu.emulator.pulls import PullModel
+
+    try:
+        PullModel.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
 def write_env_file(path: Path, text: str) -> None:
     """The file holds the emulator's bearer token: readable by its owner only (0600), even if it existed."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -120,7 +130,15 @@ def emulator() -> None:
     default="recorded",
     show_default=True,
     help="Duration set: the recorded traffic, or the newer 2026 figures (GPU profile ~490 s, app "
-    "create tails, pulls by image size and registry distance, cached by the environment).",
+    "create tails, pulls by image size and registry distance).",
+)
+@click.option(
+    "--pulls",
+    "pull_model",
+    default="",
+    callback=_pull_model,
+    help="Pull model parameters, UNCONFIRMED on ACA and off by default: 'cache=on' (a node keeps "
+    "pulled images across job executions), 'streaming=on' (converted ACR images stream by tag).",
 )
 @click.option(
     "--subscriptions",
@@ -141,6 +159,7 @@ def serve(
     faults: str | None,
     registered: bool,
     durations: str,
+    pull_model: str,
     subscription_count: int,
     env_file: Path | None,
 ) -> None:
@@ -161,6 +180,7 @@ def serve(
         faults=faults,
         registered=registered,
         durations=durations,
+        pulls=pull_model,
         subscriptions=subscription_count,
     )
     try:

@@ -30,7 +30,12 @@ def _line(doc: dict[str, Any]) -> str:
         f"{doc['name']:<14} {doc['state']:<8} {doc['location']:<14} {profiles}  runs: {runs}  "
         f"last used {doc.get('last_used')}  {expiry}  {cost}"
     )
-    return text + (f"  ({doc['error']})" if doc.get("error") else "")
+    text += f"  ({doc['error']})" if doc.get("error") else ""
+    staged = doc.get("staged") or {}
+    for item in staged.get("images") or []:
+        size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
+        text += f"\n  staged {item['image']} -> {item['staged_as']}{size}"
+    return text
 
 
 HEADER = f"{'NAME':<14} {'STATE':<8} {'REGION':<14} GPU PROFILES, RUNS INSIDE, LAST USE, EXPIRY, IDLE COST"

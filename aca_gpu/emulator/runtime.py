@@ -11,6 +11,7 @@ from typing import Any
 from aca_gpu.emulator import catalog, placement
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.faults import Faults, pull_error
+from aca_gpu.emulator.pulls import PullModel, gpu_driver_text, pull_plan, pulled_text
 from aca_gpu.emulator.share_folders import share_key
 from aca_gpu.emulator.state import (
     App,
@@ -25,15 +26,7 @@ from aca_gpu.emulator.state import (
     in_env,
     key,
 )
-from aca_gpu.emulator.timing import (
-    AZURE_2026,
-    DURATIONS,
-    LINGER_FLOOR_S,
-    Clock,
-    image_pull_seconds,
-    image_size_gb,
-    pull_seconds_2026,
-)
+from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, Clock
 from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailure, Workload
 
 log = logging.getLogger(__name__)
@@ -95,11 +88,20 @@ def container_specs(
 
 
 class Runtime:
-    def __init__(self, state: State, clock: Clock, workload: Workload, faults: Faults) -> None:
+    def __init__(
+        self,
+        state: State,
+        clock: Clock,
+        workload: Workload,
+        faults: Faults,
+        pull_model: PullModel | None = None,
+    ) -> None:
         self.state = state
         self.clock = clock
         self.workload = workload
         self.faults = faults
+        self.pull_model = pull_model or PullModel()
+        self.peers: list[State] = [state]  # every emulated subscription's state (registries are global)
         self._budget: placement.GpuBudget | None = None  # GPUs placed, counted once per tick
 
     # ---- events and billing -------------------------------------------------------------------
@@ -289,8 +291,13 @@ class Runtime:
             budget = self._budget or placement.GpuBudget(self)  # GPU quota is taken at placement
             if not budget.admit(rep) or placement.backoff_before_pull(self, rep):
                 return
+            if catalog.gpus(rep.profile_type) and not rep.restart_count:
+                # a GPU node says its driver once the pod starts, before any pull (aca-2026.md §11)
+                self._emit_rep(rep, "GpuDriverInfo", gpu_driver_text(self.workload.driver_version))
             rep.phase = "PullingImage"
-            rep.pull_s = [self._pull_seconds(rep, s.image) for s in rep.specs]
+            env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
+            rep.pulls = [pull_plan(self, rep, env_rec, s.image) for s in rep.specs]
+            rep.pull_s = [p.seconds for p in rep.pulls]
             rep.phase_until = self.clock.after_seconds(placement.pull_seconds(self, rep, sum(rep.pull_s)))
             for spec in rep.specs:
                 self._emit_rep(rep, "PullingImage", f'Pulling image "{spec.image}"')
@@ -298,8 +305,8 @@ class Runtime:
             if self._pull_failed(rep):
                 return
             env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
-            for spec, seconds in zip(rep.specs, rep.pull_s or [0.0] * len(rep.specs), strict=False):
-                self._emit_rep(rep, "ImagePulled", self._pulled_text(spec.image, seconds))
+            for spec, plan in zip(rep.specs, rep.pulls, strict=False):
+                self._emit_rep(rep, "ImagePulled", pulled_text(self, spec.image, plan))
                 if env_rec is not None:
                     env_rec.pulled[(rep.profile_type, spec.image)] = now
             rep.phase = "Creating"
@@ -325,15 +332,16 @@ class Runtime:
         (ImagePullBackOff); each failure counts against a job replica's retry limit."""
         env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
         where = env_rec.location if env_rec else ""
-        for spec in rep.specs:
+        for spec, plan in zip(rep.specs, rep.pulls or [None] * len(rep.specs), strict=False):
             fault = self.faults.fire("pull", path=spec.image, location=where, profile=rep.profile_type)
-            if fault is None:
+            error = pull_error(fault, spec.image) if fault is not None else (plan.refused if plan else "")
+            if not error:
                 continue
             self._emit_rep(
                 rep,
                 "ContainerTerminated",
                 f"Container '{spec.name}' was terminated with exit code '' and reason 'ImagePullFailure'. "
-                f"Pull image: {spec.image} failed with exit code: 1, error: {pull_error(fault, spec.image)}",
+                f"Pull image: {spec.image} failed with exit code: 1, error: {error}",
                 "Warning",
             )
             rep.restart_count += 1
@@ -343,23 +351,6 @@ class Runtime:
         if rep.details.startswith("ImagePullBackOff"):
             rep.details = ""
         return False
-
-    def _pull_seconds(self, rep: Replica, image: str) -> float:
-        """Emulated seconds to pull `image` onto this replica's node (see timing.py)."""
-        if not self.clock.azure_2026:
-            return image_pull_seconds(image)
-        env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))
-        last = env_rec.pulled.get((rep.profile_type, image)) if env_rec is not None else None
-        if last is not None and self.clock.emulated(self.clock.now() - last) <= AZURE_2026["pull_cache_ttl"]:
-            return AZURE_2026["pull_cached"]
-        return pull_seconds_2026(image)
-
-    def _pulled_text(self, image: str, seconds: float) -> str:
-        """The kubelet's own message; with `aca-2026` durations it names the size, as newer ones do."""
-        text = f'Successfully pulled image "{image}" in {seconds:.3f}s ({seconds:.3f}s including waiting)'
-        if self.clock.azure_2026:
-            text += f". Image size: {int(image_size_gb(image) * 1e9)} bytes."
-        return text
 
     def _on_exit(self, rep: Replica, code: int | None) -> None:
         # the last lines may have been printed after this tick's capture but before the exit
@@ -513,6 +504,7 @@ class Runtime:
         for job in [j for j in self.state.jobs.values() if in_env(j, env)]:
             self.remove_job(job)
         self.state.envs.pop(key(env.rg, env.name), None)
+        self.state.principals.pop(str(env.identity.get("principalId") or ""), None)
 
     def remove_rg_contents(self, rg: str) -> None:
         for app in [a for a in self.state.apps.values() if a.rg.lower() == rg.lower()]:

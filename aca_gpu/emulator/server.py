@@ -41,9 +41,11 @@ from aca_gpu.emulator.providers.authorization import models as authz
 from aca_gpu.emulator.providers.authorization.urls import ROUTES as AUTHORIZATION_ROUTES
 from aca_gpu.emulator.providers.costmanagement.urls import ROUTES as COST_ROUTES
 from aca_gpu.emulator.providers.graph.urls import ROUTES as GRAPH_ROUTES
+from aca_gpu.emulator.providers.registry.urls import ROUTES as REGISTRY_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.providers.storage.urls import ROUTES as STORAGE_ROUTES
+from aca_gpu.emulator.pulls import PullModel
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
 from aca_gpu.emulator.throttle import Throttle
@@ -63,6 +65,7 @@ ARM_ROUTES: list[Route] = [
     *COST_ROUTES,
     *GRAPH_ROUTES,
     *STORAGE_ROUTES,
+    *REGISTRY_ROUTES,
 ]
 MAX_SUBSCRIPTIONS = 64
 
@@ -100,6 +103,7 @@ class EmulatorServer:
         workload_impl: Workload | None = None,
         subscriptions: int = 1,
         durations: str = "recorded",
+        pulls: str | None = None,
     ) -> None:
         if not 1 <= subscriptions <= MAX_SUBSCRIPTIONS:
             raise ValueError(f"subscriptions must be 1..{MAX_SUBSCRIPTIONS}")
@@ -110,6 +114,7 @@ class EmulatorServer:
         if durations not in DURATION_SETS:
             raise ValueError(f"durations must be one of {', '.join(DURATION_SETS)}")
         self.durations = durations
+        self.pull_model = PullModel.parse(pulls)  # ValueError names a bad parameter
         self.host, self.port = host, port
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="acagpu-emulator-")) if workdir is None else workdir
@@ -148,7 +153,7 @@ class EmulatorServer:
                 state=state,
                 clock=clock,
                 faults=faults,
-                runtime=Runtime(state, clock, workload, faults),
+                runtime=Runtime(state, clock, workload, faults, self.pull_model),
                 minter=minter,
                 subscription=sub,
                 registered_default=self._registered,
@@ -156,7 +161,14 @@ class EmulatorServer:
                 fleet=fleet,
             )
             self._apply_registration(fleet[sub])
+        self._link_peers(fleet)
         return fleet[self.subscription]
+
+    @staticmethod
+    def _link_peers(fleet: dict[str, Ctx]) -> None:
+        """Registry names are global: a pull looks in every subscription's state."""
+        for ctx in fleet.values():
+            ctx.runtime.peers = [c.state for c in fleet.values()]
 
     def _apply_registration(self, ctx: Ctx) -> None:
         if ctx.registered_default:
@@ -287,6 +299,7 @@ class EmulatorServer:
             ctx.runtime.state = fresh
             ctx.throttle = Throttle()
             self._apply_registration(ctx)
+        self._link_peers(self.ctx.fleet)
 
     async def _ainventory(self, subscription: str | None = None) -> dict[str, Any]:
         return control.inventory(self._ctx_of(subscription))

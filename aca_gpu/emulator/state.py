@@ -47,6 +47,7 @@ class Environment:
     # (profile type, image) -> monotonic time its last pull ended: nodes keep what they pulled
     pulled: dict[tuple[str, str], float] = field(default_factory=dict)
     storages: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"azureFile": {...}}
+    identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})  # the environment's own
 
     @property
     def consumption_only(self) -> bool:
@@ -75,6 +76,37 @@ class StorageAccount:
     ready_at: float  # monotonic time its create ends
     keys: tuple[str, str] = field(repr=False)
     shares: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> {"shareQuota", ...}
+
+
+@dataclass
+class StagedImage:
+    """One repository:tag of a registry: what an import brought (digest, size) and its streaming
+    artifact's conversion (none, Running until `streaming_ready_at`, then Succeeded)."""
+
+    source: str
+    digest: str
+    size_bytes: int
+    imported_at: float  # monotonic time the import finished
+    streaming_ready_at: float | None = None
+
+
+@dataclass
+class Registry:
+    """A Microsoft.ContainerRegistry registry: its SKU and the images imported into it."""
+
+    rg: str
+    name: str
+    location: str  # normalized
+    tags: dict[str, str]
+    sku: str
+    created: datetime
+    ready_at: float
+    images: dict[str, StagedImage] = field(default_factory=dict)  # "repo:tag" (lower) -> image
+    streaming: set[str] = field(default_factory=set)  # repositories that convert what is pushed
+
+    @property
+    def login_server(self) -> str:
+        return f"{self.name.lower()}.azurecr.io"
 
 
 @dataclass
@@ -111,6 +143,7 @@ class Replica:
     retry_limit: int | None = None  # jobs: replicaRetryLimit; apps restart forever
     gone: bool = False
     pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
+    pulls: list[Any] = field(default_factory=list)  # pulls.PullPlan per container, made when the pull began
     lost_at: float | None = None  # the `lost` fault: monotonic time its node goes away (placement.py)
 
 
@@ -267,6 +300,7 @@ class State:
     # by id (lower): the clock time (Clock.now) from which an assignment grants its role (propagation)
     role_assignments_effective: dict[str, float] = field(default_factory=dict)
     storage_accounts: dict[tuple[str, str], StorageAccount] = field(default_factory=dict)  # key(rg, name)
+    registries: dict[tuple[str, str], Registry] = field(default_factory=dict)  # key(rg, name)
 
     def provider(self, namespace: str) -> Provider:
         key = namespace.lower()

@@ -34,15 +34,14 @@ DURATIONS: dict[str, float] = {
 # takes ~490 s whether it is added later or comes with the environment's create; a T4 app create
 # has a tail up to 710 s (one in TAIL_EVERY here, chosen by name so runs are repeatable); pulls take
 # the image's size over the registry's bandwidth (2.94 GB in 20 s from a same-region registry, ~7 GB
-# in ~5 min from a remote one), and an image a node of the environment pulled lately is cached.
+# in ~5 min from a remote one). Whether an image is cached or streamed is pulls.PullModel's call.
 AZURE_2026: dict[str, float] = {
     "env_create_gpu": 490.0,
     "app_provision_gpu_tail": 710.0,
     "pull_same_region_mb_s": 147.0,
     "pull_remote_mb_s": 23.0,
     "pull_overhead": 2.0,  # manifest and layer negotiation
-    "pull_cache_ttl": 1800.0,  # how long an environment's node keeps a pulled image
-    "pull_cached": 1.0,
+    "pull_cached": 1.0,  # an image already present on the node (only with the `cache` model parameter)
 }
 DURATION_SETS = ("recorded", "aca-2026")
 TAIL_EVERY = 8
@@ -56,7 +55,6 @@ IMAGE_SIZES_GB: tuple[tuple[tuple[str, ...], float], ...] = (
     (("cuda",), 1.6),
 )
 OTHER_IMAGE_GB = 0.3
-SAME_REGION_REGISTRIES = (".azurecr.io",)
 
 # Wall-clock floor for the linger: at test time scales a 5 s linger would be a few ms, shorter than a
 # client's own polling interval, and no client on Azure could ever read a job's last lines that fast.
@@ -92,14 +90,6 @@ def image_size_gb(image: str) -> float:
     return OTHER_IMAGE_GB
 
 
-def pull_seconds_2026(image: str) -> float:
-    """Size over bandwidth: a same-region ACR pulls ~6x faster than Docker Hub or nvcr.io."""
-    host = image.split("/", 1)[0].lower() if "/" in image else ""
-    near = any(host.endswith(suffix) for suffix in SAME_REGION_REGISTRIES)
-    rate = AZURE_2026["pull_same_region_mb_s" if near else "pull_remote_mb_s"]
-    return AZURE_2026["pull_overhead"] + image_size_gb(image) * 1000.0 / rate
-
-
 def has_tail(name: str) -> bool:
     """One create in TAIL_EVERY takes the slow tail (stable per name, so runs are repeatable)."""
     return int(hashlib.sha256(name.encode()).hexdigest()[:4], 16) % TAIL_EVERY == 0
@@ -110,7 +100,7 @@ class Clock:
     """Monotonic scheduling; `after(kind)` is the monotonic time at which a `kind` step completes.
 
     `durations` picks the set: `recorded` (the recordings and §1-§9) or `aca-2026` (§10's newer
-    figures: GPU profiles, app-create tails, size-based pulls with an environment's image cache).
+    figures: GPU profiles, app-create tails, size-based pulls; caching and streaming: pulls.py).
     """
 
     scale: float

@@ -72,6 +72,12 @@ JOB = {
                         "replicaTimeout": S,
                         "replicaRetryLimit": S,
                         "manualTriggerConfig": {"props": {"replicaCompletionCount": S, "parallelism": S}},
+                        # RegistryCredentials (openapi.json): a staged image is pulled with an identity
+                        "registries": {
+                            "items": {
+                                "props": {"server": S, "username": S, "passwordSecretRef": S, "identity": S}
+                            }
+                        },
                     },
                 },
                 "template": {"props": {"containers": CONTAINERS}},
@@ -110,9 +116,49 @@ JOB_EXECUTION_TEMPLATE = {
 }
 RESOURCE_GROUP = {"required": ["location"], "props": {"location": S, "tags": TAGS, "managedBy": S}}
 
+# Microsoft.ContainerRegistry 2025-11-01 (azure-mgmt-containerregistry 15.0.0's models, generated from
+# specification/containerregistry/.../stable/2025-11-01): Registry is a TrackedResource with a required
+# sku; RegistryProperties.adminUserEnabled and anonymousPullEnabled are writable; ImportImageParameters
+# needs source (with sourceImage), targetTags and mode are optional; RegistryNameCheckRequest needs
+# name and type. Microsoft.Authorization 2022-04-01: RoleAssignmentCreateParameters.properties with
+# the required roleDefinitionId and principalId, and principalType (authorization.json).
+REGISTRY_VERSION = "2025-11-01"
+AUTHORIZATION_VERSION = "2022-04-01"
+REGISTRY = {
+    "required": ["location", "sku"],
+    "props": {
+        "location": S,
+        "tags": TAGS,
+        "sku": {"required": ["name"], "props": {"name": S}},
+        "properties": {"props": {"adminUserEnabled": S, "anonymousPullEnabled": S}},
+    },
+}
+IMPORT_IMAGE = {
+    "required": ["source"],
+    "props": {
+        "source": {"required": ["sourceImage"], "props": {"registryUri": S, "sourceImage": S}},
+        "targetTags": STRINGS,
+        "mode": S,
+    },
+}
+NAME_CHECK = {"required": ["name", "type"], "props": {"name": S, "type": S}}
+ROLE_ASSIGNMENT = {
+    "required": ["properties"],
+    "props": {
+        "properties": {
+            "required": ["roleDefinitionId", "principalId"],
+            "props": {"roleDefinitionId": S, "principalId": S, "principalType": S},
+        }
+    },
+}
+# ManagedEnvironments_Update (PATCH): a ManagedEnvironment; acagpu sends only its identity
+# (ManagedServiceIdentity: type, userAssignedIdentities) to turn the system-assigned one on.
+ENVIRONMENT_PATCH = {"props": {"identity": {"required": ["type"], "props": {"type": S}}}}
+
 SUB = "/subscriptions/{subscriptionId}"
 RG = SUB + "/resourceGroups/{resourceGroupName}"
 APP = RG + "/providers/Microsoft.App"
+ACR = RG + "/providers/Microsoft.ContainerRegistry"
 
 # (method, path template, api-version, body schema or None for no body, operationId)
 OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
@@ -198,6 +244,44 @@ OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
     ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, JOB_EXECUTION_TEMPLATE, "Jobs_Start"),
     ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),
     ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}", APP_VERSION, None, "JobExecution"),
+    (
+        "PATCH",
+        APP + "/managedEnvironments/{environmentName}",
+        APP_VERSION,
+        ENVIRONMENT_PATCH,
+        "ManagedEnvironments_Update",
+    ),
+    (
+        "POST",
+        SUB + "/providers/Microsoft.ContainerRegistry/checkNameAvailability",
+        REGISTRY_VERSION,
+        NAME_CHECK,
+        "Registries_CheckNameAvailability",
+    ),
+    ("GET", ACR + "/registries/{registryName}", REGISTRY_VERSION, None, "Registries_Get"),
+    ("PUT", ACR + "/registries/{registryName}", REGISTRY_VERSION, REGISTRY, "Registries_Create"),
+    (
+        "POST",
+        ACR + "/registries/{registryName}/importImage",
+        REGISTRY_VERSION,
+        IMPORT_IMAGE,
+        "Registries_ImportImage",
+    ),
+    (
+        "PUT",
+        ACR
+        + "/registries/{registryName}/providers/Microsoft.Authorization/roleAssignments/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    (
+        "GET",
+        RG + "/providers/Microsoft.Authorization/permissions",
+        AUTHORIZATION_VERSION,
+        None,
+        "Permissions_ListForResourceGroup",
+    ),
 )
 
 # The preview-only calls (in no public spec; aca_gpu/azure/preview.py): excluded, but only these.

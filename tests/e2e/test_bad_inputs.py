@@ -283,6 +283,11 @@ CASES = [
     c("env delete", "", "--yes", says="NAME"),
     c("env create", "lab", says="--yes"),  # stdin is not a terminal: refuse without --yes
     c("env delete", "lab", says="--yes"),
+    # -- image stage: refused before anything is made ---------------------------------------------
+    c("image stage", "--env", "lab", says="IMAGES"),
+    c("image stage", "nvidia/cuda:12.4.1-base-ubuntu22.04", "--env", "Bad_Name!", says="Bad_Name!"),
+    c("image stage", "not an image!", "--env", "lab", says="not an image!"),
+    c("image stage", "nvidia/cuda:12.4.1-base-ubuntu22.04", "--env", "nolab", says="nolab"),
     # -- run: the user's own container --------------------------------------------------------
     c("run", "--yes", "", says="IMAGE"),
     c("run", "--yes", "--gpu", "h100x", "busybox", says="h100x"),

@@ -148,6 +148,8 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
         "eastus",
     )
     _run("env", "create", "spec", "--gpu", "t4", "-l", "eastus", "--yes")
+    # staging: the name check, the registry, the environment's identity, AcrPull, ARM's import
+    _run("image", "stage", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "--env", "spec", "--no-inspect")
     _run("up", "--yes", "--env", "spec", "--max-minutes", "5")
     _run("test", "--env", "spec", "--timeout", "5m")
     _run("env", "list")
@@ -165,6 +167,11 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
         "ContainerApps_Stop",
         "ContainerApps_Start",
         "Usages_List",
+        "Registries_CheckNameAvailability",
+        "Registries_Create",
+        "Registries_ImportImage",
+        "RoleAssignments_Create",
+        "ManagedEnvironments_Update",
     ):
         assert seen.get(operation), f"{operation} was never exercised: {seen}"
     print(json.dumps({"requests": len(sent), "by_operation": dict(sorted(seen.items()))}, indent=1))

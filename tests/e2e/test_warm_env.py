@@ -320,7 +320,7 @@ def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest
         markdown = tmp_path / "matrix.md"
         acagpu("report", "merge", str(tmp_path / "validate.json"), "--markdown", str(markdown))
         rows = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
-        assert len(rows) == 2 and all(" MB/s) in eastus |" in row for row in rows), rows
+        assert len(rows) == 2 and all(" MB/s) pulled from docker.io in eastus |" in row for row in rows), rows
         assert any("<br>pull " in row and "1.6 GB" in row for row in rows), rows
     finally:
         server.stop()

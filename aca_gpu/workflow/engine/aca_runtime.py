@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
-from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, UsageInfo
+from aca_gpu.gpu import cuda_compat
+from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, RegistryCred, UsageInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks, drivers, quota
 from aca_gpu.workflow.context import Waiter
@@ -207,8 +208,17 @@ class AcaRuntime:
                 container=container,
                 tags=where.tags,
                 replica_timeout_s=timeout_s,
+                registries=self._registries(container.image),
             ),
         )
+
+    def _deployed(self, image: str) -> str:
+        """The reference a job pulls for `image` (a warm runtime's staged copy, when it has one)."""
+        return image
+
+    def _registries(self, image: str) -> tuple[RegistryCred, ...]:
+        """How a job authenticates to the registry of `image` (none: a public registry)."""
+        return ()
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
         """nvidia-smi as a job execution; the explorer app for a kept run (`smi`/`exec` need it
@@ -219,7 +229,7 @@ class AcaRuntime:
             raise WaitTimedOut("cancelled before the probe was created", code="Cancelled")
         where = self._where(plan, pair)
         job = probe_job_name(pair)
-        container = probe_container(pair.image, pair.profile)
+        container = probe_container(self._deployed(pair.image), pair.profile)
         timeout = max(int(plan.start_timeout_s) + PROBE_SLACK_S, PROBE_TIMEOUT_FLOOR_S)
         if self._job(where, job, container, timeout):
             self._resume("probe")
@@ -236,12 +246,31 @@ class AcaRuntime:
             environment=where.environment,
             environment_group=where.environment_group,
             runs=runs,
+            driver_check=self._driver_check(plan, pair, job),
         )
         self._release(where.resource_group, job)
         result = replace(result, platform=self._phases(where, job))
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
+
+    @staticmethod
+    def _driver_check(plan: Plan, pair: Pair, job: str) -> Callable[[str], str | None]:
+        """What the platform's `GpuDriverInfo` event says, judged before the container starts: the
+        driver is remembered (the next validation predicts with it), and an image whose CUDA it
+        cannot run ends the pair now (exit 5) instead of after a pull that cannot help."""
+
+        def check(driver: str) -> str | None:
+            drivers.remember_driver(pair.profile.type, plan.location, driver, how="GpuDriverInfo event")
+            found = cuda_compat.verdict(pair.ref, driver)
+            if found.ok:
+                return None
+            return (
+                f"host driver {driver} (the platform's GpuDriverInfo event for {job}, before its "
+                f"container started) cannot run {pair.image}: {found.reason}"
+            )
+
+        return check
 
     @staticmethod
     def _not_cancelled(waiter: Waiter, job: str) -> None:
@@ -334,7 +363,7 @@ class AcaRuntime:
                 raise WaitTimedOut("cancelled before the tester was created", code="Cancelled")
             where = self._where(plan, pair)
             rg, environment = where.resource_group, where.environment
-            container = checks.tester_container(plan.tester_image, pair.profile)
+            container = checks.tester_container(self._deployed(plan.tester_image), pair.profile)
             reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
             template = [container] if self.borrowed else None
         if reused:

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from aca_gpu import naming
-from aca_gpu.errors import ContainerRefused, InfraError, NotFound, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, ContainerRefused, InfraError, NotFound, WaitTimedOut
 from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
-from aca_gpu.workflow import checks
+from aca_gpu.workflow import checks, drivers
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
-from aca_gpu.workflow.replicas import owner_events, replica_details, safe_events
+from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
@@ -37,6 +37,7 @@ RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver cal
 # replica and reads its log (ACA removes a finished replica, and its log, within seconds). The client
 # stops at the last line and deletes the job, which ends the replica: the grace rarely bills.
 GRACE_S = 10
+DRIVER_LOOK_S = 2.0  # the job's events are read this often (at most) until its GpuDriverInfo is said
 
 
 def probe_script() -> str:
@@ -113,6 +114,7 @@ def wait_execution_started(
     timeout: float,
     environment: tuple[str, str] | None = None,
     run: executions.ExecutionRun | None = None,
+    driver_check: Callable[[str], str | None] | None = None,
 ) -> None:
     """Until the execution's container runs (or already ended); ContainerRefused as soon as the
     platform says it never will (CUDA requirement, image pull), with the runtime's own text.
@@ -120,8 +122,15 @@ def wait_execution_started(
 
     The container bills from its start, so `run.running` is set by the look that first sees it
     (looks at least every second, whatever the polling interval): a container first seen already
-    ended started after the look before, which is its start then (an upper bound, never 0 s)."""
+    ended started after the look before, which is its start then (an upper bound, never 0 s).
+
+    `driver_check` gets the driver the job's `GpuDriverInfo` event names, once, as soon as it is
+    said (before the container starts; the events are read every DRIVER_LOOK_S until then); a text
+    back stops the wait as ContainerRefused (exit 5)."""
     last: list[ReplicaInfo] = []
+    said: list[str] = []
+    driver_looked = [0.0]
+    driver_every = min(DRIVER_LOOK_S, waiter.interval)
     seen_details: list[str] = []  # every replica detail seen at any look: evidence outlives the replica
     looked = [time.monotonic()]  # the latest look that did not see the container
 
@@ -136,6 +145,14 @@ def wait_execution_started(
 
     def started() -> bool | None:
         before, looked[0] = looked[0], time.monotonic()
+        if driver_check is not None and not said and looked[0] - driver_looked[0] >= driver_every:
+            driver_looked[0] = looked[0]
+            driver = driver_said(cloud, resource_group, job, environment)
+            if driver is not None:
+                said.append(driver)
+                refusal = driver_check(driver)
+                if refusal is not None:
+                    raise ContainerRefused(f"{job}: {refusal}", code="DriverTooOld")
         try:
             last[:] = cloud.list_execution_replicas(resource_group, job, execution)
         except NotFound:
@@ -191,6 +208,28 @@ def wait_execution_started(
         raise WaitTimedOut(exc.message, code="ReplicaNotRunning") from None  # a placement failure
 
 
+def driver_said(
+    cloud: Cloud, resource_group: str, job: str, environment: tuple[str, str] | None
+) -> str | None:
+    """The host driver a job's `GpuDriverInfo` system event names, None while none was said (or
+    the events cannot be read: the wait goes on as before)."""
+    try:
+        if environment is None:
+            events = cloud.system_events(resource_group, tail=200, app=job)
+        else:
+            found = cloud.system_events(environment[0], environment=environment[1], tail=200)
+            events = [e for e in found if event_owner(e).lower() == job.lower()]
+    except AcaGpuError:
+        return None
+    for event in events:
+        lowered = {str(k).lower(): v for k, v in event.items()}
+        if str(lowered.get("reason") or "") == drivers.EVENT:
+            driver = drivers.driver_of_event(str(lowered.get("msg") or lowered.get("message") or ""))
+            if driver is not None:
+                return driver
+    return None
+
+
 def probe_job(
     cloud: Cloud,
     resource_group: str,
@@ -202,6 +241,7 @@ def probe_job(
     environment: str | None = None,
     environment_group: str | None = None,
     runs: list[executions.ExecutionRun] | None = None,
+    driver_check: Callable[[str], str | None] | None = None,
 ) -> ProbeResult:
     """nvidia-smi in one execution of `job` running `container`; `runs` collects the executions
     (for their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
@@ -221,6 +261,7 @@ def probe_job(
             timeout=start_timeout,
             environment=place,
             run=run,
+            driver_check=driver_check,
         )
         running = time.monotonic()
         where = (cloud, resource_group, job)

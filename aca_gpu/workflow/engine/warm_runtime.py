@@ -15,13 +15,19 @@ from dataclasses import replace
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused
-from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
+from aca_gpu.models import Cloud, EnvInfo, RegistryCred, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.staging.catalogue import Staged, key_of
+from aca_gpu.workflow.staging.stage import staged_in
+
+# ACA's name for the environment's system-assigned identity in a registries entry (UNCONFIRMED: the
+# 2025-07-01 spec documents only 'system' and a user-assigned identity's resource id)
+ENVIRONMENT_IDENTITY = "system-environment"
 
 
 def run_tags(plan: Plan) -> dict[str, str]:
@@ -65,6 +71,7 @@ class WarmRuntime(AcaRuntime):
         self.env = env
         self.rg = ""  # the run's own group, known once the plan of the attempt is
         self._touched = False
+        self._staged: tuple[str, dict[str, Staged]] | None = None  # (login server, image -> copy)
 
     def preflight(self, plan: Plan, progress: Progress) -> None:
         """The environment must offer every pair's GPU; quota counts what other runs hold now."""
@@ -84,6 +91,15 @@ class WarmRuntime(AcaRuntime):
             inside = envs.runs_inside(self.cloud, self.group.name, plan.env or "")
             others = sorted(r for r in inside if r != plan.run_id)
             step.update(f"{self.place.name} in {self.group.location}; other runs inside: {len(others)}")
+        self._staged = staged_in(self.cloud, self.group.name, plan.env or "")
+        if self._staged is not None:
+            server, staged = self._staged
+            wanted = {p.image for p in plan.pairs} | {plan.tester_image}
+            here = sorted(i for i in wanted if key_of(i) in staged)
+            with progress.step("staged images") as step:
+                step.update(
+                    f"{len(here)} of {len(wanted)} from {server}" + (f": {', '.join(here)}" if here else "")
+                )
         with progress.step("GPU quota") as step:
             found = self.quota_checks(plan.location, [pair.profile for pair in plan.pairs])
             step.update("; ".join(c.summary() for c in found))
@@ -128,6 +144,17 @@ class WarmRuntime(AcaRuntime):
             run_tags(plan),
             self.group.name,
         )
+
+    def _deployed(self, image: str) -> str:
+        """The environment's staged copy, by tag, when the image was staged (docs/staging.md)."""
+        copy = self._staged[1].get(key_of(image)) if self._staged is not None else None
+        return copy.ref(self._staged[0]) if copy is not None and self._staged is not None else image
+
+    def _registries(self, image: str) -> tuple[RegistryCred, ...]:
+        """A staged copy is pulled with the environment's managed identity (AcrPull on its registry)."""
+        if self._staged is not None and image.startswith(self._staged[0] + "/"):
+            return (RegistryCred(self._staged[0], identity=ENVIRONMENT_IDENTITY),)
+        return ()
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         return self.remove_place(plan, progress)  # a run's jobs hold nothing worth keeping

@@ -25,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import runtime_errors
@@ -126,7 +127,7 @@ class Workload:
         where = self._where(plan, pair)
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
-        job = job_spec(self.spec, plan, pair, where)
+        job = self._staged_copy(job_spec(self.spec, plan, pair, where))
         reused = ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
         run = start_execution(
@@ -143,6 +144,20 @@ class Workload:
         if self.result.status == "gone" and self.result.error is not None:
             raise self.result.error
         return outcome_of(self.result)
+
+    def _staged_copy(self, job: JobSpec) -> JobSpec:
+        """A warm environment's staged copy of the image (by tag, pulled with its identity), unless
+        the user named a registry of their own (docs/staging.md)."""
+        deployed = getattr(self, "_deployed", None)
+        image = (
+            deployed(job.container.image)
+            if deployed is not None and not job.registries
+            else job.container.image
+        )
+        if image == job.container.image:
+            return job
+        registries = getattr(self, "_registries")(image)  # noqa: B009 - AcaRuntime's, mixed in
+        return replace(job, container=replace(job.container, image=image), registries=registries)
 
     def _check_storages(self, group: str, environment: str) -> None:
         """Every --mount names a storage of the environment, checked in preflight: before the run's

@@ -113,6 +113,10 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             raise EnvironmentBusy(name)
         existing.tags = tags
         existing.profiles = profiles
+        if body.get("identity") is not None:  # the environment's own identity (pulls from ACR)
+            existing.identity = assign_identity(
+                ctx, body["identity"], _env_path(ctx, rg, name), existing.identity
+            )
         existing.extra.update(
             {k: defaults.drop_nulls(v) for k, v in props.items() if k in _ENV_WRITABLE and v is not None}
         )
@@ -142,8 +146,17 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
         static_ip=f"20.{int(digest[8:10], 16)}.{int(digest[10:12], 16)}.{int(digest[12:14], 16)}",
         extra={k: defaults.drop_nulls(v) for k, v in props.items() if k in _ENV_WRITABLE and v is not None},
     )
+    if body.get("identity") is not None:
+        env.identity = assign_identity(ctx, body["identity"], _env_path(ctx, rg, name), None)
     ctx.state.envs[key(rg, name)] = env
     return env, True
+
+
+def _env_path(ctx: Ctx, rg: str, name: str) -> str:
+    return (
+        f"/subscriptions/{ctx.subscription}/resourceGroups/{rg}/providers/Microsoft.App/managedEnvironments/"
+        f"{name}"
+    )
 
 
 def _env_create_done(ctx: Ctx, profiles: list[dict[str, Any]]) -> float:
@@ -158,6 +171,7 @@ def patch_env(ctx: Ctx, env: Environment, body: dict[str, Any]) -> Environment:
     current = {
         "location": env.location,
         "tags": env.tags,
+        "identity": env.identity,
         "properties": {"workloadProfiles": env.profiles, **env.extra},
     }
     merged = defaults.merge_patch(current, {k: v for k, v in body.items() if k != "location"})

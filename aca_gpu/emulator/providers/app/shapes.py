@@ -75,6 +75,8 @@ def env_body(ctx: Ctx, env: Environment) -> dict[str, Any]:
             "peerTrafficConfiguration": {"encryption": {"enabled": False}},
         },
     }
+    if env.identity.get("type", "None") != "None":  # only once asked for (no recording shows one)
+        body["identity"] = env.identity
     # no `environmentMode`: the 2025 answers never carry it, workload profiles or not (recorded)
     if versions.shape_2025():  # recorded: the newer API's settings, unset, and public access on
         body["properties"].update(dict.fromkeys(_ENV_2025_KEYS), publicNetworkAccess="Enabled")

@@ -41,6 +41,11 @@ BUILT_IN: dict[str, tuple[str, list[str], list[str]]] = {
         ["Microsoft.Authorization/roleAssignments/*", "*/read"],
         [],
     ),
+    "7f951dda-4ed3-4680-a7ca-43fe172d538d": (
+        "AcrPull",
+        ["Microsoft.ContainerRegistry/registries/pull/read"],
+        [],
+    ),
 }
 
 
@@ -184,7 +189,11 @@ def known_principal(ctx: Ctx, principal: str, admin: str) -> bool:
     return principal == admin or principal in ctx.state.principals
 
 
-def put_assignment(ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin: str) -> dict[str, Any]:
+def put_assignment(
+    ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin: str, scope: str | None = None
+) -> dict[str, Any]:
+    """An assignment at subscription scope, or at `scope` (a resource: a registry's AcrPull)."""
+    scope = scope or sub_scope(ctx)
     props = body.get("properties") or {}
     role_id = str(props.get("roleDefinitionId") or "")
     principal = str(props.get("principalId") or "")
@@ -210,18 +219,19 @@ def put_assignment(ctx: Ctx, guid: str, body: dict[str, Any], caller: str, admin
             other["name"] != guid.lower()
             and p["principalId"] == principal
             and p["roleDefinitionId"].lower() == definition_id(ctx, role_guid.lower()).lower()
+            and str(p.get("scope") or "").lower() == scope.lower()
         ):
             raise ArmError("The role assignment already exists.", code="RoleAssignmentExists", status=409)
     now = iso_z()
     doc = {
-        "id": f"{sub_scope(ctx)}/providers/{NS}/roleAssignments/{guid.lower()}",
+        "id": f"{scope}/providers/{NS}/roleAssignments/{guid.lower()}",
         "name": guid.lower(),
         "type": f"{NS}/roleAssignments",
         "properties": {
             "roleDefinitionId": definition_id(ctx, role_guid.lower()),
             "principalId": principal,
             "principalType": str(props.get("principalType") or "ServicePrincipal"),
-            "scope": sub_scope(ctx),
+            "scope": scope,
             "createdOn": now,
             "updatedOn": now,
             "createdBy": caller,
@@ -310,6 +320,10 @@ def action_of(method: str, path: str) -> str | None:
 
 
 def _provider_action(namespace: str, parts: list[str], method: str, verb: str | None) -> str:
+    low = [p.lower() for p in parts]
+    if "providers" in low and len(parts) > low.index("providers") + 2:  # an extension resource
+        at = low.index("providers")  # (a role assignment on a registry is Microsoft.Authorization's)
+        return _provider_action(parts[at + 1], parts[at + 2 :], method, verb)
     if method == "POST" and len(parts) % 2 == 1 and len(parts) >= 3:
         types = parts[0:-1:2]
         return f"{namespace}/{'/'.join(types)}/{parts[-1]}/action"

@@ -18,4 +18,11 @@ ROUTES = [
     Route("PUT", P + "/roleAssignments/{id}", r.role_assignments_create, namespace=NS),
     Route("DELETE", P + "/roleAssignments/{id}", r.role_assignments_delete, namespace=NS),
     Route("GET", P + "/permissions", r.permissions_list, namespace=NS),
+    # Permissions_ListForResourceGroup (the spec's scope; the subscription-scope path above is not in it)
+    Route(
+        "GET",
+        "/subscriptions/{sub}/resourcegroups/{rg}/providers/Microsoft.Authorization/permissions",
+        r.permissions_list,
+        namespace=NS,
+    ),
 ]

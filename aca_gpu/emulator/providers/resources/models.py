@@ -35,9 +35,16 @@ def provider(ctx: Ctx, namespace: str) -> Provider:
 
 
 # Microsoft.Storage counts as registered: nearly every subscription has it (any storage account,
-# Cloud Shell or diagnostics setting registered it), and azure-mgmt-core registers it where not.
+# Cloud Shell or diagnostics setting registered it), and azure-mgmt-core registers it where not;
+# Microsoft.ContainerRegistry likewise (UNCONFIRMED that a fresh subscription has it).
 ALWAYS_REGISTERED = frozenset(
-    {"microsoft.authorization", "microsoft.resources", "microsoft.resourcegraph", "microsoft.storage"}
+    {
+        "microsoft.authorization",
+        "microsoft.resources",
+        "microsoft.resourcegraph",
+        "microsoft.storage",
+        "microsoft.containerregistry",
+    }
 )
 
 
@@ -107,9 +114,11 @@ def begin_delete_rg(ctx: Ctx, name: str) -> ResourceGroup:
         return rg
     rg.deleting = True
     from aca_gpu.emulator.providers.app import models as app_models  # the app provider builds on this one
+    from aca_gpu.emulator.providers.registry import models as registry_models  # and this one
     from aca_gpu.emulator.providers.storage import models as storage_models  # so does this one
 
     storage_models.delete_in_group(ctx, name)  # storage accounts go at once, as ARM deletes them
+    registry_models.delete_in_group(ctx, name)  # so do registries
 
     for env in [e for e in ctx.state.envs.values() if e.rg.lower() == name.lower()]:
         app_models.begin_delete_env(ctx, env)

@@ -1,0 +1,53 @@
+"""`acagpu image`: images for a warm environment, staged in its own registry (docs/staging.md)."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+import click
+
+from aca_gpu.cli.options import output_options
+from aca_gpu.cli.runopts import command_settings
+from aca_gpu.output import Output
+from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.staging.stage import stage_images
+
+
+@click.group()
+def image() -> None:
+    """Images for warm environments: stage them in the environment's own registry."""
+
+
+def _render(doc: dict[str, Any]) -> Any:
+    def human(stream: TextIO) -> None:
+        print(f"registry {doc['registry']} ({doc['login_server']}) in {doc['resource_group']}", file=stream)
+        for item in doc["images"]:
+            size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
+            print(f"  {item['image']} -> {item['staged_as']}{size}", file=stream)
+        for note in doc["notes"]:
+            print(f"note: {note}", file=stream)
+
+    return human
+
+
+@image.command()
+@click.argument("images", nargs=-1, required=True)
+@click.option("--env", "env_name", required=True, help="The warm environment whose runs pull them.")
+@click.option(
+    "--inspect/--no-inspect",
+    default=True,
+    show_default=True,
+    help="Read each image's digest and size from its registry first (a missing tag is refused here).",
+)
+@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@output_options
+def stage(
+    output: Output, images: tuple[str, ...], env_name: str, inspect: bool, subscription: str | None
+) -> None:
+    """Import IMAGES into the environment's registry (made on request) so its runs pull them by tag
+    from the same region, with the environment's managed identity. Exit 2 before anything is made
+    when an image, the registry name or your right to assign AcrPull says it cannot work."""
+    cloud = open_cloud(command_settings(subscription))
+    result = stage_images(cloud, env_name, images, output, inspect=inspect)
+    doc = {"schema": 1, **result.as_dict()}
+    output.emit(doc, _render(doc))

@@ -1,0 +1,1 @@
+"""Microsoft.ContainerRegistry: the registry subset `acagpu image stage` uses."""
