@@ -3,11 +3,13 @@
 The lines have the shape of tests/fixtures/arm-recordings (method, uri, request_body, status,
 response_headers, response_body, response_body_ndjson) plus `"websocket"` lines for exec sessions
 (`frames`: what each side sent). Nothing reaches the disk unsanitized: the Sanitizer replaces
-tokens, GUIDs (subscription, tenant, object and client ids, operation ids), e-mail addresses,
-secret values (by their key or the name beside them) and IPv4 addresses with placeholders, the
-same input always getting the same placeholder within a recording, so a replay still sees one
-subscription, one run and one tenant. A secret value once seen is also replaced wherever it turns
-up later (a log line, an exec transcript).
+secrets by what a field *is*, not by which requests acagpu happens to send (every string of a
+credentials action's answer, credential fields and lists anywhere, key=value and authorization
+shapes and high-entropy base64 in free text), and tokens, GUIDs (subscription, tenant, object and
+client ids, operation ids), e-mail addresses and IPv4 addresses, with placeholders, the same input
+always getting the same placeholder within a recording, so a replay still sees one subscription,
+one run and one tenant. A secret value once seen is also replaced wherever it turns up later (a
+log line, an exec transcript). docs/recordings.md lists the rules and what a recording still shows.
 
 Pure: the Azure layer feeds it (aca_gpu/azure/recorder.py), the emulator's replay server reads it.
 """
