@@ -1,0 +1,120 @@
+"""Staged images and the platform's driver with real processes: `acagpu emulator serve` in one
+process, the CLI as separate ones (aca-2026 durations, no image cache).
+
+- `env create lab`, `image stage pytorch/pytorch:… --env lab`, then `up --env lab` pulls the tester
+  image from the staged copy by tag (the JSON document names the registry and the MB/s), and
+  `env delete lab` takes the registry with the environment's group.
+- A host whose `GpuDriverInfo` event names a driver older than the image's CUDA ends the run with
+  exit 5 before the probe's container starts, naming the driver and where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.e2e.serving import emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+TORCH = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+
+
+def _run(shell: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=timeout)
+
+
+def _doc(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.stdout.strip(), done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def _pulls(doc: Any) -> list[dict[str, Any]]:
+    """Every image_pull the document holds, wherever a pair keeps its platform phases."""
+    found: list[dict[str, Any]] = []
+    if isinstance(doc, dict):
+        if isinstance(doc.get("image_pull"), dict):
+            found.append(doc["image_pull"])
+        for value in doc.values():
+            found += _pulls(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            found += _pulls(value)
+    return found
+
+
+def _arm_get(emu: dict[str, str], path: str, version: str) -> requests.Response:
+    return requests.get(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}{path}",
+        params={"api-version": version},
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+
+
+def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_path: Path) -> None:
+    with emulator_serve(tmp_path / "emu.env", extra=("--durations", "aca-2026")) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+
+        staged = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        assert staged.returncode == 0, staged.stderr
+        stage = _doc(staged)
+        server = stage["login_server"]
+        assert server.endswith(".azurecr.io") and stage["created"] == [f"registry {stage['registry']}"]
+        assert [i["staged_as"] for i in stage["images"]] == [f"{server}/{TORCH}"]
+        again = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        assert again.returncode == 0 and _doc(again)["created"] == [], again.stderr  # nothing made twice
+
+        shown = _doc(_run(shell, "env", "show", "lab", "-o", "json"))
+        listed = json.dumps(shown)
+        assert f"{server}/{TORCH}" in listed, listed
+
+        up = _run(shell, "up", "--env", "lab", "--yes", "-o", "json")
+        assert up.returncode == 0, up.stderr
+        pulls = {p["image"]: p for p in _pulls(_doc(up))}
+        tester = pulls.get(f"{server}/{TORCH}")
+        assert tester is not None, pulls  # by tag, from the staged copy
+        assert tester["from"] == server and tester["how"] == "pulled", tester
+        assert tester["mb_per_s"] and tester["mb_per_s"] > 100, tester  # same-region (~147 MB/s alone)
+        probe = next(p for image, p in pulls.items() if image.startswith("nvidia/cuda"))
+        assert probe["from"] == "docker.io" and probe["mb_per_s"] < 30, probe  # not staged: Docker Hub
+
+        gone = _run(shell, "env", "delete", "lab", "--yes", "--wait", "-o", "json")
+        assert gone.returncode == 0, gone.stderr
+        sub = emu["ACAGPU_SUBSCRIPTION"]
+        path = (
+            f"/subscriptions/{sub}/resourceGroups/rg-acagpu-env-lab/providers/"
+            f"Microsoft.ContainerRegistry/registries/{stage['registry']}"
+        )
+        assert _arm_get(emu, path, "2025-11-01").status_code == 404  # the registry went with the group
+
+
+def test_a_driver_older_than_the_image_s_cuda_stops_the_run_before_its_container(tmp_path: Path) -> None:
+    """The host says 535.54.03 (CUDA 12.2) in GpuDriverInfo; a CUDA 12.8 image cannot run there."""
+    with emulator_serve(tmp_path / "emu.env", extra=("--driver-version", "535.54.03")) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        image = "nvidia/cuda:12.8.0-base-ubuntu24.04"
+        done = _run(shell, "up", "--env", "lab", "--image", image, "--yes", "-o", "json")
+        assert done.returncode == 5, done.stderr
+        text = json.dumps(_doc(done))
+        assert "535.54.03" in text and "GpuDriverInfo" in text, text
+        billing = _arm_get(emu, "/_emulator/billing", "").json()  # a replica bills from its start
+        started = [r["resource"] for r in billing["replicas"] if r["resource"].startswith("cuda-probe-")]
+        assert started == [], billing  # the probe's container never started
+        cache = json.loads((tmp_path / "drivers.json").read_text(encoding="utf-8"))
+        assert any(
+            v["driver"] == "535.54.03" and v.get("how") == "GpuDriverInfo event" for v in cache.values()
+        )
