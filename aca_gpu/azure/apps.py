@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from aca_gpu.azure import api_versions
 from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.polling import BackoffPolling
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
 from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
@@ -431,7 +432,7 @@ def delete_app(
         return
     _refuse_unmanaged("container app", name, current.tags)
     with translate_errors("delete container app", name):
-        poller = clients.apps.container_apps.begin_delete(rg, name)
+        poller = clients.apps.container_apps.begin_delete(rg, name, polling=_delete_polling(clients))
         if on_accepted is not None:
             on_accepted()
         poller.result(timeout=DELETE_WAIT_S)
@@ -445,10 +446,15 @@ def delete_job(
         return
     _refuse_unmanaged("job", name, current.tags)
     with translate_errors("delete job", name):
-        poller = clients.apps.jobs.begin_delete(rg, name)
+        poller = clients.apps.jobs.begin_delete(rg, name, polling=_delete_polling(clients))
         if on_accepted is not None:
             on_accepted()
         poller.result(timeout=DELETE_WAIT_S)
+
+
+def _delete_polling(clients: Clients) -> BackoffPolling:
+    """A delete's operation is looked at soon, then less often (azure/polling.py): no fixed 5 s."""
+    return BackoffPolling(clients.settings.polling_interval)
 
 
 def stop_app(clients: Clients, rg: str, name: str) -> None:

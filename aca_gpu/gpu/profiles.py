@@ -111,7 +111,9 @@ def resolve_profile(alias: str) -> GpuProfile:
         if wanted == profile.type.lower() or wanted in (a.lower() for a in profile.aliases):
             return profile
     raise BadInput(
-        f"unknown GPU profile {alias!r}; valid: {', '.join(valid_aliases())} (or a full profile type name)"
+        f"unknown GPU profile {alias!r}; valid: {', '.join(valid_aliases())} (or a full profile type name)",
+        code="UnknownGpuProfile",
+        hint="`acagpu profiles --offline` lists every GPU profile with its aliases",
     )
 
 

@@ -6,6 +6,7 @@ Lines are yielded as they arrive so `--follow` prints live; the CLI decides how 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from aca_gpu.errors import NotFound
@@ -86,6 +87,39 @@ EVENT_COLUMNS = ("TimeStamp", "Type", "Reason", "ReplicaName", "Msg")
 def system_events(
     cloud: Cloud, run: Run, *, source: Source = "explorer", tail: int = 20
 ) -> list[dict[str, Any]]:
-    """Scheduling, image pull and restart events of the explorer app (or, for the tester, the environment)."""
+    """Scheduling, image pull and restart events of the explorer app (or, for the tester, the
+    environment), oldest first, every TimeStamp in one form (`event_time`)."""
     where = {"app": run.names.explorer} if source == "explorer" else {"environment": run.names.environment}
-    return cloud.system_events(run.resource_group, tail=tail, **where)
+    return in_time_order(cloud.system_events(run.resource_group, tail=tail, **where))
+
+
+def event_time(text: str) -> datetime | None:
+    """An event's TimeStamp as UTC: ACA writes the platform's events as `2026-11-27 06:59:03 +0000
+    UTC` and the stream's own connect messages as ISO 8601 (`2026-11-27T06:59:05Z`)."""
+    text = text.strip()
+    for form in ("%Y-%m-%d %H:%M:%S %z UTC", "%Y-%m-%d %H:%M:%S.%f %z UTC"):
+        try:
+            return datetime.strptime(text, form).astimezone(UTC)
+        except ValueError:
+            pass
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return stamp.astimezone(UTC) if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+
+
+def in_time_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sorted by time (a stable sort: events of one second keep the stream's order), each TimeStamp
+    as `YYYY-MM-DDTHH:MM:SS[.ffffff]Z`; one whose time cannot be read keeps its text and goes last."""
+    timed: list[tuple[datetime, int, dict[str, Any]]] = []
+    untimed: list[dict[str, Any]] = []
+    for index, event in enumerate(events):
+        key = next((k for k in event if k.lower() == "timestamp"), None)
+        when = event_time(str(event[key])) if key else None
+        if key is None or when is None:
+            untimed.append(event)
+            continue
+        text = when.isoformat().replace("+00:00", "Z")
+        timed.append((when, index, {**event, key: text}))
+    return [event for _, _, event in sorted(timed, key=lambda t: (t[0], t[1]))] + untimed
