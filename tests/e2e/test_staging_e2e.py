@@ -118,3 +118,62 @@ def test_a_driver_older_than_the_image_s_cuda_stops_the_run_before_its_container
         assert any(
             v["driver"] == "535.54.03" and v.get("how") == "GpuDriverInfo event" for v in cache.values()
         )
+
+
+def _registry_path(sub: str, group: str, name: str) -> str:
+    return (
+        f"/subscriptions/{sub}/resourceGroups/{group}/providers/Microsoft.ContainerRegistry/registries/{name}"
+    )
+
+
+def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path) -> None:
+    """A caller who may not assign AcrPull, and a registry name held in another subscription: one
+    line with the fix, exit 2, and no registry made."""
+    from aca_gpu.workflow.staging.catalogue import registry_name
+
+    extra = ("--subscriptions", "2", "--faults", "deny:action=Microsoft.Authorization/roleAssignments/write")
+    with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        sub = emu["ACAGPU_SUBSCRIPTION"]
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        name = registry_name(sub, "lab")
+
+        refused = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        assert refused.returncode == 2, refused.stderr
+        error = _doc(refused)["error"]
+        assert "AcrPull" in error["message"] and "Role Based Access Control Administrator" in error["hint"]
+        assert len([line for line in refused.stderr.splitlines() if line.startswith("error:")]) == 1
+        path = _registry_path(sub, "rg-acagpu-env-lab", name)
+        assert _arm_get(emu, path, "2025-11-01").status_code == 404  # nothing was made
+
+        # the same name held in the tenant's other subscription (names are global)
+        other_sub = next(
+            s["subscriptionId"]
+            for s in json.loads(_arm_get(emu, "/subscriptions", "2022-12-01").text)["value"]
+            if s["subscriptionId"] != sub
+        )
+        auth = {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}
+        put = requests.put(
+            f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{other_sub}/resourcegroups/elsewhere",
+            params={"api-version": "2025-04-01"},
+            json={"location": "eastus"},
+            headers=auth,
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=10,
+        )
+        assert put.status_code in (200, 201), put.text
+        taken = requests.put(
+            f"{emu['ACAGPU_ARM_ENDPOINT']}{_registry_path(other_sub, 'elsewhere', name)}",
+            params={"api-version": "2025-11-01"},
+            json={"location": "eastus", "sku": {"name": "Basic"}},
+            headers=auth,
+            verify=emu["ACAGPU_CA_BUNDLE"],
+            timeout=10,
+        )
+        assert taken.status_code in (200, 201), taken.text
+        clash = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        assert clash.returncode == 2, clash.stderr
+        assert "taken elsewhere" in _doc(clash)["error"]["message"], clash.stdout
+        assert _arm_get(emu, path, "2025-11-01").status_code == 404
