@@ -56,6 +56,12 @@ def _usage(aca: ContainerAppsAPIClient) -> tuple[int, int]:
     return int(found.current_value), int(found.limit)
 
 
+def _env_usage(aca: ContainerAppsAPIClient) -> tuple[int, int]:
+    found = [u for u in aca.managed_environment_usages.list(RG, "cae-acagpu-t1") if u.name.value == T4_USAGE]
+    assert len(found) == 1, [u.name.value for u in aca.managed_environment_usages.list(RG, "cae-acagpu-t1")]
+    return int(found[0].current_value), int(found[0].limit)
+
+
 def test_replicas_over_the_gpu_quota_wait_in_assigning_replica_until_a_gpu_frees_up(
     aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
 ) -> None:
@@ -69,6 +75,7 @@ def test_replicas_over_the_gpu_quota_wait_in_assigning_replica_until_a_gpu_frees
 
     wait_for(split, timeout=10, what="two running, two waiting for quota")
     assert _usage(aca) == (2, 2)  # usages count the placed replicas only
+    assert _env_usage(aca) == (2, 2)  # and the environment's own (GPU quota is per environment)
     assert {status(aca, n) for n in names} == {"Running"}  # a waiting replica's execution runs
     ended = wait_statuses(aca, names, ("Succeeded", "Failed"), timeout=60)
     assert set(ended.values()) == {"Succeeded"}, ended  # the waiting two ran once GPUs freed up

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from aca_gpu.emulator import catalog, versions
+from aca_gpu.emulator import catalog, placement, versions
 from aca_gpu.emulator.arm import empty_response, iso_ticks, json_response, new_op_id, read_json, utc_now
 from aca_gpu.emulator.auth import Scope
 from aca_gpu.emulator.context import Ctx, Params
@@ -188,8 +188,32 @@ async def managed_environments_get_auth_token(ctx: Ctx, req: web.Request, p: Par
 
 
 async def managed_environment_usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    models.get_env(ctx, p["rg"], p["name"])
-    return json_response(catalog.env_usages_body())
+    """The three recorded entries, then one per GPU type of the environment's profiles: the GPUs its
+    placed replicas hold and the quota (GPU quota is per environment since 2026-09, aca-2026.md §11;
+    the entry's shape is the regional one's, UNCONFIRMED at this scope). The limit is the region's
+    `quota:limit=`, enforced over all the region's environments together (placement.py)."""
+    env = models.get_env(ctx, p["rg"], p["name"])
+    body = catalog.env_usages_body()
+    types = {str(prof.get("workloadProfileType")) for prof in env.profiles}
+    for ptype, (value_name, localized) in catalog.GPU_QUOTA_NAMES.items():
+        if ptype not in types:
+            continue
+        used = sum(
+            catalog.gpus(rep.profile_type)
+            for rep in ctx.state.replicas()
+            if placement.placed(rep) and rep.profile_type == ptype and in_env(rep, env)
+        )
+        limit = ctx.faults.quota_limit(env.location, ptype)
+        body["value"].append(
+            {
+                "name": {"value": value_name, "localizedValue": localized},
+                "usage": used,
+                "currentValue": used,
+                "limit": catalog.GPU_LIMIT if limit is None else limit,
+                "unit": "Count",
+            }
+        )
+    return json_response(body)
 
 
 async def managed_environments_list_workload_profile_states(
