@@ -37,7 +37,7 @@ def test_zero_a100_quota_refuses_up_in_seconds_with_nothing_created(emu: Any) ->
     assert sent[0]["acagpu"]["error"]["message"] == doc["error"]["message"]
     assert doc["notification"] == {"host": "127.0.0.1", "ok": True, "status": 200, "error": None}
     assert emu.token not in json.dumps(sent)
-    assert elapsed < 10, f"the refusal took {elapsed:.1f}s"
+    assert elapsed < 30, f"the refusal took {elapsed:.1f}s"  # seconds, not an environment's minutes
     assert "not enough GPU quota" in doc["error"]["message"]
     assert "ManagedEnvironmentConsumptionNCA100Gpus" in doc["error"]["message"]
     assert "0 of 0 used" in doc["error"]["message"]
@@ -71,7 +71,7 @@ def test_a_hung_region_is_abandoned_at_its_deadline_cleaned_up_and_the_next_used
         *UP, "--gpu", "t4", "--regions", "eastus,westus3", "--start-timeout", "3s", "--run-id", "hung1"
     )
     assert code == 0, err
-    assert time.monotonic() - started < 40
+    assert time.monotonic() - started < 90  # far from a default 15-minute start timeout
     first, second = doc["attempts"]
     assert (first["region"], first["status"], first["blast"]) == ("eastus", "abandoned", "next-region")
     assert "replica not placed by its deadline" in first["reason"]

@@ -121,8 +121,10 @@ def test_cpu_baseline_respects_its_budget() -> None:
     start = time.monotonic()
     small = tester.cpu_baseline(torch, 0.05)
     spent = time.monotonic() - start
-    assert spent < 2.0
+    # the size is what the budget decides (a tester that ignored it would reach the largest); the
+    # wall time only has to stay far from a full-size baseline, on however busy a machine
     assert small["size"] < 2048 and small["gflops"] > 0
+    assert spent < 15.0
     assert small["gflops"] == pytest.approx(
         2 * small["size"] ** 3 / (small["median_ms"] / 1e3) / 1e9, rel=0.02
     )
@@ -169,8 +171,8 @@ def test_sigterm_during_the_grace_ends_it_at_once_with_the_verdict() -> None:
     assert proc.poll() is None  # still in its grace period
     start = time.monotonic()
     proc.terminate()
-    assert proc.wait(timeout=10) == 1
-    assert time.monotonic() - start < 5
+    assert proc.wait(timeout=30) == 1
+    assert time.monotonic() - start < 20  # at once, against the 60 s grace it was in (exit is CPU-bound)
 
 
 def test_grace_value_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
