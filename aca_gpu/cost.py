@@ -24,7 +24,7 @@ from typing import Any
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog, resolve_profile
 from aca_gpu.resources import data_path
-from aca_gpu.units import duration_text, per_second
+from aca_gpu.units import duration_text, gpu_seconds_text, per_second, usd_text
 
 
 def default_cache_path() -> Path:
@@ -242,9 +242,11 @@ def estimate(
         )
     basis = (
         f"estimate: {_count(replicas, 'replica')} x {_duration(seconds)} on {prof.type}: "
-        f"{gpu_seconds:.0f} GPU-s x ${meters[0][0].per_second:.6f} = ${gpu:.2f}, "
-        f"+ {prof.container_cpu:g} vCPU ${vcpu:.2f} + {prof.container_memory_gib:g} GiB ${mem:.2f}; "
-        f"total ${gpu + vcpu + mem:.2f}; {where}"
+        f"{gpu_seconds_text(gpu_seconds).replace('GPU-seconds', 'GPU-s')} x "
+        f"${meters[0][0].per_second:.6f} = {usd_text(gpu)}, "
+        f"+ {prof.container_cpu:g} vCPU {usd_text(vcpu)} + "
+        f"{prof.container_memory_gib:g} GiB {usd_text(mem)}; "
+        f"total {usd_text(gpu + vcpu + mem)}; {where}"
     )
     return CostEstimate(
         gpu + vcpu + mem,

@@ -84,7 +84,22 @@ def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(tmp_path: Pa
             assert abs(measured - billed[rid]) <= 0.25 * billed[rid] + 1.0 * containers, (figures, billed)
         text = _run(shell, "up", "--env", "lab", "--run-id", "wtext", "--yes")
         assert text.returncode == 0, text.stderr
-        assert " 0 GPU-seconds" not in text.stdout, text.stdout
+        (line,) = [line for line in text.stdout.splitlines() if line.strip().startswith("cost ")]
+        assert " 0 GPU-seconds" not in line and "$0.00," not in line, line  # one rounding, one text
+
+
+def test_test_env_names_only_the_image_it_ran(tmp_path: Path) -> None:
+    """Smaller: `test --env` named the explorer image, which it never runs, as the one it tested."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05")
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        doc = _json(shell, "test", "--env", "lab")
+        unrun = doc["results"][0]["image"]  # the pair's explorer image: no container of it started
+        assert doc["explorer"]["image"] is None and doc["explorer"]["status"] == "not-run", doc["explorer"]
+        done = _run(shell, "test", "--env", "lab")
+        assert done.returncode == 0, done.stderr
+        assert unrun not in done.stdout + done.stderr, done.stderr
+        assert doc["tester_image"] in done.stderr, done.stderr
 
 
 def test_status_sees_a_running_run_cold_and_warm(tmp_path: Path) -> None:

@@ -270,7 +270,13 @@ class Engine:
             self.outcome.pairs = [wait_for(f) for f in futures]
             passed = sum(1 for p in self.outcome.pairs if p.status == "pass")
             if plan.command != "run":  # the user's container: its own output says how it went
-                step.update(", ".join(f"{p.pair.label()}: {p.status}" for p in self.outcome.pairs)[:200])
+                # without a probe only the tester ran: name its image, not the one never started
+                named = (
+                    (lambda p: p.pair.label())
+                    if plan.probe
+                    else (lambda p: f"{plan.tester_image} on {p.pair.gpu}")
+                )
+                step.update(", ".join(f"{named(p)}: {p.status}" for p in self.outcome.pairs)[:200])
             if passed < len(self.outcome.pairs):
                 step.status = "fail"
 

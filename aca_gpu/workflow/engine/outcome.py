@@ -424,7 +424,10 @@ class RunOutcome:
         plan = self.plan
         pair = self.pairs[0] if self.pairs else PairOutcome(plan.pairs[0])
         probe = pair.probe or ProbeResult()
-        explorer = {"image": pair.pair.image, **probe.as_dict()}
+        # `test` runs the tester alone: no image of the explorer's ran, so none is named
+        explorer = {"image": pair.pair.image if plan.probe else None, **probe.as_dict()}
+        if not plan.probe:
+            explorer["status"] = "not-run"
         explorer["compat"] = pair.compat.as_dict() if pair.compat else None
         tester: dict[str, Any] = {"image": plan.tester_image}
         if pair.tester is not None:
