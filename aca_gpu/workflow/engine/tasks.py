@@ -114,6 +114,8 @@ class Attempt:
             "reason": self.reason,
             "seconds": round(self.seconds, 3),
             "gpu_seconds": round(self.gpu_seconds, 3),
+            # from the start request to the container first seen running (placement, pull, create)
+            "start_s": None if self.running is None else round(self.running - self.started, 3),
         }
 
 

@@ -37,6 +37,7 @@ class AttemptResult:
     reason: str | None
     seconds: float
     gpu_seconds: float
+    start_s: float | None = None  # start request to a running container
 
 
 @dataclass(frozen=True)

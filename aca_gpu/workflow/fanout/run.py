@@ -106,7 +106,11 @@ def pacing_of(runtime: Any) -> dict[str, Any]:
             j += 1
         peak_10s = max(peak_10s, i - j + 1)
     span = (starts[-1] - starts[0]) if len(starts) > 1 else 0.0
+    attempts = [a for state in runner.states for a in state.attempts]
+    ends = [a.ended for a in attempts if a.ended is not None]
     return {
+        # the shards' own wall time: the first start request to the last attempt's end
+        "first_start_to_last_end_s": round(max(ends) - starts[0], 3) if ends and starts else None,
         "starts": len(starts),
         "limit": runner.limit,
         "starts_per_s_mean": round(len(starts) / span, 2) if span else None,

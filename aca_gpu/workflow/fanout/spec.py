@@ -189,9 +189,6 @@ def make_fanout(
         raise BadInput(f"--retries {retries}: 0 or more")
     if logs not in LOGS:
         raise BadInput(f"--logs {logs}: choose one of {', '.join(LOGS)}")
-    for name in run.workload.env:
-        if name.startswith("ACAGPU_"):
-            raise BadInput(f"-e {name}: ACAGPU_* variables are set by the fan-out itself")
     out: Path | None = None
     if output_dir is not None:
         out = Path(output_dir)
