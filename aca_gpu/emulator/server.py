@@ -299,6 +299,7 @@ class EmulatorServer:
             ctx.runtime.state = fresh
             ctx.throttle = Throttle()
             self._apply_registration(ctx)
+        shutil.rmtree(self.workdir / "storages", ignore_errors=True)  # the shares' files go with the state
         self._link_peers(self.ctx.fleet)
 
     async def _ainventory(self, subscription: str | None = None) -> dict[str, Any]:

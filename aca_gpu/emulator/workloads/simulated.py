@@ -63,6 +63,23 @@ def simulated_outcome(env: Mapping[str, str], seconds: float) -> tuple[float, in
     return max(0.0, seconds), code
 
 
+def sandbox_mounts(spec: ContainerSpec, env: dict[str, str], argv: list[str], storages: Path) -> list[str]:
+    """A `sh -c` line without a container: each mount path, in the env's values (`ACAGPU_OUTPUT_DIR`)
+    and in the command line, is rewritten to its share's folder on this machine, the folder a Podman
+    run would mount and the file data plane serves; `env` is changed in place, the argv returned."""
+    for storage, path, _read_only in spec.mounts:
+        folder = storages / re.sub(r"[^a-zA-Z0-9_.-]+", "-", storage)
+        folder.mkdir(parents=True, exist_ok=True)
+        mount = path.rstrip("/") or "/"
+        pattern = re.compile(re.escape(mount) + r"(?=/|\s|$|[\"'])")
+        for name, value in list(env.items()):
+            if value == mount or value.startswith(mount + "/"):
+                env[name] = str(folder) + value[len(mount) :]
+        literal = str(folder).replace("\\", "\\\\")  # a replacement template: backslashes doubled
+        argv = [pattern.sub(literal, part) for part in argv]
+    return argv
+
+
 def is_shell_line(spec: ContainerSpec) -> bool:
     """`sh -c '...'` (or bash): a command line the sandbox can run as it is."""
     argv = list(spec.command + spec.args)
@@ -151,14 +168,17 @@ class SimulatedWorkload:
         elif spec.kind == "job" and (unreal := why_not(spec)) is None:
             run_in_podman(container, spec, spec.env, self.workdir / "storages")
         elif spec.kind == "job" and is_shell_line(spec):
-            if spec.mounts:  # the sandbox shares this machine's file system: no mount can be honoured
+            argv = list(spec.command + spec.args)
+            if spec.mounts:  # the sandbox shares this machine's file system: no mount point of its own
+                argv = sandbox_mounts(spec, container.env, argv, self.workdir / "storages")
                 container.emit(
-                    "acagpu emulator: volume mounts need a real container (Podman); not mounted", "stderr"
+                    "acagpu emulator: no container here (Podman); mount paths point at the shares' folders",
+                    "stderr",
                 )
             # a shell line (the nvidia-smi probe, a user's command) runs for real in the sandbox, as
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them
-            container.run_streams(list(spec.command + spec.args), container.env)
+            container.run_streams(argv, container.env)
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS
