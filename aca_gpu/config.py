@@ -30,7 +30,11 @@ STRING_KEYS = (
 
 DEFAULT_LOCATION = "eastus"
 DEFAULT_GPU = "t4"
-DEFAULT_IMAGE = "nvidia/cuda:12.1.1-runtime-ubuntu22.04"
+# A plain `up` probe runs nvidia-smi only, which the NVIDIA runtime mounts into any image carrying
+# NVIDIA_DRIVER_CAPABILITIES=utility: the `base` flavour (cudart and cuda-compat only) gives the same
+# CUDA version, the same NVIDIA_REQUIRE_CUDA and so the same verdict as `runtime` (which adds the
+# math libraries and NCCL), at a fraction of the pull (docs/staging.md, "Smaller by default").
+DEFAULT_IMAGE = "nvidia/cuda:12.1.1-base-ubuntu22.04"
 DEFAULT_TTL = "2h"
 
 

@@ -39,15 +39,22 @@ def _render(doc: dict[str, Any]) -> Any:
     show_default=True,
     help="Read each image's digest and size from its registry first (a missing tag is refused here).",
 )
+@click.option(
+    "--sku",
+    type=click.Choice(["Standard", "Premium"]),
+    default="Standard",
+    show_default=True,
+    help="The registry's tier; Premium is what ACR's artifact streaming needs (docs/staging.md).",
+)
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @output_options
 def stage(
-    output: Output, images: tuple[str, ...], env_name: str, inspect: bool, subscription: str | None
+    output: Output, images: tuple[str, ...], env_name: str, inspect: bool, sku: str, subscription: str | None
 ) -> None:
     """Import IMAGES into the environment's registry (made on request) so its runs pull them by tag
     from the same region, with the environment's managed identity. Exit 2 before anything is made
     when an image, the registry name or your right to assign AcrPull says it cannot work."""
     cloud = open_cloud(command_settings(subscription))
-    result = stage_images(cloud, env_name, images, output, inspect=inspect)
+    result = stage_images(cloud, env_name, images, output, inspect=inspect, sku=sku)
     doc = {"schema": 1, **result.as_dict()}
     output.emit(doc, _render(doc))

@@ -70,7 +70,8 @@ def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_pat
         assert staged.returncode == 0, staged.stderr
         stage = _doc(staged)
         server = stage["login_server"]
-        assert server.endswith(".azurecr.io") and stage["created"] == [f"registry {stage['registry']}"]
+        assert server.endswith(".azurecr.io")
+        assert stage["created"] == [f"registry {stage['registry']} (Standard)"]
         assert [i["staged_as"] for i in stage["images"]] == [f"{server}/{TORCH}"]
         again = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
         assert again.returncode == 0 and _doc(again)["created"] == [], again.stderr  # nothing made twice

@@ -83,7 +83,7 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
     jobs = [c.args[0].name for c in cloud.create_job.call_args_list]
     assert sorted(jobs) == ["cuda-probe-abc123", "gpu-tester-abc123"], jobs
     probe_start = next(c for c in cloud.start_job.call_args_list if c.args[1] == "cuda-probe-abc123")
-    assert probe_start.args[2][0].image == "nvidia/cuda:12.1.1-runtime-ubuntu22.04"  # its own template
+    assert probe_start.args[2][0].image == "nvidia/cuda:12.1.1-base-ubuntu22.04"  # its own template
     assert names.index("start_job") < names.index("job_logs") < names.index("delete_resource_group")
     # billing stops first: the jobs are gone before the group delete is sent
     deletes = [i for i, n in enumerate(names) if n == "delete_job"]

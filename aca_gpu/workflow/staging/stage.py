@@ -27,7 +27,8 @@ from aca_gpu.workflow.staging import catalogue
 from aca_gpu.workflow.staging.catalogue import Staged
 from aca_gpu.workflow.workload.shares import account_tags
 
-SKU = "Standard"  # artifact streaming needs Premium (not requested: see docs/staging.md)
+SKU = "Standard"
+SKUS = ("Standard", "Premium")  # Premium is what ACR's artifact streaming needs (docs/staging.md)
 
 
 @dataclass
@@ -114,12 +115,20 @@ def _refuse_assignment(ops: Any, clients: Any, registry: str, rg: str) -> None:
 
 
 def stage_images(
-    cloud: Cloud, env_name: str, images: Sequence[str], progress: Progress, *, inspect: bool = True
+    cloud: Cloud,
+    env_name: str,
+    images: Sequence[str],
+    progress: Progress,
+    *,
+    inspect: bool = True,
+    sku: str = SKU,
 ) -> StageResult:
     """Stage every image (see the module doc); returns what was made and where each image is."""
     refs = [parse_image_ref(i) for i in dict.fromkeys(i.strip() for i in images if i.strip())]
     if not refs:
         raise BadInput("name at least one image to stage")
+    if sku not in SKUS:
+        raise BadInput(f"--sku {sku}: one of {', '.join(SKUS)}")
     group, env = envs.find_env(cloud, env_name)
     ops, clients = registry_ops(cloud)
     name = catalogue.registry_name(clients.subscription_id, env_name)
@@ -144,10 +153,11 @@ def stage_images(
                 )
         _refuse_assignment(ops, clients, name, group.name)
         tags = account_tags(dict(group.tags))
-        if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded":
-            step.update(f"creating in {group.location} ({SKU})")
-            reg = ops.put_registry(clients, group.name, name, group.location, SKU, tags)
-            result.created.append(f"registry {name}")
+        if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != sku:
+            step.update(f"{'creating' if reg is None else 'updating'} in {group.location} ({sku})")
+            reg = ops.put_registry(clients, group.name, name, group.location, sku, tags)
+            if reg is not None:
+                result.created.append(f"registry {name} ({sku})")
         result.login_server = reg.login_server
         step.update(f"{reg.login_server} ({reg.sku})")
     with progress.step("environment identity (AcrPull)") as step:
@@ -199,5 +209,5 @@ def listing(cloud: Cloud, resource_group: str, env_name: str) -> dict[str, Any] 
     return {
         "login_server": server,
         "images": [s.as_dict(server) for s in sorted(staged.values(), key=lambda s: s.image)],
-        "streaming": "not requested (Standard registry; see docs/staging.md)",
+        "streaming": "acagpu does not request ACR's streaming conversion (see docs/staging.md)",
     }
