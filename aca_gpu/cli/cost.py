@@ -89,6 +89,14 @@ def _tables(runs: list[dict[str, Any]]) -> str:
     is_flag=True,
     help="Ask every subscription the credential can see (found with one Azure Resource Graph query).",
 )
+@click.option(
+    "--min-difference",
+    "min_usd",
+    type=click.FloatRange(min=0),
+    default=0.01,
+    show_default=True,
+    help="Flag a run only when billed exceeds its estimate by more than this many USD (and 10 %).",
+)
 @output_options
 def cost(
     output: Output,
@@ -96,6 +104,7 @@ def cost(
     run_ids: tuple[str, ...],
     subscriptions: tuple[str, ...],
     all_subscriptions: bool,
+    min_usd: float,
 ) -> None:
     """Show each run's estimate beside what Azure Cost Management billed, and flag the differences."""
     from aca_gpu.workflow.fleet import Scope, subscription_ids
@@ -109,6 +118,7 @@ def cost(
         subscription_ids(settings, scope),
         since=parse_duration(since),
         run_ids=wanted,
+        min_usd=min_usd,
     )
     for warning in doc["warnings"]:
         output.warn(warning)

@@ -48,8 +48,11 @@ def cost_report(
     since: timedelta,
     run_ids: Sequence[str] = (),
     now: datetime | None = None,
+    min_usd: float = TOLERANCE_USD,
 ) -> dict[str, Any]:
-    """One document: a row per run (estimate, billed, difference, status), totals, and the delay."""
+    """One document: a row per run (estimate, billed, difference, status), totals, and the delay.
+    `min_usd` is the tolerance's floor (`cost --min-difference`; an emulator's compressed time makes
+    a stall worth less than a cent)."""
     from aca_gpu.azure.clients import make_clients
     from aca_gpu.azure.costmanagement import DATA_DELAY_HOURS, billed_costs
 
@@ -86,7 +89,7 @@ def cost_report(
         run["prices"] = line.get("prices")
         run["profile"] = line.get("profile")
     delay = timedelta(hours=DATA_DELAY_HOURS)
-    out = [_judge(run, end, delay) for run in runs.values()]
+    out = [_judge(run, end, delay, min_usd) for run in runs.values()]
     out.sort(key=lambda r: (r["ended_at"] or "", r["run_id"]))
     flagged = [r["run_id"] for r in out if r["status"] == "billed-over-estimate"]
     return {
@@ -104,7 +107,7 @@ def cost_report(
         "flagged": flagged,
         "tolerance": {
             "pct": TOLERANCE_PCT,
-            "usd": TOLERANCE_USD,
+            "usd": min_usd,
             "rule": "flagged when billed exceeds the estimate by more than both",
         },
         "warnings": warnings,
@@ -135,13 +138,13 @@ def _parse(text: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def past_tolerance(estimate: float, billed: float) -> bool:
-    """Billed above the estimate by more than TOLERANCE_PCT of it and more than TOLERANCE_USD."""
+def past_tolerance(estimate: float, billed: float, min_usd: float = TOLERANCE_USD) -> bool:
+    """Billed above the estimate by more than TOLERANCE_PCT of it and more than `min_usd`."""
     over = billed - estimate
-    return over > TOLERANCE_USD and over > estimate * TOLERANCE_PCT / 100
+    return over > min_usd and over > estimate * TOLERANCE_PCT / 100
 
 
-def _judge(run: dict[str, Any], now: datetime, delay: timedelta) -> dict[str, Any]:
+def _judge(run: dict[str, Any], now: datetime, delay: timedelta, min_usd: float) -> dict[str, Any]:
     est, billed = run["estimate_usd"], run["billed_usd"]
     ended = _parse(run["ended_at"])
     recent = ended is not None and now - ended < delay
@@ -151,7 +154,7 @@ def _judge(run: dict[str, Any], now: datetime, delay: timedelta) -> dict[str, An
         note = "no bill yet: " + DELAY_NOTE if recent else "Cost Management shows no charge for this run"
     elif est is None:
         status, note = "no-estimate", "billed; this machine has no record of the run's estimate"
-    elif past_tolerance(est, billed):
+    elif past_tolerance(est, billed, min_usd):
         status, note = "billed-over-estimate", OVER_NOTE
     else:
         status = "billed"
