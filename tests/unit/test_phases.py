@@ -165,8 +165,8 @@ def test_each_container_gets_the_platforms_phases_else_the_clients() -> None:
 def test_one_line_per_container() -> None:
     probe, tester = (phase_text(p) for p in container_phases(WARM_ROW).values())
     assert (
-        probe
-        == "scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); ready after 80s (wall clock)"
+        probe == "scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); "
+        "ready after 80s (wall clock)"
     )
     assert tester == "scheduling 4.5s, pull 2m38s, run 58s (platform clock)"
     assert phase_text({"pull_s": 900.0, "pull_bytes": 250e6}) == "pull 15m00s (250 MB) (platform clock)"
@@ -199,8 +199,8 @@ def test_up_prints_each_containers_phases_under_the_runs() -> None:
     lines = render_up(_up_doc(WARM_ROW)).splitlines()
     assert "  phases         preflight 0.4s, probe and test 2m20s, teardown 2.0s (wall clock)" in lines
     assert (
-        "  probe          scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); "
-        "ready after 80s (wall clock)" in lines
+        "  probe          scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s "
+        "(platform clock); ready after 80s (wall clock)" in lines
     )
     assert "  tester         scheduling 4.5s, pull 2m38s, run 58s (platform clock)" in lines
     cold = render_up(_up_doc(COLD_ROW)).splitlines()
@@ -219,7 +219,8 @@ def test_validate_prints_every_pairs_phases() -> None:
     at = lines.index("nvidia/cuda:12.4.1-runtime-ubuntu22.04 on t4:")
     assert (
         lines[at + 1]
-        == "  probe    scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); ready after 80s (wall clock)"
+        == "  probe    scheduling 4.0s, pull 72s (1.6 GB, 22.4 MB/s), start 2.0s, run 3.0s (platform clock); "
+        "ready after 80s (wall clock)"
     )
     assert lines[at + 2] == "  tester   scheduling 4.5s, pull 2m38s, run 58s (platform clock)"
     at = lines.index("nvidia/cuda:12.2.2-runtime-ubuntu22.04 on t4:")
