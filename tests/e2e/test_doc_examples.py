@@ -4,8 +4,8 @@ A page's ```sh blocks are its examples. The block marked `<!-- example: serve --
 it is started as written (`acagpu emulator serve ...`) and left running. Every other block is the
 second shell: it runs as written in a fresh `bash -e -o pipefail`, in an empty folder, with the
 variables the server's env file holds (as after `source` of it) and no terminal on stdin, and must
-exit 0. A page without a serve block gets a plain `acagpu emulator serve`. A block that cannot run
-against the emulator says why in `<!-- not run: REASON -->` on the line before it.
+exit 0. A page without a serve block gets `acagpu emulator serve` at a faster time scale. A block
+that cannot run against the emulator says why in `<!-- not run: REASON -->` on the line before it.
 
 The one change made to what is pasted: the env file's fixed path (`/tmp/acagpu.env`) becomes a path of
 the test's own, so tests running side by side do not share one. `.venv` in the folder is the venv the
@@ -35,7 +35,10 @@ from tests.e2e.serving import read_env
 ROOT = Path(__file__).resolve().parents[2]
 OPT_IN = "<!-- examples: run by tests/e2e/test_doc_examples.py -->"
 ENV_FILE = "/tmp/acagpu.env"
-DEFAULT_SERVE = f"acagpu emulator serve --env-file {ENV_FILE}"
+# a page that shows no serve line runs against a faster emulator, polled faster: what its examples
+# print and exit with is the same at any speed (the front page runs as pasted, at the defaults)
+DEFAULT_SERVE = f"acagpu emulator serve --time-scale 0.002 --env-file {ENV_FILE}"
+FASTER = {"ACAGPU_POLLING_INTERVAL": "0.2"}
 MARKER = re.compile(r"^<!-- (not run|example): ?(.*?) -->$")
 BLOCK_LIMIT_S = 300
 
@@ -136,8 +139,10 @@ def _serving(line: str, folder: Path, env_file: Path) -> Iterator[dict[str, str]
 @pytest.mark.parametrize("example", _second_shell(), ids=lambda e: e.name)
 def test_example_runs_as_pasted(example: Example, folder: Path) -> None:
     env_file = folder.parent / "acagpu.env"
-    with _serving(_serve_line(example.page), folder, env_file) as served:
+    line = _serve_line(example.page)
+    with _serving(line, folder, env_file) as served:
         text = example.text.replace(ENV_FILE, str(env_file))
+        served |= FASTER if line == DEFAULT_SERVE else {}
         done = subprocess.run(
             ["bash", "-e", "-o", "pipefail", "-c", text],
             cwd=folder,
