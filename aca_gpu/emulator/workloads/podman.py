@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from aca_gpu.emulator.workloads.container import SandboxContainer
 
 ENV_SWITCH = "ACAGPU_EMULATOR_CONTAINERS"  # auto (default): Podman when usable; off: always simulate
 _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
+# whether podman has an image, asked once per image a few seconds: a fan-out starts many executions
+# of one image, and each `podman image exists` costs ~25 ms of CPU (benchmarks/emulator_executions.py)
+EXISTS_TTL_S = 5.0
+_EXISTS: dict[tuple[str, str], tuple[bool, float]] = {}
 
 
 def podman_binary() -> str | None:
@@ -38,13 +43,19 @@ def why_not(spec: ContainerSpec) -> str | None:
         if os.environ.get(ENV_SWITCH, "auto").lower() in ("off", "simulated", "0", "false"):
             return f"real containers are off ({ENV_SWITCH})"
         return "podman is not installed on the emulator's machine"
-    try:
-        found = subprocess.run(
-            [binary, "image", "exists", spec.image], capture_output=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"podman did not answer ({type(exc).__name__})"
-    if found.returncode != 0:
+    known = _EXISTS.get((binary, spec.image))
+    if known is not None and time.monotonic() - known[1] < EXISTS_TTL_S:
+        present = known[0]
+    else:
+        try:
+            found = subprocess.run(
+                [binary, "image", "exists", spec.image], capture_output=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"podman did not answer ({type(exc).__name__})"
+        present = found.returncode == 0
+        _EXISTS[(binary, spec.image)] = (present, time.monotonic())
+    if not present:
         return f"image {spec.image} is not in podman's local storage (`podman pull {spec.image}` first)"
     return None
 
