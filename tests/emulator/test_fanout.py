@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import requests
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
@@ -117,3 +118,31 @@ def test_starts_over_the_write_budget_get_429_with_retry_after_and_azure_core_wa
     names = [start_shard(aca, body, i) for i in range(2)]  # the SDK's retry policy honours Retry-After
     assert len(set(names)) == 2 and time.monotonic() - began >= 1.0
     assert server.ctx is not None and server.ctx.throttle.throttled >= 2
+
+
+def test_arm_limits_setting_puts_the_write_bucket_in_force_without_a_fault(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ACAGPU_EMULATOR_ARM_LIMITS=on`: 200 writes, then 429 until tokens come back (10 a second)."""
+    monkeypatch.setenv("ACAGPU_EMULATOR_ARM_LIMITS", "on")
+    with EmulatorServer(time_scale=1.0, registered=True) as server, requests.Session() as session:
+        url = f"{server.endpoint}/subscriptions/{server.subscription}/resourcegroups/rg-limits"
+        left: list[str] = []
+        refused = None
+        for _ in range(400):
+            answer = session.put(
+                url,
+                params={"api-version": "2024-11-01"},
+                json={"location": "eastus"},
+                headers={"Authorization": f"Bearer {server.token}"},
+                verify=server.ca_bundle,
+                timeout=30,
+            )
+            left.append(answer.headers.get("x-ms-ratelimit-remaining-subscription-writes", ""))
+            if answer.status_code == 429:
+                refused = answer
+                break
+        assert refused is not None, left[-3:]
+        assert left[0] == "199" and 200 <= len(left) <= 300  # the bucket's 200, and what refilled meanwhile
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"]["code"] == "SubscriptionRequestsThrottled"
