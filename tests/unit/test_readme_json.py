@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -54,3 +55,27 @@ def test_tags_inspect_fields_are_the_documented_ones() -> None:
 def test_validate_document_has_no_kind_but_its_command() -> None:
     said = _bullet("validate")
     assert 'kind: "validate"' not in said and 'command: "validate"' in said, said
+
+
+def _key_drift(documented: Any, real: Any, path: str = "") -> list[str]:
+    """Keys one side has and the other lacks, object by object (a documented `"..."` key stands for
+    fields left out; a list is compared by its first element)."""
+    if isinstance(documented, dict) and isinstance(real, dict):
+        said, got = set(documented) - {"..."}, set(real)
+        drift = [f"{path or '.'}: documented, not printed: {sorted(said - got)}"] if said - got else []
+        if got - said and "..." not in documented:
+            drift.append(f"{path or '.'}: printed, not documented: {sorted(got - said)}")
+        for key in sorted(said & got):
+            drift += _key_drift(documented[key], real[key], f"{path}.{key}")
+        return drift
+    if isinstance(documented, list) and isinstance(real, list) and documented and real:
+        return _key_drift(documented[0], real[0], f"{path}[0]")
+    return []
+
+
+def test_up_document_example_has_the_fields_up_prints() -> None:
+    example = JSON_SECTION[JSON_SECTION.index("```json") + len("```json") :]
+    documented = json.loads(example[: example.index("```")])
+    done = CliRunner().invoke(cli, ["up", "--emulator", "--time-scale", "0.002", "-o", "json"])
+    assert done.exit_code == 0, done.stderr
+    assert not _key_drift(documented, json.loads(done.stdout))
