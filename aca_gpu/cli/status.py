@@ -10,21 +10,20 @@ from aca_gpu.cli.options import guid, output_options
 from aca_gpu.cli.render import per_subscription, table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
+from aca_gpu.units import duration_text, usd_text
 from aca_gpu.workflow.context import open_cloud
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
 from aca_gpu.workflow.status import fleet_status
 from aca_gpu.workflow.status import status as run_status
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    seconds = int(seconds)
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600}h"
+def _phase(run: dict[str, Any]) -> str:
+    """`running (1 of 3 executions)` while a run's executions run; the phase alone otherwise."""
+    counted = run.get("executions") or {}
+    live, ended = counted.get("running") or 0, counted.get("ended") or 0
+    if live and live + ended > 1:
+        return f"{run['phase']} ({live} of {live + ended} executions)"
+    return str(run["phase"])
 
 
 def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
@@ -37,7 +36,7 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
             if env.get("expired")
             else f"expires {env.get('expires_at')}"
         )
-        cost = f"${idle:.2f}/h idle" if isinstance(idle, int | float) else "idle cost unknown"
+        cost = f"{usd_text(idle)}/h idle" if isinstance(idle, int | float) else "idle cost unknown"
         print(
             f"warm environment {env['name']} ({env['location']}): {env['state']}, {inside}, {expiry}, {cost}",
             file=stream,
@@ -71,10 +70,10 @@ def _runs_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
                 run["resource_group"],
                 run.get("location") or "?",
                 run.get("gpu") or "?",
-                _duration(run.get("age_seconds")),
-                "expired" if expires is not None and expires <= 0 else _duration(expires),
-                run["phase"],
-                f"${usd:.2f}" if isinstance(usd, int | float) else "?",
+                duration_text(run.get("age_seconds")),
+                "expired" if expires is not None and expires <= 0 else duration_text(expires),
+                _phase(run),
+                usd_text(usd if isinstance(usd, int | float) else None),
             ]
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
