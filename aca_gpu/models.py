@@ -6,7 +6,7 @@ same workflow runs against Azure, the emulator, or an autospec'd double in tests
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -296,6 +296,9 @@ class Cloud(Protocol):
     def start_job_marked(
         self, resource_group: str, job: str, template: Sequence[ContainerDef], *, key: str, token: str
     ) -> str: ...  # a fan-out's start: the execution is found again by `key=token` in its env
+    def executions_marked(
+        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+    ) -> list[ExecutionInfo]: ...  # newest first, paged only until every token's execution was seen
     def stop_execution(self, resource_group: str, job: str, execution: str) -> None: ...
     def environment_usages(self, resource_group: str, environment: str) -> list[UsageInfo]: ...
     def make_share_folders(

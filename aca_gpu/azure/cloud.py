@@ -8,7 +8,7 @@ stream reconnects) live here with deadlines; single HTTP calls retry inside azur
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +208,11 @@ class AzureCloud:
         return shards.start_marked(
             self.clients, resource_group, job, template, key=key, token=token, sleep=self._sleep
         )
+
+    def executions_marked(
+        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+    ) -> list[ExecutionInfo]:
+        return shards.executions_marked(self.clients, resource_group, job, key, tokens)
 
     def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
         shards.stop_execution(self.clients, resource_group, job, execution)

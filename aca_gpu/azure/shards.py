@@ -10,15 +10,15 @@ is read back by that token (`ExecutionInfo.env`), never by listing before and af
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aca_gpu.azure import api_versions
-from aca_gpu.azure.apps import _q, app_path, execution_template, list_executions, send
+from aca_gpu.azure.apps import _q, app_path, execution_info, execution_template, list_executions, send
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json
-from aca_gpu.azure.translate import retrying
+from aca_gpu.azure.translate import retrying, translate_errors
 from aca_gpu.errors import AcaGpuError, CloudError, InfraError, is_throttled
 from aca_gpu.models import ContainerDef, ExecutionInfo, UsageInfo
 
@@ -32,6 +32,24 @@ def find_marked(clients: Clients, rg: str, job: str, key: str, token: str) -> Ex
         if info.env.get(key) == token:
             return info
     return None
+
+
+def executions_marked(
+    clients: Clients, rg: str, job: str, key: str, tokens: Collection[str]
+) -> list[ExecutionInfo]:
+    """The job's executions, page by page (the SDK's pager follows `nextLink`), until every one
+    carrying a token of `tokens` was seen: the service lists the newest first, so a fan-out's live
+    attempts are on the first page or two and a listing costs one or two reads, not N/100."""
+    wanted = set(tokens)
+    found: list[ExecutionInfo] = []
+    with translate_errors("list executions of", job):
+        for item in clients.apps.jobs_executions.list(rg, job):
+            info = execution_info(item)
+            found.append(info)
+            wanted.discard(info.env.get(key, ""))
+            if not wanted:
+                break
+    return found
 
 
 def start_marked(

@@ -245,6 +245,20 @@ OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
     ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),
     ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}", APP_VERSION, None, "JobExecution"),
     (
+        "POST",
+        APP + "/jobs/{jobName}/executions/{jobExecutionName}/stop",
+        APP_VERSION,
+        None,
+        "Jobs_StopExecution",
+    ),
+    (
+        "GET",
+        APP + "/managedEnvironments/{environmentName}/usages",
+        APP_VERSION,
+        None,
+        "ManagedEnvironmentUsages_List",
+    ),
+    (
         "PATCH",
         APP + "/managedEnvironments/{environmentName}",
         APP_VERSION,

@@ -153,6 +153,8 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
     _run("up", "--yes", "--env", "spec", "--max-minutes", "5")
     _run("test", "--env", "spec", "--timeout", "5m")
     _run("env", "list")
+    # a fan-out: one job, an execution per shard with its own template, the environment's usages
+    _run("run", "--yes", "--env", "spec", "--shards", "3", "--parallel", "2", "--logs", "none", "busybox")
     _run("env", "delete", "spec", "--yes")
     problems, seen = check(sent)
     starts = [body for method, url, body in sent if method == "POST" and url.split("?")[0].endswith("/start")]
@@ -167,6 +169,8 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
         "ContainerApps_Stop",
         "ContainerApps_Start",
         "Usages_List",
+        "ManagedEnvironmentUsages_List",
+        "JobsExecutions_List",
         "Registries_CheckNameAvailability",
         "Registries_Create",
         "Registries_ImportImage",

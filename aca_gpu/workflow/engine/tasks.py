@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -71,8 +71,9 @@ class Backend(Protocol):
     def start(self, task: Task, attempt: int, token: str) -> str:
         """Start one attempt of `task` whose template env carries `token`; return its execution."""
 
-    def observe(self) -> Mapping[str, tuple[str, Observation]]:
-        """token -> (execution, what it is now), for every attempt the place lists."""
+    def observe(self, live: Collection[str] = ()) -> Mapping[str, tuple[str, Observation]]:
+        """token -> (execution, what it is now), for every attempt the place lists (at least
+        those whose tokens are in `live`: the backend may stop listing once it saw them)."""
 
     def stop(self, execution: str) -> None:
         """Stop one attempt (it stops billing); harmless on one that ended."""
@@ -234,7 +235,7 @@ class TaskRunner:
         if not live:
             return
         try:
-            seen = self.backend.observe()
+            seen = self.backend.observe({a.token for _, a in live})
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             return

@@ -10,7 +10,7 @@ follower `acagpu run` uses, its lines prefixed `[k]`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec
@@ -55,9 +55,10 @@ class AcaShards:
             self._on_started(task, attempt, name)
         return name
 
-    def observe(self) -> Mapping[str, tuple[str, Observation]]:
+    def observe(self, live: Collection[str] = ()) -> Mapping[str, tuple[str, Observation]]:
+        """What the listing says of each attempt; it pages only until every `live` token was seen."""
         found: dict[str, tuple[str, Observation]] = {}
-        infos = self.cloud.list_executions(self.rg, self.job.name)
+        infos = self.cloud.executions_marked(self.rg, self.job.name, TOKEN, live)
         self.listings += 1
         with self._lock:
             names = dict(self._names)
