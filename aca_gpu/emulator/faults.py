@@ -60,7 +60,7 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 
 - Fan-out's platform failures (placement.py), drawn per job replica (per execution for `unknown`),
   so `rate=` with `seed=` scatters them over a fan-out: `backoff` ends the execution
-  Failed/BackoffLimitExceeded two emulated seconds after scheduling, before any pull; `pull_stall`
+  Failed/BackoffLimitExceeded when its placement comes due, before any pull; `pull_stall`
   (`seconds=`, default 86400) holds the replica in PullingImage that long; `lost` (`after=` seconds
   of running, default 30) kills the running container and ends the execution Degraded, reason
   ReplicaLost, without an exit code; `unknown` and `processing` (`seconds=`, default 60) make a new

@@ -6,8 +6,9 @@ tell from its user's own (aca-2026.md §4, §10, §11; issue: one execution per 
   execution's deadline passes (that Azure waits rather than fails is UNCONFIRMED). Usages count
   placed replicas only.
 - Faults, each drawn per replica (`rate=` with the spec's `seed=`), jobs only:
-  `backoff` ends the execution Failed/BackoffLimitExceeded a moment after scheduling, before any
-  pull (#1511: AssigningReplica, SuccessfulCreate, BackoffLimitExceeded 2 s later);
+  `backoff` ends the execution Failed/BackoffLimitExceeded when its placement comes due, before any
+  pull (#1511: AssigningReplica, SuccessfulCreate, then BackoffLimitExceeded; #1809 saw it 2 s
+  after scheduling, the emulator's assignment takes its usual few seconds);
   `pull_stall` (`seconds=`, default 86400) holds the replica in PullingImage that long (the
   execution's deadline usually ends it first);
   `lost` (`after=` emulated seconds of running, default 30) kills a running container and ends its
@@ -28,7 +29,6 @@ from aca_gpu.emulator.state import Execution, Job, Replica, State, key
 if TYPE_CHECKING:
     from aca_gpu.emulator.runtime import Runtime
 
-BACKOFF_AFTER_S = 2.0  # emulated seconds from scheduling to BackoffLimitExceeded (#1511, #1809)
 LOST_MESSAGE = "The replica was lost while running (its node went away); no exit code was reported."
 
 
