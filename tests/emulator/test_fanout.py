@@ -146,3 +146,19 @@ def test_arm_limits_setting_puts_the_write_bucket_in_force_without_a_fault(
         assert left[0] == "199" and 200 <= len(left) <= 300  # the bucket's 200, and what refilled meanwhile
         assert int(refused.headers["Retry-After"]) >= 1
         assert refused.json()["error"]["code"] == "SubscriptionRequestsThrottled"
+
+
+def test_stop_multiple_executions_stops_every_running_shard_in_one_write(
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    make_rg(arm)
+    make_env(aca)
+    body = fan_job(server.subscription, command=["sleep", "1"])
+    aca.jobs.begin_create_or_update(RG, JOB, body).result()  # type: ignore[call-overload]
+    names = [start_shard(aca, body, i, {"ACAGPU_EMULATOR_SECONDS": "100000"}) for i in range(5)]
+    wait_statuses(aca, names, ("Running",), timeout=5)
+    stopped = aca.jobs.begin_stop_multiple_executions(RG, JOB).result()
+    assert sorted(str(e.name) for e in stopped.value) == sorted(names)  # type: ignore[union-attr]
+    assert set(wait_statuses(aca, names, ("Stopped",), timeout=10).values()) == {"Stopped"}
+    assert server.ctx is not None
+    assert not [r for r in server.ctx.state.replicas() if r.owner == JOB]  # no replica left running

@@ -484,6 +484,24 @@ async def jobs_stop_execution(ctx: Ctx, req: web.Request, p: Params) -> web.Stre
     return empty_response(202, location_header(ctx, req, op))
 
 
+async def jobs_stop_multiple_executions(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
+    """Jobs_StopMultipleExecutions (`POST jobs/{job}/stop`): every running execution of the job stops,
+    as one write (a fan-out's Ctrl-C); 202 + Location, whose result lists the executions it stopped."""
+    job = models.get_job(ctx, p["rg"], p["name"])
+    stopped = [ex for ex in job.executions.values() if ex.status == "Running"]
+    for ex in stopped:
+        models.stop_execution(ctx, job, ex)
+    detailed = versions.answers_detailed_status(req.query.get("api-version"))
+
+    def result() -> dict[str, Any]:
+        return {"value": [shapes.execution_body(ctx, job, ex, detailed=detailed) for ex in stopped]}
+
+    op = _new_op(
+        ctx, "containerappsjobOperation", job.location, lambda: "Succeeded", final_status=200, result=result
+    )
+    return empty_response(202, location_header(ctx, req, op))
+
+
 async def jobs_stop_execution_cli(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     """The Azure CLI's `POST jobs/{job}/stop/{execution}`: 200 with a bare JSON string (recorded at
     2024-03-01); from 2025-07-01 on, 200 with no body (recorded November 2025)."""

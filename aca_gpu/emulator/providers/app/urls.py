@@ -59,6 +59,7 @@ def _routes() -> list[Route]:
         ("GET", JOB + "/executions/{execution}", r.job_execution),
         ("POST", JOB + "/executions/{execution}/stop", r.jobs_stop_execution),
         ("POST", JOB + "/stop/{execution}", r.jobs_stop_execution_cli),
+        ("POST", JOB + "/stop", r.jobs_stop_multiple_executions),
         ("GET", JOB + "/executions/{execution}/replicas", r.job_execution_replicas_list),
     ]
     for kind in ("managedEnvironmentOperation", "containerappOperation", "containerappsjobOperation"):
