@@ -141,6 +141,9 @@ class Workload:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
         self.result = self._judge(plan, where, job.name, run, info)
+        phases = getattr(self, "_phases")(where, job.name)  # noqa: B009 - AcaRuntime's, mixed in
+        if phases:  # how the image arrived, in the platform's words
+            self.result = replace(self.result, platform=phases)
         if self.result.status == "gone" and self.result.error is not None:
             raise self.result.error
         return outcome_of(self.result)

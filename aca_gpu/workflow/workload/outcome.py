@@ -108,9 +108,12 @@ class WorkloadResult:
     execution: str | None = None
     seconds: float = 0.0
     error: AcaGpuError | None = None
+    # the platform's own account of the container (engine/phases.phases_of): how its image arrived
+    # (pulled from where, cached, streamed; bytes, MB/s), scheduling, start, the GpuDriverInfo driver
+    platform: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "status": self.status,
             "exit_code": self.exit_code,
             "reason": self.reason,
@@ -118,6 +121,9 @@ class WorkloadResult:
             "execution": self.execution,
             "seconds": round(self.seconds, 3),
         }
+        if self.platform:
+            doc["platform"] = dict(self.platform)
+        return doc
 
 
 @dataclass
