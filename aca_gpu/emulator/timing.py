@@ -45,11 +45,13 @@ AZURE_2026: dict[str, float] = {
 }
 DURATION_SETS = ("recorded", "aca-2026")
 TAIL_EVERY = 8
-# Compressed sizes (GB) by what an image name says; a registry's manifest would say exactly.
+# Compressed sizes (GB) by what an image name says; a registry's manifest would say exactly. The
+# first match wins: PyTorch's images (the tester's `pytorch/pytorch:…-cudnn9-runtime`, ≈ 3.3 GB by
+# the figure) before cuDNN's own `nvidia/cuda:…-cudnn-…`.
 IMAGE_SIZES_GB: tuple[tuple[tuple[str, ...], float], ...] = (
     (("devel",), 4.6),
-    (("cudnn",), 3.6),
     (("pytorch", "tensorflow", "vllm", "nim"), 3.3),
+    (("cudnn",), 3.6),
     (("runtime",), 1.6),
     (("-base", "base-"), 0.12),
     (("cuda",), 1.6),

@@ -300,10 +300,10 @@ def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest
         lines = acagpu("up", "--env", "lab", "--yes").splitlines()
         probe = next(line for line in lines if line.startswith(f"  {'probe':<15}"))
         tester = next(line for line in lines if line.startswith(f"  {'tester':<15}"))
-        for line in (probe, tester):  # nvidia/cuda base ~0.12 GB, PyTorch ~3.6 GB, from Docker Hub
+        for line in (probe, tester):  # nvidia/cuda base ~0.12 GB, PyTorch ~3.3 GB, from Docker Hub
             assert "scheduling " in line and ", start " in line and ", run " in line, line
         assert " pull " in probe and "(120 MB, 16.6 MB/s)" in probe, probe  # the default probe: base
-        assert "(3.6 GB, 22.7 MB/s)" in tester, tester
+        assert "(3.3 GB, 22.7 MB/s)" in tester, tester
         phases = next(line for line in lines if line.startswith("  phases "))
         assert "probe image pull" not in phases  # the pair's figures are on their own lines
 
