@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
-from aca_gpu.emulator.workloads.simulated import is_gpu_tester
+from aca_gpu.emulator.workloads.simulated import is_gpu_tester, sandbox_mounts
 from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
 
@@ -95,5 +95,7 @@ class HostWorkload:
                 else f'exec: "{argv[0]}": stat {argv[0]}: no such file or directory'
             )
             return container
+        if spec.mounts:  # no container: a mount path in the env and the line means the share's folder
+            argv = sandbox_mounts(spec, container.env, argv, self.workdir / "storages")
         container.run_process([exe, *argv[1:]])
         return container
