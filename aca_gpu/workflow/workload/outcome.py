@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
+from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.workload.plan import RunSpec, replica_price
 
@@ -248,7 +249,7 @@ def render_run(doc: dict[str, Any]) -> str:
     usd = cost.get("usd_estimate")
     if isinstance(usd, int | float) and doc.get("runtime") == "aca":
         lines.append(
-            f"  cost           {cost.get('gpu_seconds', 0):.0f} GPU-seconds, ≈ ${usd:.4f} (estimate)"
+            f"  cost           {gpu_seconds_text(cost.get('gpu_seconds') or 0)}, ≈ {usd_text(usd)} (estimate)"
         )
     teardown = doc.get("teardown") or {}
     if doc.get("runtime") == "aca":
@@ -275,7 +276,8 @@ def render_run_markdown(doc: dict[str, Any]) -> str:
         ("container", f"{ended}" + (f": {container['reason']}" if container.get("reason") else "")),
         (
             "cost",
-            f"{cost.get('gpu_seconds', 0):g} GPU-seconds, ≈ ${cost.get('usd_estimate') or 0:.4f} (estimate)",
+            f"{gpu_seconds_text(cost.get('gpu_seconds') or 0)}, ≈ {usd_text(cost.get('usd_estimate') or 0)} "
+            "(estimate)",
         ),
         ("teardown", str((doc.get("teardown") or {}).get("status"))),
     ]
