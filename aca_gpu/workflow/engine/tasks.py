@@ -171,6 +171,9 @@ class TaskRunner:
         self._starting: dict[Future[str], tuple[TaskState, Attempt]] = {}
         self._lock = threading.Lock()
         self.errors: list[str] = []  # starts that failed for good (the attempt counts as the platform's)
+        # tokens of starts that failed without an answer: if ARM started one after all, it is
+        # stopped when a listing shows it (its shard was retried under a new token)
+        self.orphans: dict[str, float] = {}  # token -> when its start failed
         self.started_at: list[float] = []  # monotonic time of every start request (the pacing record)
 
     # -- the loop -------------------------------------------------------------------------------
@@ -224,6 +227,7 @@ class TaskRunner:
                 attempt.execution = future.result()
             except AcaGpuError as exc:
                 self.errors.append(exc.message)
+                self.orphans[attempt.token] = time.monotonic()
                 self._ended(state, attempt, PLATFORM, "StartFailed", exc.message, None)
             except Exception as exc:  # a programming or SDK error: the attempt ends, the run goes on
                 self.errors.append(f"{type(exc).__name__}: {exc}")
@@ -232,15 +236,27 @@ class TaskRunner:
     # -- watching -------------------------------------------------------------------------------
     def _observe(self) -> None:
         live = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
-        if not live:
+        if not live and not self.orphans:
             return
         try:
-            seen = self.backend.observe({a.token for _, a in live})
+            seen = self.backend.observe({a.token for _, a in live} | set(self.orphans))
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             return
         now = time.monotonic()
         self._stop_duplicates(seen)
+        for token, failed_at in list(self.orphans.items()):
+            if token not in seen:
+                if now - failed_at > 2 * LOST_AFTER_S:
+                    del self.orphans[token]  # never listed: the start did not happen
+                continue
+            execution, found = seen[token]
+            if found.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
+                self._stop_quietly(execution)  # started after all, after its shard was retried
+            else:
+                del self.orphans[token]
+                if found.status == "Succeeded":
+                    self.errors.append(f"a start that failed ran after all and succeeded: {execution}")
         for state, attempt in live:
             found = seen.get(attempt.token)
             if found is None:
