@@ -250,12 +250,12 @@ class TaskRunner:
                 if now - failed_at > 2 * LOST_AFTER_S:
                     del self.orphans[token]  # never listed: the start did not happen
                 continue
-            execution, found = seen[token]
-            if found.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
+            execution, orphan = seen[token]
+            if orphan.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
                 self._stop_quietly(execution)  # started after all, after its shard was retried
             else:
                 del self.orphans[token]
-                if found.status == "Succeeded":
+                if orphan.status == "Succeeded":
                     self.errors.append(f"a start that failed ran after all and succeeded: {execution}")
         for state, attempt in live:
             found = seen.get(attempt.token)
