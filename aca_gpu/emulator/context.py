@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
@@ -31,6 +32,7 @@ class Ctx:
     # every emulated subscription by id, this one included (one dict shared by all of them)
     fleet: dict[str, Ctx] = field(default_factory=dict)
     throttle: Throttle = field(default_factory=Throttle)  # ARM's per-subscription token buckets
+    storages: Path | None = None  # where the Azure Files shares' folders live (share_folders.py)
 
     @property
     def ws_endpoint(self) -> str:

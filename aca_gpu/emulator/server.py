@@ -159,6 +159,7 @@ class EmulatorServer:
                 registered_default=self._registered,
                 tenant=self.tokens.tenant,
                 fleet=fleet,
+                storages=self.workdir / "storages",
             )
             self._apply_registration(fleet[sub])
         self._link_peers(fleet)

@@ -214,3 +214,15 @@ def test_what_a_job_container_writes_to_its_mount_is_what_download_tree_brings_b
     assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written] == [
         ("0/i.txt", "0\n"), ("7/i.txt", "7\n")
     ]  # fmt: skip
+
+
+def test_a_new_account_of_a_deleted_ones_name_starts_with_an_empty_share(
+    arm: ResourceManagementClient, storage: StorageManagementClient, server: EmulatorServer, tmp_path: Path
+) -> None:
+    endpoint, key = _account(arm, storage)
+    share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle).get_file_client(
+        "left.txt"
+    ).upload_file(b"from the first account")
+    arm.resource_groups.begin_delete("rg-files").result()  # the group takes its account and shares
+    endpoint, key = _account(arm, storage)
+    assert download_tree(ACCOUNT, key, SHARE, "", tmp_path, endpoint=endpoint, verify=server.ca_bundle) == []

@@ -12,12 +12,14 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 from typing import Any
 
 from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.resources import models as rg_models
+from aca_gpu.emulator.share_folders import share_folder
 from aca_gpu.emulator.state import StorageAccount, key
 
 NS = "Microsoft.Storage"
@@ -143,14 +145,27 @@ def account_body(ctx: Ctx, account: StorageAccount) -> dict[str, Any]:
     }
 
 
+def _drop_files(ctx: Ctx, account: StorageAccount, share: str) -> None:
+    """A share's files go with it: a later account or share of the same name starts empty."""
+    if ctx.storages is not None:
+        shutil.rmtree(share_folder(ctx.storages, account.name, share), ignore_errors=True)
+
+
 def delete_account(ctx: Ctx, rg: str, name: str) -> bool:
-    return ctx.state.storage_accounts.pop(key(rg, name), None) is not None
+    account = ctx.state.storage_accounts.pop(key(rg, name), None)
+    if account is None:
+        return False
+    for share in account.shares:
+        _drop_files(ctx, account, share)
+    return True
 
 
 def delete_in_group(ctx: Ctx, rg: str) -> None:
     """A group's delete takes its storage accounts (and their shares) with it."""
     for found in [k for k, a in ctx.state.storage_accounts.items() if a.rg.lower() == rg.lower()]:
-        ctx.state.storage_accounts.pop(found, None)
+        account = ctx.state.storage_accounts.pop(found)
+        for share in account.shares:
+            _drop_files(ctx, account, share)
 
 
 def list_keys(ctx: Ctx, rg: str, name: str) -> dict[str, Any]:
@@ -202,6 +217,8 @@ def put_share(ctx: Ctx, rg: str, name: str, share: str, body: dict[str, Any]) ->
     if not isinstance(quota, int) or not 1 <= quota <= MAX_QUOTA_GIB:
         raise ArmError(f"shareQuota must be 1 to {MAX_QUOTA_GIB} GiB.", code="InvalidHeaderValue")
     created = share not in account.shares
+    if created:
+        _drop_files(ctx, account, share)
     account.shares[share] = {"shareQuota": quota, "lastModifiedTime": iso_z()}
     return share_body(ctx, account, share), created
 
