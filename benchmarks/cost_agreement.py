@@ -44,11 +44,13 @@ def _invoke(*args: str) -> dict[str, Any]:
     return doc
 
 
-SHELL_LINE = ("nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sh", "-c", "sleep 1; echo done")
+IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 
 
-def _journeys(kinds: list[str], runs: int) -> list[tuple[str, list[str]]]:
-    """(label, acagpu arguments) of every run to make, in order."""
+def _journeys(kinds: list[str], runs: int, run_seconds: float = 1.0) -> list[tuple[str, list[str]]]:
+    """(label, acagpu arguments) of every run to make, in order; `acagpu run`'s container sleeps
+    `run_seconds` (a real process in the emulator's sandbox: wall seconds at any time scale)."""
+    line = (IMAGE, "--", "sh", "-c", f"sleep {run_seconds:g}; echo done")
     found: list[tuple[str, list[str]]] = []
     for n in range(runs):
         if "cold" in kinds:
@@ -56,16 +58,18 @@ def _journeys(kinds: list[str], runs: int) -> list[tuple[str, list[str]]]:
         if "warm" in kinds:
             found.append((f"wup{n}", ["up", "--env", "lab", "--run-id", f"wup{n}", "--yes"]))
             found.append((f"wtest{n}", ["test", "--env", "lab"]))
-            validate = ["validate", "--env", "lab", "--image", SHELL_LINE[0], "--gpu", "t4", "--yes"]
+            validate = ["validate", "--env", "lab", "--image", IMAGE, "--gpu", "t4", "--yes"]
             found.append((f"wval{n}", validate))
         if "run" in kinds:
-            found.append((f"run{n}", ["run", "--gpu", "t4", "--run-id", f"run{n}", "--yes", *SHELL_LINE]))
+            found.append((f"run{n}", ["run", "--gpu", "t4", "--run-id", f"run{n}", "--yes", *line]))
         if "warm-run" in kinds:
-            found.append((f"wrun{n}", ["run", "--env", "lab", "--run-id", f"wrun{n}", "--yes", *SHELL_LINE]))
+            found.append((f"wrun{n}", ["run", "--env", "lab", "--run-id", f"wrun{n}", "--yes", *line]))
     return found
 
 
-def one_scale(scale: float, runs: int, stall: float, kinds: list[str]) -> list[dict[str, Any]]:
+def one_scale(
+    scale: float, runs: int, stall: float, kinds: list[str], run_seconds: float = 1.0
+) -> list[dict[str, Any]]:
     os.environ["ACAGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="acagpu-cost-bench-")
     server = EmulatorServer(time_scale=scale, workload="simulated")
     server.start()
@@ -77,7 +81,7 @@ def one_scale(scale: float, runs: int, stall: float, kinds: list[str]) -> list[d
             _invoke("env", "create", "lab", "--gpu", "t4", "--yes", "-o", "json")
         printed: dict[str, float] = {}
         kind_of: dict[str, str] = {}
-        for label, args in _journeys(kinds, runs):
+        for label, args in _journeys(kinds, runs, run_seconds):
             doc = _invoke(args[0], "-o", "json", *args[1:])  # before `--`: after it is the command
             printed[doc["run_id"]] = float((doc.get("cost") or {}).get("gpu_seconds") or 0.0)
             kind_of[doc["run_id"]] = label
@@ -104,6 +108,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--stall", type=float, default=0.0)
     parser.add_argument("--kinds", default="cold")
+    parser.add_argument("--run-seconds", type=float, default=1.0, help="acagpu run's container sleeps this")
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     print(
@@ -112,7 +117,7 @@ def main() -> None:
     )
     for scale in (float(s) for s in args.scales.split(",")):
         began = time.monotonic()
-        rows = one_scale(scale, args.runs, args.stall, kinds)
+        rows = one_scale(scale, args.runs, args.stall, kinds, args.run_seconds)
         for r in rows:
             printed, billed = r.get("gpu_printed"), r.get("gpu_billed") or 0.0
             gpu = f"{100 * (printed - billed) / billed:+6.1f}" if printed is not None and billed else "     -"
