@@ -13,6 +13,7 @@ delete of files. Requests are authenticated with SharedKey against the account's
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -230,8 +231,8 @@ async def _route(req: web.Request, target: _Target, share: str) -> web.StreamRes
         if method == "DELETE":
             return _delete_directory(req, target)
     if restype is None and target.segments:
-        if method == "GET" and comp is None:
-            return _download(req, target)
+        if method == "GET" and comp is None:  # file reads and writes off the event loop: they can be big
+            return await asyncio.to_thread(_download, req, target)
         if method == "HEAD" and comp is None:
             stat = _stat(target, directory=False)
             props = _properties(target.path, stat, directory=False)
@@ -244,9 +245,8 @@ async def _route(req: web.Request, target: _Target, share: str) -> web.StreamRes
             return await _put_range(req, target)
         if method == "DELETE" and comp is None:
             return _delete_file(req, target)
-    raise FileError(
-        400, "UnsupportedHttpVerb", f"The emulator does not serve {method} with {dict(req.query)}."
-    )
+    named = sorted(k for k in req.query if k not in files_sas.SAS_KEYS)  # never a SAS's values
+    raise FileError(400, "UnsupportedHttpVerb", f"The emulator does not serve {method} with query {named}.")
 
 
 def _stat(target: _Target, *, directory: bool) -> os.stat_result:
@@ -390,10 +390,14 @@ async def _put_range(req: web.Request, target: _Target) -> web.Response:
     data = await req.read()
     if len(data) != span[1] - span[0] + 1:
         raise FileError(400, "InvalidHeaderValue", "The body's length differs from the range.")
-    with target.path.open("r+b") as handle:
-        handle.seek(span[0])
-        handle.write(data)
+    await asyncio.to_thread(_write_at, target.path, span[0], data)
     return web.Response(status=201, headers=_headers(req, _written(target.path)))
+
+
+def _write_at(path: Path, offset: int, data: bytes) -> None:
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(data)
 
 
 def _written(path: Path) -> dict[str, str]:
