@@ -110,6 +110,19 @@ class RegistryCred(Record):
 
 
 @dataclass(frozen=True)
+class LogsDestination(Record):
+    """A Log Analytics workspace an environment sends its console lines to (`appLogsConfiguration`):
+    what lets a finished execution's lines be read after its replica is gone. The shared key is a
+    secret: it travels in the environment's PUT only and is never printed or kept."""
+
+    workspace_id: str  # the workspace's customerId (the query API's workspace id)
+    shared_key: str = field(repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"workspace_id": self.workspace_id}  # never the key
+
+
+@dataclass(frozen=True)
 class EnvSpec(Record):
     resource_group: str
     name: str
@@ -120,6 +133,7 @@ class EnvSpec(Record):
     dedicated_counts: tuple[int, int] | None = None  # (min, max) for dedicated profiles only
     # further GPU profiles (name, type) in the same environment, so validation pairs share one env
     extra_gpu_profiles: tuple[tuple[str, str], ...] = ()
+    logs: LogsDestination | None = None  # where its console lines go (None: nowhere but the stream)
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,7 @@ class EnvInfo(Record):
     event_stream_endpoint: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     workload_profiles: tuple[tuple[str, str], ...] = ()  # (name, type), as the environment says
+    logs_workspace: str | None = None  # the Log Analytics workspace (customerId) its console lines go to
 
     def profile_named_for(self, profile_type: str) -> str | None:
         """The name this environment gives a workload profile type (runs reference it by name)."""
@@ -362,6 +377,15 @@ class Cloud(Protocol):
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
+    def ensure_logs_workspace(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> LogsDestination: ...  # a Log Analytics workspace (made or found) for an environment's lines
+    def console_lines(
+        self, workspace_id: str, job: str, execution: str
+    ) -> list[tuple[str | None, str, str]]: ...  # (timestamp, stream, line) the workspace has so far
+    def execution_end_logged(
+        self, workspace_id: str, job: str, execution: str
+    ) -> bool: ...  # the workspace has the platform's record of the execution's end (a watermark)
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
     ) -> list[dict[str, Any]]: ...

@@ -297,3 +297,9 @@ def renewed_env_tags(tags: dict[str, str], now: datetime | None = None) -> dict[
 
 def is_env_group(tags: dict[str, str] | None) -> bool:
     return is_managed(tags) and (tags or {}).get(TAG_KIND) == KIND_ENV
+
+
+def logs_workspace_name(environment: str) -> str:
+    """The Log Analytics workspace beside an environment (`log-<environment>`, in its group): where
+    its runs' console lines stay after their replicas are gone (4-63 letters, digits, hyphens)."""
+    return f"log-{environment}"[:63].rstrip("-")

@@ -75,11 +75,16 @@ def environment_body(spec: EnvSpec) -> dict[str, Any]:
         _gpu_profile(spec.gpu_profile_name, spec.gpu_profile_type, spec.dedicated_counts),
     ]
     profiles += [_gpu_profile(name, kind, None) for name, kind in spec.extra_gpu_profiles]
-    return {
-        "location": spec.location,
-        "tags": dict(spec.tags),
-        "properties": {"workloadProfiles": profiles},
-    }
+    properties: dict[str, Any] = {"workloadProfiles": profiles}
+    if spec.logs is not None:  # console lines kept in Log Analytics: read after the replica is gone
+        properties["appLogsConfiguration"] = {
+            "destination": "log-analytics",
+            "logAnalyticsConfiguration": {
+                "customerId": spec.logs.workspace_id,
+                "sharedKey": spec.logs.shared_key,
+            },
+        }
+    return {"location": spec.location, "tags": dict(spec.tags), "properties": properties}
 
 
 def container_body(container: ContainerDef) -> dict[str, Any]:
@@ -189,7 +194,16 @@ def env_info(obj: Any, rg: str) -> EnvInfo:
             for w in p.get("workloadProfiles") or []
             if isinstance(w, Mapping)
         ),
+        logs_workspace=_logs_workspace(p.get("appLogsConfiguration")),
     )
+
+
+def _logs_workspace(config: Any) -> str | None:
+    """The customerId of a `log-analytics` destination (an `azure-monitor` one is read otherwise)."""
+    if not isinstance(config, Mapping) or str(config.get("destination") or "").lower() != "log-analytics":
+        return None
+    analytics = config.get("logAnalyticsConfiguration")
+    return _nonempty(analytics.get("customerId")) if isinstance(analytics, Mapping) else None
 
 
 def app_info(obj: Any, rg: str) -> AppInfo:

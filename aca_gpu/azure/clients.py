@@ -233,6 +233,32 @@ class Clients:
         )
 
     @cached_property
+    def loganalytics(self) -> Any:
+        """Log Analytics workspaces (where an environment acagpu makes keeps its console lines)."""
+        from azure.mgmt.loganalytics import LogAnalyticsManagementClient
+
+        return LogAnalyticsManagementClient(self.credential, self.subscription_id, **self.pipeline_options())
+
+    @cached_property
+    def logs_query(self) -> Any:
+        """The Log Analytics query API (its own host; the emulator's own with ACAGPU_ARM_ENDPOINT)."""
+        from urllib.parse import urlparse
+
+        from azure.monitor.query import LogsQueryClient
+
+        options: dict[str, Any] = {**RETRY_OPTIONS, **TIMEOUT_OPTIONS}
+        if recording.active() is not None:
+            from aca_gpu.azure.recorder import policy_options
+
+            options.update(policy_options())
+        if self.settings.arm_endpoint:
+            parsed = urlparse(self.settings.arm_endpoint)
+            options["endpoint"] = f"{parsed.scheme}://{parsed.netloc}"
+        if self.settings.ca_bundle:
+            options["connection_verify"] = self.settings.ca_bundle
+        return LogsQueryClient(self.credential, **options)
+
+    @cached_property
     def graph(self) -> ResourceGraphClient:
         """Resource Graph is tenant-level: no subscription in its client, the scope is in each query."""
         from azure.mgmt.resourcegraph import ResourceGraphClient

@@ -12,10 +12,20 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure import account, apps, dataplane, logstream, preview, resources, shards, storage
+from aca_gpu.azure import (
+    account,
+    apps,
+    dataplane,
+    loganalytics,
+    logstream,
+    preview,
+    resources,
+    shards,
+    storage,
+)
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, CloudError, NotFound, WaitTimedOut
+from aca_gpu.errors import BadInput, CloudError, InfraError, NotFound, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
     AppSpec,
@@ -28,6 +38,7 @@ from aca_gpu.models import (
     IdentityInfo,
     JobInfo,
     JobSpec,
+    LogsDestination,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
@@ -422,13 +433,22 @@ class AzureCloud:
         on_running: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
         """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end;
-        `on_running` as for `job_logs` (a silent program bills from its start, not its first line)."""
+        `on_running` as for `job_logs` (a silent program bills from its start, not its first line).
+
+        The stream is attached as early as Azure allows: its endpoint is listed with the replica
+        while the image still pulls, and a container that has not started is asked again every
+        0.1 s, so a container that prints and exits at once is read while it runs. A stream that
+        could not be attached before the replica ended, or broke off, raises
+        InfraError(LogStreamLost) at the end: the caller reads the lines elsewhere."""
         deadline = self._clock() + timeout
         what = f"the log of job {job} execution {execution}"
-        container = self._execution_container(resource_group, job, execution, deadline, what)
+        container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
         if container is None:
-            return
-        if on_running is not None:
+            raise InfraError(
+                f"the log stream of {what} could not be attached before its replica ended",
+                code="LogStreamLost",
+            )
+        if on_running is not None and (container.running_state or "").lower() in {RUNNING, "terminated"}:
             on_running()
         token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
@@ -448,18 +468,31 @@ class AzureCloud:
             timeout=max(1.0, deadline - self._clock()),
             sleep=self._sleep,
             strict=True,
+            on_connected=on_running,
         )
 
+    def ensure_logs_workspace(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> LogsDestination:
+        return loganalytics.ensure_workspace(self.clients, resource_group, name, location, tags)
+
+    def console_lines(self, workspace_id: str, job: str, execution: str) -> list[tuple[str | None, str, str]]:
+        return loganalytics.console_lines(self.clients, workspace_id, job, execution)
+
+    def execution_end_logged(self, workspace_id: str, job: str, execution: str) -> bool:
+        return loganalytics.execution_end_logged(self.clients, workspace_id, job, execution)
+
     def _execution_container(
-        self, rg: str, job: str, execution: str, deadline: float, what: str
+        self, rg: str, job: str, execution: str, deadline: float, what: str, *, early: bool = False
     ) -> ReplicaContainerInfo | None:
-        """Wait for the execution's replica container to run; None if the execution ended first."""
+        """Wait for the execution's replica container to run (`early`: to be listed with its log
+        stream endpoint, as a replica still pulling its image is); None if the execution ended first."""
         last = "no replica yet"
         while True:
             for replica in self.list_execution_replicas(rg, job, execution):
                 for container in replica.containers:
                     state = (container.running_state or "").lower()
-                    if container.log_stream_endpoint and state in {RUNNING, "terminated"}:
+                    if container.log_stream_endpoint and (early or state in {RUNNING, "terminated"}):
                         return container
                     last = f"replica {replica.name} container {container.name} is {container.running_state}"
             if self.get_execution(rg, job, execution).finished:

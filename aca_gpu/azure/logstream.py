@@ -6,7 +6,8 @@ returns one line per log record: JSON `{"TimeStamp": ..., "Log": "F <message>"}`
 plain text are accepted too. What a follower must cope with, as ACA sends it:
 - a heartbeat `No logs since last 60 seconds` (no CRI flag) every quiet minute: dropped;
 - two opening lines on every connection, `Connecting to the container 'c'...` and `Successfully
-  Connected to container: 'c' [Revision: 'r', Replica: 'x']` (no CRI flag, stamped at the connection,
+  Connected to container: 'c' [Revision: 'r', Replica: 'x']` (a job's: `[Execution: 'e', Replica:
+  'x']`, as recorded) (no CRI flag, stamped at the connection,
   so later than the container's lines after them): dropped, and never joined to a long line;
 - a followed stream closed by the server after about three quiet minutes (and drops at any time):
   reconnected, with tailLines, until the caller's stop rule, `finished`, or deadline;
@@ -35,7 +36,7 @@ HEARTBEAT_RE = re.compile(r"^(?:(?P<ts>\S+)\s+)?No logs since last \d+ seconds$"
 # The two lines each connection opens with: the service's, not the container's (no CRI flag)
 NOTICE_RE = re.compile(
     r"^(?:(?P<ts>\S+)\s+)?(?P<msg>Connecting to the container '[^']*'\.\.\."
-    r"|Successfully Connected to container: '[^']*' \[Revision: .*\])$"
+    r"|Successfully Connected to container: '[^']*' \[(?:Revision|Execution): .*\])$"
 )
 MAX_TAIL = 300  # the service validates tailLines to 0-300
 READ_SLICE_S = 30.0
@@ -160,6 +161,29 @@ class StreamGone(Exception):
     """The stream's replica no longer exists (finished job execution, replaced replica)."""
 
 
+class _Every:
+    """True at most once per `period` seconds (the first call included)."""
+
+    def __init__(self, period: float, clock: Callable[[], float]) -> None:
+        self._period, self._clock, self._last = period, clock, float("-inf")
+
+    def due(self) -> bool:
+        now = self._clock()
+        if now - self._last < self._period:
+            return False
+        self._last = now
+        return True
+
+
+class StreamNotReady(Exception):
+    """The replica exists but its container has not started (pulling, creating): try again soon."""
+
+
+NOT_READY_TEXT = ("waiting to start", "containercreating", "podinitializing", "pullingimage")
+NOT_READY_RETRY_S = 0.1  # a container that prints and exits at once may run for only a moment
+FINISHED_CHECK_S = 1.0  # between ARM reads of whether the execution ended, while not attached
+
+
 def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_timeout: float) -> Any:
     import requests
 
@@ -199,6 +223,8 @@ def open_lines(
             body = (response.text or "")[:300]
             if response.status_code in (404, 410) or any(t in body.lower() for t in GONE_TEXT[:2]):
                 raise StreamGone(f"{response.status_code}: {body}")
+            if response.status_code == 400 and any(t in body.lower() for t in NOT_READY_TEXT):
+                raise StreamNotReady(body)
             raise CloudError(
                 f"log stream {url.split('?')[0]} answered {response.status_code}: {' '.join(body.split())}",
                 code=f"LogStream{response.status_code}",
@@ -268,19 +294,25 @@ def follow_records(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     strict: bool = False,
+    on_connected: Callable[[], None] | None = None,
 ) -> Iterator[tuple[str | None, str, str]]:
     """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication.
 
-    `strict`: a stream whose last connection dropped and could not be read again (the replica
-    ended, or went) raises InfraError(LogStreamLost) at the end instead of ending quietly, so the
-    caller can say the output may be incomplete."""
+    A container that has not started yet (the stream answers "waiting to start") is tried again
+    every NOT_READY_RETRY_S until it runs or `finished`: a follower may attach as soon as the
+    replica is listed. `on_connected` is called at each connection the server accepted.
+    `strict`: a stream that was never attached, or whose last connection dropped and could not be
+    read again (the replica ended, or went), raises InfraError(LogStreamLost) at the end instead of
+    ending quietly, so the caller can read the lines elsewhere or say the output may be incomplete."""
     import requests
 
     deadline = clock() + timeout
     seen = _Seen()
     dropped = False  # the last connection broke off rather than ending
+    attached = False  # a connection was accepted: the container's log was there to read
     partial: list[str] = []  # P fragments waiting for their F line (kept across reconnects)
     first = True
+    checked = _Every(FINISHED_CHECK_S, clock)  # `finished` reads ARM: not at every quick retry
     while True:
         remaining = deadline - clock()
         if remaining <= 0:
@@ -299,6 +331,10 @@ def follow_records(
                 get=get,
             )
             for line in lines:
+                if not attached:
+                    attached = True
+                    if on_connected is not None:
+                        on_connected()
                 record = parse_record(line)
                 alive = True  # replayed lines too: the replica is there, come back at once if cut
                 if record.heartbeat:
@@ -326,8 +362,17 @@ def follow_records(
                 if clock() >= deadline:
                     break
             dropped = False
-        except StreamGone:
-            break
+        except (StreamNotReady, StreamGone) as exc:
+            # before the first attach, a replica that is not there yet (or no longer) is asked again
+            # until the execution has ended; once attached, a gone replica is the end
+            if isinstance(exc, StreamGone) and (attached or finished is None):
+                break
+            if finished is None:  # nobody to ask whether waiting is worth it
+                raise CloudError(f"log stream {url.split('?')[0]}: {exc}", code="LogStream400") from None
+            if checked.due() and finished():
+                break
+            sleep(min(NOT_READY_RETRY_S, max(0.0, deadline - clock())))
+            continue  # not a connection: the next one still asks for the whole tail
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):
             dropped = True  # dropped, idle, or closed for quietness: reconnect below unless finished
         first = False
@@ -348,6 +393,11 @@ def follow_records(
             return
     if stop_when is not None and clock() >= deadline:
         raise WaitTimedOut(f"timed out after {timeout:.0f}s waiting for {what}", code="LogWaitTimeout")
+    if strict and not attached:
+        raise InfraError(
+            f"the log stream of {what} could not be attached before its replica ended",
+            code="LogStreamLost",
+        )
     if strict and dropped:
         raise InfraError(
             f"the log stream of {what} broke off and its replica ended before it could be read again",

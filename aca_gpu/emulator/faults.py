@@ -68,6 +68,21 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   placement that never happens. Example:
   `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
 
+- `linger` (`seconds=` emulated, default 0): a finished job replica (and its console log) stays
+  listed this long instead of the default 5 s (which has no wall-clock floor under this fault): with
+  0 it goes at the tick its container exits, the worst case a log follower must survive (how long
+  Azure keeps it is UNCONFIRMED).
+
+- Fan-out's platform failures (placement.py), drawn per job replica (per execution for `unknown`),
+  so `rate=` with `seed=` scatters them over a fan-out: `backoff` ends the execution
+  Failed/BackoffLimitExceeded when its placement comes due, before any pull; `pull_stall`
+  (`seconds=`, default 86400) holds the replica in PullingImage that long; `lost` (`after=` seconds
+  of running, default 30) kills the running container and ends the execution Degraded, reason
+  ReplicaLost, without an exit code; `unknown` and `processing` (`seconds=`, default 60) make a new
+  execution read status Unknown or Processing that long before Running. `stuck` (above) is the
+  placement that never happens. Example:
+  `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
+
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
 with `slow_create`).
@@ -103,6 +118,7 @@ KINDS = (
     "lost",
     "unknown",
     "processing",
+    "linger",
 )
 
 # what a registry answers for each `pull:error=` (containerd's wording, as ACA's log relays it)

@@ -11,6 +11,7 @@ from typing import Any
 from aca_gpu.emulator import catalog, placement
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.faults import Faults, pull_error
+from aca_gpu.emulator.providers.operationalinsights import ingest as logs_table
 from aca_gpu.emulator.pulls import PullModel, gpu_driver_text, pull_plan, pulled_text
 from aca_gpu.emulator.share_folders import share_key
 from aca_gpu.emulator.state import (
@@ -132,6 +133,7 @@ class Runtime:
                 type=type_,
             )
         )
+        logs_table.ingest_event(self.state, self.clock, self.state.events[-1])  # the system log table
 
     def emit_replica(self, rep: Replica, reason: str, msg: str, type_: str = "Normal") -> None:
         self._emit_rep(rep, reason, msg, type_)
@@ -279,10 +281,12 @@ class Runtime:
             if fresh:
                 now = utc_now()
                 kinds = streams(start) if streams is not None else []
-                lines.extend(
+                new = [
                     LogLine(now, text, kinds[i] if i < len(kinds) else "stdout")
                     for i, text in enumerate(fresh)
-                )
+                ]
+                lines.extend(new)
+                logs_table.ingest(self.state, self.clock, rep, name, new)  # the environment's workspace
 
     async def _advance(self, rep: Replica) -> None:
         now = self.clock.now()
@@ -423,6 +427,9 @@ class Runtime:
         if reps and all(r.phase == "Terminated" for r in reps):
             if ex.linger_until is None:
                 linger = max(LINGER_FLOOR_S, self.clock.scaled(DURATIONS["replica_linger"]))
+                short = self.faults.fire("linger", path=job.name)
+                if short is not None:  # how long Azure keeps it is UNCONFIRMED: the worst case
+                    linger = self.clock.scaled(float(short.param("seconds", "0")))
                 ex.linger_until = self.clock.now() + linger
             if self.clock.now() < ex.linger_until:
                 return
@@ -513,6 +520,8 @@ class Runtime:
             self.remove_job(job)
         for env in [e for e in self.state.envs.values() if e.rg.lower() == rg.lower()]:
             self.remove_env(env)
+        for name in [k for k in self.state.log_workspaces if k[0] == rg.lower()]:
+            del self.state.log_workspaces[name]
 
     def stop_all(self) -> None:
         for rep in self.state.replicas():

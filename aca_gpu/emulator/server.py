@@ -41,6 +41,9 @@ from aca_gpu.emulator.providers.authorization import models as authz
 from aca_gpu.emulator.providers.authorization.urls import ROUTES as AUTHORIZATION_ROUTES
 from aca_gpu.emulator.providers.costmanagement.urls import ROUTES as COST_ROUTES
 from aca_gpu.emulator.providers.graph.urls import ROUTES as GRAPH_ROUTES
+from aca_gpu.emulator.providers.operationalinsights import query as logs_query
+from aca_gpu.emulator.providers.operationalinsights.urls import QUERY_PREFIX
+from aca_gpu.emulator.providers.operationalinsights.urls import ROUTES as LOGS_ROUTES
 from aca_gpu.emulator.providers.registry.urls import ROUTES as REGISTRY_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
@@ -66,6 +69,7 @@ ARM_ROUTES: list[Route] = [
     *GRAPH_ROUTES,
     *STORAGE_ROUTES,
     *REGISTRY_ROUTES,
+    *LOGS_ROUTES,
 ]
 MAX_SUBSCRIPTIONS = 64
 
@@ -350,6 +354,10 @@ class EmulatorServer:
             return json_response(self._metadata(req.query.get("api-version", "")))
         if path.rstrip("/") == IDENTITY_PATH:
             return token_endpoint(self.tokens, req, self._principal_of)
+        if req.method == "POST" and path.startswith(QUERY_PREFIX) and path.endswith("/query"):
+            if not self._authorized(req):  # Log Analytics takes the same Entra tokens
+                return _unauthorized(req)
+            return await logs_query.query(ctx, req, path.removeprefix(QUERY_PREFIX).split("/", 1)[0])
         for route in DATA_ROUTES:
             params = route.match(req.method, path)
             if params is not None:  # the subscription the path names serves it (its tokens, replicas)

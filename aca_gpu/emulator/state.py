@@ -301,6 +301,8 @@ class State:
     role_assignments_effective: dict[str, float] = field(default_factory=dict)
     storage_accounts: dict[tuple[str, str], StorageAccount] = field(default_factory=dict)  # key(rg, name)
     registries: dict[tuple[str, str], Registry] = field(default_factory=dict)  # key(rg, name)
+    # Log Analytics workspaces, key(rg, name): providers/operationalinsights/models.py Workspace
+    log_workspaces: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def provider(self, namespace: str) -> Provider:
         key = namespace.lower()

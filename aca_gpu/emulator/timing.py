@@ -29,6 +29,9 @@ DURATIONS: dict[str, float] = {
     "restart_backoff": 10.0,  # between failed container starts
     "scale_in_cooldown": 300.0,  # default Scale.cooldownPeriod
     "replica_linger": 5.0,  # a finished job replica stays listed (and its log readable) until cleaned up
+    # a console line reaches the environment's Log Analytics table (UNCONFIRMED: Microsoft documents
+    # a typical ingestion latency of 20 s to 3 min; 60 s sits inside it)
+    "log_ingestion": 60.0,
 }
 # aca-2026.md §10 (late 2026, newer than the recordings where they differ): a GPU workload profile
 # takes ~490 s whether it is added later or comes with the environment's create; a T4 app create

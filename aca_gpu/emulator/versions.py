@@ -71,6 +71,10 @@ STORAGE_VERSIONS = (
 REGISTRY_VERSIONS = ("2023-07-01", "2023-11-01-preview", "2025-04-01", "2025-11-01")
 
 
+# Microsoft.OperationalInsights: azure-mgmt-loganalytics 14.0 sends 2025-07-01; the Azure CLI 2022-10-01.
+LOGS_VERSIONS = ("2020-08-01", "2021-06-01", "2022-10-01", "2023-09-01", "2025-02-01", "2025-07-01")
+
+
 def shape_2025(since: str = SHAPE_2025_SINCE) -> bool:
     """Is the request being answered at an api-version that gets the shapes of `since` or later?"""
     return REQUEST_VERSION.get()[:10] >= since
@@ -88,6 +92,7 @@ def _versions(namespace: str | None) -> tuple[str, ...]:
         "microsoft.authorization": AUTHORIZATION_VERSIONS,
         "microsoft.resourcegraph": GRAPH_VERSIONS,
         "microsoft.storage": STORAGE_VERSIONS,
+        "microsoft.operationalinsights": LOGS_VERSIONS,
         "microsoft.containerregistry": REGISTRY_VERSIONS,
     }
     return known.get((namespace or "").lower(), RESOURCES_VERSIONS)

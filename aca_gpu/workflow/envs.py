@@ -271,6 +271,7 @@ def create_env(cloud: Cloud, plan: EnvPlan, progress: Progress) -> dict[str, Any
             env is None
             or any(t.lower() not in have for _, t in wanted)
             or env.provisioning_state != "Succeeded"
+            or env.logs_workspace is None  # made before its console lines went to Log Analytics
         ):
             (first_name, first_type), *rest = wanted
             if env is not None:  # keep the profiles it has; a PUT with fewer would remove them
@@ -279,6 +280,11 @@ def create_env(cloud: Cloud, plan: EnvPlan, progress: Progress) -> dict[str, Any
                     for n, t in env.workload_profiles
                     if t.lower() not in {x.lower() for _, x in wanted} and t != "Consumption"
                 ]
+            # the runs' console lines also go to a workspace in the environment's group, where they
+            # outlive a replica that printed and exited at once (docs/run.md)
+            step.update("Log Analytics workspace for the runs' console lines")
+            workspace = naming.logs_workspace_name(plan.names.environment)
+            logs = cloud.ensure_logs_workspace(rg, workspace, plan.location, tags)
             cloud.create_environment(
                 EnvSpec(
                     resource_group=rg,
@@ -288,6 +294,7 @@ def create_env(cloud: Cloud, plan: EnvPlan, progress: Progress) -> dict[str, Any
                     gpu_profile_name=first_name,
                     gpu_profile_type=first_type,
                     extra_gpu_profiles=tuple(rest),
+                    logs=logs,
                 )
             )
         step.update(" + ".join(t for _, t in wanted))

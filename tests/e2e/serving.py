@@ -54,13 +54,16 @@ def emulator_serve(
 
 
 @contextmanager
-def serve_behind_proxy(tmp_path: Path) -> Iterator[tuple[dict[str, str], Any, dict[str, str]]]:
+def serve_behind_proxy(
+    tmp_path: Path, *, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[dict[str, str], Any, dict[str, str]]]:
     """`emulator serve` with the chaos proxy in front (its traffic is what a test reads): the server's
-    variables, the proxy, and a shell environment whose acagpu talks to the proxy."""
+    variables, the proxy, and a shell environment whose acagpu talks to the proxy. `extra`: more
+    `emulator serve` options (`--faults ...`)."""
     from tests.chaos.proxy import ChaosProxy
 
     with (
-        emulator_serve(tmp_path / "emu.env") as emu,
+        emulator_serve(tmp_path / "emu.env", extra=extra) as emu,
         ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
     ):
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}

@@ -90,12 +90,22 @@ WORKLOAD_PROFILE = {
     "required": ["name", "workloadProfileType"],
     "props": {"name": S, "workloadProfileType": S, "minimumCount": S, "maximumCount": S},
 }
+# AppLogsConfiguration (destination; logAnalyticsConfiguration: customerId, sharedKey create/update
+# only), read in azure-mgmt-appcontainers 5.1.0's models.
+APP_LOGS = {
+    "props": {
+        "destination": S,
+        "logAnalyticsConfiguration": {"props": {"customerId": S, "sharedKey": S}},
+    }
+}
 MANAGED_ENVIRONMENT = {
     "required": ["location"],
     "props": {
         "location": S,
         "tags": TAGS,
-        "properties": {"props": {"workloadProfiles": {"items": WORKLOAD_PROFILE}}},
+        "properties": {
+            "props": {"workloadProfiles": {"items": WORKLOAD_PROFILE}, "appLogsConfiguration": APP_LOGS}
+        },
     },
 }
 # Jobs_Start's optional body: JobExecutionTemplate (containers, initContainers of JobExecutionContainer:
@@ -113,6 +123,24 @@ EXECUTION_CONTAINER = {
 JOB_EXECUTION_TEMPLATE = {
     "optional_body": True,
     "props": {"containers": {"items": EXECUTION_CONTAINER}, "initContainers": {"items": EXECUTION_CONTAINER}},
+}
+# Microsoft.OperationalInsights 2025-07-01 (azure-mgmt-loganalytics 14.0.0's models: Workspace is a
+# TrackedResource; WorkspaceProperties.sku and retentionInDays are writable, customerId read-only).
+LOGS_VERSION = "2025-07-01"
+WORKSPACE = {
+    "required": ["location"],
+    "props": {
+        "location": S,
+        "tags": TAGS,
+        "properties": {"props": {"sku": {"props": {"name": S}}, "retentionInDays": S}},
+    },
+}
+# The Log Analytics query API (api.loganalytics.io, its own host and version path, no api-version):
+# QueryBody's query and timespan, read in azure-monitor-query 2.0.0.
+LOGS_QUERY = {
+    "required": ["query"],
+    "props": {"query": S, "timespan": S, "workspaces": STRINGS},
+    "nullable": ["workspaces"],  # the SDK sends `"workspaces": null` when no other workspace is named
 }
 RESOURCE_GROUP = {"required": ["location"], "props": {"location": S, "tags": TAGS, "managedBy": S}}
 
@@ -158,10 +186,14 @@ ENVIRONMENT_PATCH = {"props": {"identity": {"required": ["type"], "props": {"typ
 SUB = "/subscriptions/{subscriptionId}"
 RG = SUB + "/resourceGroups/{resourceGroupName}"
 APP = RG + "/providers/Microsoft.App"
+LOGS = RG + "/providers/Microsoft.OperationalInsights"
 ACR = RG + "/providers/Microsoft.ContainerRegistry"
 
 # (method, path template, api-version, body schema or None for no body, operationId)
-OPERATIONS: tuple[tuple[str, str, str, dict[str, Any] | None, str], ...] = (
+OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] = (
+    ("PUT", LOGS + "/workspaces/{workspaceName}", LOGS_VERSION, WORKSPACE, "Workspaces_CreateOrUpdate"),
+    ("POST", LOGS + "/workspaces/{workspaceName}/sharedKeys", LOGS_VERSION, None, "SharedKeys_GetSharedKeys"),
+    ("POST", "/v1/workspaces/{workspaceId}/query", None, LOGS_QUERY, "Query_Execute"),
     ("GET", SUB + "/providers/{resourceProviderNamespace}", RESOURCES_VERSION, None, "Providers_Get"),
     (
         "POST",

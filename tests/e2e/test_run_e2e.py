@@ -68,7 +68,7 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
             3,
             "container",
         )
-        assert doc["output"] == {"stdout": "out\nout\nout\n", "stderr": "err\n"}
+        assert (doc["output"]["stdout"], doc["output"]["stderr"]) == ("out\nout\nout\n", "err\n")
         assert doc["teardown"]["billing_stopped"] is True and doc["runtime"] == "aca"
         assert [e["fault"] for e in requests.get(f"{proxy.endpoint}/_chaos/events", verify=proxy.ca_bundle,
                                                  timeout=10).json()["events"]] == ["stream_cut"]  # fmt: skip

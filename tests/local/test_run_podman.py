@@ -40,7 +40,7 @@ def test_run_is_docker_run_output_exit_code_env_and_secret(podman: str, test_ima
     doc = json.loads(as_json.stdout)
     assert (doc["command"], doc["runtime"], doc["status"]) == ("run", "podman", "container_failed")
     assert (doc["exit_code"], doc["exit_code_from"]) == (3, "container")
-    assert doc["output"] == {"stdout": "out\nA=1\n", "stderr": "err\n"}
+    assert (doc["output"]["stdout"], doc["output"]["stderr"]) == ("out\nA=1\n", "err\n")
     assert doc["workload"]["secret_env"] == ["TOKEN"] and doc["workload"]["env"] == {"A": "1"}
     assert "-e TOKEN" in doc["commands"]["container"] and doc["error"] is None
     assert doc["teardown"]["status"] == "nothing-created"

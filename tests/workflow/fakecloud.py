@@ -25,6 +25,7 @@ from aca_gpu.models import (
     IdentityInfo,
     JobInfo,
     JobSpec,
+    LogsDestination,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
@@ -141,7 +142,14 @@ class FakeCloud:
 
     # env, app, job
     def create_environment(self, spec: EnvSpec) -> EnvInfo:
-        env = EnvInfo(f"/envs/{spec.name}", spec.name, spec.resource_group, spec.location, "Succeeded")
+        env = EnvInfo(
+            f"/envs/{spec.name}",
+            spec.name,
+            spec.resource_group,
+            spec.location,
+            "Succeeded",
+            logs_workspace=spec.logs.workspace_id if spec.logs else None,
+        )
         self.envs[(spec.resource_group, spec.name)] = env
         return env
 
@@ -315,6 +323,18 @@ class FakeCloud:
 
     def environment_storages(self, resource_group: str, environment: str) -> list[str]:
         return []
+
+    # Log Analytics: where an environment's console lines stay (a run reads them when the stream missed)
+    def ensure_logs_workspace(
+        self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
+    ) -> LogsDestination:
+        return LogsDestination(f"ws-{name}", "fake-key")
+
+    def console_lines(self, workspace_id: str, job: str, execution: str) -> list[tuple[str | None, str, str]]:
+        return []
+
+    def execution_end_logged(self, workspace_id: str, job: str, execution: str) -> bool:
+        return True
 
     # storage (`acagpu run --create-share`): the workflow tests here make none
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None:

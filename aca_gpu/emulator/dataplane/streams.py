@@ -86,11 +86,13 @@ def format_heartbeat(at: datetime, output: str) -> bytes:
 
 def connection_notices(target: Target, output: str) -> bytes:
     """The two lines every console stream opens with (seen in ACA's streams, text and json): the
-    service's own, stamped when the stream connects (after the container's older lines), no CRI flag."""
+    service's own, stamped when the stream connects (after the container's older lines), no CRI flag.
+    A job's names its execution where an app's names its revision (the recorded job log stream)."""
+    where = "Execution" if target.replica.kind == "job" else "Revision"
     texts = (
         f"Connecting to the container '{target.container}'...",
         f"Successfully Connected to container: '{target.container}' "
-        f"[Revision: '{target.revision}', Replica: '{target.replica.name}']",
+        f"[{where}: '{target.revision}', Replica: '{target.replica.name}']",
     )
     out = []
     for text in texts:
@@ -103,6 +105,13 @@ async def logstream(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse
     follow, tail, output = _query(req)
     target = replica_target(ctx, req, p)
     rep = target.replica
+    if rep.started_at is None:
+        # Kubernetes' answer for a container that has not started (ACA's own is UNCONFIRMED): a
+        # follower that attaches early must try again until it runs
+        phase = "ContainerCreating" if rep.phase in ("Creating", "Starting") else rep.phase
+        raise web.HTTPBadRequest(
+            text=f'container "{target.container}" in replica "{rep.name}" is waiting to start: {phase}'
+        )
     resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain; charset=utf-8"})
     await resp.prepare(req)
     await resp.write(connection_notices(target, output))

@@ -79,6 +79,7 @@ class AcaRuntime:
 
     name = "aca"
     borrowed = False  # the place is a warm environment the run only borrows (WarmRuntime)
+    keeps_console_lines = False  # its environment sends console lines to Log Analytics (acagpu run)
 
     def __init__(self, cloud: Cloud, waiter: Waiter) -> None:
         self.cloud, self.waiter = cloud, waiter
@@ -170,6 +171,12 @@ class AcaRuntime:
                 step.update(f"{plan.names.environment} (resumed)")
             else:
                 (first_name, first_type), *rest = plan.gpu_profiles
+                logs = None
+                if self.keeps_console_lines:  # a run's lines outlive its replica (docs/run.md)
+                    step.update("Log Analytics workspace for the console lines")
+                    logs = cloud.ensure_logs_workspace(
+                        rg, naming.logs_workspace_name(plan.names.environment), plan.location, plan.tags
+                    )
                 env = cloud.create_environment(
                     EnvSpec(
                         resource_group=rg,
@@ -180,6 +187,7 @@ class AcaRuntime:
                         gpu_profile_type=first_type,
                         dedicated_counts=None if plan.pairs[0].profile.serverless else (1, 1),
                         extra_gpu_profiles=tuple(rest),
+                        logs=logs,
                     )
                 )
                 step.update(" + ".join(t for _, t in plan.gpu_profiles))

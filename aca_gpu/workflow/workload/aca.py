@@ -10,7 +10,8 @@ values as job secrets that env vars reference (`secretRef`), private-registry cr
 `--mount` shares as AzureFile volumes on the environment's storages (checked before the job
 exists), and a replica timeout of --max-minutes (the platform ends it: exit 4). Its log is
 followed from the start; a reconnect's replay is skipped by (timestamp, stream, text) counts, so
-no line is lost or doubled.
+no line is lost or doubled; what the stream missed (a container that printed and exited before it
+could be read) comes from the environment's Log Analytics workspace (follow.py).
 The exit code comes from the execution's detailed status; a container that never started is
 explained by the platform's own events in one line: an image that could not be pulled
 (`ImagePullFailure`, `ErrImagePull`) is ImagePullFailed, exit 2 (the name, tag or access is
@@ -23,8 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import replace
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
@@ -42,20 +42,19 @@ from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
-from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.replicas import event_owner, event_reasons
 from aca_gpu.workflow.workload import explain, shares
+from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
 
 CONTAINER = "main"
 REGISTRY_SECRET = "registry-password"
-LOG_RECONNECTS = 20
-RETRY_S = 0.2
 FINAL_STATUS_WAIT_S = 30.0
 EVENTS_TAIL = 50  # the environment's last system events read to explain a container's end
 EVENTS_KEPT = 12  # ... of which the job's own last distinct ones are kept
@@ -102,15 +101,6 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
     )
 
 
-def _seen_running(run: TesterRun) -> None:
-    """The container runs (its log could be opened): it bills from here, whether it prints or not."""
-    run.running = run.running or time.monotonic()
-
-
-def _why(run: TesterRun) -> str:
-    return f" ({run.lost})" if run.lost else ""
-
-
 class Workload:
     """The user's job in place of the tester (mixed into AcaRuntime or WarmRuntime)."""
 
@@ -120,6 +110,18 @@ class Workload:
     spec: RunSpec
     console: Console
     result: WorkloadResult | None
+    followed: Followed | None = None  # the lines and where they came from (follow.py)
+    current: tuple[str, str, TesterRun] | None = None  # (group, job, execution) being followed
+    keeps_console_lines = True  # a cold run's environment sends its lines to Log Analytics too
+
+    def _before_teardown(self) -> None:
+        """Ctrl-C ends the wait for the container at once, and teardown deletes its job: what the
+        container did (ended with a code, or still running) is read now, while its execution can be."""
+        waiter: Waiter | None = getattr(self, "waiter", None)
+        if self.result is not None or self.current is None or waiter is None or not waiter.cancel.is_set():
+            return
+        rg, job, run = self.current
+        self.result = self._interrupted(rg, job, run)
 
     _where: Callable[[Plan, Pair], Where]  # the runtime's: where the run's jobs go
 
@@ -135,8 +137,13 @@ class Workload:
         )
         with self._lock:
             self._testers.append(run)
+            self.current = (where.resource_group, job.name, run)
         try:
             self._follow(plan, where, job.name, run, waiter)
+        except WaitTimedOut as exc:
+            if exc.code == "Cancelled":  # Ctrl-C: the document still says what the container did
+                self.result = self.result or self._interrupted(where.resource_group, job.name, run)
+            raise
         finally:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
@@ -147,6 +154,20 @@ class Workload:
         if self.result.status == "gone" and self.result.error is not None:
             raise self.result.error
         return outcome_of(self.result)
+
+    def _interrupted(self, rg: str, job: str, run: TesterRun) -> WorkloadResult | None:
+        """After Ctrl-C: the container's own end when it had ended (one read of the execution), else
+        `stopped` when it was running (teardown stops it), else None (it never started)."""
+        info = self._execution(rg, job, run.execution) or run.info
+        if info is not None and info.finished:
+            run.info = info
+            if run.exit_code is not None:
+                return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=run.seconds)
+        if run.running is None and run.first_line is None and not self.console.count():
+            return None
+        return WorkloadResult(
+            "stopped", reason="stopped by Ctrl-C while it ran", execution=run.execution, seconds=run.seconds
+        )
 
     def _staged_copy(self, job: JobSpec) -> JobSpec:
         """A warm environment's staged copy of the image (by tag, pulled with its identity), unless
@@ -180,59 +201,27 @@ class Workload:
             )
 
     def _follow(self, plan: Plan, where: Where, job: str, run: TesterRun, waiter: Waiter) -> None:
-        """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C)."""
-        rg = where.resource_group
-        deadline = time.monotonic() + plan.start_timeout_s + plan.tester_timeout_s + 60
-        delivered: Counter[Hashable] = Counter()
-        failures = 0
-        while True:
-            if waiter.cancel.is_set():
-                raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
-            shown: Counter[Hashable] = Counter()
-            clean = False
+        """Every line once, in order, until the execution ends (or the deadline, or Ctrl-C): the
+        stream, then the environment's Log Analytics workspace for what it missed (follow.py)."""
+
+        def workspace() -> str | None:
             try:
-                records = self.cloud.job_log_records(
-                    rg,
-                    job,
-                    run.execution,
-                    timeout=max(1.0, deadline - time.monotonic()),
-                    on_running=lambda: _seen_running(run),
-                )
-                for stamp, stream, text in records:
-                    key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)
-                    shown[key] += 1
-                    if shown[key] <= delivered[key]:
-                        continue  # replayed by a new connection: already shown
-                    delivered[key] += 1
-                    if run.first_line is None:
-                        run.first_line = time.monotonic()
-                    self.console.line(stream, text)
-                    if waiter.cancel.is_set():
-                        raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
-                clean = True
-            except WaitTimedOut:
-                raise
-            except AcaGpuError as exc:
-                failures += 1
-                run.lost = exc.message
-                if failures > LOG_RECONNECTS:
-                    return
-            info = self._execution(rg, job, run.execution)
-            if info is None and self._job_gone(rg, job):
-                run.gone = time.monotonic()  # deleted under the run: it billed until now, not after
-                return
-            if info is not None and info.finished:
-                run.info = info
-                # ACA removes a finished replica and its log within seconds: say what could not be read
-                if not delivered:
-                    self.console.note(f"no log line could be read before the execution ended{_why(run)}")
-                elif not clean:
-                    self.console.note(f"the log may be incomplete: its stream failed at the end{_why(run)}")
-                return
-            if time.monotonic() >= deadline:
-                return
-            # a failed read is retried soon: a short job's replica may live only seconds
-            waiter.cancel.wait(min(waiter.interval, RETRY_S) if failures else waiter.interval)
+                env = self.cloud.get_environment(where.environment_group, where.environment)
+            except AcaGpuError:
+                return None
+            return env.logs_workspace if env is not None else None
+
+        self.followed = follow_execution(
+            self.cloud,
+            where.resource_group,
+            job,
+            run,
+            waiter,
+            timeout=plan.start_timeout_s + plan.tester_timeout_s + 60,
+            emit=self.console.line,
+            note=self.console.note,
+            logs_workspace=workspace,
+        )
 
     def _execution(self, rg: str, job: str, execution: str) -> ExecutionInfo | None:
         try:
@@ -353,6 +342,10 @@ class AcaWorkloadRuntime(Workload, AcaRuntime):
         AcaRuntime.__init__(self, cloud, waiter)
         self.spec, self.console, self.result = spec, console, None
 
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        self._before_teardown()
+        return AcaRuntime.remove_place(self, plan, progress)
+
 
 class WarmWorkloadRuntime(Workload, WarmRuntime):
     """Inside a warm environment: the run brings only its job (in a group of its own); teardown
@@ -369,6 +362,10 @@ class WarmWorkloadRuntime(Workload, WarmRuntime):
     ) -> None:
         WarmRuntime.__init__(self, cloud, waiter, group, env)
         self.spec, self.console, self.result = spec, console, None
+
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        self._before_teardown()
+        return WarmRuntime.remove_place(self, plan, progress)
         self.shares_made: shares.Made | None = None
 
     def preflight(self, plan: Plan, progress: Progress) -> None:

@@ -45,6 +45,8 @@ class Console:
         self.live, self._out, self._err = live, stdout, stderr
         self._lock = threading.Lock()
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self.sourced: list[dict[str, str]] = []  # each kept line with where it came from, in order
+        self.sources: dict[str, int] = {}  # lines by source: "stream", "log-analytics"
         self.dropped: dict[str, int] = {"stdout": 0, "stderr": 0}
         self.notes: list[str] = []
         self._chars = 0
@@ -58,14 +60,18 @@ class Console:
             if self.live:
                 print(f"warning: {text}", file=self._err(), flush=True)
 
-    def line(self, stream: str, text: str) -> None:
+    def line(self, stream: str, text: str, source: str = "stream") -> None:
+        """One line of the container's; `source` says where it was read (the log stream, or the
+        environment's Log Analytics workspace when the stream missed it: docs/run.md)."""
         text = self.mask(text) if self.mask is not None else text  # --secret-env values: masking.py
         with self._lock:
             if self.first_line_s is None:
                 self.first_line_s = round(time.monotonic() - self.opened, 3)
+            self.sources[source] = self.sources.get(source, 0) + 1
             kept = self.lines[stream]
             if len(kept) < MAX_LINES and self._chars + len(text) <= MAX_CHARS:
                 kept.append(text)
+                self.sourced.append({"stream": stream, "text": text, "source": source})
                 self._chars += len(text) + 1
             else:
                 self.dropped[stream] += 1
@@ -82,6 +88,8 @@ class Console:
             doc: dict[str, Any] = {
                 name: "".join(f"{line}\n" for line in lines) for name, lines in self.lines.items()
             }
+            doc["lines"] = list(self.sourced)  # each line with its source, in the order delivered
+            doc["sources"] = dict(self.sources)
             if self.notes:
                 doc["notes"] = list(self.notes)
             if any(self.dropped.values()):

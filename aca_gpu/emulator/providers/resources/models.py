@@ -37,12 +37,15 @@ def provider(ctx: Ctx, namespace: str) -> Provider:
 # Microsoft.Storage counts as registered: nearly every subscription has it (any storage account,
 # Cloud Shell or diagnostics setting registered it), and azure-mgmt-core registers it where not;
 # Microsoft.ContainerRegistry likewise (UNCONFIRMED that a fresh subscription has it).
+# Microsoft.OperationalInsights likewise (UNCONFIRMED; the Azure CLI's `containerapp env create`
+# makes a workspace by default, and azure-mgmt-core registers the namespace where it is missing).
 ALWAYS_REGISTERED = frozenset(
     {
         "microsoft.authorization",
         "microsoft.resources",
         "microsoft.resourcegraph",
         "microsoft.storage",
+        "microsoft.operationalinsights",
         "microsoft.containerregistry",
     }
 )

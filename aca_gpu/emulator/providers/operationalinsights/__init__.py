@@ -1,0 +1,1 @@
+"""Microsoft.OperationalInsights: Log Analytics workspaces, and the console log table they keep."""
