@@ -10,6 +10,7 @@ path-style URL), so the same code reads a share on Azure and in `acagpu emulator
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.fileshare import ShareClient
@@ -22,12 +23,20 @@ def default_endpoint(account: str) -> str:
 
 
 def share_client(
-    account: str, key: str, share: str, *, endpoint: str | None = None, verify: str | bool = True
+    account: str,
+    key: str,
+    share: str,
+    *,
+    endpoint: str | None = None,
+    verify: str | bool = True,
+    sas: str | None = None,
 ) -> ShareClient:
+    """Signed with the account key (SharedKey), or with `sas` (a share or account SAS) instead."""
+    credential: Any = sas.lstrip("?") if sas else {"account_name": account, "account_key": key}
     return ShareClient(
         account_url=(endpoint or default_endpoint(account)).rstrip("/"),
         share_name=share,
-        credential={"account_name": account, "account_key": key},
+        credential=credential,
         connection_verify=verify,
     )
 
@@ -49,13 +58,14 @@ def download_tree(
     *,
     endpoint: str | None = None,
     verify: str | bool = True,
+    sas: str | None = None,
 ) -> list[Path]:
     """Every file under `prefix` (a folder of the share; "" for all of it) written under `dest`, keeping
     the folder layout below `prefix`; the paths written, sorted. A `prefix` that does not exist is an
     empty result (a shard that wrote nothing), not an error."""
-    if not account or not key or not share:
-        raise BadInput("download_tree needs an account, its key and a share")
-    client = share_client(account, key, share, endpoint=endpoint, verify=verify)
+    if not account or not (key or sas) or not share:
+        raise BadInput("download_tree needs an account, its key (or a SAS) and a share")
+    client = share_client(account, key, share, endpoint=endpoint, verify=verify, sas=sas)
     root = prefix.strip("/")
     written: list[Path] = []
     pending = [root]

@@ -5,6 +5,7 @@ download, and what a job's container wrote to its mounted share is what comes ba
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,13 @@ from azure.core.exceptions import ClientAuthenticationError, HttpResponseError, 
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 from azure.mgmt.storage import StorageManagementClient
+from azure.storage.fileshare import (
+    AccountSasPermissions,
+    ResourceTypes,
+    ShareSasPermissions,
+    generate_account_sas,
+    generate_share_sas,
+)
 
 from aca_gpu.azure.fileshare import download_tree, share_client
 from aca_gpu.emulator.server import EmulatorServer
@@ -226,3 +234,45 @@ def test_a_new_account_of_a_deleted_ones_name_starts_with_an_empty_share(
     arm.resource_groups.begin_delete("rg-files").result()  # the group takes its account and shares
     endpoint, key = _account(arm, storage)
     assert download_tree(ACCOUNT, key, SHARE, "", tmp_path, endpoint=endpoint, verify=server.ca_bundle) == []
+
+
+def test_a_share_sas_reads_and_lists_within_its_permissions_and_window(
+    arm: ResourceManagementClient, storage: StorageManagementClient, server: EmulatorServer, tmp_path: Path
+) -> None:
+    endpoint, key = _account(arm, storage)
+    owner = share_client(ACCOUNT, key, SHARE, endpoint=endpoint, verify=server.ca_bundle)
+    owner.create_directory("r1")
+    owner.get_file_client("r1/i.txt").upload_file(b"7\n")
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    read_list = generate_share_sas(
+        ACCOUNT, SHARE, key, permission=ShareSasPermissions(read=True, list=True), expiry=soon
+    )
+    written = download_tree(
+        ACCOUNT, "", SHARE, "r1", tmp_path, endpoint=endpoint, verify=server.ca_bundle, sas=read_list
+    )
+    assert [p.read_text() for p in written] == ["7\n"]
+
+    reader = share_client(ACCOUNT, "", SHARE, endpoint=endpoint, verify=server.ca_bundle, sas=read_list)
+    with pytest.raises(HttpResponseError) as no_write:  # a permission the SAS does not give
+        reader.get_file_client("r1/new.txt").upload_file(b"x")
+    assert no_write.value.error_code == "AuthorizationPermissionMismatch"
+    expired = generate_share_sas(
+        ACCOUNT, SHARE, key, permission=ShareSasPermissions(read=True, list=True),
+        expiry=datetime.now(UTC) - timedelta(minutes=1),
+    )  # fmt: skip
+    with pytest.raises(ClientAuthenticationError) as late:
+        list(share_client(ACCOUNT, "", SHARE, endpoint=endpoint, verify=server.ca_bundle, sas=expired)
+             .list_directories_and_files())  # fmt: skip
+    assert late.value.error_code == "AuthenticationFailed"
+    forged = read_list.replace("sp=rl", "sp=rwdl")  # more permission than was signed
+    with pytest.raises(ClientAuthenticationError):
+        list(share_client(ACCOUNT, "", SHARE, endpoint=endpoint, verify=server.ca_bundle, sas=forged)
+             .list_directories_and_files())  # fmt: skip
+
+    everything = generate_account_sas(
+        ACCOUNT, key, ResourceTypes(container=True, object=True),
+        AccountSasPermissions(read=True, list=True, write=True, create=True), expiry=soon,
+    )  # fmt: skip
+    writer = share_client(ACCOUNT, "", SHARE, endpoint=endpoint, verify=server.ca_bundle, sas=everything)
+    writer.get_file_client("r1/by-account-sas.txt").upload_file(b"ok")
+    assert owner.get_file_client("r1/by-account-sas.txt").download_file().readall() == b"ok"

@@ -7,12 +7,13 @@ wrote is what a client lists and downloads. Served: share properties; create, ge
 (with `prefix`, `maxresults` and `marker`/`NextMarker` continuation) and delete of directories; create,
 write a range (`x-ms-write: update`), get properties, download (whole or `x-ms-range`/`Range`) and
 delete of files. Requests are authenticated with SharedKey against the account's keys
-(files_auth.py); a SAS is refused (UNCONFIRMED subset: docs/emulator.md). Errors are the service's
-XML `<Error><Code>` with `x-ms-error-code`.
+(files_auth.py) or carry a service or account SAS (files_sas.py). Errors are the service's XML
+`<Error><Code>` with `x-ms-error-code`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -26,7 +27,7 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
-from aca_gpu.emulator.dataplane import files_auth
+from aca_gpu.emulator.dataplane import files_auth, files_sas
 from aca_gpu.emulator.share_folders import share_folder
 from aca_gpu.emulator.state import StorageAccount
 
@@ -126,9 +127,46 @@ class _Target:
         return "/".join(self.segments)
 
 
-def _authenticate(req: web.Request, account: StorageAccount) -> None:
+_NEEDS = {  # (method, restype, comp) -> the SAS permission the operation needs
+    ("GET", "share", None): "r",
+    ("HEAD", "share", None): "r",
+    ("GET", "directory", "list"): "l",
+    ("GET", "directory", None): "r",
+    ("HEAD", "directory", None): "r",
+    ("PUT", "directory", None): "c",
+    ("DELETE", "directory", None): "d",
+    ("GET", None, None): "r",
+    ("HEAD", None, None): "r",
+    ("PUT", None, None): "c",
+    ("PUT", None, "range"): "w",
+    ("DELETE", None, None): "d",
+}
+
+
+def _authenticate_sas(req: web.Request, account: StorageAccount, parts: list[str]) -> None:
+    share = parts[1] if len(parts) > 1 else ""
+    restype, comp = req.query.get("restype"), req.query.get("comp")
+    needs = _NEEDS.get((req.method, restype, comp), "")
+    if not needs:
+        raise FileError(403, "AuthorizationPermissionMismatch", "No SAS permission covers this operation.")
+    try:
+        files_sas.check(
+            req.query,
+            account=account.name,
+            keys=account.keys,
+            share=share,
+            path="/".join(p for p in parts[2:] if p),
+            needs=needs,
+            share_level=restype == "share",
+        )
+    except files_sas.SasRefused as exc:
+        raise FileError(403, exc.code, exc.message) from None
+
+
+def _authenticate(req: web.Request, account: StorageAccount, parts: list[str]) -> None:
     if "sig" in req.query:
-        raise FileError(403, "AuthenticationFailed", "This emulator accepts SharedKey only, not a SAS.")
+        _authenticate_sas(req, account, parts)
+        return
     header = req.headers.get("Authorization")
     if not header:
         raise FileError(401, "NoAuthenticationInformation", "Server failed to authenticate the request.")
@@ -157,7 +195,7 @@ async def serve(ctx: Ctx, req: web.Request, storages: Path) -> web.StreamRespons
     if account is None:
         return None
     try:
-        _authenticate(req, account)
+        _authenticate(req, account, parts)
         if len(parts) < 2 or not parts[1]:
             raise FileError(
                 400, "InvalidUri", "The requested URI does not represent any resource on the server."
@@ -193,8 +231,8 @@ async def _route(req: web.Request, target: _Target, share: str) -> web.StreamRes
         if method == "DELETE":
             return _delete_directory(req, target)
     if restype is None and target.segments:
-        if method == "GET" and comp is None:
-            return _download(req, target)
+        if method == "GET" and comp is None:  # file reads and writes off the event loop: they can be big
+            return await asyncio.to_thread(_download, req, target)
         if method == "HEAD" and comp is None:
             stat = _stat(target, directory=False)
             props = _properties(target.path, stat, directory=False)
@@ -207,9 +245,8 @@ async def _route(req: web.Request, target: _Target, share: str) -> web.StreamRes
             return await _put_range(req, target)
         if method == "DELETE" and comp is None:
             return _delete_file(req, target)
-    raise FileError(
-        400, "UnsupportedHttpVerb", f"The emulator does not serve {method} with {dict(req.query)}."
-    )
+    named = sorted(k for k in req.query if k not in files_sas.SAS_KEYS)  # never a SAS's values
+    raise FileError(400, "UnsupportedHttpVerb", f"The emulator does not serve {method} with query {named}.")
 
 
 def _stat(target: _Target, *, directory: bool) -> os.stat_result:
@@ -353,10 +390,14 @@ async def _put_range(req: web.Request, target: _Target) -> web.Response:
     data = await req.read()
     if len(data) != span[1] - span[0] + 1:
         raise FileError(400, "InvalidHeaderValue", "The body's length differs from the range.")
-    with target.path.open("r+b") as handle:
-        handle.seek(span[0])
-        handle.write(data)
+    await asyncio.to_thread(_write_at, target.path, span[0], data)
     return web.Response(status=201, headers=_headers(req, _written(target.path)))
+
+
+def _write_at(path: Path, offset: int, data: bytes) -> None:
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(data)
 
 
 def _written(path: Path) -> dict[str, str]:
