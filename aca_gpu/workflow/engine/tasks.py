@@ -279,7 +279,8 @@ class TaskRunner:
     def _judge(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
         where = seen.states[-1] if seen.states else ""
         attempt.last_state = where or attempt.last_state
-        if attempt.running is None and (where in ("Running", "Terminated") or seen.status == "Succeeded"):
+        ran = where == "Running" or seen.status == "Succeeded" or seen.exit_code not in (None, -1)
+        if attempt.running is None and ran:  # a replica "Terminated" with no code never ran
             attempt.running = now
             attempt.status = "running"
             self._on_running(state, attempt)
