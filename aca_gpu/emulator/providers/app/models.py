@@ -447,14 +447,16 @@ def unplaceable(rep: Replica) -> None:
     rep.details = WORKLOAD_PROFILE_FULL
 
 
-def gpus_in_use(ctx: Ctx, location: str, profile_type: str) -> int:
-    """GPUs held by placed replicas of this profile type in this region (what the quota counts: one
-    still waiting in AssigningReplica holds none)."""
+def gpus_in_use(ctx: Ctx, location: str, profile_type: str, *, asked: bool = False) -> int:
+    """GPUs held by placed replicas of this profile type in this region (what usages show: one still
+    waiting in AssigningReplica holds none); `asked`: every live replica's, placed or waiting (what
+    an app's create is weighed against, as before placement took quota)."""
     total = 0
     for rep in ctx.state.replicas():
         env = ctx.state.envs.get(key(rep.env_rg, rep.env))
         here = env is not None and env.location == location
-        if placement.placed(rep) and rep.profile_type == profile_type and here:
+        counted = not rep.gone if asked else placement.placed(rep)
+        if counted and rep.profile_type == profile_type and here:
             total += catalog.gpus(profile_type)
     return total
 
@@ -463,7 +465,7 @@ def check_gpu_quota(ctx: Ctx, location: str, profile_type: str, needed: int, *, 
     """A `quota:limit=N` fault is the region's GPU quota for the profile: going past it fails the create.
     A job (`in_use=False`) is refused only when it could never run: its replicas wait for GPUs."""
     limit = ctx.faults.quota_limit(location, profile_type)
-    used = gpus_in_use(ctx, location, profile_type) if in_use else 0
+    used = gpus_in_use(ctx, location, profile_type, asked=True) if in_use else 0
     if limit is not None and needed and used + needed > limit:
         raise QuotaExceeded()
 
