@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import requests
@@ -70,3 +71,25 @@ def test_a_replica_never_placed_for_want_of_capacity_is_exit_3_with_its_evidence
         assert checked.returncode == 3, checked.stderr
         hint = json.loads(checked.stdout)["error"]["hint"]
         assert "--regions" not in hint and "-l" in hint, hint
+
+
+def test_a_run_whose_container_is_never_placed_is_exit_3_not_still_running(tmp_path: Path) -> None:
+    with emulator_serve(tmp_path / "emu.env", time_scale=0.01) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
+            shell.pop(key, None)
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
+        assert made.returncode == 0, made.stderr
+        _faults(emu, "wpfull")
+        started = time.monotonic()
+        done = _acagpu(shell, "run", "--yes", "--env", "lab", "--max-minutes", "1", "-o", "json",
+                       "nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sh", "-c", "echo hi")  # fmt: skip
+        took = time.monotonic() - started
+        doc = json.loads(done.stdout)
+        assert done.returncode == 3, done.stderr
+        assert doc["error"]["code"] == "CapacityUnavailable", doc["error"]
+        assert "WorkLoad Profile Full" in doc["error"]["message"]
+        assert "--regions" not in doc["error"]["hint"], doc["error"]  # run --env has none
+        assert "still running" not in done.stderr + done.stdout
+        assert doc["cost"]["gpu_seconds"] == 0, doc["cost"]  # nothing ran, nothing billed
+        assert took < 60, took  # the execution's deadline is 0.6 wall seconds here

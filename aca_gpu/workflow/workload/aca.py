@@ -41,12 +41,14 @@ from aca_gpu.models import (
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
 from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.engine import capacity
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
-from aca_gpu.workflow.replicas import event_owner, event_reasons
+from aca_gpu.workflow.replicas import event_owner, event_reasons, replica_details
+from aca_gpu.workflow.threads import spawn
 from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
@@ -59,6 +61,7 @@ FINAL_STATUS_WAIT_S = 30.0
 EVENTS_TAIL = 50  # the environment's last system events read to explain a container's end
 EVENTS_KEPT = 12  # ... of which the job's own last distinct ones are kept
 STDERR_TAIL = 50  # the container's last stderr lines read to explain its crash
+PLACEMENT_LOOK_S = (0.5, 5.0)  # the first look at a new execution's replica, and the longest pause
 START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
                   "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
 
@@ -135,6 +138,7 @@ class Workload:
         run = start_execution(
             self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
         )
+        placement = self._watch_placement(where.resource_group, job.name, run)
         with self._lock:
             self._testers.append(run)
             self.current = (where.resource_group, job.name, run)
@@ -147,11 +151,11 @@ class Workload:
         finally:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
-        self.result = self._judge(plan, where, job.name, run, info)
+        self.result = self._judge(plan, where, job.name, run, info, placement)
         phases = getattr(self, "_phases")(where, job.name)  # noqa: B009 - AcaRuntime's, mixed in
         if phases:  # how the image arrived, in the platform's words
             self.result = replace(self.result, platform=phases)
-        if self.result.status == "gone" and self.result.error is not None:
+        if self.result.status in ("gone", "unplaced") and self.result.error is not None:
             raise self.result.error
         return outcome_of(self.result)
 
@@ -249,8 +253,38 @@ class Workload:
             info = self._execution(rg, job, run.execution) or info
         return info
 
+    def _watch_placement(self, rg: str, job: str, run: TesterRun) -> list[str]:
+        """The replica's details until its container runs (or the execution ends): ACA says a region
+        had no room ("WorkLoad Profile Full") only on the replica, which goes with the execution, so
+        a run never placed is judged on what was seen here (exit 3, not "still running")."""
+        seen: list[str] = []
+
+        def watch() -> None:
+            pause, longest = PLACEMENT_LOOK_S
+            while run.ended is None and run.running is None and run.first_line is None:
+                try:
+                    replicas = self.cloud.list_execution_replicas(rg, job, run.execution)
+                except AcaGpuError:
+                    replicas = []
+                for replica in replicas:
+                    states = [(c.running_state or "").lower() for c in replica.containers]
+                    if {"running", "terminated"} & set(states or [(replica.running_state or "").lower()]):
+                        return
+                seen.extend(d for d in replica_details(replicas) if d not in seen)
+                time.sleep(pause)
+                pause = min(pause * 2, longest)
+
+        spawn(watch, "acagpu-placement")
+        return seen
+
     def _judge(
-        self, plan: Plan, where: Where, job: str, run: TesterRun, info: ExecutionInfo | None
+        self,
+        plan: Plan,
+        where: Where,
+        job: str,
+        run: TesterRun,
+        info: ExecutionInfo | None,
+        placement: list[str] | None = None,
     ) -> WorkloadResult:
         seconds = run.seconds
         run.info = info
@@ -275,6 +309,18 @@ class Workload:
             why = explain.refusal(self.spec.workload.image, self._events(where, job), reasons=True)
             if run.first_line is None and why.error is not None:
                 return self._never_ran(run, why)
+            if run.running is None and run.first_line is None:  # it never ran: nothing was slow
+                evidence = [*(placement or []), *self._events(where, job)]
+                full = capacity.unplaced(f"the container's execution {run.execution}", evidence)
+                if full is not None:
+                    run.never_ran = True
+                    with self._lock:  # no replica ran: nothing of it is billed
+                        self._testers[:] = [t for t in self._testers if t is not run]
+                    return WorkloadResult(
+                        "unplaced", reason=full.message, execution=run.execution, error=full
+                    )
+                why_not = f"never started: no replica of it ran before --max-minutes {plan.max_minutes}"
+                return WorkloadResult("timeout", reason=why_not, execution=run.execution, seconds=seconds)
             why_not = f"still running after --max-minutes {plan.max_minutes}: stopped by the platform"
             return WorkloadResult("timeout", reason=why_not, execution=run.execution, seconds=seconds)
         if run.exit_code is not None:  # only an ended execution's code is the container's

@@ -104,7 +104,8 @@ class Console:
 class WorkloadResult:
     """How the container ended: `exited` (its code is known), `refused` (it never started),
     `timeout` (stopped at --max-minutes), `stopped` (Ctrl-C), `unknown` (its end was not learnt),
-    `gone` (its job was deleted under it: `env delete --force`).
+    `gone` (its job was deleted under it: `env delete --force`), `unplaced` (no replica was ever
+    placed, and the platform said why: no capacity, exit 3).
 
     `reason` and `hint` explain a refusal, or an exited container's known crash (out of memory);
     `error` is set when a refusal is acagpu's input or infrastructure rather than the image's
