@@ -15,6 +15,9 @@ faults (issue 9, "Faults"), so one scenario can be re-run alone with `--seed`:
                with a drawn code; sometimes SIGINT at a random moment (and a second one)
     warm       (seeds from 2000) `up --env` or `validate --env` beside a neighbour run in one warm
                environment, with faults and sometimes SIGINT
+    fanout     (seeds from 4000) `acagpu run --env --shards N --parallel P` with the emulator's own
+               platform faults (never placed, BackoffLimitExceeded, stalled pull, lost replica), one
+               shard that may exit 3, the proxy's faults, sometimes SIGINT (`--fanout N` runs N)
     at-once    (seeds from 3000) `acagpu run`, cold or `--env` in an environment `env create` made,
                of a container that prints 1-20 numbered lines and exits at once, against an
                emulator that removes a finished replica and its log at once (`--faults
@@ -78,6 +81,7 @@ NUMBERED = re.compile(r"^line(\d+)$")
 WARM_SEEDS = 2000
 AT_ONCE_SEEDS = 3000  # `run` of a container that prints and exits at once, no replica linger
 AT_ONCE_ENV = "atonce"
+FANOUT_SEEDS = 4000  # `run --shards` in a warm environment, platform faults on the emulator's side
 WARM_ENV = "chaoslab"
 FAULT_KINDS = [
     "throttle_seconds",
@@ -309,6 +313,36 @@ def draw_at_once(seed: int) -> Scenario:
     return Scenario(seed, "at-once", [step], rules, labels, setup, run_id, serve_faults="linger:seconds=0")
 
 
+def draw_fanout(seed: int) -> Scenario:
+    """`acagpu run --env --shards N --parallel P`: the proxy's faults in front, the emulator's own
+    platform faults behind (never placed, BackoffLimitExceeded, a stalled pull, a lost replica),
+    one shard that may exit 3, sometimes Ctrl-C. Exit: 0, or 1 when the bad shard ran (its own
+    failure), or 130 after Ctrl-C; never a traceback, one clear last line, nothing left behind."""
+    rng = random.Random(seed)
+    as_json = rng.random() < 0.5
+    run_id = f"f{seed:04d}{rng.choice('abcdefghjk')}"
+    picks = rng.sample(FAULT_KINDS, rng.choice([0, 1, 1, 2]))
+    rules, labels = [], []
+    for k in picks:
+        rule, label = _rule(rng, k, "run")
+        rules.append(rule)
+        labels.append(label)
+    shards, parallel = rng.choice([4, 8, 12]), rng.choice([2, 3, 4])
+    bad = rng.choice([None, None, rng.randrange(shards)])
+    fail = f'[ "$ACAGPU_SHARD_INDEX" != {bad} ] || exit 3; ' if bad is not None else ""
+    script = f"echo shard$ACAGPU_SHARD_INDEX; {fail}exit 0"
+    argv = ["run", "--yes", "--run-id", run_id, "--env", AT_ONCE_ENV, "--shards", str(shards),
+            "--parallel", str(parallel), "--start-timeout", "15s", *(["-o", "json"] if as_json else []),
+            "busybox", "--", "sh", "-c", script]  # fmt: skip
+    step = Step("fanout", argv, 420, as_json, container_exit=1 if bad is not None else 0)
+    if rng.random() < 0.25:
+        step.sigint_at = rng.uniform(1.0, 15.0)
+        labels.append(f"SIGINT@{step.sigint_at:.1f}s")
+    platform = f"stuck:rate=0.1;backoff:rate=0.1;lost:rate=0.05;pull_stall:rate=0.05;seed={seed}"
+    labels.insert(0, f"{shards} shards at {parallel}" + (f", shard {bad} exits 3" if bad is not None else ""))
+    return Scenario(seed, "fanout", [step], rules, labels, "at-once env", run_id, serve_faults=platform)
+
+
 UNREADABLE = ("no log line could be read", "the log may be incomplete")
 
 
@@ -377,6 +411,8 @@ def _draw_warm(seed: int, rng: random.Random) -> Scenario:
 def draw(seed: int) -> Scenario:
     """The scenario of one seed: the same seed gives the same flow, arguments and faults."""
     rng = random.Random(seed)
+    if seed >= FANOUT_SEEDS:
+        return draw_fanout(seed)
     if seed >= AT_ONCE_SEEDS:
         return draw_at_once(seed)
     if seed >= WARM_SEEDS:
@@ -1092,7 +1128,7 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
         "by flow:  "
         + ", ".join(
             f"{k} {_ok(results, k)}/{sum(r.kind == k for r in results)} ok"
-            for k in (*KINDS, "run", "warm", "at-once")
+            for k in (*KINDS, "run", "warm", "at-once", "fanout")
         ),
     ]
     at_once = [r for r in results if r.kind == "at-once"]
@@ -1164,6 +1200,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help=f"also this many at-once `run` scenarios (seeds {AT_ONCE_SEEDS}+)",
     )
+    parser.add_argument(
+        "--fanout",
+        type=int,
+        default=0,
+        help=f"also this many `run --shards` scenarios (seeds {FANOUT_SEEDS}+)",
+    )
     parser.add_argument("--parallel", type=int, default=4)
     parser.add_argument(
         "--budget", type=float, default=3600.0, help="wall seconds; later scenarios are skipped"
@@ -1186,6 +1228,7 @@ def main(argv: list[str] | None = None) -> int:
         *range(args.first_seed, args.first_seed + args.scenarios),
         *range(WARM_SEEDS, WARM_SEEDS + args.warm),
         *range(AT_ONCE_SEEDS, AT_ONCE_SEEDS + args.at_once),
+        *range(FANOUT_SEEDS, FANOUT_SEEDS + args.fanout),
     ]
     started = time.monotonic()
     results: list[ScenarioResult] = []
