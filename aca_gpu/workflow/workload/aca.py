@@ -233,14 +233,6 @@ class Workload:
         except AcaGpuError:
             return None
 
-    def _job_gone(self, rg: str, job: str) -> bool:
-        """True when the job itself answers 404: someone deleted it (`env delete --force`, `down`),
-        not a read that failed; its execution can no longer end or be read."""
-        try:
-            return self.cloud.get_job(rg, job) is None
-        except AcaGpuError:
-            return False
-
     def _final_status(self, rg: str, job: str, run: TesterRun, waiter: Waiter) -> ExecutionInfo | None:
         if run.gone is not None:
             return run.info

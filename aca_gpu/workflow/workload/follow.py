@@ -112,6 +112,9 @@ def follow_execution(
             failures += 1
             run.lost = exc.message
         info = _execution(cloud, resource_group, job, run.execution)
+        if info is None and _job_gone(cloud, resource_group, job):
+            run.gone = time.monotonic()  # deleted under the run (`env delete --force`): billed until now
+            return followed
         if info is not None and info.finished:
             run.info = info
             run.ended = run.ended or time.monotonic()  # the replica is gone: nothing bills from here
@@ -203,6 +206,15 @@ def _seen_running(run: ExecutionRun) -> None:
 def _cancelled(waiter: Waiter) -> None:
     if waiter.cancel.is_set():
         raise WaitTimedOut("stopped following the container: cancelled", code="Cancelled")
+
+
+def _job_gone(cloud: Cloud, rg: str, job: str) -> bool:
+    """True when the job itself answers 404: someone deleted it (`env delete --force`, `down`), not
+    a read that failed; its execution can no longer end or be read."""
+    try:
+        return cloud.get_job(rg, job) is None
+    except AcaGpuError:
+        return False
 
 
 def _execution(cloud: Cloud, rg: str, job: str, execution: str) -> ExecutionInfo | None:
