@@ -33,7 +33,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, str]]]:
 
 def test_a_refused_stable_version_falls_back_and_is_remembered(emu: Any, sent: list[tuple[str, str]]) -> None:
     emu.set_faults("apiversion:version=2026-07-01")
-    args = ["up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5", "-o", "json"]
+    args = ["up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "30", "-o", "json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["status"] == "ok"
@@ -48,7 +48,7 @@ def test_a_refused_stable_version_falls_back_and_is_remembered(emu: Any, sent: l
 def test_preview_calls_try_newer_previews_first(emu: Any, sent: list[tuple[str, str]]) -> None:
     # the region has not received the newest preview yet: refused once, then the next one sticks
     emu.set_faults("apiversion:version=2026-03-02-preview")
-    args = ["up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5", "-o", "json"]
+    args = ["up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "30", "-o", "json"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.stderr
     previews = [v for v in (api_versions._version_of(url) for _, url in sent) if v in api_versions.PREVIEW]

@@ -10,7 +10,9 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 
-UP = ["up", "--yes", "--start-timeout", "20s", "--max-minutes", "5"]
+# --max-minutes is on the emulated clock: 5 minutes at the e2e scale (0.005) was 1.5 wall s for a
+# tester job's whole life, which placement on a loaded machine outran (DeadlineExceeded); 30 is 9 s
+UP = ["up", "--yes", "--start-timeout", "20s", "--max-minutes", "30"]
 
 
 def _run(*args: str) -> tuple[int, str, str]:

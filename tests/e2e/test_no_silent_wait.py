@@ -176,7 +176,7 @@ def _finish(watched: Watched, timeout: float = 120.0) -> Watched:
 
 
 def test_every_waiting_command_says_what_it_waits_for(emu: Any) -> None:
-    result = CliRunner().invoke(cli, ["up", "--yes", "--keep", "--run-id", "k2", "--max-minutes", "5"])
+    result = CliRunner().invoke(cli, ["up", "--yes", "--keep", "--run-id", "k2", "--max-minutes", "30"])
     assert result.exit_code == 0, result.stderr
     _groups_to_wait_on()
     # eleven processes poll side by side: every 0.1 s leaves the CPU to their start-ups and progress

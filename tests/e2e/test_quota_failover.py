@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from aca_gpu.cli import cli
 from tests.e2e.webhook import webhook
 
-UP = ["up", "--yes", "--max-minutes", "5", "-o", "json"]
+# --max-minutes is on the emulated clock: 5 minutes at the e2e scale (0.005) was 1.5 wall s for a
+# tester job's whole life, which placement on a loaded machine outran (DeadlineExceeded); 30 is 9 s
+UP = ["up", "--yes", "--max-minutes", "30", "-o", "json"]
 
 
 def _run(*args: str) -> tuple[int, dict[str, Any], str]:
@@ -58,7 +60,7 @@ def test_regions_move_past_a_refused_region_and_report_it(emu: Any) -> None:
     assert second["resource_group"] == "rg-acagpu-fail1-2" == doc["resources"]["resource_group"]
     assert "eastus: quota or capacity exhausted; trying westus3" in err
     human = CliRunner().invoke(
-        cli, ["up", "--yes", "--max-minutes", "5", "--gpu", "a100", "--regions", "eastus,westus3"]
+        cli, ["up", "--yes", "--max-minutes", "30", "--gpu", "a100", "--regions", "eastus,westus3"]
     )
     assert human.exit_code == 0, human.stderr
     assert "regions        eastus refused: quota or capacity exhausted" in human.stdout
@@ -112,7 +114,7 @@ def test_a_gpu_list_falls_back_to_the_next_gpu_and_reports_every_attempt(emu: An
     code, reaped, err = _run("reap", "--older-than", "1s", "-o", "json")  # a dry run
     (item,) = [i for i in reaped["items"] if i["run_id"] == "gpufb"]
     assert item["spend_usd_estimate"] is not None, item
-    human = CliRunner().invoke(cli, ["up", "--yes", "--max-minutes", "5", "--gpu", "a100,t4", "-l", "eastus"])
+    human = CliRunner().invoke(cli, [*UP[:4], "--gpu", "a100,t4", "-l", "eastus"])
     assert human.exit_code == 0, human.stderr
     assert "regions        eastus a100 refused: quota or capacity exhausted" in human.stdout, human.stdout
     assert "eastus t4 used" in human.stdout, human.stdout
