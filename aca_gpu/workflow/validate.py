@@ -85,12 +85,39 @@ def validate(
     inspector: ImageInspector | None = None,
 ) -> RunOutcome:
     plan, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
-    guesses = predictions(plan, progress, inspector)
+    guesses = staged_digests(cloud, plan, predictions(plan, progress, inspector))
     outcome = run_plan(plan, runtime, progress, waiter, guesses)
     ledger.record(cloud, outcome)
     for pair in outcome.pairs:
         progress.note(f"{pair.status}: {pair.pair.label()}: {pair.reason}")
     return outcome
+
+
+def staged_digests(cloud: Cloud, plan: Plan, guesses: dict[int, Prediction]) -> dict[int, Prediction]:
+    """In a warm environment, a pair whose image is staged runs that copy: its digest, as recorded
+    when it was staged, stands where the registry was not read (`--no-inspect`, or unreachable)."""
+    if plan.env is None:
+        return guesses
+    from aca_gpu.workflow.staging.catalogue import key_of
+    from aca_gpu.workflow.staging.stage import staged_in
+
+    found = staged_in(cloud, envs_group(plan.env), plan.env)
+    if found is None:
+        return guesses
+    staged = found[1]
+    out = dict(guesses)
+    for pair in plan.pairs:
+        doc, digest = out.get(pair.index, (None, None))
+        copy = staged.get(key_of(pair.image))
+        if digest is None and copy is not None and copy.digest:
+            out[pair.index] = (doc, copy.digest)
+    return out
+
+
+def envs_group(env: str) -> str:
+    from aca_gpu.naming import EnvNames
+
+    return EnvNames(env).resource_group
 
 
 def registry_inspector(ref: ImageRef) -> dict[str, Any]:
