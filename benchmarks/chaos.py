@@ -56,7 +56,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -184,6 +184,7 @@ class StepResult:
     container_exit: int | None = None  # `run`: the container's own code, an expected exit
     lines_problem: str = ""  # `run`: a numbered line lost, doubled or out of order
     lines_from: dict[str, int] = field(default_factory=dict)  # -o json: lines by source
+    lines_lost_said: bool = False  # `run`: lines lost that acagpu said it could not read (excused)
 
 
 @dataclass
@@ -949,6 +950,8 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
         container_exit=step.container_exit,
         lines_problem=numbered_problem(step, rc, out, err),
         lines_from=_lines_from(step, out),
+        lines_lost_said=bool(numbered_problem(replace(step, strict_lines=True), rc, out, err))
+        and not numbered_problem(step, rc, out, err),
         exit_code=rc,
         seconds=round(seconds, 2),
         timed_out=timed_out,
@@ -1131,6 +1134,14 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
             for k in (*KINDS, "run", "warm", "at-once", "fanout")
         ),
     ]
+    runs = [s for r in results if r.kind == "run" for s in r.steps if s.exit_code == s.container_exit]
+    if runs:
+        said = sum(s.lines_lost_said for s in runs)
+        other = sum(bool(s.lines_problem) for s in runs)
+        lines.append(
+            f"run: ended with the container's code: {len(runs)}; lost lines that acagpu said it could "
+            f"not read (excused): {said}; lost or doubled otherwise: {other}"
+        )
     at_once = [r for r in results if r.kind == "at-once"]
     if at_once:
         judged = [s for r in at_once for s in r.steps if s.exit_code == s.container_exit]
