@@ -173,3 +173,28 @@ def test_ctrl_c_mid_fanout_stops_every_running_shard_and_leaves_nothing(
         [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""
+
+
+def test_map_file_gives_each_shard_its_item_and_logs_failed_prints_only_the_failed(tmp_path: Path) -> None:
+    """--map: item k reaches shard k as ACAGPU_ITEM, the document lists the shards in item order;
+    --logs failed: only the failed shard's lines are printed, prefixed [k]."""
+    items = tmp_path / "items.json"
+    items.write_text(json.dumps(["red", "green", {"n": 3}, "blue"]))
+    shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    shell |= {"ACAGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    script = 'echo "got $ACAGPU_ITEM of $ACAGPU_SHARD_COUNT"; [ "$ACAGPU_ITEM" != green ] || exit 2'
+    table = _acagpu(shell, "run", "--emulator", "--yes", "--map", str(items), "--logs", "failed",
+                    "busybox", "--", "sh", "-c", script)  # fmt: skip
+    assert table.returncode == 1, table.stderr
+    assert table.stdout.splitlines() == ["[1] got green of 4"], table.stdout  # only the failed shard's
+    assert "1 of 4 shards failed: [1] exit 2" in table.stderr
+    done = _acagpu(shell, "run", "--emulator", "--yes", "-o", "json", "--map", str(items), "busybox", "--",
+                   "sh", "-c", script)  # fmt: skip
+    doc = json.loads(done.stdout)
+    assert [(s["index"], s["item"]) for s in doc["shards"]] == [
+        (0, "red"), (1, "green"), (2, '{"n":3}'), (3, "blue")
+    ]  # fmt: skip
+    assert [s["output_tail"] for s in doc["shards"]] == [
+        ["got red of 4"], ["got green of 4"], ['got {"n":3} of 4'], ["got blue of 4"]
+    ]  # fmt: skip
+    assert [s["status"] for s in doc["shards"]] == ["succeeded", "failed", "succeeded", "succeeded"]
