@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock, create_autospec
 
@@ -244,6 +245,36 @@ class FakeCloud:
 
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return [self._replica()]
+
+    # fan-out (workflow/fanout/): an execution per shard, matched by the token in its env
+    def start_job_marked(
+        self, resource_group: str, job: str, template: Sequence[Any], *, key: str, token: str
+    ) -> str:
+        runs = self.executions.setdefault((resource_group, job), [])
+        name = f"{job}-exec{len(runs) + 1}"
+        runs.append(ExecutionInfo(name, "Running", "2026-11-22T12:00:00Z", env={key: token}))
+        return name
+
+    def executions_marked(
+        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+    ) -> list[ExecutionInfo]:
+        return self.list_executions(resource_group, job)
+
+    def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
+        self._set_status(resource_group, job, execution, "Stopped")
+
+    def environment_usages(self, resource_group: str, environment: str) -> list[UsageInfo]:
+        return []
+
+    def make_share_folders(
+        self, resource_group: str, account: str, share: str, folders: Sequence[str]
+    ) -> None:
+        return None
+
+    def download_share_folders(
+        self, resource_group: str, account: str, share: str, folders: Mapping[str, Path]
+    ) -> list[Path]:
+        return []
 
     # data plane
     def exec(
