@@ -16,8 +16,9 @@ from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from aca_gpu import guard
+from aca_gpu.emulator.providers.authorization import models as authz
 from aca_gpu.emulator.server import EmulatorServer
-from tests.emulator.helpers import LOCATION, env_id, make_env, make_rg
+from tests.emulator.helpers import LOCATION, SCALE, env_id, make_env, make_rg
 
 AUTH = "providers/Microsoft.Authorization"
 # what the container runs: a token from its identity, then one ARM read, printed
@@ -201,6 +202,8 @@ def test_identity_token_in_the_container_and_arm_grants_only_what_the_role_allow
         params={"api-version": "2022-04-01", "$filter": f"principalId eq '{principal}'"},
     )
     assert [a["properties"]["principalId"] for a in listed.json()["value"]] == [principal]
+    # an assignment grants its role only once it has propagated (authz.PROPAGATION_S, emulated)
+    time.sleep(authz.PROPAGATION_S * SCALE + 0.1)
 
     second = aca.jobs.begin_start("rg-acagpu-t1", "prober").result()
     end = time.monotonic() + 20
