@@ -14,7 +14,8 @@ import pytest
 from aca_gpu.errors import BadInput
 from aca_gpu.models import ResourceGroupInfo
 from aca_gpu.resources import template_path
-from aca_gpu.workflow import guard, reap
+from aca_gpu.workflow import reap
+from aca_gpu.workflow.guard import manage as guard
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 PAST, FUTURE = "2026-11-23T11:00:00Z", "2026-11-23T13:00:00Z"

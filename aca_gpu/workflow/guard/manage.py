@@ -29,9 +29,9 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress, Progress
-from aca_gpu.workflow import guard_scope as scope
 from aca_gpu.workflow import notify
 from aca_gpu.workflow.ci_init import ROLE_NAME
+from aca_gpu.workflow.guard import scope
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
