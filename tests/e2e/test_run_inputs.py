@@ -79,8 +79,8 @@ def test_a_container_the_platform_refuses_is_explained_in_one_line_exit_5() -> N
         "refused",
     )
     message = doc["error"]["message"]
-    assert message.startswith(
-        "the container did not start: ContainerCreateFailure: the image requires CUDA 13.0"
-    )
+    # stopped before its pull: the platform's GpuDriverInfo event named the host's driver (issue 28)
+    assert message.startswith("the container did not start: host driver 550.144.03"), message
+    assert "GpuDriverInfo" in message and "CUDA 13.0" in message, message
     assert "580.65.06 or newer" in doc["error"]["hint"]  # what to do
     assert doc["cost"]["usd_estimate"] == 0.0 and doc["teardown"]["billing_stopped"] is True

@@ -178,3 +178,21 @@ def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path
         assert clash.returncode == 2, clash.stderr
         assert "taken elsewhere" in _doc(clash)["error"]["message"], clash.stdout
         assert _arm_get(emu, path, "2025-11-01").status_code == 404
+
+
+def test_acagpu_run_stops_when_the_host_driver_is_older_than_its_image(tmp_path: Path) -> None:
+    """`acagpu run --env` of a CUDA 12.8 image on a host whose GpuDriverInfo says 535.54.03: exit 5,
+    the driver and the event named, the container never started (nothing billed)."""
+    with emulator_serve(tmp_path / "emu.env", extra=("--driver-version", "535.54.03")) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        image = "nvidia/cuda:12.8.0-base-ubuntu24.04"
+        done = _run(shell, "run", "--env", "lab", "--yes", "-o", "json", image, "--", "sh", "-c", "echo hi")
+        assert done.returncode == 5, done.stderr
+        doc = _doc(done)
+        assert doc["container"]["status"] == "refused", doc["container"]
+        assert "535.54.03" in doc["container"]["reason"] and "GpuDriverInfo" in doc["container"]["reason"]
+        billing = _arm_get(emu, "/_emulator/billing", "").json()
+        assert [r for r in billing["replicas"] if r["resource"].startswith("run-")] == [], billing

@@ -25,10 +25,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
-from aca_gpu.gpu import runtime_errors
+from aca_gpu.gpu import cuda_compat, runtime_errors
+from aca_gpu.gpu.image_ref import parse_image_ref
 from aca_gpu.models import (
     Cloud,
     ContainerDef,
@@ -39,12 +41,13 @@ from aca_gpu.models import (
     ResourceGroupInfo,
 )
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs
+from aca_gpu.workflow import drivers, envs
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.replicas import event_owner, event_reasons, replica_details
@@ -139,6 +142,7 @@ class Workload:
             self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
         )
         placement = self._watch_placement(where.resource_group, job.name, run)
+        too_old = self._watch_driver(where, pair, job.name, run, waiter)
         with self._lock:
             self._testers.append(run)
             self.current = (where.resource_group, job.name, run)
@@ -152,6 +156,8 @@ class Workload:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(where.resource_group, job.name, run, waiter)
         self.result = self._judge(plan, where, job.name, run, info, placement)
+        if too_old and self.result.status != "exited":  # stopped before its container started
+            self.result = self._never_ran(run, explain.Explained(*too_old[0]))
         phases = getattr(self, "_phases")(where, job.name)  # noqa: B009 - AcaRuntime's, mixed in
         if phases:  # how the image arrived, in the platform's words
             self.result = replace(self.result, platform=phases)
@@ -268,6 +274,47 @@ class Workload:
 
         spawn(watch, "acagpu-placement")
         return seen
+
+    def _watch_driver(
+        self, where: Where, pair: Pair, job: str, run: TesterRun, waiter: Waiter
+    ) -> list[tuple[str, str]]:
+        """The host's driver as the platform says it (`GpuDriverInfo`), before the container starts:
+        remembered for predictions, and an image whose CUDA it cannot run stops the execution now
+        (the refusal, exit 5, names the driver and the event) instead of after its pull."""
+        refusal: list[tuple[str, str]] = []  # (why, what to do)
+        image = self.spec.workload.image
+
+        def watch() -> None:
+            place = (where.environment_group, where.environment)
+            while run.ended is None and run.running is None and run.first_line is None:
+                driver = driver_said(self.cloud, where.resource_group, job, place)
+                if driver is not None:
+                    drivers.remember_driver(
+                        pair.profile.type, where.location, driver, how="GpuDriverInfo event"
+                    )
+                    try:
+                        found = cuda_compat.verdict(parse_image_ref(image), driver)
+                    except AcaGpuError:
+                        return
+                    if not found.ok:
+                        major = int((found.cuda_version or "0").split(".")[0])
+                        floor = cuda_compat.minor_compat_floor(major) or found.min_driver  # what starts it
+                        need = f"driver {floor} or newer" if floor else "a newer driver"
+                        refusal.append(
+                            (
+                                f"host driver {driver} (the platform's GpuDriverInfo event for {job}, "
+                                f"before its container started) cannot run {image}: {found.reason}",
+                                f"the image needs {need}: use an image built for CUDA "
+                                f"{found.max_cuda or 'an older version'} or older, or try another region",
+                            )
+                        )
+                        with suppress(AcaGpuError):
+                            self.cloud.stop_execution(where.resource_group, job, run.execution)
+                    return
+                waiter.cancel.wait(min(DRIVER_LOOK_S, waiter.interval))
+
+        spawn(watch, "acagpu-driver")
+        return refusal
 
     def _judge(
         self,
