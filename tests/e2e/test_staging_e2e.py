@@ -79,6 +79,8 @@ def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_pat
         shown = _doc(_run(shell, "env", "show", "lab", "-o", "json"))
         listed = json.dumps(shown)
         assert f"{server}/{TORCH}" in listed, listed
+        table = _run(shell, "env", "show", "lab").stdout
+        assert f"  staged         docker.io/{TORCH} -> {server}/{TORCH}" in table, table
 
         up = _run(shell, "up", "--env", "lab", "--yes", "-o", "json")
         assert up.returncode == 0, up.stderr

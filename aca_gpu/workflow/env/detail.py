@@ -99,6 +99,10 @@ def render(doc: dict[str, Any]) -> str:
     ]
     if idle.get("basis"):
         lines.append(f"  idle cost      {idle['basis']}")
+    for item in (doc.get("staged") or {}).get("images") or []:  # docs/staging.md
+        size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
+        digest = f", {item['digest'][:19]}…" if item.get("digest") else ""
+        lines.append(f"  staged         {item['image']} -> {item['staged_as']}{size}{digest}")
     if doc.get("error"):
         lines.append(f"  error          {doc['error']}")
     return "\n".join(lines)
