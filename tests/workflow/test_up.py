@@ -35,6 +35,7 @@ UP_KEYS = {
     "explorer",
     "tester",
     "phases",
+    "phase_clocks",
     "cost",
     "teardown",
     "attempts",
