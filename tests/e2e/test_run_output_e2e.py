@@ -161,6 +161,7 @@ def test_ctrl_c_after_the_container_ended_still_says_how_it_ended(
         def running(inv: dict[str, Any]) -> bool:
             return any(r["owner"].startswith("run-") and r["phase"] == "Running" for r in inv["replicas"])
 
-        code, doc = _interrupt_when(shell, emu, test_image, "echo started; sleep 60", running)
+        # the test image has no `sleep`: this one runs in the emulator's sandbox, which has
+        code, doc = _interrupt_when(shell, emu, "busybox", "echo started; sleep 60", running)
         assert (code, doc["status"]) == (130, "interrupted"), doc
         assert doc["container"]["status"] == "stopped", doc["container"]

@@ -63,6 +63,7 @@ REGISTRY_SECRET = "registry-password"
 FINAL_STATUS_WAIT_S = 30.0
 EVENTS_TAIL = 50  # the environment's last system events read to explain a container's end
 EVENTS_KEPT = 12  # ... of which the job's own last distinct ones are kept
+INTERRUPT_READ_S = 3.0  # after Ctrl-C, how long the execution is read for how the container ended
 STDERR_TAIL = 50  # the container's last stderr lines read to explain its crash
 PLACEMENT_LOOK_S = (0.5, 5.0)  # the first look at a new execution's replica, and the longest pause
 START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
@@ -166,14 +167,24 @@ class Workload:
         return outcome_of(self.result)
 
     def _interrupted(self, rg: str, job: str, run: TesterRun) -> WorkloadResult | None:
-        """After Ctrl-C: the container's own end when it had ended (one read of the execution), else
-        `stopped` when it was running (teardown stops it), else None (it never started)."""
-        info = self._execution(rg, job, run.execution) or run.info
+        """After Ctrl-C: the container's own end when it had ended (its execution is read for up to
+        INTERRUPT_READ_S, as an ended execution's exit codes can come a moment after its status),
+        else `stopped` when it ran or runs (teardown stops it), else None (it never started)."""
+        deadline = time.monotonic() + INTERRUPT_READ_S
+        info = run.info
+        while True:
+            info = self._execution(rg, job, run.execution) or info
+            if info is not None and info.finished and (info.exit_codes or info.status == "Succeeded"):
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
         if info is not None and info.finished:
             run.info = info
             if run.exit_code is not None:
                 return WorkloadResult("exited", run.exit_code, execution=run.execution, seconds=run.seconds)
-        if run.running is None and run.first_line is None and not self.console.count():
+        running = info is not None and (info.finished or info.status == "Running")
+        if not running and run.running is None and run.first_line is None and not self.console.count():
             return None
         return WorkloadResult(
             "stopped", reason="stopped by Ctrl-C while it ran", execution=run.execution, seconds=run.seconds

@@ -113,6 +113,7 @@ def follow_execution(
             run.lost = exc.message
         info = _execution(cloud, resource_group, job, run.execution)
         if info is None and _job_gone(cloud, resource_group, job):
+            _cancelled(waiter)  # after Ctrl-C the run's own teardown deleted it: that is no news
             run.gone = time.monotonic()  # deleted under the run (`env delete --force`): billed until now
             return followed
         if info is not None and info.finished:
