@@ -2,10 +2,13 @@
 
 A page's ```sh blocks are its examples. The block marked `<!-- example: serve -->` is the first shell:
 it is started as written (`acagpu emulator serve ...`) and left running. Every other block is the
-second shell: it runs as written in a fresh `bash -e -o pipefail`, in an empty folder, with the
-variables the server's env file holds (as after `source` of it) and no terminal on stdin, and must
-exit 0. A page without a serve block gets `acagpu emulator serve` at a faster time scale. A block
-that cannot run against the emulator says why in `<!-- not run: REASON -->` on the line before it.
+second shell: it runs as written in `bash -e -o pipefail`, with the variables the server's env file
+holds (as after `source` of it) and no terminal on stdin, and must exit 0. The front page is run
+the way a newcomer pastes it: every block in order, in one folder, against one server, so one
+section's leftovers (a warm environment still being deleted, say) meet the next section. A docs
+page's blocks each get an empty folder and a server of their own (`acagpu emulator serve` at a faster
+time scale where the page shows no serve line). A block that cannot run against the emulator says
+why in `<!-- not run: REASON -->` on the line before it.
 
 The one change made to what is pasted: the env file's fixed path (`/tmp/acagpu.env`) becomes a path of
 the test's own, so tests running side by side do not share one. `.venv` in the folder is the venv the
@@ -33,12 +36,16 @@ import pytest
 from tests.e2e.serving import read_env
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 OPT_IN = "<!-- examples: run by tests/e2e/test_doc_examples.py -->"
 ENV_FILE = "/tmp/acagpu.env"
 # a page that shows no serve line runs against a faster emulator, polled faster: what its examples
 # print and exit with is the same at any speed (the front page runs as pasted, at the defaults)
 DEFAULT_SERVE = f"acagpu emulator serve --time-scale 0.002 --env-file {ENV_FILE}"
 FASTER = {"ACAGPU_POLLING_INTERVAL": "0.2"}
+# the front page's shell polls every 0.5 s instead of 5: the same answers, sooner (the pasted text
+# and the server are as written)
+POLL_OFTEN = {"ACAGPU_POLLING_INTERVAL": "0.5"}
 MARKER = re.compile(r"^<!-- (not run|example): ?(.*?) -->$")
 BLOCK_LIMIT_S = 300
 
@@ -75,11 +82,15 @@ def examples(page: Path) -> list[Example]:
 
 def pages() -> list[Path]:
     docs = sorted((ROOT / "docs").glob("*.md"))
-    return [ROOT / "README.md", *(p for p in docs if OPT_IN in p.read_text(encoding="utf-8"))]
+    return [README, *(p for p in docs if OPT_IN in p.read_text(encoding="utf-8"))]
 
 
-def _second_shell() -> list[Example]:
-    return [e for p in pages() for e in examples(p) if e.marker is None]
+def _second_shell(page: Path) -> list[Example]:
+    return [e for e in examples(page) if e.marker is None]
+
+
+def _docs_examples() -> list[Example]:
+    return [e for p in pages() if p != README for e in _second_shell(p)]
 
 
 def _serve_line(page: Path) -> str:
@@ -136,32 +147,41 @@ def _serving(line: str, folder: Path, env_file: Path) -> Iterator[dict[str, str]
         log.close()
 
 
-@pytest.mark.parametrize("example", _second_shell(), ids=lambda e: e.name)
+def _paste(example: Example, folder: Path, env_file: Path, served: dict[str, str]) -> None:
+    """One block in the second shell; it must exit 0 and print no traceback."""
+    done = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", example.text.replace(ENV_FILE, str(env_file))],
+        cwd=folder,
+        env=_shell_env(folder.parent) | served,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_LIMIT_S,
+    )
+    said = f"{example.name} exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, said
+    assert "Traceback" not in done.stderr, said
+
+
+def test_front_page_runs_top_to_bottom(folder: Path) -> None:
+    env_file = folder.parent / "acagpu.env"
+    with _serving(_serve_line(README), folder, env_file) as served:
+        for example in _second_shell(README):
+            _paste(example, folder, env_file, served | POLL_OFTEN)
+
+
+@pytest.mark.parametrize("example", _docs_examples(), ids=lambda e: e.name)
 def test_example_runs_as_pasted(example: Example, folder: Path) -> None:
     env_file = folder.parent / "acagpu.env"
     line = _serve_line(example.page)
     with _serving(line, folder, env_file) as served:
-        text = example.text.replace(ENV_FILE, str(env_file))
-        served |= FASTER if line == DEFAULT_SERVE else {}
-        done = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", text],
-            cwd=folder,
-            env=_shell_env(folder.parent) | served,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=BLOCK_LIMIT_S,
-        )
-    assert done.returncode == 0, (
-        f"{example.name} exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    )
-    assert "Traceback" not in done.stderr, done.stderr
+        _paste(example, folder, env_file, served | (FASTER if line == DEFAULT_SERVE else {}))
 
 
 def test_every_block_is_run_or_says_why() -> None:
     """A marker is one of the two kinds, a `not run` one gives its reason, and the front page has
     its one serve block and examples after it."""
-    readme = examples(ROOT / "README.md")
+    readme = examples(README)
     assert [e for e in readme if e.marker == ("example", "serve")], "README has no serve block"
     for page in pages():
         for example in examples(page):
@@ -174,7 +194,7 @@ def test_every_block_is_run_or_says_why() -> None:
 
 def test_the_first_screen_shows_how_to_try_without_azure() -> None:
     """A newcomer meets the emulator, both shells of it, within the first screen (50 lines)."""
-    head = "\n".join((ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:50])
+    head = "\n".join(README.read_text(encoding="utf-8").splitlines()[:50])
     assert "acagpu emulator serve" in head and f"source {ENV_FILE}" in head and "make demo" in head
 
 
