@@ -64,6 +64,8 @@ CODE_TABLE: dict[str, type[AcaGpuError]] = {
     "InvalidResourceName": BadInput,
     "LocationNotAvailableForResourceType": PreflightRefused,
     "NoRegisteredProviderFound": PreflightRefused,
+    # 409 on a group's PUT while a delete of the same name runs (an environment made again at once)
+    "ResourceGroupBeingDeleted": PreflightRefused,
 }
 
 # Message patterns for codes that vary or are too generic to map alone (e.g. OperationNotAllowed).
@@ -89,6 +91,11 @@ HINTS: dict[type[AcaGpuError], str] = {
     "System (Azure portal → Quotas), or try other regions with --regions",
     PreflightRefused: "az provider register --namespace Microsoft.App",
 }
+# Hints that belong to one code rather than to its kind of error.
+CODE_HINTS: dict[str, str] = {
+    "resourcegroupbeingdeleted": "its earlier delete is still running (minutes on Azure): run this again "
+    "once `acagpu status` no longer lists the group, or pick another name",
+}
 # An environment's own quota is requested on that environment's Quota page, not through QMS (aca-2026.md §2).
 ENVIRONMENT_QUOTA_HINT = (
     "request more on the environment's Quota page in the Azure portal, or try other regions with --regions"
@@ -96,6 +103,8 @@ ENVIRONMENT_QUOTA_HINT = (
 
 
 def _hint(kind: type[AcaGpuError], code: str | None, message: str) -> str | None:
+    if (code or "").lower() in CODE_HINTS:
+        return CODE_HINTS[(code or "").lower()]
     if kind is QuotaError and (
         (code or "").lower() == "managedenvironmentquotaexceeded" or "managed environment" in message.lower()
     ):
