@@ -71,7 +71,9 @@ def sandbox_mounts(spec: ContainerSpec, env: dict[str, str], argv: list[str], st
         folder = storages / re.sub(r"[^a-zA-Z0-9_.-]+", "-", storage)
         folder.mkdir(parents=True, exist_ok=True)
         mount = path.rstrip("/") or "/"
-        pattern = re.compile(re.escape(mount) + r"(?=/|\s|$|[\"'])")
+        # the path as a shell word reads it: not inside another path (`/srv/data`, `~/data`, `/database`)
+        # and whatever ends it (`/data/x`, `/data;`, `(ls /data)`, `/data|wc`, `"/data"`)
+        pattern = re.compile(r"(?<![\w./~}-])" + re.escape(mount) + r"(?![\w.~-])")
         for name, value in list(env.items()):
             if value == mount or value.startswith(mount + "/"):
                 env[name] = str(folder) + value[len(mount) :]
