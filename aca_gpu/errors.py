@@ -1,6 +1,6 @@
 """Error types that carry their exit code, so the CLI maps failures to the documented contract once.
 
-Exit codes (README, DESIGN.md §3): 0 ok · 1 unexpected failure · 2 bad input / preflight refused ·
+Exit codes (docs/exit-codes.md): 0 ok · 1 unexpected failure · 2 bad input / preflight refused ·
 3 quota or capacity · 4 timed out waiting · 5 GPU, driver or image failed · 6 teardown incomplete ·
 7 infrastructure (a connection or a result was lost; the GPU was not judged) · 130 interrupted.
 """

@@ -1,7 +1,7 @@
 """The `acagpu` command: a lazy Click group so `acagpu --help` imports no Azure SDK.
 
 Each command lives in its own module under aca_gpu/cli/ and is imported only when it runs
-(or when --help lists it). Every failure is mapped here, once (README "Errors"): typed
+(or when --help lists it). Every failure is mapped here, once (docs/cli.md "Errors and confirmations"): typed
 `AcaGpuError`s, Click usage errors (exit 2), Ctrl-C and declined prompts (exit 130) and anything
 unexpected (exit 1, the exception's type, no traceback unless --debug) become one `error:` line
 on stderr, the JSON error document in `-o json` mode and an `::error::` annotation under --github.

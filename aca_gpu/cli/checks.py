@@ -164,7 +164,7 @@ def record_option() -> click.Option:
         envvar="ACAGPU_RECORD",
         expose_value=False,
         callback=_start_recording,
-        hidden=True,  # on every command: README's "Record a run" documents it once
+        hidden=True,  # on every command: docs/recordings.md documents it once
         help="Record every ARM and data-plane exchange, sanitized, into this folder (JSON lines).",
     )
 

@@ -235,7 +235,7 @@ def run_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str
         raise click.BadParameter(exc.message) from None
 
 
-# -- shell completion (README "Shell completion") -----------------------------------------------------
+# -- shell completion (docs/cli.md "Shell completion") ------------------------------------------------
 def complete_gpus(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     """Every alias and profile type the catalog knows."""
     from aca_gpu.gpu.profiles import profile_catalog

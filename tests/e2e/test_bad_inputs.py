@@ -1,6 +1,7 @@
-"""Every command refuses bad input the same way (README "Errors"): exit 2, one `error:` line (plus at
-most a `hint:` line), no traceback, nothing created in the emulator, and with `-o json` one JSON
-document whose `error` says the same. Flags, environment variables and config files alike."""
+"""Every command refuses bad input the same way (docs/cli.md, "Errors and confirmations"): exit 2, one
+`error:` line (plus at most a `hint:` line), no traceback, nothing created in the emulator, and with
+`-o json` one JSON document whose `error` says the same. Flags, environment variables and config
+files alike."""
 
 from __future__ import annotations
 
