@@ -36,6 +36,7 @@ from aca_gpu.gpu.nvidia_smi_model import (
     NvidiaSmi,
     Process,
     unrecognized,
+    unwrap_paste,
 )
 from aca_gpu.gpu.nvidia_smi_query import fragment_sections, parse_query, parse_xml
 from aca_gpu.gpu.nvidia_smi_table import is_banner, is_process_title, parse_table
@@ -89,7 +90,7 @@ def _normalise(text: str) -> list[str]:
     text = text.lstrip("\ufeff")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return unwrap_paste(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
 
 
 def _failure(lines: Sequence[str]) -> NvidiaSmi | None:

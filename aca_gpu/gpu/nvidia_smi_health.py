@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aca_gpu.gpu.nvidia_smi_model import int_of, value
+from aca_gpu.gpu.nvidia_smi_model import int_of, unwrap_paste, value
 from aca_gpu.gpu.nvidia_smi_query import query_blocks
 
 HEALTHY: Final = "healthy"
@@ -415,7 +415,7 @@ def parse_topology(text: str | None) -> dict[str, Any] | None:
 
 def assess(text: str, topology: str | None = None) -> HealthReport:
     """Health of every GPU in one `nvidia-smi -q` output (and, for several GPUs, `topo -m`)."""
-    lines = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = unwrap_paste(text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     lowered = text.lower()
     found = query_blocks(lines)
     if found is None or not found[1]:

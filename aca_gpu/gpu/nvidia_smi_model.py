@@ -7,6 +7,7 @@ None, never a guessed number. Small value readers live here so every parser read
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from typing import Any, Final
 
@@ -240,3 +241,24 @@ class NvidiaSmi(_Record):
 def unrecognized(reason: str, *, fmt: str = UNRECOGNIZED, warnings: tuple[str, ...] = ()) -> NvidiaSmi:
     """Input we cannot read as nvidia-smi output: say so, never guess."""
     return NvidiaSmi(format=fmt, error=UNRECOGNIZED, error_message=reason, warnings=warnings)
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)[\w+.-]*\s*$")  # a Markdown code fence, with its language
+_QUOTE = re.compile(r"^\s*> ?")  # a reply's quote marker
+
+
+def unwrap_paste(lines: list[str]) -> list[str]:
+    """The output as nvidia-smi printed it, from how people paste it: code fences dropped, a reply's
+    `> ` quote and a Markdown code block's common indentation taken off every line. The formats
+    are read by their layout (a `-q` log by its indentation, a table by its borders), so a prefix
+    on every line made a whole paste unreadable."""
+    lines = [line for line in lines if not _FENCE.match(line)]
+    while (shown := [line for line in lines if line.strip()]) and all(
+        line.lstrip().startswith(">") for line in shown
+    ):
+        lines = [_QUOTE.sub("", line, count=1) for line in lines]
+    shown = [line for line in lines if line.strip()]
+    if not shown:
+        return lines
+    margin = min(len(line) - len(line.lstrip(" \t")) for line in shown)
+    return [line[margin:] if line.strip() else "" for line in lines] if margin else lines
