@@ -70,7 +70,7 @@ def test_a_hung_region_is_abandoned_at_its_deadline_cleaned_up_and_the_next_used
     emu.set_faults("stuck:region=eastus")
     started = time.monotonic()
     code, doc, err = _run(
-        *UP, "--gpu", "t4", "--regions", "eastus,westus3", "--start-timeout", "3s", "--run-id", "hung1"
+        *UP, "--gpu", "t4", "--regions", "eastus,westus3", "--start-timeout", "8s", "--run-id", "hung1"
     )
     assert code == 0, err
     assert time.monotonic() - started < 90  # far from a default 15-minute start timeout
