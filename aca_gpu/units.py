@@ -40,9 +40,13 @@ def duration_text(seconds: float | None) -> str:
 
 def usd_text(usd: float | None) -> str:
     """The one way acagpu prints a spend figure: cents from a cent up (`$0.03`, `$12.40`), four
-    decimals below (`$0.0022`: a warm run's seconds are worth fractions of a cent), `?` unknown."""
+    decimals below (`$0.0022`: a warm run's seconds are worth fractions of a cent), `<$0.0001` for
+    an amount above zero that four decimals would print as `$0.0000` (a bill of milliseconds is not
+    nothing), `?` unknown."""
     if usd is None:
         return "?"
+    if 0 < abs(usd) < 0.00005:
+        return "<$0.0001" if usd > 0 else "-<$0.0001"
     if usd != 0 and abs(usd) < 0.01:
         return f"${usd:.4f}"
     return f"${usd:.2f}"

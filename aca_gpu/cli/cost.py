@@ -11,10 +11,19 @@ from aca_gpu.cli.render import per_subscription, table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.naming import parse_duration, validate_run_id
 from aca_gpu.output import Output
+from aca_gpu.units import usd_text
 
 
 def _usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
+    """The one money text (units.usd_text): a bill of milliseconds reads `<$0.0001`, never `$0.0000`."""
+    return "-" if value is None else usd_text(value)
+
+
+def _difference(value: float | None) -> str:
+    """Signed, in the same text: `+0.0004`, `-0.02`, `+<0.0001`."""
+    if value is None:
+        return "-"
+    return ("-" if value < 0 else "+") + usd_text(abs(value)).replace("$", "")
 
 
 def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
@@ -48,7 +57,7 @@ def _cost_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
             (r["ended_at"] or "?")[:16],
             _usd(r["estimate_usd"]),
             _usd(r["billed_usd"]),
-            "-" if r["difference_usd"] is None else f"{r['difference_usd']:+.4f}",
+            _difference(r["difference_usd"]),
             r["status"],
         ]
         for r in runs
