@@ -43,7 +43,10 @@ def ensure_workspace(
         "properties": {"sku": {"name": SKU}, "retentionInDays": RETENTION_DAYS},
     }
     with translate_errors("create Log Analytics workspace", name):
-        made = clients.loganalytics.workspaces.begin_create_or_update(resource_group, name, body).result()
+        clients.loganalytics.workspaces.begin_create_or_update(resource_group, name, body).result()
+        # read back rather than taken from the create's answer: a recording keeps no LRO's first body,
+        # so a replay of this run reads the workspace, as here
+        made = clients.loganalytics.workspaces.get(resource_group, name)
         keys = clients.loganalytics.shared_keys.get_shared_keys(resource_group, name)
     customer = getattr(made, "customer_id", None)
     key = getattr(keys, "primary_shared_key", None)

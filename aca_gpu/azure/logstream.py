@@ -317,7 +317,7 @@ def follow_records(
         remaining = deadline - clock()
         if remaining <= 0:
             break
-        delivered = alive = False  # lines came; the server kept the connection (heartbeats)
+        delivered = alive = beat = False  # new lines came; the server sent anything; a heartbeat
         shown: Counter[Hashable] = Counter()  # this connection's records, against `seen`
         try:
             lines = open_lines(
@@ -338,6 +338,7 @@ def follow_records(
                 record = parse_record(line)
                 alive = True  # replayed lines too: the replica is there, come back at once if cut
                 if record.heartbeat:
+                    beat = True
                     if clock() >= deadline:
                         break
                     continue
@@ -380,10 +381,12 @@ def follow_records(
             break
         if finished is not None and finished():
             break
-        # A stream that was delivering, or that the server closed for quietness after heartbeats,
-        # comes back at once (a short job's replica may print and go within seconds); one that gave
-        # nothing at all waits before the next try.
-        if not (delivered or alive):
+        # A stream cut while it was open, that delivered new lines, or that the server closed for
+        # quietness after heartbeats comes back at once (a short job's replica may print and go
+        # within seconds); one the server ended with nothing new and no heartbeat (a finished
+        # container whose replica lingers) or that gave nothing at all waits before the next try:
+        # its replay covers the pause, and a lingering replica is not read again and again.
+        if not delivered and not (dropped and alive) and not beat:
             sleep(min(RECONNECT_PAUSE_S, max(0.0, deadline - clock())))
     if partial:  # the stream ended inside a long line: what arrived of it is still output
         message = "".join(partial)

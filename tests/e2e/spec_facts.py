@@ -192,6 +192,7 @@ ACR = RG + "/providers/Microsoft.ContainerRegistry"
 # (method, path template, api-version, body schema or None for no body, operationId)
 OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] = (
     ("PUT", LOGS + "/workspaces/{workspaceName}", LOGS_VERSION, WORKSPACE, "Workspaces_CreateOrUpdate"),
+    ("GET", LOGS + "/workspaces/{workspaceName}", LOGS_VERSION, None, "Workspaces_Get"),
     ("POST", LOGS + "/workspaces/{workspaceName}/sharedKeys", LOGS_VERSION, None, "SharedKeys_GetSharedKeys"),
     ("POST", "/v1/workspaces/{workspaceId}/query", None, LOGS_QUERY, "Query_Execute"),
     ("GET", SUB + "/providers/{resourceProviderNamespace}", RESOURCES_VERSION, None, "Providers_Get"),
