@@ -97,9 +97,12 @@ def _runs_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
 def status(output: Output, subscriptions: tuple[str, ...], all_subscriptions: bool) -> None:
     """List acagpu runs: age, expiry, phase and estimated spend so far."""
     scope = Scope(tuple(dict.fromkeys(s.lower() for s in subscriptions)), all_subscriptions)
-    if scope.uses_graph:
-        settings = command_settings()
-        doc = fleet_status(find_groups(settings, scope), cloud_source(settings))
-    else:
-        doc = run_status(open_cloud(command_settings(subscriptions[0] if subscriptions else None)))
+    # each run's jobs and executions are read to price it: retried or slow reads must not be silent
+    with output.step("read runs and their spend") as step:
+        if scope.uses_graph:
+            settings = command_settings()
+            doc = fleet_status(find_groups(settings, scope), cloud_source(settings))
+        else:
+            doc = run_status(open_cloud(command_settings(subscriptions[0] if subscriptions else None)))
+        step.update(f"{len(doc['runs'])} run(s)")
     output.emit(doc, lambda stream: render_runs(doc, stream))
