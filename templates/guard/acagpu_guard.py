@@ -469,7 +469,10 @@ def _prices(env: dict[str, str]) -> dict[str, float]:
 
 
 def usd_text(usd: float) -> str:
-    """acagpu's one money text (aca_gpu/units.usd_text): cents from a cent up, four decimals below."""
+    """acagpu's one money text (aca_gpu/units.usd_text): cents from a cent up, four decimals below,
+    `<$0.0001` for an amount above zero that four decimals would print as `$0.0000`."""
+    if 0 < abs(usd) < 0.00005:
+        return "<$0.0001" if usd > 0 else "-<$0.0001"
     return f"${usd:.4f}" if usd != 0 and abs(usd) < 0.01 else f"${usd:.2f}"
 
 

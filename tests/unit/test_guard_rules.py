@@ -146,5 +146,5 @@ def test_script_prices_an_execution_like_status(start: str | None, end: str | No
 def test_script_writes_money_like_acagpu() -> None:
     from aca_gpu.units import usd_text
 
-    for usd in (0.0, 0.0022, 0.0099, 0.01, 0.026, 3.77, 12.4):
+    for usd in (0.0, 0.000008, 0.00004999, 0.00005, -0.00001, 0.0022, 0.0099, 0.01, 0.026, 3.77, 12.4):
         assert SCRIPT.usd_text(usd) == usd_text(usd)
