@@ -188,8 +188,15 @@ def translate_exception(exc: BaseException, action: str, target: str = "") -> Ac
             code="DecodeError",
         )
     if isinstance(exc, HttpResponseError):
-        code, message = _http_fields(exc)
         status = exc.status_code or (404 if isinstance(exc, ResourceNotFoundError) else None)
+        if _body_is_not_json(exc):
+            # a gateway's or load balancer's page (HTML, plain text) is not the service speaking:
+            # name who answered what in one line rather than paste the page into the error line
+            said = f"{_service_of(exc)} answered {status or 'an error'} (not JSON)"
+            return InfraError(
+                f"{action} {target}: {said}" if target else f"{action}: {said}", code=str(status)
+            )
+        code, message = _http_fields(exc)
         return make_error(action, target, code, status, message)
     if type(exc).__name__ == "UnreadableAnswer":  # reads.py spent its budget reading again
         return InfraError(
@@ -293,6 +300,44 @@ def _http_fields(exc: Any) -> tuple[str | None, str]:
             code = body_code
             message = message or body_message
     return (str(code) if code else None), str(message or getattr(exc, "message", None) or exc)
+
+
+def _body_is_not_json(exc: Any) -> bool:
+    """True when an error answer carries a body that is neither JSON nor Storage's XML (a page)."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return False
+    try:
+        text = response.text()
+    except Exception:
+        return False
+    if not text or not text.strip():
+        return False  # no body at all: the status line says it (make_error's `HTTP 503`)
+    if getattr(exc, "error_code", None) or text.lstrip()[:6].lower() in ("<?xml ", "<error"):
+        return False  # Azure Storage speaks XML: its error code is the answer
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
+
+
+# who answered, by the request's path or host (the emulator serves every API on one host)
+_SERVICES = (
+    ("/providers/microsoft.resourcegraph/", "Resource Graph"),
+    (".file.core.", "Azure Files"),
+    (".blob.core.", "Azure Blob Storage"),
+    (".azurecr.io", "the container registry"),
+    ("/providers/microsoft.operationalinsights/", "Log Analytics"),
+)
+
+
+def _service_of(exc: Any) -> str:
+    url = _endpoint_of(exc).lower()
+    for marker, name in _SERVICES:
+        if marker in url:
+            return name
+    return "Azure Resource Manager" if url.startswith("http") else "the service"
 
 
 def _endpoint_of(exc: Any) -> str:
