@@ -95,7 +95,9 @@ def create(
 @output_options
 def list_(output: Output, subscription: str | None) -> None:
     """List warm environments: profiles, runs inside now, last use, expiry and idle cost."""
-    docs = envs.list_envs(open_cloud(command_settings(subscription)))
+    with output.step("read environments and the runs inside them") as step:
+        docs = envs.list_envs(open_cloud(command_settings(subscription)))
+        step.update(f"{len(docs)} environment(s)")
     output.emit({"schema": 1, "environments": docs}, _render(docs))
 
 
@@ -106,7 +108,10 @@ def list_(output: Output, subscription: str | None) -> None:
 def show(output: Output, name: str, subscription: str | None) -> None:
     """Show one warm environment in detail: region, profiles, storages, the runs inside it now and
     their spend so far, idle TTL and idle cost."""
-    doc = detail.show(open_cloud(command_settings(subscription)), name)
+    # the environment's jobs and executions are read to list its runs and their spend: retried or
+    # slow reads must not be silent
+    with output.step(f"read environment {name} and the runs inside it"):
+        doc = detail.show(open_cloud(command_settings(subscription)), name)
     output.emit({"schema": 1, **doc}, lambda stream: print(detail.render(doc), file=stream))
 
 
