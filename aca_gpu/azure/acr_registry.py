@@ -9,6 +9,7 @@ Nothing here enables the admin user or reads a password: pulls go through a mana
 from __future__ import annotations
 
 import fnmatch
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,10 @@ from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import or_none, retrying, translate_errors
 from aca_gpu.errors import AcaGpuError, BadInput, NotFound
 
+# an import whose operation failed on its source: ACR answers InvalidParameters (UNCONFIRMED: the
+# failure's wire form was not recorded) with the registry's words (`manifest unknown`)
+IMPORT_SOURCE_CODES = frozenset({"InvalidParameters", "ImportSourceNotFound"})
+_NOISE = re.compile(r"^Image import failed:\s*|\s*\((?:InvalidParameters|ImportSourceNotFound)\)$")
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"  # built-in AcrPull
 ASSIGN_ACTION = "Microsoft.Authorization/roleAssignments/write"
 
@@ -105,8 +110,20 @@ def import_image(
         "targetTags": [target],
         "mode": "Force",
     }
-    with translate_errors("import image into", name):
-        clients.registry.registries.begin_import_image(rg, name, body).result()
+    try:
+        with translate_errors("import image into", name):
+            clients.registry.registries.begin_import_image(rg, name, body).result()
+    except AcaGpuError as exc:
+        if exc.code not in IMPORT_SOURCE_CODES:
+            raise
+        # the copy's operation failed on its source (a name or tag that does not exist, a registry
+        # that refuses it): the image the user named is the thing to fix
+        why = _NOISE.sub("", str(exc).split(f"{name}: ", 1)[-1]).strip() or "its operation failed"
+        raise BadInput(
+            f"image {source_image} from {source_registry}: registry {name} could not import it ({why})",
+            code=exc.code,
+            hint="check the image's name and tag, or stage without --no-inspect (it reads images first)",
+        ) from None
 
 
 def may_assign_roles(clients: Clients, rg: str) -> bool | None:

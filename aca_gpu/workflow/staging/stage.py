@@ -8,7 +8,9 @@ run). Then: the registry (made on request, Standard, tagged like the environment
 user), the environment's system-assigned identity with `AcrPull` on that registry alone, and one
 server-side import per image (ARM's importImage, no Docker). Each is read before it is made, so a
 second run makes only what is missing. The registry sits in the environment's group and goes with
-it (`env delete`, reap, the guard); a half-made one goes the same way.
+it (`env delete`, reap, the guard); a half-made one goes the same way. An import that fails on its
+source (with --no-inspect nothing read it first) is exit 2: a registry made by this call for images
+none of which arrived is deleted again, and images that did arrive are recorded before it says so.
 """
 
 from __future__ import annotations
@@ -167,22 +169,43 @@ def stage_images(
         ops.assign_acr_pull(clients, reg.id, principal)
         step.update(f"{principal} may pull from {name}")
     staged = catalogue.read(reg.tags)
-    for ref in refs:
-        image = str(ref)
-        with progress.step(f"import {image}") as step:
-            source_registry, source_image, target = catalogue.target_of(image)
-            ops.import_image(clients, group.name, name, source_registry, source_image, target)
-            fact = facts[image]
-            staged[image] = Staged(image, target, fact.digest, fact.size_bytes)
-            step.update(staged[image].ref(reg.login_server))
-        result.images.append(staged[image].as_dict(reg.login_server))
+    had_images = bool(staged)
+    try:
+        for ref in refs:
+            image = str(ref)
+            with progress.step(f"import {image}") as step:
+                source_registry, source_image, target = catalogue.target_of(image)
+                ops.import_image(clients, group.name, name, source_registry, source_image, target)
+                fact = facts[image]
+                staged[image] = Staged(image, target, fact.digest, fact.size_bytes)
+                step.update(staged[image].ref(reg.login_server))
+            result.images.append(staged[image].as_dict(reg.login_server))
+    except AcaGpuError:
+        # nothing half-made: a registry this call made for images none of which arrived goes again;
+        # otherwise the images that did arrive are recorded before the failure is reported
+        if result.created and not had_images and not result.images:
+            with progress.step(f"remove registry {name} (nothing was imported)") as step:
+                try:
+                    ops.delete_registry(clients, group.name, name)
+                except AcaGpuError as gone:  # it goes with the environment's group in any case
+                    step.update(f"left in {group.name}: {gone.message}")
+        elif result.images:
+            _record(ops, clients, group, name, reg, staged, progress)
+        raise
+    _record(ops, clients, group, name, reg, staged, progress)
+    return result
+
+
+def _record(
+    ops: Any, clients: Any, group: Any, name: str, reg: Any, staged: dict[str, Staged], progress: Progress
+) -> None:
+    """Write what the registry holds into its tags (the catalogue `run` and `env show` read)."""
     with progress.step("record what is staged") as step:
         tags = {k: v for k, v in reg.tags.items() if not k.startswith(catalogue.TAG_PREFIX)}
         tags.update({s.tag_key(): s.tag_value() for s in staged.values()})
         tags[naming.TAG_MANAGED] = "true"
         ops.put_registry(clients, group.name, name, reg.location or group.location, reg.sku or SKU, tags)
         step.update(f"{len(staged)} image(s) in {name}")
-    return result
 
 
 def staged_in(cloud: Cloud, resource_group: str, env_name: str) -> tuple[str, dict[str, Staged]] | None:

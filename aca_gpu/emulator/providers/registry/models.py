@@ -20,6 +20,7 @@ from aca_gpu.emulator import pulls
 from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.providers.registry import sources
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.state import Registry, StagedImage, key
 from aca_gpu.emulator.timing import image_size_gb
@@ -152,7 +153,7 @@ def missing_image(ctx: Ctx, source: str) -> str | None:
         return f"manifest unknown: {source}"
     if source.lower().startswith(("nvidia/cuda:latest", "docker.io/nvidia/cuda:latest")):
         return f"manifest unknown: {source} (nvidia/cuda has no latest tag)"
-    return None
+    return sources.unknown_source(source)
 
 
 def image_size_bytes(source: str) -> int:
