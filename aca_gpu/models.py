@@ -376,6 +376,7 @@ class Cloud(Protocol):
         *,
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
+        on_closed: Callable[[], None] | None = None,  # the service ended a connection: its container exited
     ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
     def ensure_logs_workspace(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]

@@ -431,6 +431,7 @@ class AzureCloud:
         *,
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
+        on_closed: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
         """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end;
         `on_running` as for `job_logs` (a silent program bills from its start, not its first line).
@@ -439,7 +440,9 @@ class AzureCloud:
         while the image still pulls, and a container that has not started is asked again every
         0.1 s, so a container that prints and exits at once is read while it runs. A stream that
         could not be attached before the replica ended, or broke off, raises
-        InfraError(LogStreamLost) at the end: the caller reads the lines elsewhere."""
+        InfraError(LogStreamLost) at the end: the caller reads the lines elsewhere. `on_closed` is
+        called whenever the service ends a connection by itself (its container exited, or lingers
+        ended), before the execution says it finished: the moment billing stopped."""
         deadline = self._clock() + timeout
         what = f"the log of job {job} execution {execution}"
         container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
@@ -469,6 +472,7 @@ class AzureCloud:
             sleep=self._sleep,
             strict=True,
             on_connected=on_running,
+            on_closed=on_closed,
         )
 
     def ensure_logs_workspace(

@@ -295,12 +295,14 @@ def follow_records(
     sleep: Callable[[float], None] = time.sleep,
     strict: bool = False,
     on_connected: Callable[[], None] | None = None,
+    on_closed: Callable[[], None] | None = None,
 ) -> Iterator[tuple[str | None, str, str]]:
     """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication.
 
     A container that has not started yet (the stream answers "waiting to start") is tried again
     every NOT_READY_RETRY_S until it runs or `finished`: a follower may attach as soon as the
-    replica is listed. `on_connected` is called at each connection the server accepted.
+    replica is listed. `on_connected` is called at each connection the server accepted, `on_closed`
+    at each one the server ended by itself without heartbeats (its container had exited).
     `strict`: a stream that was never attached, or whose last connection dropped and could not be
     read again (the replica ended, or went), raises InfraError(LogStreamLost) at the end instead of
     ending quietly, so the caller can read the lines elsewhere or say the output may be incomplete."""
@@ -362,6 +364,9 @@ def follow_records(
                     return
                 if clock() >= deadline:
                     break
+            else:
+                if attached and not beat and on_closed is not None:
+                    on_closed()
             dropped = False
         except (StreamNotReady, StreamGone) as exc:
             # before the first attach, a replica that is not there yet (or no longer) is asked again

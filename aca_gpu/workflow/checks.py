@@ -88,6 +88,8 @@ def cost_estimate(profile: Profile, replica_seconds: float, location: str, *, la
     est = cost.estimate(profile, replica_seconds, location=location)
     return {
         "gpu_seconds": round(float(est.gpu_seconds), 1),
-        "usd_estimate": round(float(est.usd), 4),
+        # not rounded to the printed digits: units.usd_text is the one rounding, so an amount above
+        # zero never reads `$0.00`
+        "usd_estimate": round(float(est.usd), 8),
         "basis": f"{label}; {est.basis}",
     }

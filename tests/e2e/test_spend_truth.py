@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.e2e.serving import emulator_serve
@@ -182,3 +183,38 @@ def test_phases_say_which_clock_and_up_shows_its_place(tmp_path: Path) -> None:
         (probe_line,) = [line for line in text.splitlines() if line.strip().startswith("probe ")]
         assert "pull" in probe_line and "(platform clock)" in probe_line, text
         assert "(wall clock)" in probe_line, text  # ready after: the client's own look
+
+
+def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints_zero(tmp_path: Path) -> None:
+    """QA O7: at `emulator serve`'s defaults (time scale 0.02) and the default polling, a 1 s `run`
+    was priced +38-49 % (its end taken ~0.5 s late, when its execution was seen finished), and a
+    figure above zero was rounded to `≈ $0.00` before its one money text. Held to: the `run`'s
+    figure within 20 % of its bill plus 0.2 s, and `test --env`'s line never `$0.00`."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=None, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path)
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        tested = _run(shell, "test", "--env", "lab", "--run-id", "t0")
+        assert tested.returncode == 0, tested.stderr
+        (line,) = [ln for ln in tested.stdout.splitlines() if ln.strip().startswith("cost ")]
+        assert "$0.00," not in line and "$0.00 " not in line, line
+        done = _run(
+            shell, "run", "--env", "lab", "--yes", "--run-id", "r1", IMAGE, "--", "sh", "-c", "sleep 1"
+        )
+        assert done.returncode == 0, done.stderr
+        (line,) = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip().startswith("cost ")]
+        measured = float(line.split()[1])
+        billed = _billed_wall_gpu_seconds(emu, "r1")
+        assert abs(measured - billed) <= 0.2 * billed + 0.2, (line, billed)
+
+
+@pytest.mark.xfail(strict=True, reason="QA O7 still open: a tester shorter than a look counts ~0")
+def test_a_tester_shorter_than_a_look_is_not_counted_zero(tmp_path: Path) -> None:
+    """QA O7, unfinished: `test --env` at the defaults prints 0.0 GPU-seconds for a tester billed
+    0.6 s: it printed before the stream attached and stopped at its result line, so no look saw it
+    running and no ARM end time is read for it."""
+    with emulator_serve(tmp_path / "emu.env", time_scale=None, extra=("--registered",)) as emu:
+        shell = _shell(emu, tmp_path)
+        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
+        doc = _json(shell, "test", "--env", "lab", "--run-id", "t0")
+        billed = _billed_wall_gpu_seconds(emu, "t0")
+        assert abs(float(doc["cost"]["gpu_seconds"]) - billed) <= 0.5 * billed, (doc["cost"], billed)

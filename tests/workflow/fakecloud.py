@@ -343,9 +343,12 @@ class FakeCloud:
         *,
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
+        on_closed: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
         for line in self.job_logs(resource_group, job, execution, on_running=on_running):
             yield None, "stdout", line
+        if on_closed is not None:
+            on_closed()
 
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, ExecutionInfo
@@ -86,6 +87,15 @@ def follow_execution(
 
     deadline = time.monotonic() + timeout
     failures = 0
+    # the container's exit: when the service first ended a connection after its last new line. The
+    # execution says it finished only once the ended replica has gone (half a second or more on),
+    # and the replica stopped billing at the exit.
+    closes: dict[str, Any] = {"fresh": True, "at": None}
+
+    def closed() -> None:
+        if closes["fresh"] or closes["at"] is None:
+            closes["fresh"], closes["at"] = False, time.monotonic()
+
     while True:
         _cancelled(waiter)
         replay: Counter[Hashable] = Counter()
@@ -97,12 +107,14 @@ def follow_execution(
                 run.execution,
                 timeout=max(1.0, deadline - time.monotonic()),
                 on_running=lambda: _seen_running(run),
+                on_closed=closed,
             ):
                 key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)
                 replay[key] += 1
                 if replay[key] <= delivered[key]:
                     continue  # replayed by a new connection: already shown
                 delivered[key] += 1
+                closes["fresh"] = True
                 deliver(stream, text, STREAM)
                 _cancelled(waiter)
             clean = True
@@ -118,7 +130,9 @@ def follow_execution(
             return followed
         if info is not None and info.finished:
             run.info = info
-            run.ended = run.ended or time.monotonic()  # the replica is gone: nothing bills from here
+            # the container's exit: the end of the stream that brought its last lines, else now
+            exited = closes["at"] if clean and not closes["fresh"] else None
+            run.ended = run.ended or exited or time.monotonic()
             followed.stream_complete = clean
             if not clean:
                 place = logs_workspace()
