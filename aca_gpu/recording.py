@@ -38,6 +38,10 @@ KEPT_HEADERS = (
     "x-ms-ratelimit-remaining-subscription-writes",
     "content-type",
     "api-supported-versions",
+    # Azure Files answers: a ranged download's extent, the item's type, the service's error code
+    "content-range",
+    "x-ms-type",
+    "x-ms-error-code",
 )
 MAX_TEXT = 1_000_000  # a whole log stream fits; larger answers are cut
 

@@ -15,6 +15,7 @@ from typing import Any
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.fileshare import ShareClient
 
+from aca_gpu.azure import recorder
 from aca_gpu.errors import BadInput, InfraError
 
 
@@ -38,6 +39,7 @@ def share_client(
         share_name=share,
         credential=credential,
         connection_verify=verify,
+        **recorder.storage_options(verify),  # `--record` keeps the share's exchanges too
     )
 
 

@@ -1,5 +1,7 @@
-"""Where `--record` taps the traffic: one azure-core policy for every SDK client, and wrappers for
-the two data-plane transports (the log/event stream over requests, the exec websocket).
+"""Where `--record` taps the traffic: one azure-core policy for every ARM SDK client, a transport
+for the Azure Files client (the storage SDK builds its own pipeline, with no slot for a policy), and
+wrappers for the two other data-plane transports (the log/event stream over requests, the exec
+websocket).
 
 The policy sits in the `http_logging_policy` slot, the last one before the transport, so it sees
 every attempt as sent (after retries and the api-version fallback) and every answer as received;
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from azure.core.pipeline import PipelineRequest, PipelineResponse
+from azure.core.pipeline.transport import HttpTransport
 from azure.mgmt.core.policies import ARMHttpLoggingPolicy
 
 from aca_gpu import recording
@@ -31,6 +34,57 @@ class RecordingPolicy(ARMHttpLoggingPolicy):
             text = ""
         body = http.body if isinstance(http.body, (str, bytes)) else None
         recorder.exchange(http.method, http.url, body, answer.status_code, dict(answer.headers), text)
+
+
+class RecordingTransport(HttpTransport[Any, Any]):
+    """azure-core's requests transport, recording each exchange as sent and answered.
+
+    A transport sees the request after signing, but only the method, URL and body are recorded:
+    the SharedKey `Authorization` header never is, and a SAS `sig=` in the URL is scrubbed by the
+    recording's sanitizer. A downloaded body is read here whole (requests keeps it for the SDK's
+    own reading) and recorded as text (binary content as UTF-8 with replacement characters)."""
+
+    def __init__(self, inner: HttpTransport[Any, Any]) -> None:
+        self._inner = inner
+
+    def __enter__(self) -> RecordingTransport:
+        self._inner.__enter__()
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self._inner.__exit__(*args)
+
+    def open(self) -> None:
+        self._inner.open()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        response = self._inner.send(request, **kwargs)
+        recorder = recording.active()
+        if recorder is not None:
+            try:
+                data = response.body()
+                text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data or "")
+            except Exception:  # a body that cannot be read is recorded as absent
+                text = ""
+            body = request.body if isinstance(request.body, (str, bytes)) else None
+            recorder.exchange(
+                request.method, request.url, body, response.status_code, dict(response.headers), text
+            )
+        return response
+
+
+def storage_options(verify: str | bool) -> dict[str, Any]:
+    """Keyword arguments for a storage SDK client: a recording transport while `--record` runs."""
+    if recording.active() is None:
+        return {}
+    from azure.core.pipeline.transport import RequestsTransport
+
+    # the storage SDK's own defaults for a transport it makes itself (20 s connect, 60 s read)
+    inner = RequestsTransport(connection_verify=verify, connection_timeout=20, read_timeout=60)
+    return {"transport": RecordingTransport(inner)}
 
 
 def policy_options() -> dict[str, Any]:

@@ -11,7 +11,9 @@ values are answered as 0: a replay need not wait for Azure's polling advice.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import re
 import shutil
 import tempfile
 import threading
@@ -27,6 +29,16 @@ from aca_gpu.emulator.tls import make_tls
 STATUS_PATH = "/_replay/status"
 FRAME_WAIT_S = 30.0
 REPLAY_TOKEN = "replay-token"  # any bearer is accepted: the recording holds no credentials
+
+
+_SECRET = re.compile(r"<secret-\d+>")
+
+
+def _usable_secrets(text: str) -> str:
+    """A recorded secret's placeholder, answered as base64 of itself: a client that signs with it
+    (the storage SDK's SharedKey from a listKeys answer) needs a key that decodes; the replay checks
+    no signature, and the placeholder stays recognisable once decoded."""
+    return _SECRET.sub(lambda m: base64.b64encode(m.group(0).encode()).decode(), text)
 
 
 class ReplayServer:
@@ -143,7 +155,8 @@ class ReplayServer:
         else:
             text = json.dumps(body)
         content_type = headers.pop("content-type", None)
-        resp = web.Response(status=int(line["status"]), text=self.script.live_text(text, self.endpoint))
+        text = _usable_secrets(self.script.live_text(text, self.endpoint))
+        resp = web.Response(status=int(line["status"]), text=text)
         if content_type:
             resp.headers["Content-Type"] = content_type
         resp.headers.update(headers)

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from aca_gpu.recording import META_FILE, RECORDING_FILE
 
@@ -44,7 +44,8 @@ class Exchange:
 
     @property
     def path(self) -> str:
-        return str(urlsplit(self.line["uri"]).path)
+        # decoded, as the server reads a live request's path (the file share's `a%2Fb` is `a/b`)
+        return unquote(str(urlsplit(self.line["uri"]).path))
 
     @property
     def query(self) -> list[tuple[str, str]]:
