@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aca_gpu.errors import AcaGpuError
+from aca_gpu.naming import parse_iso_utc
 from aca_gpu.workflow.engine.pacing import TokenBucket
 
 USER, PLATFORM = "user", "platform"
@@ -65,6 +66,7 @@ class Observation:
     states: tuple[str, ...] = ()  # its replica container's detailed status
     exit_code: int | None = None
     reason: str | None = None
+    end_time: str | None = None  # the execution's own endTime (ARM's clock, whole seconds)
 
 
 class Backend(Protocol):
@@ -85,11 +87,14 @@ class Attempt:
     token: str
     execution: str | None = None
     started: float = field(default_factory=time.monotonic)
-    running: float | None = None  # first seen running: it bills from here
-    ended: float | None = None
+    running: float | None = None  # when its container started (estimated): it bills from here
+    ended: float | None = None  # when the client saw it end (or stopped it)
+    run_end: float | None = None  # when its container ended, from the execution's own endTime
+    looked: float | None = None  # the last look that saw it not running yet (else its start request)
+    seen_running: float | None = None  # the last look that saw it still running
     last_state: str = ""
     exit_code: int | None = None
-    status: str = "starting"  # starting, running, succeeded, failed
+    status: str = "starting"  # starting, running, succeeded, failed, stopped (by Ctrl-C)
     fault: str | None = None  # user | platform (of a failed attempt)
     reason: str | None = None
     stopped_by_us: bool = False
@@ -101,9 +106,14 @@ class Attempt:
 
     @property
     def gpu_seconds(self) -> float:
+        """The container's life, not the looks: the client lists once a tick, so "first seen
+        running" to "first seen ended" rounds every attempt up or down to whole ticks (a 2 s shard
+        at 2 s ticks read 4 s). The start is the middle of the two looks around it; the end is
+        the execution's own endTime (see `_run_end`)."""
         if self.running is None:
             return 0.0
-        return max(0.0, (self.ended or time.monotonic()) - self.running)
+        end = self.run_end if self.run_end is not None else (self.ended or time.monotonic())
+        return max(0.0, end - self.running)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +169,7 @@ class TaskRunner:
         cancel: threading.Event,
         on_change: Callable[[TaskState, Attempt], None] | None = None,
         on_running: Callable[[TaskState, Attempt], None] | None = None,
+        on_look: Callable[[], None] | None = None,
         starters: int = 8,
     ) -> None:
         self.backend, self.policy, self.deadlines = backend, policy, deadlines
@@ -167,6 +178,7 @@ class TaskRunner:
         self._by_token: dict[str, tuple[TaskState, Attempt]] = {}
         self._on_change = on_change or (lambda s, a: None)
         self._on_running = on_running or (lambda s, a: None)
+        self._on_look = on_look or (lambda: None)  # after each look's ends and starts
         self._pool = ThreadPoolExecutor(max_workers=max(1, starters), thread_name_prefix="acagpu-start")
         self._starting: dict[Future[str], tuple[TaskState, Attempt]] = {}
         self._lock = threading.Lock()
@@ -185,11 +197,13 @@ class TaskRunner:
                     break
                 self._observe()
                 self._start_more()
+                self._on_look()
                 self.cancel.wait(self.deadlines.tick_s)
         finally:
             if self.cancel.is_set():
                 self.stop_all()
             self._pool.shutdown(wait=False, cancel_futures=True)
+            self._on_look()
         return self.states
 
     def _done(self) -> bool:
@@ -238,12 +252,14 @@ class TaskRunner:
         live = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
         if not live and not self.orphans:
             return
+        # the look's moment is when it was asked: what it lists is the place then (a listing of many
+        # pages can take a second to arrive and read, and a start or end dated by its arrival is late)
+        now = time.monotonic()
         try:
             seen = self.backend.observe({a.token for _, a in live} | set(self.orphans))
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             return
-        now = time.monotonic()
         self._stop_duplicates(seen)
         for token, failed_at in list(self.orphans.items()):
             if token not in seen:
@@ -281,12 +297,18 @@ class TaskRunner:
         attempt.last_state = where or attempt.last_state
         ran = where == "Running" or seen.status == "Succeeded" or seen.exit_code not in (None, -1)
         if attempt.running is None and ran:  # a replica "Terminated" with no code never ran
-            attempt.running = now
+            # it started between the last look that saw it waiting and this one: the middle
+            before = attempt.looked if attempt.looked is not None else attempt.started
+            attempt.running = (before + now) / 2
             attempt.status = "running"
             self._on_running(state, attempt)
             self._on_change(state, attempt)
+        elif attempt.running is None:
+            attempt.looked = now
+        if where == "Running" and seen.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
+            attempt.seen_running = now
         if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):
-            self._finished(state, attempt, seen)
+            self._finished(state, attempt, seen, now)
             return
         if attempt.running is None and now - attempt.started > self.deadlines.start_s:
             placed = where not in PLACING
@@ -296,12 +318,14 @@ class TaskRunner:
             self._stop_quietly(attempt.execution)
             self._ended(state, attempt, PLATFORM, code, why, None)
 
-    def _finished(self, state: TaskState, attempt: Attempt, seen: Observation) -> None:
+    def _finished(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
+        if attempt.running is not None:
+            attempt.run_end = _run_end(attempt, seen.end_time, now)
         said = " ".join(filter(None, (seen.reason,)))
         code = seen.exit_code
         if seen.status == "Succeeded" and code in (None, 0):
-            if attempt.running is None:
-                attempt.running = attempt.running or time.monotonic()
+            if attempt.running is None:  # pragma: no cover - `_judge` set it (Succeeded ran)
+                attempt.running = time.monotonic()
             self._ended(state, attempt, None, None, None, 0)
         elif code not in (None, 0, -1):
             self._ended(state, attempt, USER, "ExitCode", f"exited with code {code}", code)
@@ -378,10 +402,26 @@ class TaskRunner:
         with ThreadPoolExecutor(max_workers=16, thread_name_prefix="acagpu-stop") as pool:
             list(pool.map(lambda sa: self._stop_quietly(sa[1].execution), running))
         now = time.monotonic()
-        for state, attempt in running:
+        for state, attempt in running:  # stopped, not failed: nothing of theirs went wrong
             attempt.ended, attempt.stopped_by_us = attempt.ended or now, True
-            attempt.status, attempt.reason = "failed", "Interrupted: stopped by Ctrl-C"
-            state.state = "failed"
+            attempt.status, attempt.reason = "stopped", "Interrupted: stopped by Ctrl-C"
+            state.state = "stopped"
         for state in self.states:
             if state.state in ("queued", "retrying"):
                 state.state = "cancelled"
+
+
+def _run_end(attempt: Attempt, end_time: str | None, now: float) -> float:
+    """When the container ended, on this clock: within the second of the execution's own endTime
+    (ARM gives whole seconds) and between the last look that saw it running and this one, the
+    middle of both (a skewed clock moves it no further than the looks allow); without an endTime,
+    the middle of the two looks."""
+    earliest = max(x for x in (attempt.running, attempt.seen_running) if x is not None)
+    end = parse_iso_utc(end_time or "")
+    if end is None:
+        return (earliest + now) / 2
+    second = end.timestamp() - (time.time() - time.monotonic())  # it ended within [second, +1)
+    low, high = max(earliest, second), min(now, second + 1.0)
+    if low <= high:
+        return (low + high) / 2
+    return min(now, max(earliest, second + 0.5))  # the clocks disagree: the looks win

@@ -155,6 +155,7 @@ class Fanout:
             bucket=self.bucket,
             cancel=waiter.cancel,
             on_change=self.board.changed,
+            on_look=self.board.looked,
         )
         self.states = self.board.states = self.runner.states
         ticking = threading.Event()

@@ -43,7 +43,7 @@ class AttemptResult:
 @dataclass(frozen=True)
 class ShardResult:
     index: int
-    status: str  # succeeded | failed | cancelled
+    status: str  # succeeded | failed | stopped (by Ctrl-C while it ran) | cancelled
     exit_code: int | None
     item: str | None = None
     attempts: tuple[AttemptResult, ...] = ()

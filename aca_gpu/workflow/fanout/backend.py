@@ -72,7 +72,7 @@ class AcaShards:
                     with self._lock:
                         self._dups.add(info.name)  # the same start twice: the unanswered one goes
                 continue
-            seen = Observation(info.status, info.states, exit_code_of(info), _said(info))
+            seen = Observation(info.status, info.states, exit_code_of(info), _said(info), info.end_time)
             found[token] = (info.name, seen)
         return found
 

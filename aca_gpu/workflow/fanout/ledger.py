@@ -65,7 +65,16 @@ def load_failed(run_id: str) -> tuple[RunRequest, dict[str, Any], tuple[int, ...
     document = record.get("document") or {}
     if document.get("mode") != "fanout":
         raise BadInput(f"--rerun-failed {run_id}: run {run_id} is not a fan-out (--shards/--map)")
-    failed = tuple(int(i) for i in (document.get("summary") or {}).get("failed_indexes") or [])
+    summary = document.get("summary") or {}
+    # a Ctrl-C's stopped and never-started shards did not succeed either: they run again too
+    failed = tuple(
+        sorted(
+            {
+                int(i)
+                for i in (summary.get("failed_indexes") or []) + (summary.get("unfinished_indexes") or [])
+            }
+        )
+    )
     if not failed:
         raise BadInput(f"--rerun-failed {run_id}: every shard of run {run_id} succeeded; nothing to rerun")
     request = RunRequest(**{k: _tuple(v) for k, v in (record.get("request") or {}).items()})

@@ -2,8 +2,11 @@
 
 `--logs all` prints every shard's lines as they come, `failed` keeps each shard's lines and prints
 them once the shard has failed for good, `none` prints none (the JSON document keeps each shard's
-last lines either way). The table line (queued / running / succeeded / failed / retrying, GPU-seconds
-and cost so far, an ETA) is printed on stderr at most every few seconds and at every shard's end.
+last lines either way). The table line (queued / starting / running / retrying / succeeded / failed,
+GPU-seconds and cost so far, an ETA) is printed on stderr at most every few seconds, and after every
+shard's end once the runner has started what its end let start (a line printed between the two
+would show one shard fewer running than run at once). `starting` is an attempt started and not
+yet running (placement, pull, create): it holds one of the P places but bills nothing yet.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
+from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.tasks import Attempt, TaskState
 
 TAIL_LINES = 20  # a shard's last lines kept for the document
@@ -74,6 +78,7 @@ class Board:
         self.states: list[TaskState] = []
         self.consoles: dict[int, ShardConsole] = {}
         self.mask: Callable[[str], str] | None = None  # the run's --secret-env values hidden
+        self._ended = False  # a shard ended since the last line: the next look prints one
 
     def console(self, index: int) -> ShardConsole:
         with self._lock:
@@ -93,12 +98,23 @@ class Board:
         elif state.state == "retrying" and self.live:
             whose = "the platform's" if attempt.fault == "platform" else "the container's"
             self.print_line("stderr", f"[{state.task.index}] retrying ({whose} failure: {attempt.reason})")
-        self.tick(force=state.state in ("succeeded", "failed"))
+        if state.state in ("succeeded", "failed"):
+            self._ended = True
+        else:
+            self.tick()
+
+    def looked(self) -> None:
+        """The runner's look is over (its ends judged, its starts made): a line if a shard ended."""
+        ended, self._ended = self._ended, False
+        self.tick(force=ended)
 
     def counts(self) -> dict[str, int]:
-        found = {"queued": 0, "running": 0, "retrying": 0, "succeeded": 0, "failed": 0}
+        found = {"queued": 0, "starting": 0, "running": 0, "retrying": 0, "succeeded": 0, "failed": 0}
         for s in self.states:
-            found[s.state] = found.get(s.state, 0) + 1
+            key = s.state
+            if key == "running" and (s.current is None or s.current.running is None):
+                key = "starting"
+            found[key] = found.get(key, 0) + 1
         return found
 
     def gpu_seconds(self) -> float:
@@ -113,9 +129,10 @@ class Board:
         if done:
             eta = f"{max(0.0, elapsed / done * (len(self.states) - done)):.0f}s"
         return (
-            f"shards {len(self.states)}: queued {c['queued']} · running {c['running']} · "
-            f"retrying {c['retrying']} · succeeded {c['succeeded']} · failed {c['failed']} | "
-            f"{gpu_s:.0f} GPU-s ≈ ${gpu_s * self.usd_per_s:.4f} | ETA {eta}"
+            f"shards {len(self.states)}: queued {c['queued']} · starting {c['starting']} · "
+            f"running {c['running']} · retrying {c['retrying']} · succeeded {c['succeeded']} · "
+            f"failed {c['failed']} | {gpu_seconds_text(gpu_s)} ≈ {usd_text(gpu_s * self.usd_per_s)} | "
+            f"ETA {eta}"
         )
 
     def tick(self, *, force: bool = False) -> None:

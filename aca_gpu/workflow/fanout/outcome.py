@@ -15,12 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
+from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, TaskState
 from aca_gpu.workflow.fanout.spec import FanoutSpec
 from aca_gpu.workflow.workload.outcome import WorkloadOutcome
 from aca_gpu.workflow.workload.plan import replica_price
 
 WAIT_CODES = ("NeverPlaced", "PullStalled")
+# not failures: a shard Ctrl-C stopped while it ran, and one that never started because of it
+UNFINISHED = ("stopped", "cancelled")
 
 
 @dataclass
@@ -35,7 +38,12 @@ class FanoutOutcome(WorkloadOutcome):
 
     # -- the shards' verdict ------------------------------------------------------------------
     def failed(self) -> list[TaskState]:
-        return [s for s in self.states if s.state != "succeeded"]
+        return [s for s in self.states if s.state != "succeeded" and s.state not in UNFINISHED]
+
+    def unfinished(self) -> list[TaskState]:
+        """Stopped or never started by a Ctrl-C: `--rerun-failed` runs them again, but they are
+        no shard's failure (not in `failed_indexes`, not counted as failed)."""
+        return [s for s in self.states if s.state in UNFINISHED]
 
     def shards_error(self) -> AcaGpuError | None:
         failed = self.failed()
@@ -92,9 +100,9 @@ class FanoutOutcome(WorkloadOutcome):
         per_s = self.per_second()
         replica_s = sum(s.gpu_seconds for s in self.states)
         return {
-            "gpu_seconds": round(replica_s * gpus, 1),
-            "replica_seconds": round(replica_s, 1),
-            "usd_estimate": round(per_s * replica_s, 4),
+            "gpu_seconds": round(replica_s * gpus, 3),
+            "replica_seconds": round(replica_s, 3),
+            "usd_estimate": round(per_s * replica_s, 6),
             "basis": "estimate: every attempt's measured replica lifetime x the replica's price",
         }
 
@@ -159,7 +167,9 @@ class FanoutOutcome(WorkloadOutcome):
             "summary": {
                 "shards": len(self.states),
                 **counts,
+                "failed": len(failed),
                 "failed_indexes": [s.task.index for s in failed],
+                "unfinished_indexes": [s.task.index for s in self.unfinished()],
                 "attempts": len(attempts),
                 "platform_retries": sum(s.platform_retries for s in self.states),
                 "user_retries": sum(s.user_retries for s in self.states),
@@ -182,6 +192,8 @@ def _what(state: TaskState) -> str:
     last = state.current
     if state.state == "cancelled" or last is None:
         return f"[{state.task.index}] not run"
+    if state.state == "stopped":
+        return f"[{state.task.index}] stopped"
     if last.fault == USER and last.exit_code is not None:
         return f"[{state.task.index}] exit {last.exit_code}"
     return f"[{state.task.index}] {last.reason or state.state}"
@@ -202,7 +214,9 @@ def render_fanout(doc: dict[str, Any]) -> str:
         lines.append(f"  [{shard['index']}] {shard['status']}: {code}; {shard['reason']}"
                      + (f" ({whose}'s failure)" if whose else ""))  # fmt: skip
     cost = doc["cost"]
-    lines.append(f"  cost ≈ ${cost['usd_estimate']:.4f} for {cost['gpu_seconds']:.0f} GPU-s (estimate)")
+    lines.append(
+        f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
+    )
     if doc.get("outputs"):
         out = doc["outputs"]
         lines.append(f"  outputs: {out.get('files', 0)} files in {out.get('dir')}"

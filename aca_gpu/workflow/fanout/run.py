@@ -68,7 +68,8 @@ def run_fanout(
     board = board_for(fanout, output)
     console = Console(False, lambda: output.stdout, lambda: output.stderr)
     console.mask = board.mask = masker(fanout.run.workload.secret_values.values())
-    tick = tick_s if tick_s is not None else max(0.5, min(2.0, waiter.interval * 4))
+    # one listing a second (docs/fanout.md): a look's tick also bounds how well a shard's start is known
+    tick = tick_s if tick_s is not None else max(0.5, min(1.0, waiter.interval * 4))
     plan, runtime = fanout_runtime_for(cloud, fanout.run.plan, waiter, fanout, console, board, tick)
     spec = replace(fanout.run, plan=plan)
     fanout = replace(fanout, run=spec)

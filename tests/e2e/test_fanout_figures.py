@@ -1,0 +1,119 @@
+"""A fan-out's figures and words that tell the truth (QA O1-O4, O12), against `acagpu emulator serve`
+as a real process and the CLI as a subprocess; one emulator and one warm environment for the file.
+
+The emulator's own billing (`/_emulator/billing`, each replica's wall seconds) judges the cost; its
+inventory and the host's process table judge what a Ctrl-C leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.serving import emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+SANDBOX = "busybox"  # not in Podman's storage: the emulator runs `sh -c` in its sandbox (sleep there)
+LINE = re.compile(
+    r"shards (\d+): queued (\d+) · starting (\d+) · running (\d+) · retrying (\d+) · "
+    r"succeeded (\d+) · failed (\d+) \| (.+ GPU-seconds) ≈ (\S+) \|"
+)
+
+
+def _acagpu(shell: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=timeout)
+
+
+def _get(emu: dict[str, str], path: str) -> dict[str, Any]:
+    answer = requests.get(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{path}",
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], dict[str, str]]]:
+    """(emulator, shell): one emulator and its warm environment `lab`, a user's default polling."""
+    tmp = tmp_path_factory.mktemp("fanout-figures")
+    with emulator_serve(tmp / "emu.env") as emu:
+        shell = os.environ | emu | {"ACAGPU_CACHE_DIR": str(tmp / "cache")}
+        shell.pop("ACAGPU_ENV", None)
+        shell.pop("ACAGPU_POLLING_INTERVAL", None)  # the default looks, as a user runs it
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
+        assert made.returncode == 0, made.stderr
+        yield emu, shell
+
+
+def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
+    lab: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    emu, shell = lab
+    done = _acagpu(shell, "run", "--env", "lab", "--yes", "--run-id", "fig1", "--shards", "9",
+                   "--parallel", "3", SANDBOX, "--", "sh", "-c", "sleep 2.5")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = Path(shell["ACAGPU_CACHE_DIR"]) / "fanout" / "fig1.json"  # the run's document, kept
+    doc = json.loads(record.read_text())["document"]
+    billed = sum(
+        r["wall_seconds"] * r["gpus"] for r in _get(emu, "billing")["replicas"] if r["run_id"] == "fig1"
+    )
+    # O1: each attempt's life from its own start and end, not whole looks (2x the bill before)
+    # (whole looks a second apart read 2.5 s shards as 2 s: 20 % under the bill before)
+    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.12 * billed, (doc["cost"], billed)
+    assert all(s["gpu_seconds"] > 0 for s in doc["shards"])  # O2: every shard that ran costs something
+    # O3: a line counts started-not-yet-running attempts apart; with shards waiting, P are under way
+    lines = [m for m in map(LINE.search, done.stderr.splitlines()) if m]
+    assert lines, done.stderr
+    waiting = [m for m in lines if int(m.group(2)) > 0 and int(m.group(6)) > 0]
+    assert waiting, done.stderr
+    assert all(int(m.group(3)) + int(m.group(4)) == 3 for m in waiting), [m.group(0) for m in waiting]
+    assert all(m.group(9) != "$0.0000" for m in lines if int(m.group(6)) > 0), [m.group(0) for m in lines]
+
+
+def test_exits_at_once_cost_more_than_nothing_in_the_money_text(
+    lab: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    """O2: containers that exit at once still ran: `<$0.0001`-style text, never `$0.0000 for 0 GPU-s`."""
+    _emu, shell = lab
+    done = _acagpu(shell, "run", "--env", "lab", "--yes", "--shards", "3", "--parallel", "3", SANDBOX, "--",
+                   "sh", "-c", "exit 0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    cost = next(line for line in done.stderr.splitlines() if "cost ≈" in line)
+    assert "$0.0000" not in cost and " 0 GPU-s" not in cost, cost
+    assert re.search(r"for \d+\.\d GPU-seconds", cost) and not re.search(r"for 0\.0 GPU", cost), cost
+
+
+def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, str], dict[str, str]]) -> None:
+    emu, shell = lab
+    proc = subprocess.Popen(
+        [*ACAGPU, "run", "--env", "lab", "--yes", "-o", "json", "--shards", "6", "--parallel", "3",
+         "--run-id", "figc", SANDBOX, "--", "sh", "-c", "sleep 60"],
+        env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_get(emu, "inventory")["replicas"]) < 3:
+        time.sleep(0.2)
+    time.sleep(1.5)  # the client has looked since: it knows them running
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    states = sorted(s["status"] for s in doc["shards"])
+    assert states == ["cancelled"] * 3 + ["stopped"] * 3, (states, err)  # O4: not "failed"
+    assert doc["summary"]["failed"] == 0 and doc["summary"]["failed_indexes"] == [], doc["summary"]
+    assert sorted(doc["summary"]["unfinished_indexes"]) == list(range(6))  # --rerun-failed runs them
