@@ -68,7 +68,7 @@ def _journeys(kinds: list[str], runs: int, run_seconds: float = 1.0) -> list[tup
 
 
 def one_scale(
-    scale: float, runs: int, stall: float, kinds: list[str], run_seconds: float = 1.0
+    scale: float, runs: int, stall: float, kinds: list[str], run_seconds: float = 1.0, polling: str = "0.02"
 ) -> list[dict[str, Any]]:
     os.environ["ACAGPU_CACHE_DIR"] = tempfile.mkdtemp(prefix="acagpu-cost-bench-")
     server = EmulatorServer(time_scale=scale, workload="simulated")
@@ -76,7 +76,10 @@ def one_scale(
     try:
         for key, value in server.client_env().items():
             os.environ[key] = value
-        os.environ["ACAGPU_POLLING_INTERVAL"] = "0.02"
+        if polling == "default":  # what a user meets: the client's own default polling
+            os.environ.pop("ACAGPU_POLLING_INTERVAL", None)
+        else:
+            os.environ["ACAGPU_POLLING_INTERVAL"] = polling
         if any(k.startswith("warm") for k in kinds):
             _invoke("env", "create", "lab", "--gpu", "t4", "--yes", "-o", "json")
         printed: dict[str, float] = {}
@@ -109,6 +112,9 @@ def main() -> None:
     parser.add_argument("--stall", type=float, default=0.0)
     parser.add_argument("--kinds", default="cold")
     parser.add_argument("--run-seconds", type=float, default=1.0, help="acagpu run's container sleeps this")
+    parser.add_argument(
+        "--polling", default="0.02", help="ACAGPU_POLLING_INTERVAL in seconds, or `default` (unset: 5 s)"
+    )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     print(
@@ -117,7 +123,7 @@ def main() -> None:
     )
     for scale in (float(s) for s in args.scales.split(",")):
         began = time.monotonic()
-        rows = one_scale(scale, args.runs, args.stall, kinds, args.run_seconds)
+        rows = one_scale(scale, args.runs, args.stall, kinds, args.run_seconds, args.polling)
         for r in rows:
             printed, billed = r.get("gpu_printed"), r.get("gpu_billed") or 0.0
             gpu = f"{100 * (printed - billed) / billed:+6.1f}" if printed is not None and billed else "     -"

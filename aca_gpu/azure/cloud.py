@@ -395,13 +395,15 @@ class AzureCloud:
     ) -> Iterator[str]:
         """Console lines of one execution; ends when the execution's replica is gone (it finished).
         `on_running` is called once its container is seen running (it bills from then on, long
-        before its first line)."""
+        before its first line): the stream is attached while the image still pulls, as in
+        `job_log_records`, and the service accepting it is the container's start, so a container
+        shorter than a look is neither missed nor counted from the look after its end."""
         deadline = self._clock() + timeout
         what = f"the awaited log line from job {job} execution {execution}"
-        container = self._execution_container(resource_group, job, execution, deadline, what)
+        container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
         if container is None:
             return
-        if on_running is not None:
+        if on_running is not None and (container.running_state or "").lower() in {RUNNING, "terminated"}:
             on_running()
         token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
@@ -421,6 +423,7 @@ class AzureCloud:
             finished=finished,
             timeout=max(1.0, deadline - self._clock()),
             sleep=self._sleep,
+            on_connected=on_running,
         )
 
     def job_log_records(

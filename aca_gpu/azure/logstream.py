@@ -254,6 +254,7 @@ def follow_lines(
     get: Getter = _get,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    on_connected: Callable[[], None] | None = None,
 ) -> Iterator[str]:
     """Messages from a log stream, reconnecting on drops until stop_when, end of replica, or deadline.
 
@@ -274,6 +275,7 @@ def follow_lines(
         get=get,
         clock=clock,
         sleep=sleep,
+        on_connected=on_connected,
     ):
         yield message
 

@@ -13,6 +13,7 @@ from aca_gpu.output import Output
 from aca_gpu.units import duration_text, usd_text
 from aca_gpu.workflow.context import open_cloud
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
+from aca_gpu.workflow.spend.so_far import UNCOUNTED
 from aca_gpu.workflow.status import fleet_status
 from aca_gpu.workflow.status import status as run_status
 
@@ -52,6 +53,8 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
     from aca_gpu.cost import load_prices
 
     print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)
+    if any(run["cost"].get("uncounted") for run in runs):
+        print("SPEND≈ ending in +: at least this much; " + UNCOUNTED, file=stream)
     if fleet:
         print(
             f"{len(runs)} run(s) in {len(doc['subscriptions'])} subscription(s) (Azure Resource Graph)",
@@ -73,7 +76,8 @@ def _runs_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
                 duration_text(run.get("age_seconds")),
                 "expired" if expires is not None and expires <= 0 else duration_text(expires),
                 _phase(run),
-                usd_text(usd if isinstance(usd, int | float) else None),
+                usd_text(usd if isinstance(usd, int | float) else None)
+                + ("+" if run["cost"].get("uncounted") else ""),
             ]
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
-from aca_gpu.naming import parse_iso_utc
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.replicas import event_reasons_of
 
@@ -50,29 +49,14 @@ class ExecutionRun:
         end when the execution had finished, else to the delete by teardown (a tester lingers,
         billed, after its result line), else to now. An execution never seen running that printed
         nothing had no replica to bill (a region abandoned before one was placed): 0, not the time
-        since the start request; one that did run (its container left an exit code) but no look saw
-        running, being shorter than a look, counts ARM's life of its execution instead of 0."""
+        since the start request."""
         began = self.running or self.first_line
-        if self.never_ran:
+        if self.never_ran or began is None:
             return 0.0
-        if began is None:
-            return self._arm_seconds()
         finished = self.info is not None and self.info.finished and self.ended is not None
         end = (self.ended if finished else None) or self.stopped or self.gone or self.ended
         end = end or time.monotonic()
-        measured = max(0.0, end - began)
-        return measured if self.running is not None else max(measured, self._arm_seconds())
-
-    def _arm_seconds(self) -> float:
-        """A container no look saw running (it lived less than a look, or printed before the stream
-        attached): its execution's life from ARM's own start and end times, the lifetime `status`,
-        `reap` and the guard count (spend/so_far.py), rather than 0 for a container that was billed.
-        An upper bound: ARM's times are whole seconds and include the placement and the pull."""
-        info = self.info
-        if info is None or not info.finished or not info.exit_codes or not info.end_time:
-            return 0.0
-        start, end = parse_iso_utc(info.start_time or ""), parse_iso_utc(info.end_time)
-        return 0.0 if start is None or end is None else max(0.0, (end - start).total_seconds())
+        return max(0.0, end - began)
 
     @property
     def exit_code(self) -> int | None:

@@ -5,7 +5,9 @@ if a replica ran all along, status the replicas that did run), so both call `run
 
 Serverless: every job execution in the run's group counts from ARM's start and end times (whatever
 the job is: probe, tester, a `run`'s workload, a shard), every app from the run's creation while it
-has a running replica (an upper bound, labelled as such); a stopped app bills nothing.
+has a running replica (an upper bound, labelled as such); a stopped app bills nothing now, and what
+it billed before it was stopped is not known from ARM (it lists only live replicas), so the figure
+says it leaves that out (`uncounted`) instead of presenting it as the whole spend.
 Dedicated: the node bills while the environment exists, replicas or not, so the figure is node time
 (the group's whole age): a kept, stopped dedicated run is not "≈$0.00". When the replicas cannot be
 read, a serverless figure is unknown (None) rather than a confident $0.00.
@@ -26,6 +28,10 @@ from aca_gpu.workflow.context import Run, age_seconds
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
 REPLICA_BASIS = "replica lifetimes"
+UNCOUNTED = (
+    "a stopped app's past use is not counted (a kept run's explorer before it was stopped, each "
+    "smi/exec wake): ARM keeps no record of a stopped app's replicas; `acagpu cost` has the bill"
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Executions:
     running: int = 0
     ended: int = 0
     apps: int = 0  # container apps: only `up --keep` leaves one (the CUDA explorer)
+    stopped_apps: int = 0  # of them, stopped now: their earlier replica lives are not in the figure
 
     def as_dict(self) -> dict[str, int]:
         return {"running": self.running, "ended": self.ended}
@@ -70,7 +77,13 @@ class RunSpend:
             "basis": self.basis,
             "prices": self.table,
             "executions": self.executions.as_dict(),
+            "uncounted": self.uncounted,
         }
+
+    @property
+    def uncounted(self) -> str | None:
+        """What the figure leaves out, said rather than hidden: a stopped app's earlier lives."""
+        return UNCOUNTED if self.executions.stopped_apps and self.node_seconds is None else None
 
 
 def tagged_profile(tags: Mapping[str, str]) -> GpuProfile | None:
@@ -100,11 +113,12 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, fl
     rg = run.resource_group
     if (run.group.provisioning_state or "").lower() == "deleting":
         return "deleting", 0.0, Executions()
-    phase, seconds = "empty", 0.0
+    phase, seconds, stopped = "empty", 0.0, 0
     apps = cloud.list_apps(rg)
     for app in apps:
         if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
             phase = "stopped" if phase == "empty" else phase  # a kept run between smi/exec uses
+            stopped += 1
             continue
         replicas = cloud.list_app_replicas(rg, app.name)
         running = any(r.running_state == "Running" for r in replicas)
@@ -117,7 +131,7 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, fl
     elif found and phase == "empty":
         phase = "ended"
     seconds += sum(execution_seconds(e.start_time, e.end_time, now) for e in found)
-    return phase, seconds, Executions(live, len(found) - live, len(apps))
+    return phase, seconds, Executions(live, len(found) - live, len(apps), stopped)
 
 
 def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
