@@ -148,11 +148,26 @@ def test_map_from_python_returns_results_in_item_order(
         _only_the_warm_environment_left(emu)
 
 
+def _container_processes() -> set[str]:
+    """`pid name` of every conmon of an emulator container on this host: `podman ps -a` lists
+    none of a container removed mid-create while its conmon and `runc init` live on."""
+    table = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    found = set()
+    for line in table.splitlines():
+        words = line.split()
+        if len(words) > 2 and words[1].endswith("conmon") and "-n" in words:
+            name = words[words.index("-n") + 1]
+            if name.startswith("acagpu-emu-"):
+                found.add(f"{words[0]} {name}")
+    return found
+
+
 def test_ctrl_c_mid_fanout_stops_every_running_shard_and_leaves_nothing(
     tmp_path: Path,
     podman: str,  # noqa: F811
     test_image: str,  # noqa: F811
 ) -> None:
+    before = _container_processes()  # another run's, not this test's to judge
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = _shell(emu, tmp_path)
         assert _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes").returncode == 0
@@ -173,6 +188,11 @@ def test_ctrl_c_mid_fanout_stops_every_running_shard_and_leaves_nothing(
         [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""
+    deadline, stayed = time.monotonic() + 10, {"?"}
+    while stayed and time.monotonic() < deadline:  # a conmon killed a moment ago may still be listed
+        stayed = _container_processes() - before
+        time.sleep(0.2)
+    assert not stayed, f"container processes left on the host: {stayed}"
 
 
 def test_map_file_gives_each_shard_its_item_and_logs_failed_prints_only_the_failed(tmp_path: Path) -> None:

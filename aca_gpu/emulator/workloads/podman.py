@@ -10,10 +10,12 @@ through its own environment (`-e NAME`), never on its command line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Mapping
@@ -93,6 +95,51 @@ def run_in_podman(
         subprocess.run(
             [binary, "rm", "-f", "--time", "0", name], capture_output=True, timeout=60, check=False
         )
+        kill_leftovers(name)
 
     container.on_stop(remove)
     container.run_streams(podman_argv(binary, spec, name, storages), outside)
+
+
+def kill_leftovers(name: str) -> list[int]:
+    """Kill what a container stopped mid-create left on the host: its `conmon` and the `runc init`
+    under it. A `podman run` killed between runc's create and start leaves both (conmon re-parented
+    to init, runc init waiting for a start that never comes) while `podman rm -f` finds no
+    container and `podman ps -a` lists none. Found by the container's exact name on conmon's own
+    command line (`-n NAME`): only this replica's processes. Returns the pids killed."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    conmons: list[tuple[int, str | None]] = []
+    parents: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        with contextlib.suppress(ValueError, IndexError):
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        words = [w.decode(errors="replace") for w in argv]
+        if not words or not words[0].endswith("conmon") or name not in words:
+            continue
+        at = words.index(name)
+        if at == 0 or words[at - 1] != "-n":
+            continue
+        ident = words[words.index("-c") + 1] if "-c" in words[:-1] else None
+        conmons.append((int(entry.name), ident))
+    killed: list[int] = []
+    runc = shutil.which("runc")
+    for pid, ident in conmons:
+        if runc is not None and ident:  # runc's own delete kills `runc init` and frees its cgroup
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(
+                    [runc, "delete", "--force", ident], capture_output=True, timeout=10, check=False
+                )
+        for child in [c for c, parent in parents.items() if parent == pid] + [pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+                killed.append(child)
+    return killed
