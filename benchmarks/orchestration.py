@@ -20,7 +20,7 @@ With realistic ACA durations scaled down (`--time-scale`), this measures:
   5. With `--staged`, the same model: cold `up`; `up --env` pulling from Docker Hub; `up --env`
      after `acagpu image stage` of its probe and tester images (a same-region registry); and, in an
      emulator with `--pulls streaming=on` (UNCONFIRMED on ACA), `up --env` of images staged in a
-     Premium registry whose streaming artifacts are converted. Staging is done before the clock.
+     Premium registry whose streaming artifacts are converted (`--stream`). Staging is done before the clock.
 
 Usage: python benchmarks/orchestration.py [--time-scale 0.02] [--poll 0.02] [--runs 3] [--warm | --staged]
 """
@@ -244,9 +244,10 @@ def staged_timings(args: argparse.Namespace) -> None:
                     rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, f"p{i}"))
                 images = (DEFAULT_IMAGE, DEFAULT_TESTER_IMAGE)
                 sku = "Premium" if model else "Standard"
-                stage_images(cloud, "bench", images, NullProgress(), inspect=False, sku=sku)
-                if model:  # the streaming conversion runs after the import (emulator/pulls.py)
-                    time.sleep(emu.ctx.clock.scaled(300) if emu.ctx else 0)
+                # with streaming, the stage asks ACR's conversion and waits for it (docs/staging.md)
+                stage_images(
+                    cloud, "bench", images, NullProgress(), inspect=False, sku=sku, stream=bool(model)
+                )
                 label = "up --env (staged, streamed)" if model else "up --env (staged)"
                 rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, f"s{i}"))
     med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in rows.items()}

@@ -34,7 +34,8 @@ def _line(doc: dict[str, Any]) -> str:
     staged = doc.get("staged") or {}
     for item in staged.get("images") or []:
         size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
-        text += f"\n  staged {item['image']} -> {item['staged_as']}{size}"
+        streamed = ", streaming artifact" if item.get("streaming") == "converted" else ""
+        text += f"\n  staged {item['image']} -> {item['staged_as']}{size}{streamed}"
     return text
 
 

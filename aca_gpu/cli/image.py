@@ -23,7 +23,8 @@ def _render(doc: dict[str, Any]) -> Any:
         print(f"registry {doc['registry']} ({doc['login_server']}) in {doc['resource_group']}", file=stream)
         for item in doc["images"]:
             size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
-            print(f"  {item['image']} -> {item['staged_as']}{size}", file=stream)
+            streamed = ", streaming artifact" if item.get("streaming") == "converted" else ""
+            print(f"  {item['image']} -> {item['staged_as']}{size}{streamed}", file=stream)
         for note in doc["notes"]:
             print(f"note: {note}", file=stream)
 
@@ -46,15 +47,27 @@ def _render(doc: dict[str, Any]) -> Any:
     show_default=True,
     help="The registry's tier; Premium is what ACR's artifact streaming needs (docs/staging.md).",
 )
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Have ACR convert each image into a streaming artifact and wait for it (needs --sku Premium).",
+)
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @output_options
 def stage(
-    output: Output, images: tuple[str, ...], env_name: str, inspect: bool, sku: str, subscription: str | None
+    output: Output,
+    images: tuple[str, ...],
+    env_name: str,
+    inspect: bool,
+    sku: str,
+    stream: bool,
+    subscription: str | None,
 ) -> None:
     """Import IMAGES into the environment's registry (made on request) so its runs pull them by tag
-    from the same region, with the environment's managed identity. Exit 2 before anything is made
-    when an image, the registry name or your right to assign AcrPull says it cannot work."""
+        from the same region, with the environment's managed identity. Exit 2 before anything is made
+        when an image, the registry name or your right to assign AcrPull says it cannot work, or when
+    --stream is asked of a registry that is not Premium."""
     cloud = open_cloud(command_settings(subscription))
-    result = stage_images(cloud, env_name, images, output, inspect=inspect, sku=sku)
+    result = stage_images(cloud, env_name, images, output, inspect=inspect, sku=sku, stream=stream)
     doc = {"schema": 1, **result.as_dict()}
     output.emit(doc, _render(doc))

@@ -9,7 +9,8 @@ executions found their image cached ("each got a fresh pod"), so by default noth
 UNCONFIRMED, and therefore switches that are off by default:
 - `cache`: a node keeps a pulled image for `cache_ttl_s` and a later replica of the same environment
   and profile starts without a pull (7 of 16 *app* replicas did; no job execution did);
-- `streaming`: a pull by tag of an image whose ACR streaming artifact is converted reads only what
+- `streaming`: a pull by tag of an image whose ACR streaming artifact is converted (its conversion
+  requested on the registry's data plane and finished: providers/registry/streaming.py) reads only what
   the container touches before it starts (`streaming_read_fraction` of the image) — ACR's artifact
   streaming is GA on AKS; whether ACA's serverless GPU pulls use it is not known.
 """

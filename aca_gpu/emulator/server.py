@@ -44,6 +44,7 @@ from aca_gpu.emulator.providers.graph.urls import ROUTES as GRAPH_ROUTES
 from aca_gpu.emulator.providers.operationalinsights import query as logs_query
 from aca_gpu.emulator.providers.operationalinsights.urls import QUERY_PREFIX
 from aca_gpu.emulator.providers.operationalinsights.urls import ROUTES as LOGS_ROUTES
+from aca_gpu.emulator.providers.registry import streaming as acr_streaming
 from aca_gpu.emulator.providers.registry.urls import ROUTES as REGISTRY_ROUTES
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
@@ -358,6 +359,8 @@ class EmulatorServer:
             if not self._authorized(req):  # Log Analytics takes the same Entra tokens
                 return _unauthorized(req)
             return await logs_query.query(ctx, req, path.removeprefix(QUERY_PREFIX).split("/", 1)[0])
+        if path.startswith(acr_streaming.PREFIX):  # a registry's data plane (its host is not ours)
+            return await acr_streaming.serve(ctx, req, path)
         for route in DATA_ROUTES:
             params = route.match(req.method, path)
             if params is not None:  # the subscription the path names serves it (its tokens, replicas)

@@ -81,13 +81,15 @@ class StorageAccount:
 @dataclass
 class StagedImage:
     """One repository:tag of a registry: what an import brought (digest, size) and its streaming
-    artifact's conversion (none, Running until `streaming_ready_at`, then Succeeded)."""
+    artifact's conversion (none until requested, Running until `streaming_ready_at`, then Succeeded)."""
 
     source: str
     digest: str
     size_bytes: int
     imported_at: float  # monotonic time the import finished
     streaming_ready_at: float | None = None
+    streaming_op: str = ""  # the conversion operation's id, once one was requested
+    streaming_from: float = 0.0  # monotonic time it was requested (its progress)
 
 
 @dataclass

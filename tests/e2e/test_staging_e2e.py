@@ -198,3 +198,65 @@ def test_acagpu_run_stops_when_the_host_driver_is_older_than_its_image(tmp_path:
         assert "535.54.03" in doc["container"]["reason"] and "GpuDriverInfo" in doc["container"]["reason"]
         billing = _arm_get(emu, "/_emulator/billing", "").json()
         assert [r for r in billing["replicas"] if r["resource"].startswith("run-")] == [], billing
+
+
+def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tmp_path: Path) -> None:
+    """`image stage --sku Premium --stream`: the repository's streaming on, the tag's conversion
+    requested and waited for on the registry's data plane; `up --env` under `--pulls streaming=on`
+    then streams the staged copy. `--stream` of a Standard registry: exit 2, nothing made."""
+    from aca_gpu.workflow.staging.catalogue import registry_name
+
+    extra = ("--durations", "aca-2026", "--pulls", "streaming=on")
+    with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        sub = emu["ACAGPU_SUBSCRIPTION"]
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        path = _registry_path(sub, "rg-acagpu-env-lab", registry_name(sub, "lab"))
+
+        refused = _run(
+            shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--stream", "-o", "json"
+        )
+        assert refused.returncode == 2, refused.stderr
+        error = _doc(refused)["error"]
+        assert "Premium" in error["message"] and error["hint"] == "add --sku Premium", error
+        assert _arm_get(emu, path, "2025-11-01").status_code == 404  # nothing was made
+
+        # Premium alone converts nothing: a conversion is requested, not implied by the SKU
+        args = ("image", "stage", TORCH, "--env", "lab", "--no-inspect", "--sku", "Premium")
+        plain = _run(shell, *args, "-o", "json")
+        assert plain.returncode == 0 and _doc(plain)["images"][0]["streaming"] == "off", plain.stderr
+        first = _run(shell, "up", "--env", "lab", "--yes", "-o", "json")
+        assert first.returncode == 0, first.stderr
+        assert {p["how"] for p in _pulls(_doc(first))} == {"pulled"}, _pulls(_doc(first))
+
+        staged = _run(shell | {"ACAGPU_PROGRESS_S": "0.05"}, *args, "--stream", "-o", "json")
+        assert staged.returncode == 0, staged.stderr
+        stage = _doc(staged)
+        server = stage["login_server"]
+        assert [(i["staged_as"], i["streaming"]) for i in stage["images"]] == [
+            (f"{server}/{TORCH}", "converted")
+        ]
+        waits = [line for line in staged.stderr.splitlines() if "waiting for streaming artifact" in line]
+        assert any("Running" in line for line in waits), staged.stderr  # no silent wait
+
+        # the conversion is ACR's, on the registry's data plane: its operation ended Succeeded
+        repo, tag = TORCH.split(":")
+        data = f"{emu['ACAGPU_ARM_ENDPOINT']}/_acr/{server}"
+        digest = requests.get(
+            f"{data}/acr/v1/{repo}/_tags/{tag}", verify=emu["ACAGPU_CA_BUNDLE"], timeout=10
+        ).json()["tag"]["digest"]
+        op = requests.get(
+            f"{data}/acr/v1/{repo}/_streaming/{digest}", verify=emu["ACAGPU_CA_BUNDLE"], timeout=10
+        )
+        assert op.status_code == 200 and op.json()["status"] == "Succeeded", op.text
+
+        shown = _run(shell, "env", "show", "lab")
+        assert f"{server}/{TORCH}" in shown.stdout and "streaming artifact" in shown.stdout, shown.stdout
+
+        up = _run(shell, "up", "--env", "lab", "--yes", "-o", "json")
+        assert up.returncode == 0, up.stderr
+        pulls = {p["image"]: p for p in _pulls(_doc(up))}
+        tester = pulls.get(f"{server}/{TORCH}")
+        assert tester is not None and tester["how"] == "streamed", pulls

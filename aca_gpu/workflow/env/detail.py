@@ -102,7 +102,8 @@ def render(doc: dict[str, Any]) -> str:
     for item in (doc.get("staged") or {}).get("images") or []:  # docs/staging.md
         size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
         digest = f", {item['digest'][:19]}…" if item.get("digest") else ""
-        lines.append(f"  staged         {item['image']} -> {item['staged_as']}{size}{digest}")
+        streamed = ", streaming artifact" if item.get("streaming") == "converted" else ""
+        lines.append(f"  staged         {item['image']} -> {item['staged_as']}{size}{digest}{streamed}")
     if doc.get("error"):
         lines.append(f"  error          {doc['error']}")
     return "\n".join(lines)

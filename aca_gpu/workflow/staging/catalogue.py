@@ -3,7 +3,7 @@
 One registry per environment (named from the subscription and the environment, like its storage
 account: found again by every run, and another subscription's environment of the same name gets
 another one, since registry names are global). Each staged image is one tag on the registry,
-`acagpu-staged-<8 hex>` = `image|repository:tag|digest|bytes`: a run reads the registry once (one
+`acagpu-staged-<8 hex>` = `image|repository:tag|digest|bytes[|streaming]`: a run reads the registry once (one
 ARM GET) to know what it may pull from there, and `env show` lists the same.
 """
 
@@ -58,12 +58,15 @@ class Staged:
     target: str  # repository:tag in the environment's registry
     digest: str | None
     size_bytes: int | None
+    streaming: bool = False  # ACR converted it into a streaming artifact (`image stage --stream`)
 
     def tag_key(self) -> str:
         return TAG_PREFIX + hashlib.sha256(self.image.encode()).hexdigest()[:HASH_CHARS]
 
     def tag_value(self) -> str:
         value = f"{self.image}|{self.target}|{self.digest or '-'}|{self.size_bytes or '-'}"
+        if self.streaming:
+            value += "|streaming"
         return value[:TAG_VALUE_MAX]
 
     def ref(self, login_server: str) -> str:
@@ -76,6 +79,7 @@ class Staged:
             "staged_as": self.ref(login_server),
             "digest": self.digest,
             "bytes": self.size_bytes,
+            "streaming": "converted" if self.streaming else "off",
         }
 
 
@@ -86,10 +90,14 @@ def read(tags: Mapping[str, str]) -> dict[str, Staged]:
         if not k.startswith(TAG_PREFIX):
             continue
         parts = v.split("|")
-        if len(parts) != 4 or not parts[0] or not parts[1]:
+        if len(parts) not in (4, 5) or not parts[0] or not parts[1]:
             continue
-        image, target, digest, size = parts
+        image, target, digest, size = parts[:4]
         found[image] = Staged(
-            image, target, None if digest == "-" else digest, int(size) if size.isdigit() else None
+            image,
+            target,
+            None if digest == "-" else digest,
+            int(size) if size.isdigit() else None,
+            parts[4:] == ["streaming"],
         )
     return found

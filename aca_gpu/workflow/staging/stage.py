@@ -16,11 +16,11 @@ none of which arrived is deleted again, and images that did arrive are recorded 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, AuthError, BadInput, NotFound, PreflightRefused
+from aca_gpu.errors import AcaGpuError, AuthError, BadInput, CloudError, NotFound, PreflightRefused
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
@@ -31,6 +31,8 @@ from aca_gpu.workflow.workload.shares import account_tags
 
 SKU = "Standard"
 SKUS = ("Standard", "Premium")  # Premium is what ACR's artifact streaming needs (docs/staging.md)
+STREAMING_SKU = "Premium"
+CONVERSION_DEADLINE_S = 1800.0  # ACR converts a GB image in minutes (docs/staging.md); past this, exit 4
 
 
 @dataclass
@@ -124,6 +126,7 @@ def stage_images(
     *,
     inspect: bool = True,
     sku: str = SKU,
+    stream: bool = False,
 ) -> StageResult:
     """Stage every image (see the module doc); returns what was made and where each image is."""
     refs = [parse_image_ref(i) for i in dict.fromkeys(i.strip() for i in images if i.strip())]
@@ -131,6 +134,11 @@ def stage_images(
         raise BadInput("name at least one image to stage")
     if sku not in SKUS:
         raise BadInput(f"--sku {sku}: one of {', '.join(SKUS)}")
+    if stream and sku != STREAMING_SKU:
+        raise BadInput(
+            f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
+            hint=f"add --sku {STREAMING_SKU}",
+        )
     group, env = envs.find_env(cloud, env_name)
     ops, clients = registry_ops(cloud)
     name = catalogue.registry_name(clients.subscription_id, env_name)
@@ -176,10 +184,22 @@ def stage_images(
             with progress.step(f"import {image}") as step:
                 source_registry, source_image, target = catalogue.target_of(image)
                 ops.import_image(clients, group.name, name, source_registry, source_image, target)
-                fact = facts[image]
-                staged[image] = Staged(image, target, fact.digest, fact.size_bytes)
+                fact, before = facts[image], staged.get(image)
+                kept = before is not None and before.target == target and before.digest == fact.digest
+                staged[image] = Staged(
+                    image,
+                    target,
+                    fact.digest,
+                    fact.size_bytes,
+                    kept and before is not None and before.streaming,
+                )
                 step.update(staged[image].ref(reg.login_server))
-            result.images.append(staged[image].as_dict(reg.login_server))
+            if not stream:
+                result.images.append(staged[image].as_dict(reg.login_server))
+        if stream:
+            for ref in refs:
+                staged[str(ref)] = _convert(clients, reg.login_server, staged[str(ref)], progress)
+                result.images.append(staged[str(ref)].as_dict(reg.login_server))
     except AcaGpuError:
         # nothing half-made: a registry this call made for images none of which arrived goes again;
         # otherwise the images that did arrive are recorded before the failure is reported
@@ -194,6 +214,36 @@ def stage_images(
         raise
     _record(ops, clients, group, name, reg, staged, progress)
     return result
+
+
+def _convert(clients: Any, login_server: str, item: Staged, progress: Progress) -> Staged:
+    """Streaming on for the image's repository, its conversion requested by tag and waited for until
+    the streaming artifact exists (docs/staging.md, "Artifact streaming")."""
+    from aca_gpu.azure import acr_streaming as streaming
+
+    repository, _, tag = item.target.rpartition(":")
+    client = streaming.registry_client(clients, login_server)
+    with progress.step(f"streaming artifact {item.target}") as step:
+        streaming.enable_repository(client, repository)
+        digest = streaming.tag_digest(client, repository, tag)
+        if streaming.artifact_exists(client, repository, digest):
+            step.update("converted already")
+        else:
+            first = streaming.request_conversion(client, repository, digest)
+            streaming.wait_conversion(
+                client,
+                repository,
+                first,
+                CONVERSION_DEADLINE_S,
+                lambda c: step.update(f"{c.status or 'requested'} {c.progress}".strip()),
+                poll_s=float(clients.settings.polling_interval),
+            )
+            if not streaming.artifact_exists(client, repository, digest):
+                raise CloudError(
+                    f"the conversion of {item.target} succeeded but no streaming artifact refers to it"
+                )
+            step.update(f"converted ({digest[:19]})")
+    return replace(item, streaming=True)
 
 
 def _record(
@@ -232,5 +282,4 @@ def listing(cloud: Cloud, resource_group: str, env_name: str) -> dict[str, Any] 
     return {
         "login_server": server,
         "images": [s.as_dict(server) for s in sorted(staged.values(), key=lambda s: s.image)],
-        "streaming": "acagpu does not request ACR's streaming conversion (see docs/staging.md)",
     }

@@ -6,7 +6,7 @@ in another subscription or group is 409 `AlreadyInUse`); SKUs Basic, Standard, P
 takes a few seconds. An import copies `source.sourceImage` from `source.registryUri` into
 `targetTags` server-side (no Docker); it fails for an image the emulator's image model says does
 not exist (the `pull` fault naming it, or a deprecated `latest` tag of nvidia/cuda). A Premium
-registry converts each imported image into a streaming artifact (UNCONFIRMED timing, pulls.py).
+registry converts an imported image into a streaming artifact when asked (streaming.py).
 A registry goes with its group.
 """
 
@@ -180,11 +180,6 @@ def begin_import(ctx: Ctx, reg: Registry, body: dict[str, Any]) -> tuple[float, 
     done = ctx.clock.after_seconds(pulls.import_seconds(size))
     if failure is None:
         digest = "sha256:" + hashlib.sha256(full.encode()).hexdigest()
-        for target in targets:
-            stream_at = None
-            if reg.sku == "Premium":
-                stream_at = ctx.clock.after_seconds(
-                    pulls.import_seconds(size) + pulls.conversion_seconds(size)
-                )
-            reg.images[target.lower()] = StagedImage(full, digest, size, done, stream_at)
+        for target in targets:  # no streaming artifact until its conversion is requested (streaming.py)
+            reg.images[target.lower()] = StagedImage(full, digest, size, done)
     return done, targets, failure
