@@ -4,7 +4,7 @@ env show reads the environment's jobs and executions to list the runs inside it 
 with the job listing truncated it sat 26 s printing nothing on stderr, then `state: unknown`.
 
 Real processes: `acagpu emulator serve`, the chaos proxy in front holding the environment's job
-listing for 3 s, and `acagpu env show` as a subprocess with its progress period at 0.3 s.
+listing for 2 s, and `acagpu env show` as a subprocess with its progress period at 0.3 s.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ def test_env_show_says_what_it_waits_for_when_arm_is_slow(tmp_path: Path, fmt: s
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr
         proxy.set_rules(
-            {"rules": [{"fault": "latency", "method": "GET", "path": r"/jobs$", "seconds": 3, "count": 0}]}
+            {"rules": [{"fault": "latency", "method": "GET", "path": r"/jobs$", "seconds": 2, "count": 0}]}
         )
         began = time.monotonic()
         shown = _acagpu(shell, "env", "show", "lab", "-o", fmt)
         waited = time.monotonic() - began
         proxy.set_rules({"rules": []})
-        assert waited >= 3, waited  # the listing was held: there was a wait to speak about
+        assert waited >= 2, waited  # the listing was held: there was a wait to speak about
         assert shown.returncode == 0, shown.stderr
         if fmt == "json":
             assert json.loads(shown.stdout)["name"] == "lab"
