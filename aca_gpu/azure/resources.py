@@ -197,6 +197,11 @@ def usages(clients: Clients, location: str) -> list[UsageInfo]:
     items = retrying(
         "list usages in", location, lambda: [as_json(i) for i in clients.apps.usages.list(location)]
     )
+    return usage_infos(items)
+
+
+def usage_infos(items: list[dict[str, Any]]) -> list[UsageInfo]:
+    """Usage documents (a region's or an environment's: the same shape) as UsageInfo."""
     result = []
     for doc in items:
         name = doc.get("name")

@@ -17,7 +17,7 @@ from typing import Any
 from aca_gpu.azure import api_versions
 from aca_gpu.azure.apps import _q, app_path, execution_info, execution_template, list_executions, send
 from aca_gpu.azure.clients import Clients
-from aca_gpu.azure.resources import as_json
+from aca_gpu.azure.resources import as_json, usage_infos
 from aca_gpu.azure.translate import retrying, translate_errors
 from aca_gpu.errors import AcaGpuError, CloudError, InfraError, is_throttled
 from aca_gpu.models import ContainerDef, ExecutionInfo, UsageInfo
@@ -120,22 +120,7 @@ def environment_usages(clients: Clients, rg: str, environment: str) -> list[Usag
         environment,
         lambda: [as_json(i) for i in clients.apps.managed_environment_usages.list(rg, environment)],
     )
-    found = []
-    for doc in items:
-        name = doc.get("name")
-        label = name.get("value") if isinstance(name, Mapping) else name
-        display = name.get("localizedValue") if isinstance(name, Mapping) else None
-        current = doc.get("currentValue", doc.get("usage", 0))
-        found.append(
-            UsageInfo(
-                name=str(label or ""),
-                current=float(current or 0),
-                limit=float(doc.get("limit") or 0),
-                unit=doc.get("unit"),
-                display_name=str(display) if display else None,
-            )
-        )
-    return found
+    return usage_infos(items)
 
 
 # ---- the results share (Azure Files data plane) ---------------------------------------------------
