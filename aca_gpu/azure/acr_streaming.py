@@ -51,7 +51,13 @@ def data_plane_endpoint(clients: Clients, login_server: str) -> str:
 def registry_client(clients: Clients, login_server: str) -> Any:
     from azure.containerregistry import ContainerRegistryClient
 
+    from aca_gpu import recording
+
     kwargs: dict[str, Any] = {}
+    if recording.active() is not None:  # --record: the registry's exchanges too (as acr.py does)
+        from aca_gpu.azure.recorder import policy_options
+
+        kwargs.update(policy_options())
     if clients.settings.ca_bundle:
         kwargs["connection_verify"] = clients.settings.ca_bundle
     return ContainerRegistryClient(
