@@ -83,6 +83,9 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   placement that never happens. Example:
   `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
 
+- `conversion`: an ACR artifact-streaming conversion requested on an emulated registry's data
+  plane ends `Failed` when it would have succeeded (providers/registry/streaming.py).
+
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
 with `slow_create`).
@@ -119,6 +122,7 @@ KINDS = (
     "unknown",
     "processing",
     "linger",
+    "conversion",
 )
 
 # what a registry answers for each `pull:error=` (containerd's wording, as ACA's log relays it)

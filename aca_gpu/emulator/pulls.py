@@ -237,6 +237,7 @@ def pull_plan(runtime: Any, rep: Replica, env: Environment | None, image: str) -
                 model.streaming
                 and by_tag
                 and found.streaming_ready_at is not None
+                and not found.streaming_fails
                 and clock.now() >= found.streaming_ready_at
             ):
                 return PullPlan(

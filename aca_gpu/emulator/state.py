@@ -90,6 +90,7 @@ class StagedImage:
     streaming_ready_at: float | None = None
     streaming_op: str = ""  # the conversion operation's id, once one was requested
     streaming_from: float = 0.0  # monotonic time it was requested (its progress)
+    streaming_fails: bool = False  # a `conversion` fault: it ends Failed
 
 
 @dataclass

@@ -260,3 +260,22 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
         pulls = {p["image"]: p for p in _pulls(_doc(up))}
         tester = pulls.get(f"{server}/{TORCH}")
         assert tester is not None and tester["how"] == "streamed", pulls
+
+
+def test_a_failed_streaming_conversion_is_one_line_and_the_image_stays_staged(tmp_path: Path) -> None:
+    """ACR's conversion ends Failed (the emulator's `conversion` fault): exit 7, one error line naming
+    the status, and the image that was imported is still recorded (pulled in full, not streamed)."""
+    with emulator_serve(tmp_path / "emu.env", extra=("--faults", "conversion")) as emu:
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell.pop("ACAGPU_ENV", None)
+        made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        args = ("image", "stage", TORCH, "--env", "lab", "--no-inspect", "--sku", "Premium", "--stream")
+        failed = _run(shell, *args, "-o", "json")
+        assert failed.returncode == 7, failed.stderr
+        assert "ended Failed" in _doc(failed)["error"]["message"], failed.stdout
+        assert len([line for line in failed.stderr.splitlines() if line.startswith("error:")]) == 1
+        assert "Traceback" not in failed.stderr
+        shown = _doc(_run(shell, "env", "show", "lab", "-o", "json"))
+        images = (shown.get("staged") or {}).get("images") or []
+        assert [(i["image"].endswith(TORCH), i["streaming"]) for i in images] == [(True, "off")], shown

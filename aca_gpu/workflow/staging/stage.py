@@ -178,6 +178,7 @@ def stage_images(
         step.update(f"{principal} may pull from {name}")
     staged = catalogue.read(reg.tags)
     had_images = bool(staged)
+    imported: list[str] = []  # what arrived in this call (a failed conversion leaves them staged)
     try:
         for ref in refs:
             image = str(ref)
@@ -194,6 +195,7 @@ def stage_images(
                     kept and before is not None and before.streaming,
                 )
                 step.update(staged[image].ref(reg.login_server))
+            imported.append(image)
             if not stream:
                 result.images.append(staged[image].as_dict(reg.login_server))
         if stream:
@@ -203,13 +205,13 @@ def stage_images(
     except AcaGpuError:
         # nothing half-made: a registry this call made for images none of which arrived goes again;
         # otherwise the images that did arrive are recorded before the failure is reported
-        if result.created and not had_images and not result.images:
+        if result.created and not had_images and not imported:
             with progress.step(f"remove registry {name} (nothing was imported)") as step:
                 try:
                     ops.delete_registry(clients, group.name, name)
                 except AcaGpuError as gone:  # it goes with the environment's group in any case
                     step.update(f"left in {group.name}: {gone.message}")
-        elif result.images:
+        elif imported:
             _record(ops, clients, group, name, reg, staged, progress)
         raise
     _record(ops, clients, group, name, reg, staged, progress)

@@ -10,7 +10,8 @@ served at `/_acr/{login server}/...` on the emulator's HTTPS host, with ACR's ow
 - GET `/acr/v1/{repo}/_operations/{id}`: the operation (NotStarted, Running with a progress, Succeeded);
 - GET `/v2/{repo}/referrers/{digest}`: the streaming artifact, once converted, as a referrer.
 
-The conversion takes `pulls.conversion_seconds(size)` on the scaled clock (UNCONFIRMED), and only a
+The conversion takes `pulls.conversion_seconds(size)` on the scaled clock (UNCONFIRMED; a
+`conversion` fault ends it Failed), and only a
 Premium registry converts (the SKU artifact streaming needs; the refusal's wire form is UNCONFIRMED).
 The calls need no token (UNCONFIRMED simplification: ACR answers 401 with a challenge, and the SDK
 exchanges an Entra token for an ACR one; the emulator does not serve that exchange).
@@ -63,7 +64,7 @@ def _operation(ctx: Ctx, img: StagedImage) -> dict[str, Any]:
     return {
         "id": img.streaming_op,
         "digest": img.digest,
-        "status": "Succeeded" if done else "Running",
+        "status": ("Failed" if img.streaming_fails else "Succeeded") if done else "Running",
         "progress": f"{int(share * 100)}%",
         "conversionFormat": "overlaybd",
         "conversionVersion": "v1",
@@ -97,6 +98,7 @@ async def serve(ctx: Ctx, req: web.Request, path: str) -> web.StreamResponse:
         if (
             img is not None
             and img.streaming_ready_at is not None
+            and not img.streaming_fails
             and owner.clock.now() >= img.streaming_ready_at
         ):
             manifests.append(
@@ -165,8 +167,10 @@ async def _streaming(
         if not img.streaming_op:
             return _error(404, "OPERATION_UNKNOWN", f"no streaming operation for {repo}@{digest}")
         return json_response(_operation(ctx, img))
+    fails = not img.streaming_op and ctx.faults.fire("conversion", path=f"{repo}@{digest}") is not None
     for _, same in _images(reg, repo):  # every tag of this digest shares the one artifact
         if same.digest == digest and not same.streaming_op:
+            same.streaming_fails = fails
             same.streaming_op = uuid.uuid4().hex
             same.streaming_from = ctx.clock.now()
             same.streaming_ready_at = ctx.clock.after_seconds(pulls.conversion_seconds(same.size_bytes))
