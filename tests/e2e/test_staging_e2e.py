@@ -251,6 +251,12 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
             f"{data}/acr/v1/{repo}/_streaming/{digest}", verify=emu["ACAGPU_CA_BUNDLE"], timeout=10
         )
         assert op.status_code == 200 and op.json()["status"] == "Succeeded", op.text
+        again = _run(shell, *args, "--stream", "-o", "json")  # converted already: not asked again
+        assert again.returncode == 0 and _doc(again)["images"][0]["streaming"] == "converted", again.stderr
+        same = requests.get(
+            f"{data}/acr/v1/{repo}/_streaming/{digest}", verify=emu["ACAGPU_CA_BUNDLE"], timeout=10
+        )
+        assert same.json()["id"] == op.json()["id"], same.text
 
         shown = _run(shell, "env", "show", "lab")
         assert f"{server}/{TORCH}" in shown.stdout and "streaming artifact" in shown.stdout, shown.stdout

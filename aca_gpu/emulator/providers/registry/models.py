@@ -181,5 +181,8 @@ def begin_import(ctx: Ctx, reg: Registry, body: dict[str, Any]) -> tuple[float, 
     if failure is None:
         digest = "sha256:" + hashlib.sha256(full.encode()).hexdigest()
         for target in targets:  # no streaming artifact until its conversion is requested (streaming.py)
+            before = reg.images.get(target.lower())
+            if before is not None and before.digest == digest:  # the same manifest: its referrers stay
+                continue
             reg.images[target.lower()] = StagedImage(full, digest, size, done)
     return done, targets, failure
