@@ -395,12 +395,13 @@ class AzureCloud:
     ) -> Iterator[str]:
         """Console lines of one execution; ends when the execution's replica is gone (it finished).
         `on_running` is called once its container is seen running (it bills from then on, long
-        before its first line): the stream is attached while the image still pulls, as in
+        before its first line): a follower's stream is attached while the image still pulls, as in
         `job_log_records`, and the service accepting it is the container's start, so a container
         shorter than a look is neither missed nor counted from the look after its end."""
         deadline = self._clock() + timeout
         what = f"the awaited log line from job {job} execution {execution}"
-        container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
+        # a follower attaches early; a one-off read (`logs --tester`) wants a container that ran
+        container = self._execution_container(resource_group, job, execution, deadline, what, early=follow)
         if container is None:
             return
         if on_running is not None and (container.running_state or "").lower() in {RUNNING, "terminated"}:
