@@ -65,7 +65,7 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
 ) -> None:
     emu, shell = lab
     done = _acagpu(shell, "run", "--env", "lab", "--yes", "--run-id", "fig1", "--shards", "9",
-                   "--parallel", "3", SANDBOX, "--", "sh", "-c", "sleep 2.5")  # fmt: skip
+                   "--parallel", "3", SANDBOX, "--", "sh", "-c", "sleep 2.1")  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = Path(shell["ACAGPU_CACHE_DIR"]) / "fanout" / "fig1.json"  # the run's document, kept
     doc = json.loads(record.read_text())["document"]
@@ -73,8 +73,10 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
         r["wall_seconds"] * r["gpus"] for r in _get(emu, "billing")["replicas"] if r["run_id"] == "fig1"
     )
     # O1: each attempt's life from its own start and end, not whole looks (2x the bill before)
-    # (whole looks a second apart read 2.5 s shards as 2 s: 20 % under the bill before)
-    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.12 * billed, (doc["cost"], billed)
+    # O1: whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill
+    # (QA O1); from the container's own start and end each is known to about half a look and its
+    # endTime's second, and 3 shards at once end together, so 25 % here, not the 5 % of a long run
+    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.25 * billed, (doc["cost"], billed)
     assert all(s["gpu_seconds"] > 0 for s in doc["shards"])  # O2: every shard that ran costs something
     # O3: a line counts started-not-yet-running attempts apart; with shards waiting, P are under way
     lines = [m for m in map(LINE.search, done.stderr.splitlines()) if m]

@@ -252,14 +252,15 @@ class TaskRunner:
         live = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
         if not live and not self.orphans:
             return
-        # the look's moment is when it was asked: what it lists is the place then (a listing of many
-        # pages can take a second to arrive and read, and a start or end dated by its arrival is late)
-        now = time.monotonic()
+        asked = time.monotonic()
         try:
             seen = self.backend.observe({a.token for _, a in live} | set(self.orphans))
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             return
+        # the look's moment: what it lists is the place somewhere between its question and its
+        # answer (a listing of pages can take a second under load), so the middle of the two
+        now = (asked + time.monotonic()) / 2
         self._stop_duplicates(seen)
         for token, failed_at in list(self.orphans.items()):
             if token not in seen:
