@@ -258,9 +258,10 @@ class TaskRunner:
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             return
-        # the look's moment: what it lists is the place somewhere between its question and its
-        # answer (a listing of pages can take a second under load), so the middle of the two
-        now = (asked + time.monotonic()) / 2
+        # what a look lists is the place somewhere between its question (`asked`) and its answer
+        # (`now`): a listing of pages can take seconds under load. So a start or end lies after
+        # the question of the look before it and before the answer of the look after it.
+        now = time.monotonic()
         self._stop_duplicates(seen)
         for token, failed_at in list(self.orphans.items()):
             if token not in seen:
@@ -284,7 +285,7 @@ class TaskRunner:
                     )
                 continue
             attempt.missing_since = None
-            self._judge(state, attempt, found[1], now)
+            self._judge(state, attempt, found[1], asked, now)
 
     def _stop_duplicates(self, seen: Mapping[str, tuple[str, Observation]]) -> None:
         """A start the transport sent twice made two executions with one token: the one the start
@@ -293,21 +294,24 @@ class TaskRunner:
         for execution in dup() if callable(dup) else []:
             self._stop_quietly(execution)
 
-    def _judge(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
+    def _judge(self, state: TaskState, attempt: Attempt, seen: Observation, asked: float, now: float) -> None:
         where = seen.states[-1] if seen.states else ""
         attempt.last_state = where or attempt.last_state
         ran = where == "Running" or seen.status == "Succeeded" or seen.exit_code not in (None, -1)
         if attempt.running is None and ran:  # a replica "Terminated" with no code never ran
             # it started between the last look that saw it waiting and this one: the middle
             before = attempt.looked if attempt.looked is not None else attempt.started
-            attempt.running = (before + now) / 2
+            after = now
+            if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):  # ran and ended unseen:
+                after = _run_end(before, None, seen.end_time, now)  # it started before it ended
+            attempt.running = (before + after) / 2
             attempt.status = "running"
             self._on_running(state, attempt)
             self._on_change(state, attempt)
         elif attempt.running is None:
-            attempt.looked = now
+            attempt.looked = asked
         if where == "Running" and seen.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
-            attempt.seen_running = now
+            attempt.seen_running = asked
         if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):
             self._finished(state, attempt, seen, now)
             return
@@ -321,7 +325,7 @@ class TaskRunner:
 
     def _finished(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
         if attempt.running is not None:
-            attempt.run_end = _run_end(attempt, seen.end_time, now)
+            attempt.run_end = _run_end(attempt.running, attempt.seen_running, seen.end_time, now)
         said = " ".join(filter(None, (seen.reason,)))
         code = seen.exit_code
         if seen.status == "Succeeded" and code in (None, 0):
@@ -412,12 +416,12 @@ class TaskRunner:
                 state.state = "cancelled"
 
 
-def _run_end(attempt: Attempt, end_time: str | None, now: float) -> float:
+def _run_end(running: float, seen_running: float | None, end_time: str | None, now: float) -> float:
     """When the container ended, on this clock: within the second of the execution's own endTime
     (ARM gives whole seconds) and between the last look that saw it running and this one, the
     middle of both (a skewed clock moves it no further than the looks allow); without an endTime,
     the middle of the two looks."""
-    earliest = max(x for x in (attempt.running, attempt.seen_running) if x is not None)
+    earliest = max(running, seen_running) if seen_running is not None else running
     end = parse_iso_utc(end_time or "")
     if end is None:
         return (earliest + now) / 2

@@ -99,9 +99,7 @@ class Board:
             whose = "the platform's" if attempt.fault == "platform" else "the container's"
             self.print_line("stderr", f"[{state.task.index}] retrying ({whose} failure: {attempt.reason})")
         if state.state in ("succeeded", "failed"):
-            self._ended = True
-        else:
-            self.tick()
+            self._ended = True  # the line waits for the look's end (`looked`), as every start does
 
     def looked(self) -> None:
         """The runner's look is over (its ends judged, its starts made): a line if a shard ended."""
