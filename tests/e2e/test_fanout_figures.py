@@ -72,11 +72,11 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     billed = sum(
         r["wall_seconds"] * r["gpus"] for r in _get(emu, "billing")["replicas"] if r["run_id"] == "fig1"
     )
-    # O1: each attempt's life from its own start and end, not whole looks (2x the bill before)
     # O1: whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill
     # (QA O1); from the container's own start and end each is known to about half a look and its
-    # endTime's second, and 3 shards at once end together, so 25 % here, not the 5 % of a long run
-    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.25 * billed, (doc["cost"], billed)
+    # endTime's second. A busy machine stretches the looks (+24 % seen beside a second suite), so
+    # this bound only tells 2x from right; how close it comes is benchmarks/fanout.py's figure
+    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.5 * billed, (doc["cost"], billed)
     assert all(s["gpu_seconds"] > 0 for s in doc["shards"])  # O2: every shard that ran costs something
     # O3: a line counts started-not-yet-running attempts apart; with shards waiting, P are under way
     lines = [m for m in map(LINE.search, done.stderr.splitlines()) if m]
