@@ -74,9 +74,11 @@ def test_shards_write_their_outputs_one_fails_and_only_it_is_rerun(
         before = json.loads(_acagpu(shell, "env", "show", "lab", "-o", "json").stdout)
         out = tmp_path / "out"
 
+        # --max-minutes is on the emulated clock (0.002 here): the default 30 is 3.6 wall s, which a
+        # Podman start on a busy machine outran (a shard DeadlineExceeded beside a second suite)
         done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--shards", "20",
-                       "--parallel", "5", "--output-dir", str(out), test_image, "--", "sh", "-c",
-                       SHARD_SCRIPT)  # fmt: skip
+                       "--parallel", "5", "--max-minutes", "600", "--output-dir", str(out), test_image,
+                       "--", "sh", "-c", SHARD_SCRIPT)  # fmt: skip
         assert done.returncode == 1, done.stderr  # a shard's own failure: exit 1 (docs/fanout.md)
         doc = json.loads(done.stdout)
         assert "1 of 20 shards failed: [7] exit 3" in done.stderr  # the one line names the shard and code
