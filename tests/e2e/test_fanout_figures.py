@@ -1,4 +1,4 @@
-"""A fan-out's figures and words that tell the truth (QA O1-O4, O12), against `acagpu emulator serve`
+"""A fan-out's figures and words that tell the truth, against `acagpu emulator serve`
 as a real process and the CLI as a subprocess; one emulator and one warm environment for the file.
 
 The emulator's own billing (`/_emulator/billing`, each replica's wall seconds) judges the cost; its
@@ -72,8 +72,8 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     billed = sum(
         r["wall_seconds"] * r["gpus"] for r in _get(emu, "billing")["replicas"] if r["run_id"] == "fig1"
     )
-    # O1: whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill
-    # (QA O1); from the container's own start and end each is known to about half a look and its
+    # whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill
+    # before; from the container's own start and end each is known to about half a look and its
     # endTime's second. A busy machine stretches the looks (+24 % seen beside a second suite), so
     # this bound only tells 2x from right; how close it comes is benchmarks/fanout.py's figure
     assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.5 * billed, (doc["cost"], billed)

@@ -185,7 +185,7 @@ def test_phases_say_which_clock_and_up_shows_its_place(tmp_path: Path) -> None:
 
 
 def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints_zero(tmp_path: Path) -> None:
-    """QA O7: at `emulator serve`'s defaults (time scale 0.02) and the default polling, a 1 s `run`
+    """At `emulator serve`'s defaults (time scale 0.02) and the default polling, a 1 s `run`
     was priced +38-49 % (its end taken ~0.5 s late, when its execution was seen finished), and a
     figure above zero was rounded to `≈ $0.00` before its one money text. Held to: the `run`'s
     figure within 20 % of its bill plus 0.2 s, and `test --env`'s line never `$0.00`."""
@@ -207,7 +207,7 @@ def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints
 
 
 def test_a_tester_shorter_than_a_look_is_not_counted_zero(tmp_path: Path) -> None:
-    """QA O7: `test --env` at the defaults printed 0.0 GPU-seconds for a tester billed 0.6 s: it
+    """`test --env` at the defaults printed 0.0 GPU-seconds for a tester billed 0.6 s: it
     printed before the stream attached (which waited for a look to see it running), so its start
     was taken from its replayed first line. The stream is now attached while the image pulls and
     its acceptance is the container's start."""
@@ -220,7 +220,7 @@ def test_a_tester_shorter_than_a_look_is_not_counted_zero(tmp_path: Path) -> Non
 
 
 def test_a_kept_runs_status_says_what_its_spend_leaves_out(tmp_path: Path) -> None:
-    """QA O8: a kept run showed three figures (summary, status, bill) and `status` counted its
+    """A kept run showed three figures (summary, status, bill) and `status` counted its
     stopped explorer as 0 without a word. ARM lists no stopped app's replicas, so status now says
     its figure leaves that out (`uncounted`, `+` after SPEND≈ and a footnote), and is never above
     the emulator's bill for the run."""
