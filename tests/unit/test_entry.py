@@ -44,6 +44,8 @@ from aca_gpu import entry
 sys.unraisablehook = entry._lost_interrupt
 if sys.argv[1] == "engine":  # the run engine's handler is installed: it already counted the press
     signal.signal(signal.SIGINT, lambda *a: None)
+else:  # Python's own handler, as a terminal starts acagpu (a background job inherits SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Socketish:
@@ -54,9 +56,9 @@ class Socketish:
 try:
     Socketish()
     gc.collect()
-    # the run goes on; a press it kept arrives well before this ends (it is redelivered 0.05 s
-    # after the finalizer: the long wait only matters on a machine too busy to run that timer)
-    for _ in range(20 if sys.argv[1] == "engine" else 300):
+    # the run goes on; a press it kept arrives well before this ends (redelivered 0.05 s after the
+    # finalizer; a busy machine may take longer to run that timer)
+    for _ in range(20 if sys.argv[1] == "engine" else 100):
         time.sleep(0.1)
     print("carried on")
 except KeyboardInterrupt:
