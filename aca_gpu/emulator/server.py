@@ -237,7 +237,9 @@ class EmulatorServer:
             loop.close()
             self._started.set()
             return
-        self._started.set()
+        # start() returns once the loop runs, not merely once it exists: a call right after start()
+        # (reset) found `is_running()` false on a busy machine and took the emulator for stopped
+        loop.call_soon(self._started.set)
         try:
             loop.run_forever()
         finally:

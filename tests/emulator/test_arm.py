@@ -286,3 +286,14 @@ def test_rg_delete_removes_everything_and_inventory_is_empty(
     arm.resource_groups.begin_delete("rg-acagpu-t1").result()
     inv = server.inventory()
     assert inv["empty"] is True and inv["replicas"] == []
+
+
+def test_a_started_emulator_answers_at_once() -> None:
+    """start() returns once the server's loop runs: a reset right after it used to find the loop
+    not yet running on a busy machine ("the emulator is not running")."""
+    from aca_gpu.emulator.server import EmulatorServer
+
+    for _ in range(5):
+        with EmulatorServer(time_scale=0.01) as server:
+            assert server._loop is not None and server._loop.is_running()
+            server.reset()
