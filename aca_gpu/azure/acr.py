@@ -19,8 +19,14 @@ if TYPE_CHECKING:
     from azure.core.credentials import TokenCredential
 
 
+PULL_HINT = "run `az login`, or grant AcrPull on the registry"
+
+
 @contextmanager
-def _translated(what: str) -> Iterator[None]:
+def translated(
+    what: str, *, hint: str = "run `az login`, or grant AcrPull on the registry"
+) -> Iterator[None]:
+    """The registry data plane's errors as acagpu's (every ACR call: manifests, tags, streaming)."""
     from azure.core.exceptions import (
         ClientAuthenticationError,
         HttpResponseError,
@@ -33,9 +39,7 @@ def _translated(what: str) -> Iterator[None]:
     except ResourceNotFoundError as exc:
         raise NotFound(f"{what} not found in ACR") from exc
     except ClientAuthenticationError as exc:
-        raise AuthError(
-            f"ACR refused {what}: {exc.message}", hint="run `az login`, or grant AcrPull on the registry"
-        ) from exc
+        raise AuthError(f"ACR refused {what}: {exc.message}", hint=hint) from exc
     except (HttpResponseError, ServiceRequestError) as exc:
         raise CloudError(f"ACR failed on {what}: {exc.message}") from exc
 
@@ -65,18 +69,18 @@ class AcrSource:
         return cls(ContainerRegistryClient(f"https://{login_server}", credential, **client_kwargs))
 
     def list_tags(self, repository: str) -> list[str]:
-        with _translated(f"repository {repository}"):
+        with translated(f"repository {repository}"):
             return [str(props.name) for props in self._client.list_tag_properties(repository)]
 
     def get_manifest(self, repository: str, reference: str) -> Manifest:
-        with _translated(f"manifest {repository}:{reference}"):
+        with translated(f"manifest {repository}:{reference}"):
             result = self._client.get_manifest(repository, reference)
         # the SDK already checked the digest against the bytes; re-serialising would change them
         body = manifest_body(result)
         return Manifest(str(result.media_type or body.get("mediaType", "")), str(result.digest), body)
 
     def get_blob(self, repository: str, digest: str) -> bytes:
-        with _translated(f"blob {digest} in {repository}"):
+        with translated(f"blob {digest} in {repository}"):
             data = b"".join(_chunks(self._client.download_blob(repository, digest)))
         if sha256_digest(data) != digest:
             raise CloudError(f"blob {digest} in {repository} does not match its digest")

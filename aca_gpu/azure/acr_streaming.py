@@ -16,14 +16,15 @@ Against the emulator the registry's host is not resolvable, so its data plane is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from aca_gpu.azure.acr import translated
 from aca_gpu.azure.clients import Clients
-from aca_gpu.errors import AuthError, CloudError, InfraError, NotFound, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, WaitTimedOut
 
 ACR_AUDIENCE = "https://containerregistry.azure.net"
 STREAMING_ARTIFACT_TYPE = "application/vnd.azure.artifact.streaming.v1"
@@ -65,23 +66,8 @@ def registry_client(clients: Clients, login_server: str) -> Any:
     )
 
 
-@contextmanager
-def _translated(what: str) -> Iterator[None]:
-    from azure.core.exceptions import (
-        ClientAuthenticationError,
-        HttpResponseError,
-        ResourceNotFoundError,
-        ServiceRequestError,
-    )
-
-    try:
-        yield
-    except ResourceNotFoundError as exc:
-        raise NotFound(f"{what}: not found in the registry") from exc
-    except ClientAuthenticationError as exc:
-        raise AuthError(f"the registry refused {what}: {exc.message}", hint="run `az login`") from exc
-    except (HttpResponseError, ServiceRequestError) as exc:
-        raise CloudError(f"the registry failed on {what}: {exc.message}") from exc
+def _translated(what: str) -> AbstractContextManager[None]:
+    return translated(what, hint="run `az login`")
 
 
 def _send(client: Any, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
