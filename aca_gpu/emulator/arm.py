@@ -60,6 +60,14 @@ class NotFoundError(ArmError):
     code = "ResourceNotFound"
 
 
+def resource_not_found(resource_type: str, name: str, rg: str) -> NotFoundError:
+    """ARM's own 404 for a resource of a group (`Microsoft.Storage/storageAccounts`, ...), word for word."""
+    return NotFoundError(
+        f"The Resource '{resource_type}/{name}' under resource group '{rg}' was not found. "
+        "For more details please go to https://aka.ms/ARMResourceNotFoundFix"
+    )
+
+
 class ConflictError(ArmError):
     status = 409
     code = "Conflict"

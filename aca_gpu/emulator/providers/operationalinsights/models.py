@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from aca_gpu.emulator.arm import ArmError, NotFoundError, iso_z, utc_now
+from aca_gpu.emulator.arm import ArmError, iso_z, resource_not_found, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.operationalinsights.ingest import ConsoleRow
@@ -59,10 +59,7 @@ def _alive(ctx: Ctx, ws: Workspace) -> bool:
 def find(ctx: Ctx, rg: str, name: str) -> Workspace:
     ws = workspaces(ctx).get(key(rg, name))
     if ws is None or not _alive(ctx, ws):
-        raise NotFoundError(
-            f"The Resource '{NS}/workspaces/{name}' under resource group '{rg}' was not found. For more "
-            "details please go to https://aka.ms/ARMResourceNotFoundFix"
-        )
+        raise resource_not_found(f"{NS}/workspaces", name, rg)
     return ws
 
 

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from aca_gpu.emulator import pulls
-from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, utc_now
+from aca_gpu.emulator.arm import ArmError, ConflictError, iso_z, resource_not_found, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.registry import sources
@@ -54,10 +54,7 @@ def by_login_server(ctx: Ctx, server: str) -> tuple[Ctx, Registry] | None:
 def find(ctx: Ctx, rg: str, name: str) -> Registry:
     reg = ctx.state.registries.get(key(rg, name))
     if reg is None:
-        raise NotFoundError(
-            f"The Resource '{NS}/registries/{name}' under resource group '{rg}' was not found. For more "
-            "details please go to https://aka.ms/ARMResourceNotFoundFix"
-        )
+        raise resource_not_found(f"{NS}/registries", name, rg)
     return reg
 
 

@@ -15,7 +15,7 @@ import re
 import shutil
 from typing import Any
 
-from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, utc_now
+from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, resource_not_found, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.resources import models as rg_models
@@ -46,10 +46,7 @@ def account_id(ctx: Ctx, account: StorageAccount) -> str:
 def find(ctx: Ctx, rg: str, name: str) -> StorageAccount:
     account = ctx.state.storage_accounts.get(key(rg, name))
     if account is None:
-        raise NotFoundError(
-            f"The Resource '{NS}/storageAccounts/{name}' under resource group '{rg}' was not found. For more "
-            "details please go to https://aka.ms/ARMResourceNotFoundFix"
-        )
+        raise resource_not_found(f"{NS}/storageAccounts", name, rg)
     return account
 
 
