@@ -3,7 +3,10 @@
 Matching: a request is paired with the earliest unused recorded exchange of the same method, path
 and query (api-version included) whose request body has the same keys, so the calls made on one
 resource must come in the recorded order, while calls on different resources may interleave (the
-explorer and the tester run in parallel). Generated names differ between the recorded run and the
+explorer and the tester run in parallel). Writes to one resource that differ only in their body
+(a fan-out's concurrent starts of one job, each with its shard's env and attempt token) are paired
+by body: the earliest unused one whose body says the same, modulo generated names, else the
+earliest, as for any write. Generated names differ between the recorded run and the
 replayed one (run id, exec nonce): a token the client made up in the recording (first seen in a
 request) that differs from the live one but has its length is learned as the same name, once and
 consistently (tokens the service made up, like operation ids, must come back exact), and
@@ -159,6 +162,7 @@ class Script:
         """The recorded exchange this request stands for (marked used), or None (a mismatch)."""
         live_query = sorted(parse_qsl(query, keep_blank_values=True))
         with self.lock:
+            candidates: list[tuple[Exchange, dict[str, str]]] = []
             for ex in self.exchanges:
                 if ex.used or ex.method != method:
                     continue
@@ -172,6 +176,11 @@ class Script:
                     continue
                 if method not in READS and keys_of(ex.line.get("request_body")) != keys_of(body):
                     continue
+                candidates.append((ex, learn))
+                if method in READS or body is None:
+                    break  # a read, or a bare write: the earliest is the one
+            if candidates:
+                ex, learn = self._by_body(candidates, body)
                 self._learn(learn)
                 ex.used = True
                 self.served += 1
@@ -186,6 +195,21 @@ class Script:
                 return again
             self.mismatches.append(f"{method} {path}?{query}: not in the recording (or out of order)")
             return None
+
+    def _by_body(
+        self, candidates: list[tuple[Exchange, dict[str, str]]], body: Any
+    ) -> tuple[Exchange, dict[str, str]]:
+        """Of the recorded writes a request could stand for, the earliest whose body says the same
+        (modulo generated names): concurrent starts of one job differ only in their template's env
+        (a shard's index, its attempt token), and the replayed run may send them in another order.
+        When no body says the same, the earliest, as for any other request. The names a matching
+        body carries (an attempt's token) are learned with it: the execution read back must show them."""
+        live = json.dumps(body, sort_keys=True)
+        for ex, learn in candidates:
+            same = dict(learn)
+            if self._tokens_match(json.dumps(ex.line.get("request_body"), sort_keys=True), live, same):
+                return ex, same
+        return candidates[0]
 
     def frame_matches(self, recorded: str, live: str) -> bool:
         with self.lock:
