@@ -315,6 +315,8 @@ class FakeCloud:
         if job.startswith(
             "cuda-probe-"
         ):  # the probe job's command: nvidia-smi, query, -q, each with its status
+            if not self.replica_running:
+                return  # a container that never runs prints nothing (its stream waits for it)
             yield from self._probe_lines()  # through exec: its knobs (on_exec, smi_text) apply
             self._set_status(resource_group, job, execution, "Succeeded")
             return

@@ -12,7 +12,10 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
+from functools import partial
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, ContainerRefused, InfraError, NotFound, WaitTimedOut
@@ -25,6 +28,7 @@ from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
 from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
+from aca_gpu.workflow.threads import spawn
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
@@ -230,6 +234,17 @@ def driver_said(
     return None
 
 
+def _read_to_the_end(follower: Future[executions.ExecutionRun], waiter: Waiter, reading: Waiter) -> None:
+    """The follower's end (its errors are the probe's); the run's cancel (Ctrl-C) reaches it."""
+    while True:
+        try:
+            follower.result(timeout=0.25)
+            return
+        except FutureTimeout:
+            if waiter.cancel.is_set():
+                reading.cancel.set()
+
+
 def probe_job(
     cloud: Cloud,
     resource_group: str,
@@ -252,22 +267,41 @@ def probe_job(
         if runs is not None:
             runs.append(run)
         place = (environment_group or resource_group, environment) if environment else None
-        wait_execution_started(
-            cloud,
-            resource_group,
-            job,
-            run.execution,
-            waiter,
-            timeout=start_timeout,
-            environment=place,
-            run=run,
-            driver_check=driver_check,
+        # the log stream is asked for now, while the image pulls: the service accepting it is the
+        # container's start (it bills from then), which a look once a second would miss by up to
+        # a second on a probe that lives less than that
+        reading = Waiter(interval=waiter.interval)
+        follower = spawn(
+            partial(
+                executions.follow,
+                cloud,
+                resource_group,
+                job,
+                run,
+                reading,
+                timeout=start_timeout + RUN_TIMEOUT_S,
+                marker=HEALTH_END,
+                environment=environment,
+            ),
+            "acagpu-probe-log",
         )
+        try:
+            wait_execution_started(
+                cloud,
+                resource_group,
+                job,
+                run.execution,
+                waiter,
+                timeout=start_timeout,
+                environment=place,
+                run=run,
+                driver_check=driver_check,
+            )
+        except BaseException:
+            reading.cancel.set()  # its container never runs (or the run was cancelled): stop reading
+            raise
         running = time.monotonic()
-        where = (cloud, resource_group, job)
-        executions.follow(
-            *where, run, waiter, timeout=RUN_TIMEOUT_S, marker=HEALTH_END, environment=environment
-        )
+        _read_to_the_end(follower, waiter, reading)
         parts = split_output(run.lines)
         if parts is not None:
             table, query, health, topology = parts

@@ -1,0 +1,78 @@
+"""The probe's GPU-seconds start with its container, not with the client's next look.
+
+A probe lives under a second on the emulator's default time scale, and the client looks at its
+replica at most once a second: a start taken from a look was off by up to a look (`up` and
+`validate --env` read 34-61 % under the emulator's bill). The probe's log stream is asked for while
+its image pulls, as the tester's is, and the service accepting it is the container's start.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from aca_gpu.gpu.profiles import resolve_profile
+from aca_gpu.models import ReplicaContainerInfo, ReplicaInfo
+from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine.probe_job import probe_container, probe_job
+from tests.workflow.fakecloud import FakeCloud
+
+STARTS_AFTER_S = 0.3  # the container starts this long after the execution was asked for
+
+
+class SlowStart(FakeCloud):
+    """The container starts STARTS_AFTER_S after Jobs_Start; its log stream is accepted then."""
+
+    started_at: float | None = None
+    began = threading.Event()
+
+    def start_job(self, resource_group: str, job: str, template: object = None) -> str:
+        name = super().start_job(resource_group, job, template)
+
+        def start() -> None:
+            self.started_at = time.monotonic()
+            self.began.set()
+
+        threading.Timer(STARTS_AFTER_S, start).start()
+        return name
+
+    def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
+        if self.began.is_set():
+            return [ReplicaInfo("r1", "Running", (ReplicaContainerInfo("c", "Running"),))]
+        return [
+            ReplicaInfo("r1", "NotRunning", (ReplicaContainerInfo("c", "Waiting"),), details="PullingImage")
+        ]
+
+    def job_logs(  # type: ignore[override]
+        self,
+        resource_group: str,
+        job: str,
+        execution: str,
+        *,
+        on_running: Callable[[], None] | None = None,
+        **kwargs: object,
+    ) -> Iterator[str]:
+        self.began.wait(10)  # a follower's stream waits for the container, then is accepted
+        if on_running is not None:
+            on_running()
+        yield from self._probe_lines()
+        self._set_status(resource_group, job, execution, "Succeeded")
+
+
+def test_the_probe_bills_from_its_containers_start_not_from_the_next_look() -> None:
+    cloud = SlowStart()
+    cloud.began = threading.Event()
+    runs: list[executions.ExecutionRun] = []
+    profile = resolve_profile("t4")
+    container = probe_container("nvidia/cuda:12.4.1-base-ubuntu22.04", profile)
+    # a user's default polling: the replica is looked at once a second
+    result = probe_job(
+        cloud, "rg", "cuda-probe-x", container, Waiter(interval=5.0), start_timeout=30, runs=runs
+    )
+    assert result.driver_version, result
+    (run,) = runs
+    assert cloud.started_at is not None and run.running is not None
+    late = run.running - cloud.started_at
+    assert abs(late) < 0.15, f"the probe's start was taken {late:.2f}s after its container started"
