@@ -61,8 +61,13 @@ class RunSpend:
 
     @property
     def usd(self) -> float | None:
-        """Rounded like every spend figure acagpu prints, so status and reap agree to the digit."""
-        return None if self.estimate is None else round(self.estimate.usd, 4)
+        """Rounded like every spend figure acagpu prints, so status and reap agree to the digit; an
+        amount above zero that four decimals would make 0.0 (a container's first tenth of a second)
+        keeps its own digits, so the money text says `<$0.0001` rather than `$0.00`."""
+        if self.estimate is None:
+            return None
+        rounded = round(self.estimate.usd, 4)
+        return rounded if rounded or self.estimate.usd <= 0 else round(self.estimate.usd, 8)
 
     @property
     def table(self) -> str | None:
