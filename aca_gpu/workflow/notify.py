@@ -120,6 +120,7 @@ def reap_message(doc: Mapping[str, Any]) -> dict[str, Any] | None:
             "status": i.get("status"),
             "age_seconds": i.get("age_seconds"),
             "spend_usd_estimate": i.get("spend_usd_estimate"),
+            "uncounted": i.get("uncounted"),
             "error": scrub(str(i["error"]))[:300] if i.get("error") else None,
         }
         for i in acted
@@ -128,11 +129,19 @@ def reap_message(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     for i in items:
         spend = i["spend_usd_estimate"]
         money = f", ≈{usd_text(spend)}" if isinstance(spend, int | float) else ""
+        money += "+" if money and i["uncounted"] else ""  # a floor, as reap and status mark it
         error = f" — {i['error']}" if i["error"] else ""
         lines.append(f"• {i['status']} `{i['resource_group']}` ({_age(i['age_seconds'])}{money}){error}")
     prices = doc.get("prices")
     priced = prices and any(isinstance(i["spend_usd_estimate"], int | float) for i in items)
-    footer = [f"≈: list-price estimate so far ({prices})"] if priced else []  # figures name their table
+    floor = (
+        "; +: at least this much, a stopped app's past use is not counted"
+        if any(i["uncounted"] for i in items)
+        else ""
+    )
+    footer = (
+        [f"≈: list-price estimate so far{floor} ({prices})"] if priced else []
+    )  # figures name their table
     verb = "would delete" if doc.get("dry_run") else "deleted"
     done = counts.get("would-delete" if doc.get("dry_run") else "deleted", 0)
     headline = f"acagpu reap: {verb} {done}, failed {counts.get('failed', 0)}"

@@ -37,12 +37,14 @@ from aca_gpu.workflow.envs import runs_inside
 from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
 from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
 from aca_gpu.workflow.spend import RunSpend
+from aca_gpu.workflow.spend.so_far import UNCOUNTED
 from aca_gpu.workflow.threads import spawn, wait_for
 
 # What a group has cost so far, read from its own subscription: `spend.run_spend` via `group_spend`
 SpendFn = Callable[[Cloud, ResourceGroupInfo, datetime], RunSpend | None]
 PRICE_READERS = 8  # groups priced at once: a few reads each, all before the first delete
 SPEND_NOTE = "est. spend: list-price estimate from replica lifetimes so far, as `acagpu status` shows"
+FLOOR_NOTE = "est. spend ending in +: at least this much; " + UNCOUNTED
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class ReapItem:
     status: str = "pending"  # would-delete | deleted | skipped | failed
     error: str | None = None
     kind: str = "run"  # run | env (a warm environment)
+    uncounted: str | None = None  # what spend_usd leaves out (spend.UNCOUNTED), as `status` says it
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class ReapItem:
             "reason": self.reason,
             "age_seconds": None if self.age_s is None else round(self.age_s),
             "spend_usd_estimate": self.spend_usd,
+            "uncounted": self.uncounted,
             "error": self.error,
         }
 
@@ -83,13 +87,16 @@ class ReapReport:
 
     def as_dict(self) -> dict[str, Any]:
         counts = {s: len(self.by_status(s)) for s in ("would-delete", "deleted", "skipped", "failed")}
-        spend = [i.spend_usd for i in self.items if i.action == "delete" and i.spend_usd is not None]
+        summed = [i for i in self.items if i.action == "delete" and i.spend_usd is not None]
+        spend = [i.spend_usd for i in summed if i.spend_usd is not None]
         return {
             "schema": 1,
             "kind": "reap",
             "dry_run": self.dry_run,
             "counts": counts,
             "spend_usd_estimate": round(sum(spend), 4) if spend else None,
+            # the total is a floor when any figure in it is
+            "uncounted": next((i.uncounted for i in summed if i.uncounted), None),
             "prices": self.prices,
             "items": [i.as_dict() for i in self.items],
         }
@@ -212,7 +219,10 @@ def priced(
     for future in [spawn(worker, "acagpu-reap-spend") for _ in range(min(PRICE_READERS, len(items)))]:
         wait_for(future)
     tables = sorted({s.table for s in found if s is not None and s.table})
-    out = [replace(i, spend_usd=s.usd if s else None) for i, s in zip(items, found, strict=True)]
+    out = [
+        replace(i, spend_usd=s.usd if s else None, uncounted=s.uncounted if s else None)
+        for i, s in zip(items, found, strict=True)
+    ]
     return out, "; ".join(tables) or None
 
 
@@ -331,6 +341,11 @@ def run(
     return reap({cloud.subscription_id: cloud}, **options)
 
 
+def _spend_text(item: ReapItem) -> str:
+    """The figure as `status` prints it: `+` after it when it leaves something out (a floor)."""
+    return usd_text(item.spend_usd) + ("+" if item.uncounted else "")
+
+
 def render_text(report: ReapReport, *, subscriptions: bool = False) -> str:
     """One line a group; with `subscriptions` (a sweep of several) under a heading a subscription
     that names it whole, as `status` and `cost` do."""
@@ -343,13 +358,15 @@ def render_text(report: ReapReport, *, subscriptions: bool = False) -> str:
         if subscription:
             lines.append(f"subscription {subscription}")
         for item in items:
-            spend = f"  ~{usd_text(item.spend_usd)}" if item.spend_usd is not None else ""
+            spend = f"  ~{_spend_text(item)}" if item.spend_usd is not None else ""
             lines.append(f"{item.status:<13} {item.resource_group:<28} {item.reason}{spend}")
             if item.error:
                 lines.append(f"{'':<13} error: {item.error}")
     counts = report.as_dict()["counts"]
     doomed = counts["would-delete"] if report.dry_run else counts["deleted"]
     lines.append(f"{verb}: {doomed}, skipped: {counts['skipped']}, failed: {counts['failed']}")
+    if any(item.uncounted for item in report.items):
+        lines.append(FLOOR_NOTE)
     if report.prices:
         lines.append(f"{SPEND_NOTE} ({report.prices})")
     if report.dry_run and doomed:
@@ -361,11 +378,13 @@ def render_markdown(report: ReapReport) -> str:
     title = "## acagpu reap (dry run)" if report.dry_run else "## acagpu reap"
     rows = [title, "", "| resource group | status | reason | est. spend |", "|---|---|---|---|"]
     for item in report.items:
-        spend = usd_text(item.spend_usd) if item.spend_usd is not None else "–"
+        spend = _spend_text(item) if item.spend_usd is not None else "–"
         reason = item.reason + (f" ({item.error})" if item.error else "")
         rows.append(f"| `{item.resource_group}` | {item.status} | {reason} | {spend} |")
     if not report.items:
         rows.append("| – | nothing found | | |")
+    if any(item.uncounted for item in report.items):
+        rows += ["", FLOOR_NOTE]
     if report.prices:
         rows += ["", f"{SPEND_NOTE} ({report.prices})"]
     return "\n".join(rows) + "\n"
