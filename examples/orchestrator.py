@@ -44,9 +44,7 @@ def main() -> int:
         failed = [ITEMS[i] for i in result.failed]
         print(f"failed items: {', '.join(failed)} (exit {result.exit_code})", file=sys.stderr)
         return 1
-    print(
-        f"all {len(result.shards)} items done; cost ≈ ${result.cost_usd:.4f} ({result.gpu_seconds:.0f} GPU-s)"
-    )
+    print(f"all {len(result.shards)} items done; cost ≈ {result.cost_text} ({result.gpu_seconds_text})")
     return 0
 
 

@@ -4,7 +4,8 @@
     result = acagpu.map("ghcr.io/me/embed:1", ["a.txt", "b.txt"], command=["python", "embed.py"],
                         env="lab", parallel=8, retries=1)
     for shard in result.shards:          # in item order
-        print(shard.item, shard.exit_code, shard.output_path, shard.gpu_seconds, shard.cost_usd)
+        print(shard.item, shard.exit_code, shard.output_path, shard.gpu_seconds, shard.cost_text)
+    print(result.cost_text, result.gpu_seconds_text)   # money as the CLI prints it: `$0.0022`
     result.raise_for_failures()          # FanoutFailed naming the failed indexes
 
 Both build the same RunRequest and FanoutSpec the CLI builds (bad input raises `BadInput` before
@@ -25,6 +26,7 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.output import Output
+from aca_gpu.units import gpu_seconds_text, usd_text
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class ShardResult:
     def ok(self) -> bool:
         return self.status == "succeeded"
 
+    @property
+    def cost_text(self) -> str:
+        """`cost_usd` as acagpu prints money everywhere (`$0.03`, `$0.0022`, `<$0.0001`)."""
+        return usd_text(self.cost_usd)
+
 
 class FanoutFailed(AcaGpuError):
     """Raised by `FanoutResult.raise_for_failures` (exit code as the CLI's)."""
@@ -79,6 +86,17 @@ class FanoutResult:
     @property
     def failed(self) -> list[int]:
         return [s.index for s in self.shards if not s.ok]
+
+    @property
+    def cost_text(self) -> str:
+        """`cost_usd` as the CLI prints it (`$0.03`; four decimals below a cent, so a few
+        GPU-seconds do not read as `$0.00`): a script need not format money itself."""
+        return usd_text(self.cost_usd)
+
+    @property
+    def gpu_seconds_text(self) -> str:
+        """`gpu_seconds` as the CLI prints it: `0.4 GPU-seconds`, `230 GPU-seconds`."""
+        return gpu_seconds_text(self.gpu_seconds)
 
     def raise_for_failures(self) -> FanoutResult:
         if not self.ok:
