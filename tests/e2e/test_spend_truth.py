@@ -3,6 +3,11 @@ as a real process and the CLI as a subprocess, as a user in a second shell runs 
 
 The emulator's own billing (`/_emulator/billing`: each replica's life in wall and emulated seconds)
 is the judge of every cost figure: the client lives on the wall clock, as it does on Azure.
+
+The tests of one worker share one server at `emulator serve`'s defaults (time scale 0.02,
+registered) with the warm environment `lab` created once (`served`): each test reads only its own
+runs (by run id, in the server's billing and in `status`), so earlier tests' runs change nothing it
+checks. The `cost` test keeps servers of its own: it lists every run the server has.
 """
 
 from __future__ import annotations
@@ -12,15 +17,18 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.e2e.serving import emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
+Served = tuple[dict[str, str], Path]  # the server's variables and the shared cache folder
 
 
 def _run(shell: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -60,77 +68,86 @@ def _shell(emu: dict[str, str], tmp_path: Path, **extra: str) -> dict[str, str]:
     return shell | extra
 
 
-def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`emulator serve` at its defaults (time scale 0.02) with `lab` created at the default polling;
+    the folder is the shell's cache (prices, the spend ledger), shared like a user's."""
+    home = tmp_path_factory.mktemp("spend")
+    with emulator_serve(home / "emu.env", time_scale=None, extra=("--registered",)) as emu:
+        _json(_shell(emu, home), "env", "create", "lab", "--gpu", "t4", "--yes")
+        yield emu, home
+
+
+def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
+    served: Served,
+) -> None:
     """Item 3: `up --env`, `test --env` and `validate --env` said `0 GPU-seconds` while the emulator
     billed seconds of GPU for each. The client sees a container start at its next look (at most a
     second later, whatever the polling interval), so each figure is held to 25 % of the bill plus one
     look per container; the benchmark holds 5 % at 20 ms looks (benchmarks/cost_agreement.py)."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path)
-        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
-        figures: dict[str, float] = {}
-        for command in ("up", "test", "validate"):
-            args = [command, "--env", "lab"]
-            if command != "test":  # `test --env` makes a run of its own and asks nothing
-                args += ["--yes"]
-            if command == "validate":
-                args += ["--image", IMAGE, "--gpu", "t4"]
-            doc = _json(shell, *args)
-            figures[doc["run_id"]] = float(doc["cost"]["gpu_seconds"])
-        billed = {rid: _billed_wall_gpu_seconds(emu, rid) for rid in figures}
-        for rid, measured in figures.items():
-            assert billed[rid] > 0.2, (rid, billed)
-            containers = 2  # the probe and the tester
-            assert abs(measured - billed[rid]) <= 0.25 * billed[rid] + 1.0 * containers, (figures, billed)
-        text = _run(shell, "up", "--env", "lab", "--run-id", "wtext", "--yes")
-        assert text.returncode == 0, text.stderr
-        (line,) = [line for line in text.stdout.splitlines() if line.strip().startswith("cost ")]
-        assert " 0 GPU-seconds" not in line and "$0.00," not in line, line  # one rounding, one text
+    emu, home = served
+    shell = _shell(emu, home)
+    figures: dict[str, float] = {}
+    for command in ("up", "test", "validate"):
+        args = [command, "--env", "lab"]
+        if command != "test":  # `test --env` makes a run of its own and asks nothing
+            args += ["--yes"]
+        if command == "validate":
+            args += ["--image", IMAGE, "--gpu", "t4"]
+        doc = _json(shell, *args)
+        figures[doc["run_id"]] = float(doc["cost"]["gpu_seconds"])
+    billed = {rid: _billed_wall_gpu_seconds(emu, rid) for rid in figures}
+    for rid, measured in figures.items():
+        assert billed[rid] > 0.2, (rid, billed)
+        containers = 2  # the probe and the tester
+        assert abs(measured - billed[rid]) <= 0.25 * billed[rid] + 1.0 * containers, (figures, billed)
+    text = _run(shell, "up", "--env", "lab", "--run-id", "wtext", "--yes")
+    assert text.returncode == 0, text.stderr
+    (line,) = [line for line in text.stdout.splitlines() if line.strip().startswith("cost ")]
+    assert " 0 GPU-seconds" not in line and "$0.00," not in line, line  # one rounding, one text
 
 
-def test_test_env_names_only_the_image_it_ran(tmp_path: Path) -> None:
+def test_test_env_names_only_the_image_it_ran(served: Served) -> None:
     """Smaller: `test --env` named the explorer image, which it never runs, as the one it tested."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05")
-        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
-        doc = _json(shell, "test", "--env", "lab")
-        unrun = doc["results"][0]["image"]  # the pair's explorer image: no container of it started
-        assert doc["explorer"]["image"] is None and doc["explorer"]["status"] == "not-run", doc["explorer"]
-        done = _run(shell, "test", "--env", "lab")
-        assert done.returncode == 0, done.stderr
-        assert unrun not in done.stdout + done.stderr, done.stderr
-        assert doc["tester_image"] in done.stderr, done.stderr
+    emu, home = served
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+    doc = _json(shell, "test", "--env", "lab")
+    unrun = doc["results"][0]["image"]  # the pair's explorer image: no container of it started
+    assert doc["explorer"]["image"] is None and doc["explorer"]["status"] == "not-run", doc["explorer"]
+    done = _run(shell, "test", "--env", "lab")
+    assert done.returncode == 0, done.stderr
+    assert unrun not in done.stdout + done.stderr, done.stderr
+    assert doc["tester_image"] in done.stderr, done.stderr
 
 
-def test_status_sees_a_running_run_cold_and_warm(tmp_path: Path) -> None:
+def test_status_sees_a_running_run_cold_and_warm(served: Served) -> None:
     """Item 4: `status` said PHASE `empty`, SPEND $0.00 while a `run`'s container ran."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.2")
-        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
-        for rid, where in (("busyw", ["--env", "lab"]), ("busyc", ["--gpu", "t4"])):
-            proc = subprocess.Popen(
-                [*ACAGPU, "run", "--yes", *where, "--run-id", rid, IMAGE, "--", "sh", "-c", "sleep 6"],
-                env=shell,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            seen: list[dict[str, Any]] = []
-            try:
-                deadline = time.monotonic() + 90
-                while proc.poll() is None and time.monotonic() < deadline:
-                    runs = [r for r in _json(shell, "status")["runs"] if r["run_id"] == rid]
-                    seen += runs
-                    if any(r["phase"] == "running" and (r["cost"]["gpu_seconds"] or 0) > 0 for r in runs):
-                        break
-                    time.sleep(0.3)
-            finally:
-                _, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err
-            running = [r for r in seen if r["phase"] == "running"]
-            assert running, (rid, [(r["phase"], r["cost"]) for r in seen])
-            assert running[-1]["cost"]["gpu_seconds"] > 0 and running[-1]["cost"]["usd_estimate"] > 0
-            assert running[-1]["executions"]["running"] == 1, running[-1]
+    emu, home = served
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.2")
+    for rid, where in (("busyw", ["--env", "lab"]), ("busyc", ["--gpu", "t4"])):
+        proc = subprocess.Popen(
+            [*ACAGPU, "run", "--yes", *where, "--run-id", rid, IMAGE, "--", "sh", "-c", "sleep 6"],
+            env=shell,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seen: list[dict[str, Any]] = []
+        try:
+            deadline = time.monotonic() + 90
+            while proc.poll() is None and time.monotonic() < deadline:
+                runs = [r for r in _json(shell, "status")["runs"] if r["run_id"] == rid]
+                seen += runs
+                if any(r["phase"] == "running" and (r["cost"]["gpu_seconds"] or 0) > 0 for r in runs):
+                    break
+                time.sleep(0.3)
+        finally:
+            _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        running = [r for r in seen if r["phase"] == "running"]
+        assert running, (rid, [(r["phase"], r["cost"]) for r in seen])
+        assert running[-1]["cost"]["gpu_seconds"] > 0 and running[-1]["cost"]["usd_estimate"] > 0
+        assert running[-1]["executions"]["running"] == 1, running[-1]
 
 
 def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_path: Path) -> None:
@@ -138,7 +155,8 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
     each, and listed runs a former emulator had made (same subscription id, another cloud)."""
     cache = {"ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
     with emulator_serve(tmp_path / "old.env", time_scale=0.02, extra=("--registered",)) as old:
-        shell = _shell(old, tmp_path, **cache)
+        # the former cloud's run only has to be in the ledger: polled fast, its figure is not read
+        shell = _shell(old, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
         _json(shell, "up", "--gpu", "t4", "--run-id", "gone1", "--yes")
     with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
         shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
@@ -157,82 +175,80 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
         assert len(notes) == len(set(notes)), text
 
 
-def test_phases_say_which_clock_and_up_shows_its_place(tmp_path: Path) -> None:
+def test_phases_say_which_clock_and_up_shows_its_place(served: Served) -> None:
     """Item 5: wall and emulated seconds side by side without a word; `up` without its resource
     group and environment rows; `test` with an empty phases row; `status` says keep false for a
     kept run; one money format (no `0 GPU-seconds, ≈ $0.0001`)."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05")
-        doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph1", "--keep", "--yes")
-        assert {"resource group", "environment"} <= set(doc["phases"]), doc["phases"]
-        assert set(doc["phase_clocks"]) == set(doc["phases"]), doc["phase_clocks"]
-        assert doc["phase_clocks"]["probe and test"] == "wall"
-        (kept,) = [r for r in _json(shell, "status")["runs"] if r["run_id"] == "ph1"]
-        assert kept["keep"] is True and kept["protected"] is False, kept
-        tested = _run(shell, "test", "--run-id", "ph1")  # the kept run's tester again
-        assert tested.returncode == 0, tested.stderr
-        rows = [line for line in tested.stdout.splitlines() if line.strip().startswith("phases")]
-        assert all(line.split("phases", 1)[1].strip() for line in rows), tested.stdout
-        assert _run(shell, "down", "--run-id", "ph1", "--yes").returncode == 0
+    emu, home = served
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+    doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph1", "--keep", "--yes")
+    assert {"resource group", "environment"} <= set(doc["phases"]), doc["phases"]
+    assert set(doc["phase_clocks"]) == set(doc["phases"]), doc["phase_clocks"]
+    assert doc["phase_clocks"]["probe and test"] == "wall"
+    (kept,) = [r for r in _json(shell, "status")["runs"] if r["run_id"] == "ph1"]
+    assert kept["keep"] is True and kept["protected"] is False, kept
+    tested = _run(shell, "test", "--run-id", "ph1")  # the kept run's tester again
+    assert tested.returncode == 0, tested.stderr
+    rows = [line for line in tested.stdout.splitlines() if line.strip().startswith("phases")]
+    assert all(line.split("phases", 1)[1].strip() for line in rows), tested.stdout
+    assert _run(shell, "down", "--run-id", "ph1", "--yes").returncode == 0
 
-        doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph2", "--yes")
-        clocks = doc["phase_clocks"]
-        assert clocks["probe image pull"] == "platform" and clocks["nvidia-smi"] == "wall", clocks
-        text = _run(shell, "up", "--gpu", "t4", "--run-id", "ph3", "--yes").stdout
-        (probe_line,) = [line for line in text.splitlines() if line.strip().startswith("probe ")]
-        assert "pull" in probe_line and "(platform clock)" in probe_line, text
-        assert "(wall clock)" in probe_line, text  # ready after: the client's own look
+    doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph2", "--yes")
+    clocks = doc["phase_clocks"]
+    assert clocks["probe image pull"] == "platform" and clocks["nvidia-smi"] == "wall", clocks
+    text = _run(shell, "up", "--gpu", "t4", "--run-id", "ph3", "--yes").stdout
+    (probe_line,) = [line for line in text.splitlines() if line.strip().startswith("probe ")]
+    assert "pull" in probe_line and "(platform clock)" in probe_line, text
+    assert "(wall clock)" in probe_line, text  # ready after: the client's own look
 
 
-def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints_zero(tmp_path: Path) -> None:
+def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints_zero(
+    served: Served,
+) -> None:
     """At `emulator serve`'s defaults (time scale 0.02) and the default polling, a 1 s `run`
     was priced +38-49 % (its end taken ~0.5 s late, when its execution was seen finished), and a
     figure above zero was rounded to `≈ $0.00` before its one money text. Held to: the `run`'s
     figure within 20 % of its bill plus 0.2 s, and `test --env`'s line never `$0.00`."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=None, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path)
-        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
-        tested = _run(shell, "test", "--env", "lab", "--run-id", "t0")
-        assert tested.returncode == 0, tested.stderr
-        (line,) = [ln for ln in tested.stdout.splitlines() if ln.strip().startswith("cost ")]
-        assert "$0.00," not in line and "$0.00 " not in line, line
-        done = _run(
-            shell, "run", "--env", "lab", "--yes", "--run-id", "r1", IMAGE, "--", "sh", "-c", "sleep 1"
-        )
-        assert done.returncode == 0, done.stderr
-        (line,) = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip().startswith("cost ")]
-        measured = float(line.split()[1])
-        billed = _billed_wall_gpu_seconds(emu, "r1")
-        assert abs(measured - billed) <= 0.2 * billed + 0.2, (line, billed)
+    emu, home = served
+    shell = _shell(emu, home)
+    tested = _run(shell, "test", "--env", "lab", "--run-id", "t0")
+    assert tested.returncode == 0, tested.stderr
+    (line,) = [ln for ln in tested.stdout.splitlines() if ln.strip().startswith("cost ")]
+    assert "$0.00," not in line and "$0.00 " not in line, line
+    done = _run(shell, "run", "--env", "lab", "--yes", "--run-id", "r1", IMAGE, "--", "sh", "-c", "sleep 1")
+    assert done.returncode == 0, done.stderr
+    (line,) = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip().startswith("cost ")]
+    measured = float(line.split()[1])
+    billed = _billed_wall_gpu_seconds(emu, "r1")
+    assert abs(measured - billed) <= 0.2 * billed + 0.2, (line, billed)
 
 
-def test_a_tester_shorter_than_a_look_is_not_counted_zero(tmp_path: Path) -> None:
+def test_a_tester_shorter_than_a_look_is_not_counted_zero(served: Served) -> None:
     """`test --env` at the defaults printed 0.0 GPU-seconds for a tester billed 0.6 s: it
     printed before the stream attached (which waited for a look to see it running), so its start
     was taken from its replayed first line. The stream is now attached while the image pulls and
     its acceptance is the container's start."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=None, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path)
-        _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
-        doc = _json(shell, "test", "--env", "lab", "--run-id", "t0")
-        billed = _billed_wall_gpu_seconds(emu, "t0")
-        assert abs(float(doc["cost"]["gpu_seconds"]) - billed) <= 0.5 * billed, (doc["cost"], billed)
+    emu, home = served
+    doc = _json(_shell(emu, home), "test", "--env", "lab", "--run-id", "t1")
+    billed = _billed_wall_gpu_seconds(emu, "t1")
+    assert abs(float(doc["cost"]["gpu_seconds"]) - billed) <= 0.5 * billed, (doc["cost"], billed)
 
 
-def test_a_kept_runs_status_says_what_its_spend_leaves_out(tmp_path: Path) -> None:
+def test_a_kept_runs_status_says_what_its_spend_leaves_out(served: Served) -> None:
     """A kept run showed three figures (summary, status, bill) and `status` counted its
     stopped explorer as 0 without a word. ARM lists no stopped app's replicas, so status now says
     its figure leaves that out (`uncounted`, `+` after SPEND≈ and a footnote), and is never above
     the emulator's bill for the run."""
-    with emulator_serve(tmp_path / "emu.env", time_scale=None, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path)
-        kept = _json(shell, "up", "--gpu", "t4", "--run-id", "k1", "--keep", "--yes")
-        (run,) = [r for r in _json(shell, "status")["runs"] if r["run_id"] == "k1"]
-        billed = _billed_wall_gpu_seconds(emu, "k1")
-        assert run["cost"]["uncounted"] and "stopped app" in run["cost"]["uncounted"], run["cost"]
-        assert float(run["cost"]["gpu_seconds"]) <= billed + 1.0, (run["cost"], billed)
-        assert float(kept["cost"]["gpu_seconds"]) <= billed + 1.0, (kept["cost"], billed)
-        text = _run(shell, "status").stdout
-        (row,) = [line for line in text.splitlines() if line.startswith("k1 ")]
-        assert row.rstrip().endswith("+") and "past use is not counted" in text, text
-        assert _run(shell, "down", "--run-id", "k1", "--yes").returncode == 0
+    emu, home = served
+    shell = _shell(emu, home)
+    kept = _json(shell, "up", "--gpu", "t4", "--run-id", "k1", "--keep", "--yes")
+    (run,) = [r for r in _json(shell, "status")["runs"] if r["run_id"] == "k1"]
+    billed = _billed_wall_gpu_seconds(emu, "k1")
+    assert run["cost"]["uncounted"] and "stopped app" in run["cost"]["uncounted"], run["cost"]
+    assert float(run["cost"]["gpu_seconds"]) <= billed + 1.0, (run["cost"], billed)
+    assert float(kept["cost"]["gpu_seconds"]) <= billed + 1.0, (kept["cost"], billed)
+    text = _run(shell, "status").stdout
+    (row,) = [line for line in text.splitlines() if line.startswith("k1 ")]
+    assert row.rstrip().endswith("+") and "past use is not counted" in text, text
+    fast = shell | {"ACAGPU_POLLING_INTERVAL": "0.05"}  # the figures are read: deleting is not about them
+    assert _run(fast, "down", "--run-id", "k1", "--yes").returncode == 0
