@@ -54,11 +54,16 @@ def test_bad_fanout_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str
 
 
 def test_rerun_of_a_run_with_no_failed_shard_or_not_a_fanout_is_refused(tmp_path: Path) -> None:
-    ok = _run(tmp_path, "--emulator", "--yes", "-o", "json", "--shards", "2", "busybox", "--", "true")
+    # the two runs only have to exist: made 10x faster and polled fast, the refusals are the test
+    fast = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {
+        "ACAGPU_POLLING_INTERVAL": "0.05"
+    }
+    made = ("--emulator", "--time-scale", "0.002", "--yes", "-o", "json")
+    ok = _run(tmp_path, *made, "--shards", "2", "busybox", "--", "true", env=fast)
     assert ok.returncode == 0, ok.stderr
     run_id = json.loads(ok.stdout)["run_id"]
     _refused(_run(tmp_path, "--emulator", "--yes", "--rerun-failed", run_id), "every shard of run")
-    single = _run(tmp_path, "--emulator", "--yes", "-o", "json", "busybox", "--", "true")
+    single = _run(tmp_path, *made, "busybox", "--", "true", env=fast)
     assert single.returncode == 0, single.stderr
     other = json.loads(single.stdout)["run_id"]
     _refused(_run(tmp_path, "--emulator", "--yes", "--rerun-failed", other), f"run {other} is not a fan-out")
