@@ -208,14 +208,15 @@ def test_map_file_gives_each_shard_its_item_and_logs_failed_prints_only_the_fail
     items.write_text(json.dumps(["red", "green", {"n": 3}, "blue"]))
     shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
     shell |= {"ACAGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    shell |= {"ACAGPU_POLLING_INTERVAL": "0.05"}  # items, lines and statuses do not depend on the speed
     script = 'echo "got $ACAGPU_ITEM of $ACAGPU_SHARD_COUNT"; [ "$ACAGPU_ITEM" != green ] || exit 2'
-    table = _acagpu(shell, "run", "--emulator", "--yes", "--map", str(items), "--logs", "failed",
-                    "busybox", "--", "sh", "-c", script)  # fmt: skip
+    table = _acagpu(shell, "run", "--emulator", "--time-scale", "0.002", "--yes", "--map", str(items),
+                    "--logs", "failed", "busybox", "--", "sh", "-c", script)  # fmt: skip
     assert table.returncode == 1, table.stderr
     assert table.stdout.splitlines() == ["[1] got green of 4"], table.stdout  # only the failed shard's
     assert "1 of 4 shards failed: [1] exit 2" in table.stderr
-    done = _acagpu(shell, "run", "--emulator", "--yes", "-o", "json", "--map", str(items), "busybox", "--",
-                   "sh", "-c", script)  # fmt: skip
+    done = _acagpu(shell, "run", "--emulator", "--time-scale", "0.002", "--yes", "-o", "json", "--map",
+                   str(items), "busybox", "--", "sh", "-c", script)  # fmt: skip
     doc = json.loads(done.stdout)
     assert [(s["index"], s["item"]) for s in doc["shards"]] == [
         (0, "red"), (1, "green"), (2, '{"n":3}'), (3, "blue")
