@@ -12,9 +12,9 @@ With realistic ACA durations scaled down (`--time-scale`), this measures:
   3. Billed GPU-seconds (emulated): `up` vs the seed flow left running for its tester's 4-hour
      sleep with the explorer still up, as the seed leaves it.
 
-  4. With `--warm`, at the newer Azure durations (aca-2026.md §10: a GPU profile ~490 s with the
-     environment, pulls by image size and registry distance) and the emulator's default pull model
-     (no image cache across job executions): cold `up` vs `up --env` (images from their public
+  4. With `--warm`, at the newer Azure durations (late-2026 measurements by others: a GPU profile ~490 s
+     with the environment, pulls by image size and registry distance) and the emulator's default pull
+     model (no image cache across job executions): cold `up` vs `up --env` (images from their public
      registries) vs `up --env` again (still pulled in full), and a 4-tag x 1 GPU `validate`, cold vs
      warm. The warm environment is made before the clock starts.
   5. With `--staged`, the same model: cold `up`; `up --env` pulling from Docker Hub; `up --env`

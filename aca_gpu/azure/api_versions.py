@@ -1,11 +1,11 @@
 """Microsoft.App api-versions, in one place: a stable fallback chain and the preview-only calls.
 
 New versions roll out region by region, and ARM answers `NoRegisteredProviderFound` or
-`InvalidApiVersionParameter` where one has not arrived yet (aca-2026.md §6). One pipeline policy
-(`ApiVersionFallback`, installed by clients.py as the SDK's custom hook) sees every Microsoft.App
-request, SDK call, raw call and LRO poll alike: when the version a request names is refused, it
-resends with the next version of that request's chain and remembers, for this process, which
-version worked, so later requests start there.
+`InvalidApiVersionParameter` where one has not arrived yet (Azure/azure-cli#28368, #32181). One pipeline
+policy (`ApiVersionFallback`, installed by clients.py as the SDK's custom hook) sees every Microsoft.App
+request, SDK call, raw call and LRO poll alike: when the version a request names is refused, it resends
+with the next version of that request's chain and remembers, for this process, which version worked, so
+later requests start there.
 
 - Stable: the SDK's default `2026-07-01`, then `2026-01-01`, then `2025-07-01`.
 - Preview-only (job `getAuthToken`, an execution's `replicas`: in no public spec; the Azure CLI

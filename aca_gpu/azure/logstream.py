@@ -1,4 +1,4 @@
-"""Console log streams and system event streams over HTTPS (aca-api.md §3.5-3.7, aca-2026.md §7).
+"""Console log streams and system event streams over HTTPS (as the Azure CLI's containerapp code reads them).
 
 `GET <logStreamEndpoint>?follow=&tailLines=&output=json|text` with `Authorization: Bearer <ACA token>`
 returns one line per log record: JSON `{"TimeStamp": ..., "Log": "F <message>"}` (the CRI flag leads

@@ -1,6 +1,6 @@
 """The preview-only Microsoft.App calls, isolated: a job's data-plane token and an execution's replicas.
 
-Neither exists in any public spec (aca-2026.md §6); the Azure CLI calls them with
+Neither is in the public Microsoft.App REST spec (azure-rest-api-specs); the Azure CLI calls them with
 `2023-11-02-preview`. Each goes through `api_versions.preview_call`, which starts at the newest
 preview this process has seen work (the pipeline policy falls back along `api_versions.PREVIEW`)
 and turns "every preview version refused" into one clear error.

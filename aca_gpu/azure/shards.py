@@ -114,7 +114,8 @@ def stop_execution(clients: Clients, rg: str, job: str, execution: str) -> None:
 
 
 def environment_usages(clients: Clients, rg: str, environment: str) -> list[UsageInfo]:
-    """The environment's own usages (GPU quota is per environment since 2026-09, aca-2026.md §11)."""
+    """The environment's own usages (GPU quota is per environment since 2026-09: Microsoft Learn,
+    "Quotas for Azure Container Apps")."""
     items = retrying(
         "list usages of environment",
         environment,

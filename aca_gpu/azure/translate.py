@@ -96,7 +96,8 @@ CODE_HINTS: dict[str, str] = {
     "resourcegroupbeingdeleted": "its earlier delete is still running (minutes on Azure): run this again "
     "once `acagpu status` no longer lists the group, or pick another name",
 }
-# An environment's own quota is requested on that environment's Quota page, not through QMS (aca-2026.md §2).
+# An environment's own quota is requested on that environment's Quota page, not through QMS
+# (Microsoft Learn, "Quotas for Azure Container Apps").
 ENVIRONMENT_QUOTA_HINT = (
     "request more on the environment's Quota page in the Azure portal, or try other regions with --regions"
 )

@@ -13,9 +13,11 @@ from aiohttp import web
 
 # Every api-version Microsoft.App knows: the provider's `resourceTypes[].apiVersions` as recorded in
 # November 2025 (the Azure CLI extension's test_containerapp_env_environment_mode cassette), plus
-# 2026-03-02-preview and 2026-07-01, the newer preview and stable versions of the 2026 spec
-# (aca-2026.md §6). Each resource type accepts, and lists in `api-supported-versions`, the part of it
-# from the version the type first appeared at (versions.app_versions: jobs from 2022-11-01-preview).
+# 2026-03-02-preview and 2026-07-01, the newer preview and stable versions of the 2026 spec (2026-07-01
+# is azure-mgmt-appcontainers 5.1.0's default; 2026-03-02-preview the newest preview seen, its source
+# not recorded: UNCONFIRMED). Each resource type accepts, and lists in `api-supported-versions`, the
+# part of it from the version the type first appeared at (versions.app_versions: jobs from
+# 2022-11-01-preview).
 APP_SUPPORTED_VERSIONS = (
     "2022-03-01, 2022-06-01-preview, 2022-10-01, 2022-11-01-preview, 2023-04-01-preview, 2023-05-01, "
     "2023-05-02-preview, 2023-08-01-preview, 2023-11-02-preview, 2024-02-02-preview, 2024-03-01, "

@@ -10,7 +10,8 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   fail before reaching the provider.
 - `ws_drop` (`after=` stdout/stderr frames, default 0): the exec websocket closes abruptly.
 - `log_drop` (`after=` lines, default 1): the log stream ends early.
-- `stuck`: a new replica stays in AssigningReplica (hours-long on ACA, regional: aca-2026.md §4).
+- `stuck`: a new replica stays in AssigningReplica (hours-long on ACA, regional:
+  microsoft/azure-container-apps#1579, #1228, #1502).
 - `quota`: without `limit=`, environment or app creation with a GPU profile fails with "Maximum
   Allowed Cores exceeded" (HTTP 400, code MaxNumberOfGpuCoresExceeded). With `limit=N`, it is the
   subscription's GPU quota for that region and profile instead: the usages by location report N as
@@ -39,7 +40,7 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `cost_delay` (`seconds=` emulated, default 28800): Cost Management shows usage only this long
   after it happened (Azure: 8 to 24 hours); without it the emulator shows usage at once.
 - `apiversion` (`version=` an api-version): ARM refuses requests naming that version with HTTP 400
-  NoRegisteredProviderFound, as a region does while a new version rolls out (aca-2026.md §6).
+  NoRegisteredProviderFound, as a region does while a new version rolls out (Azure/azure-cli#28368, #32181).
 - `deny` (`action=`, an RBAC action or glob, e.g. `Microsoft.Authorization/roleAssignments/write`):
   the emulator's own credentials lose that action (their permissions list it under notActions and
   ARM answers 403 AuthorizationFailed), to try a caller who may not assign roles. With

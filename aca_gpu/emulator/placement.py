@@ -1,5 +1,6 @@
 """Where a job replica's placement can go wrong: GPU quota, and the platform failures a fan-out must
-tell from its user's own (aca-2026.md §4, §10, §11; issue: one execution per shard).
+tell from its user's own (microsoft/azure-container-apps#1511, #1579, #1705, #1763, #1809; GPU quota
+per environment: Microsoft Learn, "Quotas for Azure Container Apps"; issue: one execution per shard).
 
 - GPU quota is taken when a replica is placed, not when it is asked for: a replica whose GPUs would
   take its region past a `quota:limit=N` waits in AssigningReplica until a GPU frees up or its

@@ -1,10 +1,12 @@
 """How an image reaches a replica's node: pulled in full (from where, at what rate), cached, or
 streamed. Every choice here is a named model parameter (docs/emulator.md, "Image pulls").
 
-Measured (aca-2026.md §10/§11): 2.94 GB in 20 s from a same-region registry (~147 MB/s, one pull);
-3.30 GB in 44-53 s six at once (63-74 MB/s each: ~410 MB/s shared); ~7 GB in ~5 min from a remote
-registry (~23 MB/s); 11 GB in 96 s on a T4 (~115 MB/s, registry not said). And 0 of 6 job
-executions found their image cached ("each got a fresh pod"), so by default nothing is cached.
+Measured by others: 2.94 GB in 20 s from a same-region registry (~147 MB/s, one pull;
+microsoft/azure-container-apps#1763); 3.30 GB in 44-53 s six at once (63-74 MB/s each: ~410 MB/s
+shared) and 0 of 6 job executions finding their image cached ("each got a fresh pod"), so by default
+nothing is cached (the ACA product team's cold-start benchmark of jobs, June-July 2026); ~7 GB in
+~5 min from a remote registry (~23 MB/s); 11 GB in 96 s on a T4 (~115 MB/s, registry not said; a
+Sweden Central deployment, 2026-09-18). No link is recorded for the last three: UNCONFIRMED.
 
 UNCONFIRMED, and therefore switches that are off by default:
 - `cache`: a node keeps a pulled image for `cache_ttl_s` and a later replica of the same environment
@@ -137,7 +139,8 @@ class PullPlan:
 
 
 def gpu_driver_text(driver: str) -> str:
-    """The `GpuDriverInfo` system event's message, as seen on a serverless T4 (aca-2026.md §11)."""
+    """The `GpuDriverInfo` system event's message, as one serverless T4 deployment saw it (Sweden
+    Central, 2026-09-18; no public link recorded: UNCONFIRMED for other regions and GPUs)."""
     return f"pod started, CUDA driver {driver}"
 
 

@@ -296,7 +296,8 @@ class Runtime:
             if not budget.admit(rep) or placement.backoff_before_pull(self, rep):
                 return
             if catalog.gpus(rep.profile_type) and not rep.restart_count:
-                # a GPU node says its driver once the pod starts, before any pull (aca-2026.md §11)
+                # a GPU node says its driver once the pod starts, before any pull (as one Sweden
+                # Central T4 deployment saw it, 2026-09-18; UNCONFIRMED for other regions and GPUs)
                 self._emit_rep(rep, "GpuDriverInfo", gpu_driver_text(self.workload.driver_version))
             rep.phase = "PullingImage"
             env_rec = self.state.envs.get((rep.env_rg.lower(), rep.env.lower()))

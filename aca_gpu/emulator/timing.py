@@ -16,8 +16,8 @@ DURATIONS: dict[str, float] = {
     "env_create": 80.0,  # PUT managedEnvironments: Waiting -> Succeeded
     "env_delete": 540.0,  # DELETE managedEnvironments: ~9 min of 202 polls
     "env_update": 60.0,  # a non-GPU workload profile added to an existing environment
-    "env_update_gpu": 490.0,  # adding a GPU profile to an existing environment (aca-2026.md §4: 490 s)
-    "app_provision": 18.0,  # containerApps PUT: InProgress -> Succeeded (aca-2026.md §4: app PUT 18 s)
+    "env_update_gpu": 490.0,  # adding a GPU profile to an existing environment (operators: 490 s)
+    "app_provision": 18.0,  # containerApps PUT: InProgress -> Succeeded (operators: app PUT 18 s)
     # A GPU app's create, typical; 710 s (T4) is the slowest seen, reached with the slow_create fault.
     "app_provision_gpu": 60.0,
     "job_provision": 8.0,  # jobs PUT: InProgress -> Succeeded
@@ -33,7 +33,9 @@ DURATIONS: dict[str, float] = {
     # a typical ingestion latency of 20 s to 3 min; 60 s sits inside it)
     "log_ingestion": 60.0,
 }
-# aca-2026.md §10 (late 2026, newer than the recordings where they differ): a GPU workload profile
+# "operators" above: third-party operator notes of Sep 2026, not public (UNCONFIRMED).
+# Late-2026 measurements by others (newer than the recordings where they differ; no public link
+# except microsoft/azure-container-apps#1763 for the 2.94 GB pull: UNCONFIRMED): a GPU workload profile
 # takes ~490 s whether it is added later or comes with the environment's create; a T4 app create
 # has a tail up to 710 s (one in TAIL_EVERY here, chosen by name so runs are repeatable); pulls take
 # the image's size over the registry's bandwidth (2.94 GB in 20 s from a same-region registry, ~7 GB
@@ -104,8 +106,9 @@ def has_tail(name: str) -> bool:
 class Clock:
     """Monotonic scheduling; `after(kind)` is the monotonic time at which a `kind` step completes.
 
-    `durations` picks the set: `recorded` (the recordings and §1-§9) or `aca-2026` (§10's newer
-    figures: GPU profiles, app-create tails, size-based pulls; caching and streaming: pulls.py).
+    `durations` picks the set: `recorded` (the recordings and operators' 2025-2026 figures) or
+    `aca-2026` (newer late-2026 figures: GPU profiles, app-create tails, size-based pulls; caching
+    and streaming: pulls.py).
     """
 
     scale: float

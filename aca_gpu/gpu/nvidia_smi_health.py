@@ -13,7 +13,7 @@ and what a driver did not print is listed in `unread`, never guessed):
 - Clock event reasons (`Clocks Event Reasons` from R535, `Clocks Throttle Reasons` before).
 - Persistence and compute mode.
 
-Verdicts (NVIDIA's memory error management and page retirement guides, aca-2026.md §10):
+Verdicts (NVIDIA's memory error management and dynamic page retirement guides):
 `failed` — uncorrectable ECC errors since boot, SRAM threshold exceeded, a row remap failure, a page
 retirement pending, an uncorrectable error waiting for its row remap (drain and reset), a GPU that needs
 a reset or is lost, compute prohibited; `degraded` — the card

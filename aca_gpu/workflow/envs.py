@@ -1,10 +1,10 @@
 """Warm environments (`acagpu env`): a tagged group holding one serverless-only GPU environment.
 
-Building an environment is most of a cold run's wait (minutes on Azure, a GPU profile alone ~490 s,
-aca-2026.md §10), yet one whose profiles are all serverless bills nothing while no replica runs. So
-it may stay: runs borrow it (`up --env`), create only their own jobs inside it and delete only
-those. Its group carries `acagpu:kind=env` and an expiry one idle TTL after its last use, renewed by
-every run; `reap` and the guard remove an expired one only when no run is inside.
+Building an environment is most of a cold run's wait (minutes on Azure, a GPU profile alone ~490 s by a
+third-party measurement), yet one whose profiles are all serverless bills nothing while no replica runs.
+So it may stay: runs borrow it (`up --env`), create only their own jobs inside it and delete only those.
+Its group carries `acagpu:kind=env` and an expiry one idle TTL after its last use, renewed by every run;
+`reap` and the guard remove an expired one only when no run is inside.
 """
 
 from __future__ import annotations

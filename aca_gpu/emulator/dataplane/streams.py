@@ -1,11 +1,12 @@
 """Log stream and system event stream: line-per-record HTTP responses, optionally followed.
 
 Console lines: `output=text` gives CRI-style `<RFC3339Nano> stdout F <line>`; `output=json` gives
-`{"TimeStamp": "2026-06-03T04:45:59.2214149+00:00", "Log": "F <line>"}` (aca-2026.md §7: the CRI flag
-leads `Log`). A line longer than the runtime's 16 KiB limit goes out as partial (`P`) fragments and a
-final `F` one, as containerd writes it. A followed stream that stays quiet sends the heartbeat
-`No logs since last 60 seconds` (no CRI flag) every emulated minute and is closed by the server after
-three quiet minutes, as ACA does (azure-cli#33487); the text form of the heartbeat is UNCONFIRMED.
+`{"TimeStamp": "2026-06-03T04:45:59.2214149+00:00", "Log": "F <line>"}` (the CRI flag leads `Log`: Azure
+CLI 2.91.0's containerapp log code, Azure/azure-cli#33487). A line longer than the runtime's 16 KiB
+limit goes out as partial (`P`) fragments and a final `F` one, as containerd writes it. A followed
+stream that stays quiet sends the heartbeat `No logs since last 60 seconds` (no CRI flag) every emulated
+minute and is closed by the server after three quiet minutes, as ACA does (azure-cli#33487); the text
+form of the heartbeat is UNCONFIRMED.
 Every console stream opens with two lines of the service's own ("Connecting to the container 'c'..."
 and "Successfully Connected to container: 'c' [Revision: 'r', Replica: 'x']"), stamped when it connects.
 Event lines: the recorded shape, with the two synthetic lines first.

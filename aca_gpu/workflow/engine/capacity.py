@@ -17,8 +17,9 @@ from aca_gpu.errors import AcaGpuError, QuotaError
 from aca_gpu.workflow.engine.plan import Plan
 
 CODE = "CapacityUnavailable"
-# what ACA's records and events say when a region has no room for a replica (aca-2026.md §4,
-# aca-api.md §5.3); matched case-insensitively anywhere in a replica's details or an event
+# what ACA's records and events say when a region has no room for a replica
+# (microsoft/azure-container-apps#1705: "WorkLoad Profile Full"); matched case-insensitively anywhere in
+# a replica's details or an event
 EVIDENCE = re.compile(
     r"workload ?profile ?full|not enough capacity|insufficient capacity|capacity is not available"
     r"|\b\d+/\d+ nodes are available",

@@ -1,9 +1,10 @@
 """One job execution with a template of its own: start it, follow its log, read its exit code.
 
-Jobs_Start takes a `JobExecutionTemplate` (aca-2026.md §10): one job runs a different image, command
-and environment at every start, with no PUT. The nvidia-smi probe of a warm run, the tester and a
-user's own workload are all executions started here and followed by `follow`; what they mean is the
-caller's business (`probe_job.py` reads nvidia-smi, `tester_run.py` judges a result line).
+Jobs_Start takes a `JobExecutionTemplate` (the Microsoft.App REST spec, stable since 2023-05-01): one
+job runs a different image, command and environment at every start, with no PUT. The nvidia-smi probe of
+a warm run, the tester and a user's own workload are all executions started here and followed by
+`follow`; what they mean is the caller's business (`probe_job.py` reads nvidia-smi, `tester_run.py`
+judges a result line).
 
 The exit code comes from the execution's `detailedStatus`, never from the log: a log stream can drop,
 and ACA removes a finished replica (and its log) soon after it exits.

@@ -40,8 +40,9 @@ RETRY_HERE = "retry-here"
 A100_TYPE = "Consumption-GPU-NC24-A100"
 # Regions that offer the serverless A100 (gpu/data profiles), in the order tried after the configured
 # location. canadacentral and uksouth placed A100 runs where others did not; swedencentral placed 1
-# A100 job in 16 in Aug 2026 (each BackoffLimitExceeded 2 s after scheduling), so it is tried last
-# (aca-2026.md §10).
+# A100 job in 16 in Aug 2026 (each BackoffLimitExceeded 2 s after scheduling,
+# microsoft/azure-container-apps#1809), so it is tried last. The other two are third-party reports
+# with no public link: UNCONFIRMED.
 A100_ORDER = (
     "westus3",
     "canadacentral",

@@ -1,6 +1,7 @@
 """ARM's write budget on the client's side: a token bucket per subscription (200, 10 a second).
 
-ARM refuses writes beyond its regional bucket with 429 and Retry-After (aca-2026.md §11); a fan-out
+ARM refuses writes beyond its regional bucket with 429 and Retry-After (Microsoft Learn, "Understand
+how Azure Resource Manager throttles requests"; that a job start is a write is inferred); a fan-out
 that starts hundreds of executions would otherwise spend the subscription's whole budget at once
 and have every other write of the user (and its own teardown) refused. Starts take a token here
 first; azure-core and the subscription gate (`azure/ratelimit.py`) still honour any 429 that comes.

@@ -24,7 +24,7 @@ from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
 
-BILLING_DEADLINE_S = 15 * 60.0  # app and job deletes: ~20-30 s each on Azure (aca-2026.md §4)
+BILLING_DEADLINE_S = 15 * 60.0  # app and job deletes: ~20-30 s each on Azure (operators' notes, not public)
 GONE_DEADLINE_S = 45 * 60.0  # group delete: environment deletes alone take 9-15 minutes
 CALL_ATTEMPTS = 3
 THROTTLED_DEADLINE_S = 60 * 60.0  # a throttled call is sent again for this long, never counted as a try

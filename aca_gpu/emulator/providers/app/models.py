@@ -121,7 +121,8 @@ def create_or_update_env(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             {k: defaults.drop_nulls(v) for k, v in props.items() if k in _ENV_WRITABLE and v is not None}
         )
         if added:
-            # Nodes for a new profile take minutes (aca-2026.md §4: ~8 min when it is a GPU profile).
+            # Nodes for a new profile take minutes (~8 min when it is a GPU profile: 490 s in
+            # operators' notes of Sep 2026, not public: UNCONFIRMED).
             gpu = any(catalog.gpus(p["workloadProfileType"]) for p in added)
             fault = ctx.faults.fire("slow_create", path=name)
             factor = float(fault.param("factor", "1.5")) if fault else 1.0
@@ -160,7 +161,8 @@ def _env_path(ctx: Ctx, rg: str, name: str) -> str:
 
 
 def _env_create_done(ctx: Ctx, profiles: list[dict[str, Any]]) -> float:
-    """A GPU profile's nodes take ~490 s with the create too (aca-2026.md §10, `aca-2026` durations)."""
+    """A GPU profile's nodes take ~490 s with the create too (`aca-2026` durations; a third-party
+    measurement of late 2026, not public: UNCONFIRMED)."""
     if ctx.clock.azure_2026 and any(catalog.gpus(p["workloadProfileType"]) for p in profiles):
         return ctx.clock.after_seconds(max(DURATIONS["env_create"], AZURE_2026["env_create_gpu"]))
     return ctx.clock.after("env_create")
@@ -184,7 +186,8 @@ def begin_delete_env(ctx: Ctx, env: Environment) -> None:
         return
     env.deleting = True
     fault = ctx.faults.fire("slow_delete", path=env.name, location=env.location)
-    # 540 s typical; slow deletes reach the 15 minutes operators report (aca-2026.md §4)
+    # 540 s typical; slow deletes reach the 15 minutes operators report (> 900 s, Sep 2026; not
+    # public: UNCONFIRMED)
     factor = float(fault.param("factor", "1.67")) if fault else 1.0
     env.delete_done_at = ctx.clock.after("env_delete", factor)
     for app in ctx.state.apps.values():

@@ -189,9 +189,10 @@ async def managed_environments_get_auth_token(ctx: Ctx, req: web.Request, p: Par
 
 async def managed_environment_usages_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     """The three recorded entries, then one per GPU type of the environment's profiles: the GPUs its
-    placed replicas hold and the quota (GPU quota is per environment since 2026-09, aca-2026.md §11;
-    the entry's shape is the regional one's, UNCONFIRMED at this scope). The limit is the region's
-    `quota:limit=`, enforced over all the region's environments together (placement.py)."""
+    placed replicas hold and the quota (GPU quota is per environment since 2026-09, Microsoft Learn's
+    "Quotas for Azure Container Apps"; the entry's shape is the regional one's, UNCONFIRMED at this
+    scope). The limit is the region's `quota:limit=`, enforced over all the region's environments
+    together (placement.py)."""
     env = models.get_env(ctx, p["rg"], p["name"])
     body = catalog.env_usages_body()
     types = {str(prof.get("workloadProfileType")) for prof in env.profiles}
