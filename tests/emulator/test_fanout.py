@@ -1,5 +1,5 @@
 """Many executions of one job, each with its own template env, through the real azure-mgmt-appcontainers
-client: what `acagpu run --shards` relies on (aca-2026.md §11: one execution per shard)."""
+client: what `acagpu run --shards` relies on (one execution per shard, as Microsoft's jobs page suggests)."""
 
 from __future__ import annotations
 

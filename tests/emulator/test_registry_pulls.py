@@ -170,7 +170,7 @@ def test_a_staged_image_needs_the_environment_identity_s_acr_pull(
 
 @pytest.mark.parametrize("model", ["", "cache=on"])
 def test_at_azure_durations_a_second_execution_pulls_again_unless_the_cache_is_on(model: str) -> None:
-    """0 of 6 job executions found their image cached (aca-2026.md §11): the default model pulls
+    """0 of 6 job executions found their image cached (the ACA team's benchmark): the default model pulls
     every time; `cache=on` (UNCONFIRMED) serves the second from the node."""
     from aca_gpu.emulator.server import EmulatorServer as Server
 

@@ -179,7 +179,7 @@ def test_a_known_entry_covers_only_its_kinds() -> None:
     assert Known(2, ("*",), r"refused", "x").covers("env.get", "api-version 1 refused")
 
 
-# The versions the emulator serves beyond the November 2025 lists (the 2026 spec's; aca-2026.md §6).
+# The versions the emulator serves beyond the November 2025 lists (the 2026 spec; SDK 5.1.0: 2026-07-01).
 NEWER_THAN_RECORDED = ("2026-03-02-preview", "2026-07-01")
 
 

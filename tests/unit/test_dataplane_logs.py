@@ -36,7 +36,7 @@ EVENTSTREAM_LINES = [
         ("plain text line\r\n", "plain text line"),
         ("{not json", "{not json"),
         ('{"other":"field"}', '{"other":"field"}'),
-        # aca-2026.md §7 (azure-cli#33487): the CRI flag leads `Log`
+        # Azure/azure-cli#33487: the CRI flag leads `Log`
         ('{"TimeStamp": "2026-06-03T04:45:59.2214149+00:00", "Log": "F 013c:fixme:file"}', "013c:fixme:file"),
         ('{"TimeStamp": "t", "Log": "P first half"}', "first half"),
         ('{"TimeStamp": "t", "Log": "F"}', ""),

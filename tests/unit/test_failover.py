@@ -59,8 +59,8 @@ def _plan(**kw: str) -> tuple[str, ...]:
 def test_region_orders() -> None:
     assert _plan(gpu="t4") == ("eastus",)
     assert _plan(gpu="a100", location="eastus") == ("eastus",)  # -l pins one region
-    # aca-2026.md §10: canadacentral and uksouth belong in the A100 order; swedencentral placed 1
-    # A100 job in 16 in Aug 2026, so it comes last
+    # canadacentral and uksouth belong in the A100 order; swedencentral placed 1 A100 job in 16 in
+    # Aug 2026 (microsoft/azure-container-apps#1809), so it comes last
     assert _plan(gpu="a100") == ("eastus", "westus3", "canadacentral")
     assert _plan(gpu="a100", settings_location="westus3") == ("westus3", "canadacentral", "uksouth")
     assert failover.A100_ORDER[-1] == "swedencentral"

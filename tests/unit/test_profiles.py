@@ -76,7 +76,7 @@ def test_catalog_facts() -> None:
         (4, 96, 880),
     ]
     assert all(p.sends_counts and not p.serverless for p in dedicated)
-    assert len(t4.regions) == 16 and len(a100.regions) == 9  # aca-2026.md §10: A100 in 9 regions
+    assert len(t4.regions) == 16 and len(a100.regions) == 9  # A100: 9 regions (2026-06)
     assert set(a100.regions) - {"canadacentral", "uksouth"} <= set(t4.regions)
     assert t4.offered_in("West Europe") and not a100.offered_in("westeurope")
 
