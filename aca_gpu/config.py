@@ -1,4 +1,4 @@
-"""Settings: flags > ACAGPU_* environment > config file > defaults (DESIGN.md §3)."""
+"""Settings: flags > ACAGPU_* environment > config file > defaults (docs/cli.md)."""
 
 from __future__ import annotations
 

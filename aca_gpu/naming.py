@@ -159,7 +159,7 @@ def parse_iso_utc(text: str) -> datetime | None:
 
 @dataclass(frozen=True)
 class RunNames:
-    """Every name a run uses, derived from its id (DESIGN.md §3)."""
+    """Every name a run uses, derived from its id (docs/architecture.md: tags are the source of truth)."""
 
     run_id: str
     # a run that fails over to another region makes each later attempt in a group of its own

@@ -45,7 +45,8 @@ DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reporte
 
 
 def is_consumption_type(profile_type: str) -> bool:
-    """Consumption and Consumption-GPU-* profiles take no min/max counts (aca-api.md §1.3)."""
+    """Consumption and Consumption-GPU-* profiles take no min/max counts (ARM refuses them:
+    WorkloadProfilePropertyNotSupported)."""
     return profile_type.lower().startswith(CONSUMPTION.lower())
 
 

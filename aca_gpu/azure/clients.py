@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 ARM_SCOPE = "https://management.azure.com/.default"
 STATIC_TOKEN_LIFETIME_S = 3600
 
-# HTTP-level retries live here and nowhere else (DESIGN.md §3): azure-core's RetryPolicy honours
+# HTTP-level retries live here and nowhere else (docs/architecture.md): azure-core's RetryPolicy honours
 # Retry-After on 429/503 and backs off exponentially on the rest.
 RETRY_OPTIONS: dict[str, Any] = {
     "retry_total": 6,

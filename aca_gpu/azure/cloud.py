@@ -48,7 +48,7 @@ from aca_gpu.models import (
     UsageInfo,
 )
 
-TOKEN_REUSE_S = 45 * 60  # ACA data-plane tokens live 1 h (aca-api.md §1.7)
+TOKEN_REUSE_S = 45 * 60  # ACA data-plane tokens live 1 h (getAuthToken's `expires`)
 RUNNING = "running"
 REPLICA_LOOKUP_S = 1.0
 
@@ -537,7 +537,7 @@ class AzureCloud:
 
 
 def _env_eventstream_fallback(sub: str, rg: str, env: str, location: str) -> str:
-    """aca-api.md §3.6: the URL the CLI builds when the environment reports no eventStreamEndpoint."""
+    """The URL `az containerapp env logs show` builds when the environment reports no eventStreamEndpoint."""
     region = location.replace(" ", "").lower()
     return (
         f"https://{region}.azurecontainerapps.dev/subscriptions/{sub}/resourceGroups/{rg}"

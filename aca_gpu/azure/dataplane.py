@@ -1,4 +1,5 @@
-"""Exec into a replica over the ACA data-plane websocket (aca-api.md §3.2-3.4).
+"""Exec into a replica over the ACA data-plane websocket (as `az containerapp exec`
+speaks it: azure-cli's containerapp `_ssh_utils.py`).
 
 Wire format, all binary frames. Server → client: byte 0 is the proxy status (0 forward, 1 info,
 2 error); on forward frames byte 1 is the channel (1 stdout, 2 stderr) and the payload starts at

@@ -1,7 +1,7 @@
 """azure-core exceptions and ARM error codes → aca_gpu.errors types, keeping the code and message.
 
-One table, consulted everywhere, so an ARM code maps to the same exit code (DESIGN.md §3) whichever
-call raised it. Section numbers refer to the project's ACA API reference notes (aca-api.md).
+One table, consulted everywhere, so an ARM code maps to the same exit code (docs/exit-codes.md) whichever
+call raised it. Codes and texts are the ones recorded traffic, Microsoft's docs and public issues show.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 # ARM error code → error type. Codes are compared case-insensitively.
 CODE_TABLE: dict[str, type[AcaGpuError]] = {
-    # §1.8 / ARM: provider not registered for the subscription; `acagpu up` registers Microsoft.App first
+    # ARM: provider not registered for the subscription; `acagpu up` registers Microsoft.App first
     "MissingSubscriptionRegistration": PreflightRefused,
     # ARM auth failures (RBAC deny, expired or foreign token)
     "AuthorizationFailed": AuthError,
@@ -42,7 +42,7 @@ CODE_TABLE: dict[str, type[AcaGpuError]] = {
     "ResourceNotFound": NotFound,
     "ResourceGroupNotFound": NotFound,
     "NotFound": NotFound,
-    # §5.3: quota and capacity (exact GPU-quota code UNCONFIRMED, so the text rules below back these up)
+    # quota and capacity (exact GPU-quota code UNCONFIRMED, so the text rules below back these up)
     "QuotaExceeded": QuotaError,
     "ManagedEnvironmentQuotaExceeded": QuotaError,
     "SubscriptionQuotaExceeded": QuotaError,
@@ -51,9 +51,9 @@ CODE_TABLE: dict[str, type[AcaGpuError]] = {
     "AllocationFailed": QuotaError,
     "ZonalAllocationFailed": QuotaError,
     "OverconstrainedAllocationRequest": QuotaError,
-    # §1.4 / §5.3: CPU/memory combination the profile does not allow
+    # CPU/memory combination the profile does not allow
     "ContainerAppInvalidResourceTotal": BadInput,
-    # §1.3: min/max counts on a Consumption GPU profile; unknown profile type in the region
+    # min/max counts on a Consumption GPU profile; unknown profile type in the region
     "WorkloadProfileMinimumCountNotSupported": BadInput,
     "WorkloadProfilePropertyNotSupported": BadInput,
     "WorkloadProfileTypeNotSupported": BadInput,
@@ -70,13 +70,13 @@ CODE_TABLE: dict[str, type[AcaGpuError]] = {
 
 # Message patterns for codes that vary or are too generic to map alone (e.g. OperationNotAllowed).
 TEXT_RULES: tuple[tuple[re.Pattern[str], type[AcaGpuError]], ...] = (
-    # §5.3 "Maximum Allowed Cores exceeded for the Managed Environment ..."
+    # "Maximum Allowed Cores exceeded for the Managed Environment ..."
     (re.compile(r"maximum allowed cores exceeded", re.I), QuotaError),
     (re.compile(r"\bquota\b", re.I), QuotaError),
     (re.compile(r"insufficient capacity|not enough capacity|capacity is not available", re.I), QuotaError),
-    # §1.3 "Workload Profile property 'MinimumCount' is not supported for Consumption_GPU_NC8as_T4"
+    # "Workload Profile property 'MinimumCount' is not supported for Consumption_GPU_NC8as_T4"
     (re.compile(r"property '\w+' is not supported", re.I), BadInput),
-    # §1.4 "The total requested CPU and memory resources for this application ... is invalid"
+    # "The total requested CPU and memory resources for this application ... is invalid"
     (re.compile(r"total requested cpu and memory", re.I), BadInput),
     (re.compile(r"is not registered to use namespace", re.I), PreflightRefused),
 )

@@ -1,4 +1,4 @@
-"""`acagpu up`: provision, probe, benchmark, report, tear down (DESIGN.md §1)."""
+"""`acagpu up`: provision, probe, benchmark, report, tear down (docs/up.md)."""
 
 from __future__ import annotations
 

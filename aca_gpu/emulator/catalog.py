@@ -1,4 +1,5 @@
-"""Regions, workload profile types and quotas the emulated Microsoft.App offers (reference §5.2)."""
+"""Regions, workload profile types and quotas the emulated Microsoft.App offers (Microsoft's
+serverless GPU docs, 2025-06)."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def available_profiles_body(subscription: str, location: str) -> dict[str, Any]:
 
 
 # Subscription-scope usages per region. `ManagedEnvironmentCount` is the recorded name; the GPU quota
-# names are NOT confirmed anywhere public (reference §5.3): these follow the recorded naming pattern and
+# names are NOT confirmed anywhere public: these follow the recorded naming pattern and
 # the portal's "Managed Environment Consumption T4/NCA100 Gpus" quota types.
 GPU_QUOTA_NAMES = {
     T4: ("ManagedEnvironmentConsumptionT4Gpus", "Managed Environment Consumption T4 Gpus"),

@@ -26,7 +26,7 @@ from aca_gpu.emulator.state import Environment, Registry, Replica, StagedImage, 
 from aca_gpu.emulator.timing import AZURE_2026, image_pull_seconds, image_size_gb
 
 REGISTRY_SUFFIX = ".azurecr.io"
-SAME_REGION_SHARED_MB_S = 410.0  # six 3.3 GB pulls at once, 63-74 MB/s each (§11)
+SAME_REGION_SHARED_MB_S = 410.0  # six 3.3 GB pulls at once, 63-74 MB/s each (the ACA team's benchmark)
 STREAM_READ_FRACTION = 0.1  # UNCONFIRMED: what a container reads before its first instruction runs
 STREAM_OVERHEAD_S = 2.0  # UNCONFIRMED: manifest, streaming artifact and snapshotter set-up
 IMPORT_MB_S = 60.0  # UNCONFIRMED: ACR's server-side import from a public registry

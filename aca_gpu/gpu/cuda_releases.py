@@ -3,8 +3,8 @@
 Source: NVIDIA CUDA Toolkit Release Notes, "CUDA Toolkit and Corresponding Driver Versions"
 (https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html, 13.2-era and 13.4 Update 1
 copies), and the CUDA Compatibility guide, "Minor Version Compatibility"
-(https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html), as summarised
-in the project's reference notes (cuda-compat.md §1.1-1.2). Kept as code so a typo fails the tests.
+(https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html). Kept as code
+so a typo fails the tests.
 """
 
 from __future__ import annotations

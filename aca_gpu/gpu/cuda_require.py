@@ -1,6 +1,6 @@
 """`NVIDIA_REQUIRE_CUDA` strings, parsed and evaluated the way the NVIDIA container runtime does.
 
-Grammar (libnvidia-container `src/cli/dsl.c`, reference cuda-compat.md §2.4): space-separated terms are
+Grammar (libnvidia-container `src/cli/dsl.c`): space-separated terms are
 ORed, comma-separated conditions inside a term are ANDed, several requirement variables are ANDed.
 A condition is `<property><op><value>` with ops `= != < <= > >=`; property names are case-insensitive.
 `cuda` is the driver's CUDA version (what nvidia-smi prints), `driver` the kernel driver version, both

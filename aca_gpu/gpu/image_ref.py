@@ -27,7 +27,8 @@ _DIGEST = re.compile(r"([a-z0-9]+(?:[.+_-][a-z0-9]+)*):([0-9a-fA-F]{32,})")
 _DIGEST_HEX_LEN = {"sha256": 64, "sha384": 96, "sha512": 128}
 _MAX_NAME = 255
 
-# nvidia/cuda: <x.y[.z]>-[cudnn[N]-]<base|runtime|devel>[-tensorrt...]-<os>  (reference cuda-compat.md §2.1)
+# nvidia/cuda: <x.y[.z]>-[cudnn[N]-]<base|runtime|devel>[-tensorrt...]-<os>
+# (NVIDIA's container-images/cuda README)
 _NVIDIA_CUDA_TAG = re.compile(
     r"^(?P<cuda>\d+\.\d+(?:\.\d+)?)-(?P<flavor>(?:cudnn\d*-)?(?:base|runtime|devel)|tensorrt-(?:runtime|devel))"
     r"(?:-(?P<os>[a-z]+[0-9][0-9.]*))?$"

@@ -66,7 +66,7 @@ __all__ = [
 # CSI escape sequences a terminal-attached exec may leave in the text; no nested quantifiers
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
-# failure texts (exact phrases, cuda-compat.md §4.1) -> error kind
+# failure texts (exact phrases nvidia-smi prints) -> error kind
 _FAILURES = (
     ("Driver/library version mismatch", NVML_MISMATCH),
     ("No devices were found", NO_DEVICES),

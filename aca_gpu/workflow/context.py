@@ -1,6 +1,6 @@
 """Finding a run from what the user typed, and the few things every workflow shares.
 
-State lives in tags (DESIGN.md §3): a run is a resource group tagged `acagpu:managed=true` and
+State lives in tags (docs/architecture.md): a run is a resource group tagged `acagpu:managed=true` and
 `acagpu:run-id`. Nothing here keeps local state, so `down` or `smi` work from any machine.
 """
 

@@ -1,4 +1,4 @@
-"""The exec websocket, framed as ACA's proxy frames it (reference §3.3).
+"""The exec websocket, framed as ACA's proxy frames it (as azure-cli's containerapp `_ssh_utils.py` reads it).
 
 Server → client: `01`+text INFO, `00 01`+stdout / `00 02`+stderr FORWARD, `02`+JSON ERROR.
 Client → server: `00 00`+stdin, `00 04`+`{"Width","Height"}` resize. The socket closes when the

@@ -1,1 +1,1 @@
-"""ARM resource providers: each is urls → responses → models → exceptions (STYLE.md §5)."""
+"""ARM resource providers: each is urls → responses → models → exceptions."""

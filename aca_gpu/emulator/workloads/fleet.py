@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from aca_gpu.emulator.workloads.smi_render import SmiGpu
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
 
-# ACA does not publish its GPU hosts' driver (reference: aca-api.md 5.1). A 2024 ACA walkthrough
-# showed 535.54.03 (CUDA 12.2) on the A100 fleet; Azure's data-center images track NVIDIA's
+# ACA does not publish its GPU hosts' driver (Microsoft's serverless GPU docs name none). A 2024
+# ACA walkthrough showed 535.54.03 (CUDA 12.2) on the A100 fleet; Azure's data-center images track NVIDIA's
 # production branches, and R550 (CUDA 12.4) is the conservative current pick: new enough for
 # cu121/cu124 PyTorch wheels, old enough that CUDA 12.8+/13.x images fail the runtime's requirement
 # check, which is exactly the failure the tool has to explain. Override with --driver-version.

@@ -1,4 +1,5 @@
-"""Microsoft.App errors: real codes and texts where known (recordings, reference §5.3), marked where not."""
+"""Microsoft.App errors: real codes and texts where known (recordings, Microsoft's quota docs),
+marked where not."""
 
 from __future__ import annotations
 
