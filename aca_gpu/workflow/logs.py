@@ -55,14 +55,23 @@ def log_lines(
         execution = latest_execution(cloud, run)
         if execution.finished:
             raise ended_error(run, execution)
-        yield from cloud.job_logs(
+        said = False
+        for line in cloud.job_logs(
             run.resource_group,
             run.names.tester,
             execution.name,
             follow=follow,
             tail=tail,
             timeout=FOLLOW_TIMEOUT_S,
-        )
+        ):
+            said = True
+            yield line
+        if not said:
+            # the replica (and its console stream) may go between the look above and the read: a
+            # read that found nothing for an execution now finished is that, not an empty log
+            now = cloud.get_execution(run.resource_group, run.names.tester, execution.name)
+            if now.finished:
+                raise ended_error(run, now)
         return
     app = cloud.get_app(run.resource_group, run.names.explorer)
     if app is None:
