@@ -377,6 +377,7 @@ class Cloud(Protocol):
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
         on_closed: Callable[[], None] | None = None,  # the service ended a connection: its container exited
+        on_late: Callable[[], None] | None = None,  # attached after its container had started
     ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed
     def ensure_logs_workspace(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]

@@ -53,6 +53,9 @@ def usd_text(usd: float | None) -> str:
 
 
 def gpu_seconds_text(gpu_seconds: float) -> str:
-    """`0.4 GPU-seconds`, `230 GPU-seconds`: tenths where a whole number would print 0 for a bill."""
+    """`0.4 GPU-seconds`, `230 GPU-seconds`: tenths where a whole number would print 0 for a bill,
+    and `<0.1 GPU-seconds` for a container that ran less than tenths can show (it ran: not 0)."""
     value = float(gpu_seconds)
+    if 0 < value < 0.05:
+        return "<0.1 GPU-seconds"
     return f"{value:.1f} GPU-seconds" if value < 10 else f"{value:.0f} GPU-seconds"

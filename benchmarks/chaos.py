@@ -48,6 +48,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -185,6 +186,10 @@ class StepResult:
     lines_problem: str = ""  # `run`: a numbered line lost, doubled or out of order
     lines_from: dict[str, int] = field(default_factory=dict)  # -o json: lines by source
     lines_lost_said: bool = False  # `run`: lines lost that acagpu said it could not read (excused)
+    # -o json of a run that ended as expected, without Ctrl-C: the GPU-seconds it reported and
+    # those the emulator billed for its run id (each replica's wall-clock life)
+    gpu_seconds: float | None = None
+    billed_gpu_seconds: float | None = None
 
 
 @dataclass
@@ -939,6 +944,7 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
     seconds = time.monotonic() - started
     verdict = judge(step, rc, out, err, interrupted=sigints > 0)
     left = leftovers(world.inventory(), keep) if step.check_leftovers else []
+    measured, billed = _spend(world, step, rc, out) if sigints == 0 else (None, None)
     allowed = sigints >= 2 and "acagpu down" in (out + err)
     if verbose:
         print(f"--- {' '.join(step.argv)} -> {rc} in {seconds:.1f}s sigints={sigints}", file=sys.stderr)
@@ -958,8 +964,27 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
         leftovers=left,
         leftover_allowed=bool(left) and allowed,
         sigints=sigints,
+        gpu_seconds=measured,
+        billed_gpu_seconds=billed,
         **verdict,
     )
+
+
+def _spend(world: World, step: Step, rc: int | None, out: str) -> tuple[float | None, float | None]:
+    """(reported, billed) GPU-seconds of a -o json run that ended as it should."""
+    if not step.json or rc not in (0, step.container_exit):
+        return None, None
+    try:
+        doc = json.loads(out)
+        run_id, measured = str(doc["run_id"]), float(doc["cost"]["gpu_seconds"])
+    except (ValueError, KeyError, TypeError):
+        return None, None
+    try:
+        rows = world._emulator_get("billing")["replicas"]
+    except Exception:
+        return measured, None
+    billed = sum(r["wall_seconds"] * r["gpus"] for r in rows if r.get("run_id") == run_id)
+    return measured, billed
 
 
 def _lines_from(step: Step, out: str) -> dict[str, int]:
@@ -1155,6 +1180,22 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
             f"lost or doubled a line: {len(lost)}; lines by source (-o json runs): "
             + (", ".join(f"{k} {v}" for k, v in sorted(sources.items())) or "none")
         )
+    for kind in ("warm", "at-once", "run"):
+        spent = [
+            (s.gpu_seconds, s.billed_gpu_seconds)
+            for r in results
+            if r.kind == kind
+            for s in r.steps
+            if s.gpu_seconds is not None and s.billed_gpu_seconds
+        ]
+        if spent:
+            off = sorted(abs(m - b) / b * 100 for m, b in spent)
+            gap = max(abs(m - b) for m, b in spent)
+            lines.append(
+                f"{kind} cost (-o json runs without Ctrl-C): {len(spent)} compared with the emulator's "
+                f"billing; within 5 %: {sum(o <= 5 for o in off)}; median {statistics.median(off):.1f} %, "
+                f"worst {off[-1]:.1f} % ({gap:.2f} GPU-s at most)"
+            )
     codes = Counter(s.exit_code for r in results for s in r.steps)
     lines.append(
         "exit codes (all commands): " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items(), key=str))

@@ -436,6 +436,7 @@ class AzureCloud:
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
         on_closed: Callable[[], None] | None = None,
+        on_late: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
         """(timestamp, stdout|stderr, line) of one execution from its start, followed to its end;
         `on_running` as for `job_logs` (a silent program bills from its start, not its first line).
@@ -446,7 +447,9 @@ class AzureCloud:
         could not be attached before the replica ended, or broke off, raises
         InfraError(LogStreamLost) at the end: the caller reads the lines elsewhere. `on_closed` is
         called whenever the service ends a connection by itself (its container exited, or lingers
-        ended), before the execution says it finished: the moment billing stopped."""
+        ended), before the execution says it finished: the moment billing stopped. `on_late` is
+        called when the container was running (or had ended) before the stream could be asked
+        for: then `on_running` is no witness of its start."""
         deadline = self._clock() + timeout
         what = f"the log of job {job} execution {execution}"
         container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
@@ -455,8 +458,11 @@ class AzureCloud:
                 f"the log stream of {what} could not be attached before its replica ended",
                 code="LogStreamLost",
             )
-        if on_running is not None and (container.running_state or "").lower() in {RUNNING, "terminated"}:
-            on_running()
+        if (container.running_state or "").lower() in {RUNNING, "terminated"}:
+            if on_late is not None:
+                on_late()
+            if on_running is not None:
+                on_running()
         token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
 
         def finished() -> bool:

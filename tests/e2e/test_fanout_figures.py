@@ -72,11 +72,11 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     billed = sum(
         r["wall_seconds"] * r["gpus"] for r in _get(emu, "billing")["replicas"] if r["run_id"] == "fig1"
     )
-    # whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill
-    # before; from the container's own start and end each is known to about half a look and its
-    # endTime's second. A busy machine stretches the looks (+24 % seen beside a second suite), so
-    # this bound only tells 2x from right; how close it comes is benchmarks/fanout.py's figure
-    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.5 * billed, (doc["cost"], billed)
+    # whole looks (2 s apart at the default polling) read a shard just over 2 s as 4 s, 2x the bill;
+    # the middle of the looks and the endTime's second read +9 to +13 % here (+24 % beside a second
+    # suite). Each shard's log stream is held open from its start, so its acceptance and its close
+    # are the container's life, as for a single run: -1.5 to -1.8 % with another suite running
+    assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.08 * billed, (doc["cost"], billed)
     assert all(s["gpu_seconds"] > 0 for s in doc["shards"])  # O2: every shard that ran costs something
     # O3: a line counts started-not-yet-running attempts apart; with shards waiting, P are under way
     lines = [m for m in map(LINE.search, done.stderr.splitlines()) if m]
@@ -97,7 +97,7 @@ def test_exits_at_once_cost_more_than_nothing_in_the_money_text(
     assert done.returncode == 0, done.stderr
     cost = next(line for line in done.stderr.splitlines() if "cost ≈" in line)
     assert "$0.0000" not in cost and " 0 GPU-s" not in cost, cost
-    assert re.search(r"for \d+\.\d GPU-seconds", cost) and not re.search(r"for 0\.0 GPU", cost), cost
+    assert re.search(r"for <?\d+\.\d GPU-seconds", cost) and not re.search(r"for 0\.0 GPU", cost), cost
 
 
 def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, str], dict[str, str]]) -> None:

@@ -346,6 +346,7 @@ class FakeCloud:
         timeout: float = 600.0,
         on_running: Callable[[], None] | None = None,
         on_closed: Callable[[], None] | None = None,
+        on_late: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:
         for line in self.job_logs(resource_group, job, execution, on_running=on_running):
             yield None, "stdout", line

@@ -160,5 +160,11 @@ def test_an_execution_never_seen_running_without_a_line_bills_nothing() -> None:
     assert placed_never.seconds == 0.0
     ran = ExecutionRun("e2", started=0.0, running=5.0, ended=20.0, stopped=20.0)
     assert ran.seconds == 15.0
+    # a container that ran and ended before any look or stream saw it (its exit code says it ran)
+    from aca_gpu.models import ExecutionInfo
+
+    ended = ExecutionInfo("e3", "Succeeded", exit_codes=(0,))
+    unseen = ExecutionRun("e3", started=0.0, ended=1.0, info=ended)
+    assert 0 < unseen.seconds < 0.01
     printed = ExecutionRun("e3", started=0.0, first_line=8.0, ended=20.0)
     assert printed.seconds == 12.0

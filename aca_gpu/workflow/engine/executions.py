@@ -24,6 +24,9 @@ from aca_gpu.workflow.replicas import event_reasons_of
 LOG_RECONNECTS = 20
 FINAL_STATUS_WAIT_S = 20.0  # how long an ended stream may wait for the execution's final status
 TAIL = 300  # the service's largest tailLines
+# a container that ran cost something however short: the least a document's three decimals show,
+# never 0 (a container of 20 ms is billed; no look or stream can time it)
+RAN_AT_LEAST_S = 0.001
 
 
 @dataclass
@@ -43,6 +46,7 @@ class ExecutionRun:
     stopped_by: str | None = None  # the line that met the caller's stop rule, if one did
     lost: str = ""  # the last stream failure, for a caller that could not read what it needed
     gone: float | None = None  # when its job was found deleted under it (it billed until then)
+    attached_late: bool = False  # its log stream came after its container started: `running` is late
 
     @property
     def seconds(self) -> float:
@@ -52,8 +56,10 @@ class ExecutionRun:
         nothing had no replica to bill (a region abandoned before one was placed): 0, not the time
         since the start request."""
         began = self.running or self.first_line
-        if self.never_ran or began is None:
+        if self.never_ran:
             return 0.0
+        if began is None:  # ended before any look or stream saw it: if it ran, it cost something
+            return RAN_AT_LEAST_S if self.exit_code is not None else 0.0
         finished = self.info is not None and self.info.finished and self.ended is not None
         end = (self.ended if finished else None) or self.stopped or self.gone or self.ended
         end = end or time.monotonic()

@@ -23,10 +23,12 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.naming import parse_iso_utc
+from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S
 from aca_gpu.workflow.engine.pacing import TokenBucket
 
 USER, PLATFORM = "user", "platform"
@@ -99,6 +101,9 @@ class Attempt:
     reason: str | None = None
     stopped_by_us: bool = False
     missing_since: float | None = None
+    # (start, end) of its container as its log stream saw them (the service accepting the stream,
+    # and closing it at the exit), when the backend follows it: the same lifetime a single run has
+    stream_clock: Callable[[], tuple[float | None, float | None]] | None = field(default=None, repr=False)
 
     @property
     def seconds(self) -> float:
@@ -108,12 +113,23 @@ class Attempt:
     def gpu_seconds(self) -> float:
         """The container's life, not the looks: the client lists once a tick, so "first seen
         running" to "first seen ended" rounds every attempt up or down to whole ticks (a 2 s shard
-        at 2 s ticks read 4 s). The start is the middle of the two looks around it; the end is
-        the execution's own endTime (see `_run_end`)."""
+        at 2 s ticks read 4 s). The start is the middle of the two looks around it and the end the
+        execution's own endTime (see `_run_end`), unless its followed log stream saw them first: the
+        service accepting the stream is the start, and its close after the last line the exit (a
+        look on a busy machine comes seconds late; the stream is held open). A stream time outside
+        what the looks allow is not taken."""
         if self.running is None:
             return 0.0
-        end = self.run_end if self.run_end is not None else (self.ended or time.monotonic())
-        return max(0.0, end - self.running)
+        start = self.running
+        seen_end = self.ended or time.monotonic()
+        end = self.run_end if self.run_end is not None else seen_end
+        if self.stream_clock is not None:
+            began, exited = self.stream_clock()
+            if began is not None and self.started <= began <= end:
+                start = began
+            if exited is not None and start <= exited <= seen_end:
+                end = exited
+        return max(RAN_AT_LEAST_S, end - start)  # it ran: never 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -239,6 +255,9 @@ class TaskRunner:
             state, attempt = self._starting.pop(future)
             try:
                 attempt.execution = future.result()
+                clock = getattr(self.backend, "stream_clock", None)
+                if callable(clock):
+                    attempt.stream_clock = partial(clock, attempt.execution)
             except AcaGpuError as exc:
                 self.errors.append(exc.message)
                 self.orphans[attempt.token] = time.monotonic()

@@ -136,6 +136,7 @@ class Fanout:
         ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
         self._make_result_folders()
+        self.streams: dict[str, TesterRun] = {}
         backend = AcaShards(
             self.cloud,
             where.resource_group,
@@ -143,6 +144,7 @@ class Fanout:
             on_started=lambda task, attempt, name: self._follow_shard(
                 plan, where, job.name, task, name, waiter
             ),
+            streams=self.streams,
         )
         subscription = str(getattr(self.cloud, "subscription_id", "") or "default")
         self.bucket = write_bucket(subscription)
@@ -197,6 +199,7 @@ class Fanout:
         console = self.board.console(task.index)
         follower = _Follower(self.cloud, console)
         run = TesterRun(execution=execution)
+        self.streams[execution] = run  # its stream's start and end are the attempt's life (tasks.py)
 
         def follow() -> None:
             # cancelled or lost: the shard's state comes from its execution, not from its log

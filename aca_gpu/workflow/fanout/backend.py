@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec
+from aca_gpu.workflow.engine.executions import ExecutionRun
 from aca_gpu.workflow.engine.tasks import Observation, Task
 from aca_gpu.workflow.fanout.spec import ATTEMPT, TOKEN
 
@@ -33,9 +34,11 @@ class AcaShards:
         job: JobSpec,
         *,
         on_started: Callable[[Task, int, str], None] | None = None,
+        streams: Mapping[str, ExecutionRun] | None = None,
     ) -> None:
         self.cloud, self.rg, self.job = cloud, resource_group, job
         self._on_started = on_started
+        self._streams = streams if streams is not None else {}  # execution -> its log follower's run
         self._names: dict[str, str] = {}  # token -> the execution its start answered with
         self._dups: set[str] = set()
         self._lock = threading.Lock()
@@ -83,6 +86,16 @@ class AcaShards:
 
     def stop(self, execution: str) -> None:
         self.cloud.stop_execution(self.rg, self.job.name, execution)
+
+    def stream_clock(self, execution: str) -> tuple[float | None, float | None]:
+        """(start, end) of an attempt's container as its followed log stream saw them: the service
+        accepting the stream is its start, and the stream's close after its last line its exit
+        (`workload/follow.py`); (None, None) for an attempt not followed (`--logs none`)."""
+        run = self._streams.get(execution)
+        if run is None:
+            return None, None
+        began = None if run.attached_late else run.running  # a late stream saw no start
+        return began, run.ended if run.info is not None and run.info.finished else None
 
 
 def _said(info: ExecutionInfo) -> str | None:

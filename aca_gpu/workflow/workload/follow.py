@@ -108,6 +108,7 @@ def follow_execution(
                 timeout=max(1.0, deadline - time.monotonic()),
                 on_running=lambda: _seen_running(run),
                 on_closed=closed,
+                on_late=lambda: setattr(run, "attached_late", run.running is None or run.attached_late),
             ):
                 key = (stamp, stream, text) if stamp is not None else ("raw", stream, text)
                 replay[key] += 1
