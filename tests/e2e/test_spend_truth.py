@@ -5,9 +5,10 @@ The emulator's own billing (`/_emulator/billing`: each replica's life in wall an
 is the judge of every cost figure: the client lives on the wall clock, as it does on Azure.
 
 The tests of one worker share one server at `emulator serve`'s defaults (time scale 0.02,
-registered) with the warm environment `lab` created once (`served`): each test reads only its own
-runs (by run id, in the server's billing and in `status`), so earlier tests' runs change nothing it
-checks. The `cost` test keeps servers of its own: it lists every run the server has.
+registered) with the warm environment `lab` created once (`served`), and the tests whose figures do
+not depend on the speed one 10x faster (`served_fast`): each test reads only its own runs (by run
+id, in the server's billing and in `status`), so earlier tests' runs change nothing it checks. The
+`cost` test keeps servers of its own: it lists every run the server has.
 """
 
 from __future__ import annotations
@@ -78,6 +79,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield emu, home
 
 
+@pytest.fixture(scope="module")
+def served_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """As `served`, at time scale 0.002 with `lab` made at 0.05 s polling: for the tests that read
+    phases, clocks and whether a figure is above zero, none of which depends on the speed."""
+    home = tmp_path_factory.mktemp("spend-fast")
+    with emulator_serve(home / "emu.env", time_scale=0.002, extra=("--registered",)) as emu:
+        fast = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+        _json(fast, "env", "create", "lab", "--gpu", "t4", "--yes")
+        yield emu, home
+
+
 def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
     served: Served,
 ) -> None:
@@ -120,13 +132,28 @@ def test_test_env_names_only_the_image_it_ran(served: Served) -> None:
     assert doc["tester_image"] in done.stderr, done.stderr
 
 
-def test_status_sees_a_running_run_cold_and_warm(served: Served) -> None:
+def test_status_sees_a_running_run_cold_and_warm(served_fast: Served) -> None:
     """Item 4: `status` said PHASE `empty`, SPEND $0.00 while a `run`'s container ran."""
-    emu, home = served
+    emu, home = served_fast
     shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.2")
     for rid, where in (("busyw", ["--env", "lab"]), ("busyc", ["--gpu", "t4"])):
         proc = subprocess.Popen(
-            [*ACAGPU, "run", "--yes", *where, "--run-id", rid, IMAGE, "--", "sh", "-c", "sleep 6"],
+            # 600 emulated minutes: the default 30 are 3.6 wall s at this time scale, less than the sleep
+            [
+                *ACAGPU,
+                "run",
+                "--yes",
+                *where,
+                "--run-id",
+                rid,
+                "--max-minutes",
+                "600",
+                IMAGE,
+                "--",
+                "sh",
+                "-c",
+                "sleep 6",
+            ],
             env=shell,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -154,8 +181,9 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
     """Item 3: `cost` flagged runs over $0.0001 differences with a false "stalled" story repeated for
     each, and listed runs a former emulator had made (same subscription id, another cloud)."""
     cache = {"ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
-    with emulator_serve(tmp_path / "old.env", time_scale=0.02, extra=("--registered",)) as old:
-        # the former cloud's run only has to be in the ledger: polled fast, its figure is not read
+    with emulator_serve(tmp_path / "old.env", time_scale=0.002, extra=("--registered",)) as old:
+        # the former cloud's run only has to be in the ledger: 10x faster and polled fast, its figure
+        # is not read
         shell = _shell(old, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
         _json(shell, "up", "--gpu", "t4", "--run-id", "gone1", "--yes")
     with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
@@ -175,11 +203,11 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
         assert len(notes) == len(set(notes)), text
 
 
-def test_phases_say_which_clock_and_up_shows_its_place(served: Served) -> None:
+def test_phases_say_which_clock_and_up_shows_its_place(served_fast: Served) -> None:
     """Item 5: wall and emulated seconds side by side without a word; `up` without its resource
     group and environment rows; `test` with an empty phases row; `status` says keep false for a
     kept run; one money format (no `0 GPU-seconds, ≈ $0.0001`)."""
-    emu, home = served
+    emu, home = served_fast
     shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
     doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph1", "--keep", "--yes")
     assert {"resource group", "environment"} <= set(doc["phases"]), doc["phases"]
