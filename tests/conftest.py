@@ -7,6 +7,14 @@ from pathlib import Path
 import pytest
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first, the rest in their usual order. `make test` runs four workers
+    with worksteal: each starts on its share of the collection in order and an idle one takes the
+    tail of a busy one's queue, so a 100 s scenario reached late would still be running long after
+    every other test ended; first, it runs beside the rest."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort
+
+
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("acagpu-user")
