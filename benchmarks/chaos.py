@@ -1182,19 +1182,21 @@ def summarize(results: list[ScenarioResult], wall: float) -> str:
         )
     for kind in ("warm", "at-once", "run"):
         spent = [
-            (s.gpu_seconds, s.billed_gpu_seconds)
+            (s.gpu_seconds, s.billed_gpu_seconds, r.seed)
             for r in results
             if r.kind == kind
             for s in r.steps
             if s.gpu_seconds is not None and s.billed_gpu_seconds
         ]
         if spent:
-            off = sorted(abs(m - b) / b * 100 for m, b in spent)
-            gap = max(abs(m - b) for m, b in spent)
+            off = sorted((abs(m - b) / b * 100, seed, m, b) for m, b, seed in spent)
+            gap = max(abs(m - b) for m, b, _ in spent)
+            far, seed, measured, billed = off[-1]
             lines.append(
                 f"{kind} cost (-o json runs without Ctrl-C): {len(spent)} compared with the emulator's "
-                f"billing; within 5 %: {sum(o <= 5 for o in off)}; median {statistics.median(off):.1f} %, "
-                f"worst {off[-1]:.1f} % ({gap:.2f} GPU-s at most)"
+                f"billing; within 5 %: {sum(o[0] <= 5 for o in off)}; median "
+                f"{statistics.median(o[0] for o in off):.1f} %, worst {far:.1f} % (seed {seed}: "
+                f"{measured:.2f} reported, {billed:.2f} billed; {gap:.2f} GPU-s at most)"
             )
     codes = Counter(s.exit_code for r in results for s in r.steps)
     lines.append(
