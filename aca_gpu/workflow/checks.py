@@ -87,7 +87,7 @@ def cost_estimate(profile: Profile, replica_seconds: float, location: str, *, la
     """List-price estimate for `replica_seconds` of GPU replicas (each replica holds one profile's GPUs)."""
     est = cost.estimate(profile, replica_seconds, location=location)
     return {
-        "gpu_seconds": round(float(est.gpu_seconds), 1),
+        "gpu_seconds": round(float(est.gpu_seconds), 3),  # as measured; text shows tenths
         # not rounded to the printed digits: units.usd_text is the one rounding, so an amount above
         # zero never reads `$0.00`
         "usd_estimate": round(float(est.usd), 8),
