@@ -366,7 +366,7 @@ class Cloud(Protocol):
         tail: int = 300,
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
-        on_running: Callable[[], None] | None = None,
+        on_running: Callable[..., None] | None = None,
     ) -> Iterator[str]: ...
     def job_log_records(
         self,
@@ -375,7 +375,7 @@ class Cloud(Protocol):
         execution: str,
         *,
         timeout: float = 600.0,
-        on_running: Callable[[], None] | None = None,
+        on_running: Callable[..., None] | None = None,
         on_closed: Callable[[], None] | None = None,  # the service ended a connection: its container exited
         on_late: Callable[[], None] | None = None,  # attached after its container had started
     ) -> Iterator[tuple[str | None, str, str]]: ...  # (timestamp, stdout|stderr, line), followed

@@ -391,7 +391,7 @@ class AzureCloud:
         tail: int = 300,
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
-        on_running: Callable[[], None] | None = None,
+        on_running: Callable[..., None] | None = None,
     ) -> Iterator[str]:
         """Console lines of one execution; ends when the execution's replica is gone (it finished).
         `on_running` is called once its container is seen running (it bills from then on, long
@@ -434,7 +434,7 @@ class AzureCloud:
         execution: str,
         *,
         timeout: float = 600.0,
-        on_running: Callable[[], None] | None = None,
+        on_running: Callable[..., None] | None = None,
         on_closed: Callable[[], None] | None = None,
         on_late: Callable[[], None] | None = None,
     ) -> Iterator[tuple[str | None, str, str]]:

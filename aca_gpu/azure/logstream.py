@@ -180,6 +180,9 @@ class StreamNotReady(Exception):
 
 
 NOT_READY_TEXT = ("waiting to start", "containercreating", "podinitializing", "pullingimage")
+# called when a connection is accepted: with the moment the container started when a "waiting to
+# start" came first (the middle of that answer and the accepted ask), else with nothing (now)
+Connected = Callable[..., None]
 NOT_READY_RETRY_S = 0.1  # a container that prints and exits at once may run for only a moment
 FINISHED_CHECK_S = 1.0  # between ARM reads of whether the execution ended, while not attached
 
@@ -254,7 +257,7 @@ def follow_lines(
     get: Getter = _get,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-    on_connected: Callable[[], None] | None = None,
+    on_connected: Connected | None = None,
 ) -> Iterator[str]:
     """Messages from a log stream, reconnecting on drops until stop_when, end of replica, or deadline.
 
@@ -296,14 +299,17 @@ def follow_records(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     strict: bool = False,
-    on_connected: Callable[[], None] | None = None,
+    on_connected: Connected | None = None,
     on_closed: Callable[[], None] | None = None,
 ) -> Iterator[tuple[str | None, str, str]]:
     """(timestamp, stream, message) of each line, with `follow_lines`' reconnects and de-duplication.
 
     A container that has not started yet (the stream answers "waiting to start") is tried again
     every NOT_READY_RETRY_S until it runs or `finished`: a follower may attach as soon as the
-    replica is listed. `on_connected` is called at each connection the server accepted, `on_closed`
+    replica is listed. `on_connected` is called at each connection the server accepted (after a
+    "waiting to start", with the middle of that answer and the accepted ask: when the container
+    started, to half a retry, where the accepting call's own time would be up to a retry late),
+    `on_closed`
     at each one the server ended by itself without heartbeats (its container had exited).
     `strict`: a stream that was never attached, or whose last connection dropped and could not be
     read again (the replica ended, or went), raises InfraError(LogStreamLost) at the end instead of
@@ -314,6 +320,7 @@ def follow_records(
     seen = _Seen()
     dropped = False  # the last connection broke off rather than ending
     attached = False  # a connection was accepted: the container's log was there to read
+    refused_at: float | None = None  # the last "waiting to start" answer: the container ran after it
     partial: list[str] = []  # P fragments waiting for their F line (kept across reconnects)
     first = True
     checked = _Every(FINISHED_CHECK_S, clock)  # `finished` reads ARM: not at every quick retry
@@ -323,6 +330,7 @@ def follow_records(
             break
         delivered = alive = beat = False  # new lines came; the server sent anything; a heartbeat
         shown: Counter[Hashable] = Counter()  # this connection's records, against `seen`
+        asked = clock()
         try:
             lines = open_lines(
                 url,
@@ -337,7 +345,9 @@ def follow_records(
             for line in lines:
                 if not attached:
                     attached = True
-                    if on_connected is not None:
+                    if on_connected is not None and refused_at is not None:
+                        on_connected((refused_at + asked) / 2)
+                    elif on_connected is not None:
                         on_connected()
                 record = parse_record(line)
                 alive = True  # replayed lines too: the replica is there, come back at once if cut
@@ -379,6 +389,7 @@ def follow_records(
                 raise CloudError(f"log stream {url.split('?')[0]}: {exc}", code="LogStream400") from None
             if checked.due() and finished():
                 break
+            refused_at = clock() if isinstance(exc, StreamNotReady) else refused_at
             sleep(min(NOT_READY_RETRY_S, max(0.0, deadline - clock())))
             continue  # not a connection: the next one still asks for the whole tail
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError):

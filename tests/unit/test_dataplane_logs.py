@@ -376,3 +376,43 @@ def test_strict_says_when_a_dropped_stream_could_not_be_read_again() -> None:
     quiet = Getter(FakeResponse(200, ["t1 stdout F one"], drop=True))
     assert list(ls.follow_lines("u", lambda: "t", follow=True, tail=5, what="x", get=quiet,
                                 finished=lambda: True, sleep=lambda s: None)) == ["one"]  # fmt: skip
+
+
+def test_a_stream_accepted_after_waiting_says_the_container_started_between_the_two_asks() -> None:
+    """The start of a container is when it bills from. A stream answered "waiting to start" and
+    accepted at the next ask (every NOT_READY_RETRY_S) saw the start between the two: their middle,
+    not the acceptance, which is half a retry late on average (every probe and tester read under
+    the bill by that much)."""
+    now = [100.0]
+    pauses: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        now[0] += seconds
+
+    get = Getter(
+        FakeResponse(400, [], text='container "c" in replica "r" is waiting to start: PullingImage'),
+        FakeResponse(200, ["t1 stdout F one"]),
+    )
+    started: list[float | None] = []
+    lines = list(
+        ls.follow_records(
+            "u", lambda: "t", follow=False, tail=5, what="x", get=get, clock=lambda: now[0], sleep=sleep,
+            finished=lambda: False, on_connected=lambda at=None: started.append(at),
+        )
+    )  # fmt: skip
+    assert [m for _, _, m in lines] == ["one"]
+    assert pauses == [ls.NOT_READY_RETRY_S]
+    assert started == [pytest.approx(100.0 + ls.NOT_READY_RETRY_S / 2)]
+
+
+def test_a_stream_accepted_at_once_is_connected_now() -> None:
+    get = Getter(FakeResponse(200, ["t1 stdout F one"]))
+    started: list[float | None] = []
+    list(
+        ls.follow_records(
+            "u", lambda: "t", follow=False, tail=5, what="x", get=get, sleep=lambda s: None,
+            on_connected=lambda at=None: started.append(at),
+        )
+    )  # fmt: skip
+    assert started == [None]  # the caller takes its own now: nothing says the container started earlier

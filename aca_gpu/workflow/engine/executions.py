@@ -142,8 +142,8 @@ def _read(
             if stop_when is not None and run.stopped_by is None and stop_when(text):
                 run.stopped_by = text
 
-    def seen_running() -> None:
-        run.running = run.running or time.monotonic()
+    def seen_running(at: float | None = None) -> None:
+        run.running = run.running or (at if at is not None else time.monotonic())
 
     stream = cloud.job_logs(
         resource_group,

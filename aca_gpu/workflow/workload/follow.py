@@ -106,7 +106,7 @@ def follow_execution(
                 job,
                 run.execution,
                 timeout=max(1.0, deadline - time.monotonic()),
-                on_running=lambda: _seen_running(run),
+                on_running=lambda at=None: _seen_running(run, at),
                 on_closed=closed,
                 on_late=lambda: setattr(run, "attached_late", run.running is None or run.attached_late),
             ):
@@ -214,9 +214,10 @@ def _from_log_analytics(
         say(f"{fresh} line(s) came from Log Analytics")
 
 
-def _seen_running(run: ExecutionRun) -> None:
-    """The container runs (its log could be opened): it bills from here, whether it prints or not."""
-    run.running = run.running or time.monotonic()
+def _seen_running(run: ExecutionRun, at: float | None = None) -> None:
+    """The container runs (its log could be opened): it bills from here (or from `at`, when the
+    stream knows it started earlier), whether it prints or not."""
+    run.running = run.running or (at if at is not None else time.monotonic())
 
 
 def _cancelled(waiter: Waiter) -> None:
