@@ -203,9 +203,10 @@ class WorkloadOutcome(RunOutcome):
             profile, self.spec.workload.cpu, self.spec.workload.memory_gib, self.plan.location
         )
         return {
-            "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 1),
-            "replica_seconds": round(self.gpu_seconds, 1),
-            "usd_estimate": round(per_second * self.gpu_seconds, 4),
+            # as measured: the text shows tenths and cents (units.py), the one rounding
+            "gpu_seconds": round(self.gpu_seconds * profile.gpu_count, 3),
+            "replica_seconds": round(self.gpu_seconds, 3),
+            "usd_estimate": round(per_second * self.gpu_seconds, 8),
             "basis": f"estimate: measured replica lifetime x ({basis})",
         }
 
