@@ -43,10 +43,11 @@ test-tools: $(STAMP)
 	@bash tests/local/install-podman.sh >/dev/null
 
 test: test-tools
-	@# four workers on two cores: most tests wait on emulated time and real processes; worksteal hands
-	@# a worker that runs dry the queue of a busy one, so a few long tests no longer end the run alone
-	@# (about 160 s here where the default distribution took 335 s)
-	$(PY) -m pytest -n 4 --dist worksteal $(PYTEST_ARGS)
+	@# six workers on two cores: most tests wait on emulated time and real processes (the CPU is
+	@# ~40 % idle at four), so the suite is bound by its workers; worksteal hands a worker that runs
+	@# dry the queue of a busy one. A fresh clone's `make test`: 333 s at six (suite 303 s), where
+	@# four took ~370 s for the suite alone (benchmarks/RESULTS.md)
+	$(PY) -m pytest -n 6 --dist worksteal $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
