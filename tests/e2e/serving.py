@@ -43,7 +43,9 @@ def emulator_serve(
             time.sleep(0.1)
         stopped = server.poll() is not None
         assert env_file.exists(), server.stderr.read() if stopped and server.stderr else "no env file"
-        yield read_env(env_file)
+        # the server's own containers are acagpu-emu-<its pid>-…: another emulator's (a test
+        # beside this one, a second suite) are not this test's to judge
+        yield read_env(env_file) | {"ACAGPU_EMULATOR_PID": str(server.pid)}
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -58,7 +58,8 @@ def test_rerun_of_a_run_with_no_failed_shard_or_not_a_fanout_is_refused(tmp_path
     fast = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {
         "ACAGPU_POLLING_INTERVAL": "0.05"
     }
-    made = ("--emulator", "--time-scale", "0.002", "--yes", "-o", "json")
+    # 30 emulated minutes are 3.6 wall s at 0.002: a busy machine outlived them (DeadlineExceeded)
+    made = ("--emulator", "--time-scale", "0.002", "--max-minutes", "600", "--yes", "-o", "json")
     ok = _run(tmp_path, *made, "--shards", "2", "busybox", "--", "true", env=fast)
     assert ok.returncode == 0, ok.stderr
     run_id = json.loads(ok.stdout)["run_id"]

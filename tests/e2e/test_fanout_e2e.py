@@ -117,7 +117,9 @@ def test_shards_write_their_outputs_one_fails_and_only_it_is_rerun(
         after = json.loads(_acagpu(shell, "env", "show", "lab", "-o", "json").stdout)
         assert (after["state"], after["name"]) == ("idle", before["name"])  # the environment untouched
     left = subprocess.run(
-        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
+        [podman, "ps", "-a", "-q", "--filter", f"name=acagpu-emu-{emu['ACAGPU_EMULATOR_PID']}-"],
+        capture_output=True,
+        text=True,
     )
     assert left.stdout.strip() == ""
 
@@ -154,7 +156,7 @@ def test_map_from_python_returns_results_in_item_order(
         _only_the_warm_environment_left(emu)
 
 
-def _container_processes() -> set[str]:
+def _container_processes(prefix: str = "acagpu-emu-") -> set[str]:
     """`pid name` of every conmon of an emulator container on this host: `podman ps -a` lists
     none of a container removed mid-create while its conmon and `runc init` live on."""
     table = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
@@ -163,7 +165,7 @@ def _container_processes() -> set[str]:
         words = line.split()
         if len(words) > 2 and words[1].endswith("conmon") and "-n" in words:
             name = words[words.index("-n") + 1]
-            if name.startswith("acagpu-emu-"):
+            if name.startswith(prefix):
                 found.add(f"{words[0]} {name}")
     return found
 
@@ -191,12 +193,14 @@ def test_ctrl_c_mid_fanout_stops_every_running_shard_and_leaves_nothing(
         assert "interrupted" in err
         _only_the_warm_environment_left(emu)
     left = subprocess.run(
-        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
+        [podman, "ps", "-a", "-q", "--filter", f"name=acagpu-emu-{emu['ACAGPU_EMULATOR_PID']}-"],
+        capture_output=True,
+        text=True,
     )
     assert left.stdout.strip() == ""
     deadline, stayed = time.monotonic() + 10, {"?"}
     while stayed and time.monotonic() < deadline:  # a conmon killed a moment ago may still be listed
-        stayed = _container_processes() - before
+        stayed = _container_processes(f"acagpu-emu-{emu['ACAGPU_EMULATOR_PID']}-") - before
         time.sleep(0.2)
     assert not stayed, f"container processes left on the host: {stayed}"
 

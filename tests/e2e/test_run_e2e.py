@@ -142,7 +142,9 @@ def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
             time.sleep(0.2)
         assert [e["name"] for e in inventory["environments"]] == ["cae-acagpu-env-lab"]  # only the warm one
     left = subprocess.run(
-        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-emu-"], capture_output=True, text=True
+        [podman, "ps", "-a", "-q", "--filter", f"name=acagpu-emu-{emu['ACAGPU_EMULATOR_PID']}-"],
+        capture_output=True,
+        text=True,
     )
     assert left.stdout.strip() == ""  # the timed-out container was removed with its replica
 

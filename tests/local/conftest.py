@@ -11,11 +11,13 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-IMAGE = "localhost/acagpu-test:sh"
+# a tag of this process's own: a second test run on the machine shares Podman's storage
+IMAGE = f"localhost/acagpu-test:sh-{os.getpid()}"
 INSTALL = "tests/local/install-podman.sh"
 
 
@@ -53,8 +55,9 @@ def podman() -> str:
 
 
 @pytest.fixture(scope="session")
-def test_image(podman: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+def test_image(podman: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tar_path = _build_rootfs(tmp_path_factory.mktemp("rootfs"))
     done = subprocess.run([podman, "import", "-q", str(tar_path), IMAGE], capture_output=True, text=True)
     assert done.returncode == 0, f"podman import failed: {done.stderr.strip()}"
-    return IMAGE
+    yield IMAGE
+    subprocess.run([podman, "rmi", "-f", IMAGE], capture_output=True, check=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 
@@ -61,7 +62,7 @@ def test_a_real_container_run_is_a_plain_record(test_image: str) -> None:
 
 
 def test_a_cancelled_run_leaves_no_container(podman: str, test_image: str) -> None:
-    name = "acagpu-test-cancel"
+    name = f"acagpu-test-cancel-{os.getpid()}"
     cmd = container_command(
         "podman", test_image, ["/bin/sh", "-c", "while :; do :; done"], gpus=parse_gpus("none"), name=name
     )

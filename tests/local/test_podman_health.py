@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -20,7 +21,7 @@ from aca_gpu.cli import cli
 from tests.local.conftest import _build_rootfs
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
-IMAGE = "localhost/acagpu-test:smi-health"
+IMAGE = f"localhost/acagpu-test:smi-health-{os.getpid()}"  # this process's own (see conftest)
 STAND_IN = """#!/bin/sh
 # prints what the driver's nvidia-smi printed on a real machine (dash builtins only)
 file=/smi/table.txt

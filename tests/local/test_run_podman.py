@@ -79,9 +79,12 @@ def test_a_zero_exit_is_ok_with_a_job_summary_and_mounts(test_image: str, tmp_pa
     assert "## acagpu run" in text and "exited with code 0" in text and "fine" in text
 
 
+RUN_ID = f"ctrlc{os.getpid()}"  # this process's own: a second test run shares Podman's names
+
+
 def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> None:
     proc = subprocess.Popen(
-        [*ACAGPU, "run", "--runtime", "podman", "--gpus", "none", "--run-id", "ctrlc1", test_image,
+        [*ACAGPU, "run", "--runtime", "podman", "--gpus", "none", "--run-id", RUN_ID, test_image,
          "sh", "-c", "echo started; sleep 60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -92,6 +95,6 @@ def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> No
     assert proc.returncode == 130, err
     assert "interrupted" in err
     left = subprocess.run(
-        [podman, "ps", "-a", "-q", "--filter", "name=acagpu-ctrlc1"], capture_output=True, text=True
+        [podman, "ps", "-a", "-q", "--filter", f"name=acagpu-{RUN_ID}"], capture_output=True, text=True
     )
     assert left.stdout.strip() == ""

@@ -90,7 +90,7 @@ def test_a_container_killed_by_sigkill_keeps_137_and_says_why(test_image: str) -
 def test_max_minutes_stops_the_container_exit_4(podman: str, test_image: str) -> None:
     forever = "echo started; while :; do :; done"  # the image has no sleep: only its shell
     request = RunRequest(image=test_image, command=("sh", "-c", forever), runtime="podman", gpus="none",
-                         run_id="maxmin1")  # fmt: skip
+                         run_id=f"maxmin{os.getpid()}")  # fmt: skip
     spec = make_run_spec(Settings(), request, owner="me")
     # --max-minutes takes whole minutes; the plan's deadline is what the runtime obeys: 1.5 s here
     spec = replace(spec, plan=replace(spec.plan, max_minutes=0.025))  # type: ignore[arg-type]
@@ -104,6 +104,6 @@ def test_max_minutes_stops_the_container_exit_4(podman: str, test_image: str) ->
         "timeout",
     )
     assert "--max-minutes" in doc["container"]["reason"] and doc["output"]["stdout"] == "started\n"
-    left = subprocess.run([podman, "ps", "-a", "-q", "--filter", "name=acagpu-maxmin1"],
+    left = subprocess.run([podman, "ps", "-a", "-q", "--filter", f"name=acagpu-maxmin{os.getpid()}"],
                           capture_output=True, text=True)  # fmt: skip
     assert left.stdout.strip() == ""

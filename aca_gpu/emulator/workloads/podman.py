@@ -62,6 +62,9 @@ def why_not(spec: ContainerSpec) -> str | None:
     return None
 
 
+CONTAINER_PREFIX = "acagpu-emu-"
+
+
 def podman_argv(binary: str, spec: ContainerSpec, name: str, storages: Path | None = None) -> list[str]:
     argv = [binary, "run", "--rm", "--name", name, "--pull", "never"]
     for key in spec.env:
@@ -78,7 +81,9 @@ def podman_argv(binary: str, spec: ContainerSpec, name: str, storages: Path | No
 
 
 def container_name(spec: ContainerSpec) -> str:
-    return "acagpu-emu-" + _NAME.sub("-", spec.replica)[:50]
+    """`acagpu-emu-<server pid>-<replica>`: two emulators on one host (two shells, two test runs)
+    share Podman's storage, and each tells its own containers from the other's by its pid."""
+    return f"{CONTAINER_PREFIX}{os.getpid()}-" + _NAME.sub("-", spec.replica)[:44]
 
 
 def run_in_podman(
