@@ -89,6 +89,8 @@ def test_validate_two_tags_two_gpus(emu: EmulatorServer) -> None:
     code, doc, err = _invoke(
         "validate",
         "--yes",
+        "--max-minutes",  # 20 emulated minutes are 2.4 wall s here: a busy machine outlived them
+        "600",
         "--image",
         OLD_TAG,
         "--image",

@@ -256,12 +256,17 @@ def _make_envs(aca: ContainerAppsAPIClient, names: list[str]) -> None:
         poller.result()
 
 
-def _delete_seconds(server: EmulatorServer, name: str) -> float:
-    """How long (emulated seconds) the environment's delete was given, read from its scheduled end."""
+def _delete_seconds(server: EmulatorServer, name: str, sent: tuple[float, float]) -> tuple[float, float]:
+    """How long (emulated seconds) the environment's delete was given, read from its scheduled end:
+    at least from the answer to the DELETE, at most from its question (`sent`, the emulator's clock
+    before and after it). Read against `now`, a busy machine's pause before the read shortened it."""
     assert server.ctx is not None
     env = server.ctx.state.envs[key(RG, name)]
     assert env.delete_done_at is not None
-    return server.ctx.clock.emulated(env.delete_done_at - server.ctx.clock.now())
+    before, after = sent
+    return server.ctx.clock.emulated(env.delete_done_at - after), server.ctx.clock.emulated(
+        env.delete_done_at - before
+    )
 
 
 def test_slow_delete_for_count_deletes(
@@ -270,13 +275,21 @@ def test_slow_delete_for_count_deletes(
     make_rg(arm)
     _make_envs(aca, ["slow", "normal"])
     server.set_faults("slow_delete:count=1,factor=4")
+    assert server.ctx is not None
+    clock = server.ctx.clock
+    asked = clock.now()
     slow = _arm(server, "DELETE", f"/resourceGroups/{RG}/providers/Microsoft.App/managedEnvironments/slow")
+    between = clock.now()
     normal = _arm(
         server, "DELETE", f"/resourceGroups/{RG}/providers/Microsoft.App/managedEnvironments/normal"
     )
+    answered = clock.now()
     assert slow.status_code == normal.status_code == 202
-    assert _delete_seconds(server, "slow") == pytest.approx(4 * 540, rel=0.05)
-    assert _delete_seconds(server, "normal") == pytest.approx(540, rel=0.05)
+    for (low, high), wanted in (
+        (_delete_seconds(server, "slow", (asked, between)), 4 * 540),
+        (_delete_seconds(server, "normal", (between, answered)), 540),
+    ):
+        assert low <= wanted * 1.05 and high >= wanted * 0.95, (low, high, wanted)
 
     def result(resp: requests.Response) -> int:
         return requests.get(
@@ -300,9 +313,14 @@ def test_slow_delete_rate_is_seeded(
     want = expected_pattern(spec, "slow_delete", 6)
     assert _mixed(want)
     server.set_faults(spec)
+    assert server.ctx is not None
+    sent = []
     for name in names:
+        before = server.ctx.clock.now()
         resp = _arm(
             server, "DELETE", f"/resourceGroups/{RG}/providers/Microsoft.App/managedEnvironments/{name}"
         )
+        sent.append((before, server.ctx.clock.now()))
         assert resp.status_code == 202
-    assert [_delete_seconds(server, n) > 2 * 540 for n in names] == want
+    given = [_delete_seconds(server, n, bracket) for n, bracket in zip(names, sent, strict=True)]
+    assert [(low + high) / 2 > 2 * 540 for low, high in given] == want, given
