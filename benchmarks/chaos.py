@@ -824,6 +824,10 @@ def interrupted_before_start(rc: int | None, out: str, err: str) -> bool:
     (runpy, importlib, site), ends in KeyboardInterrupt, and the process died of the signal, or,
     during the interpreter's own initialisation, CPython said so first and exited 1."""
     text = err.strip()
+    if rc == -2 and not out.strip() and not text:
+        # killed by the signal itself, silently: its default action was still in place, which only
+        # holds before the interpreter installs its own handler (a busy machine's slow start)
+        return True
     head = next(iter(text.splitlines()), "")
     during_init = rc == 1 and head.startswith(PYTHON_INIT_FAILURES)
     return (

@@ -149,3 +149,14 @@ def test_a_ctrl_c_while_the_interpreter_initialises_is_python_s_own_failure() ->
     # exit 1 with a traceback that is not CPython's start-up report stays a traceback
     assert chaos.judge(step, 1, "", PRESTART, interrupted=True)["traceback"]
     assert chaos.judge(step, 1, "", INIT_FAILURE)["traceback"]
+
+
+def test_a_ctrl_c_that_killed_the_process_before_python_had_a_handler_is_no_failure_of_ours() -> None:
+    """Seen beside a second suite: a SIGINT 1.2 s after the start found the interpreter still
+    starting, before it installed its own handler: the signal's default action killed it (exit
+    -2) and nothing was printed. Only a Ctrl-C sent explains that; without one it stays unclear."""
+    step = _step(json=False)
+    early = chaos.judge(step, -2, "", "", interrupted=True)
+    assert early["before_start"] and early["clear"]
+    assert not chaos.judge(step, -2, "", "")["clear"]  # no Ctrl-C sent: an unexplained death
+    assert not chaos.judge(step, -2, "printed", "", interrupted=True).get("before_start")
