@@ -25,17 +25,18 @@ def read_env(path: Path) -> dict[str, str]:
 
 
 @contextmanager
-def emulator_serve(
-    env_file: Path, *, time_scale: float | None = 0.002, extra: tuple[str, ...] = ()
-) -> Iterator[dict[str, str]]:
-    """Start the server (its own default speed with `time_scale=None`), wait for its env file, yield
-    what it says; SIGTERM it afterwards, and fail if it does not stop within 20 s."""
-    speed = [] if time_scale is None else ["--time-scale", str(time_scale)]
+def background_server(
+    args: list[str], env_file: Path, *, env: dict[str, str] | None = None
+) -> Iterator[tuple[dict[str, str], subprocess.Popen[str]]]:
+    """`acagpu ARGS --env-file ENV_FILE` (`emulator serve` or `emulator replay`) started, its env
+    file waited for; yields what the file says and the process. SIGTERM afterwards, failing if it
+    does not stop within 20 s; its exit code is then the process's `returncode`."""
     server = subprocess.Popen(
-        [*ACAGPU, "emulator", "serve", *speed, *extra, "--env-file", str(env_file)],
+        [*ACAGPU, *args, "--env-file", str(env_file)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 30
@@ -43,9 +44,7 @@ def emulator_serve(
             time.sleep(0.1)
         stopped = server.poll() is not None
         assert env_file.exists(), server.stderr.read() if stopped and server.stderr else "no env file"
-        # the server's own containers are acagpu-emu-<its pid>-…: another emulator's (a test
-        # beside this one, a second suite) are not this test's to judge
-        yield read_env(env_file) | {"ACAGPU_EMULATOR_PID": str(server.pid)}
+        yield read_env(env_file), server
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -53,6 +52,19 @@ def emulator_serve(
         except subprocess.TimeoutExpired:
             server.kill()
             raise
+
+
+@contextmanager
+def emulator_serve(
+    env_file: Path, *, time_scale: float | None = 0.002, extra: tuple[str, ...] = ()
+) -> Iterator[dict[str, str]]:
+    """Start the server (its own default speed with `time_scale=None`), wait for its env file, yield
+    what it says; SIGTERM it afterwards, and fail if it does not stop within 20 s."""
+    speed = [] if time_scale is None else ["--time-scale", str(time_scale)]
+    with background_server(["emulator", "serve", *speed, *extra], env_file) as (found, server):
+        # the server's own containers are acagpu-emu-<its pid>-…: another emulator's (a test
+        # beside this one, a second suite) are not this test's to judge
+        yield found | {"ACAGPU_EMULATOR_PID": str(server.pid)}
 
 
 @contextmanager

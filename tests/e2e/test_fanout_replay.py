@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
 
 from aca_gpu.recording import META_FILE
-from tests.e2e.serving import ACAGPU, read_env
+from tests.e2e.serving import ACAGPU, background_server
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 SHARDS = "4"
@@ -61,19 +59,7 @@ def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_pat
     assert json.loads((folder / META_FILE).read_text(encoding="utf-8"))["exit_code"] == 0
 
     env_file = tmp_path / "replay.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "replay", str(folder), "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_clean_env(),
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), server.stderr.read() if server.poll() is not None and server.stderr else ""
-        replay = read_env(env_file)
+    with background_server(["emulator", "replay", str(folder)], env_file, env=_clean_env()) as (replay, _):
         shell = _clean_env() | replay
         status_url = replay["ACAGPU_ARM_ENDPOINT"] + "/_replay/status"
         code, replayed, err = _run(["run", "--yes", "-o", "json", *FANOUT], shell)
@@ -87,10 +73,3 @@ def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_pat
         assert code != 0
         report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
         assert report["ok"] is False and report["mismatches"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise

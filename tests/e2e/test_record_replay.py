@@ -9,9 +9,7 @@ import base64
 import json
 import os
 import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +18,7 @@ import requests
 
 from aca_gpu.emulator.server import SUBSCRIPTION
 from aca_gpu.recording import EMAIL, GUID, META_FILE, RECORDING_FILE
-from tests.e2e.serving import ACAGPU, read_env
+from tests.e2e.serving import ACAGPU, background_server
 
 RECORD_SCALE = "0.004"
 
@@ -60,19 +58,10 @@ def test_a_recorded_up_replays_and_holds_no_secret(tmp_path: Path) -> None:
     assert all(e.endswith("@example.com") for e in EMAIL.findall(text))
 
     env_file = tmp_path / "replay.env"
-    server = subprocess.Popen(
-        [*ACAGPU, "emulator", "replay", str(folder), "--env-file", str(env_file)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_clean_env(),
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not env_file.exists() and time.monotonic() < deadline and server.poll() is None:
-            time.sleep(0.1)
-        assert env_file.exists(), server.stderr.read() if server.poll() is not None and server.stderr else ""
-        replay = read_env(env_file)
+    with background_server(["emulator", "replay", str(folder)], env_file, env=_clean_env()) as (
+        replay,
+        server,
+    ):
         shell = _clean_env() | replay
         code, replayed, err = _run(["up", "--yes", "-o", "json"], shell)
         assert code == 0, err
@@ -88,14 +77,7 @@ def test_a_recorded_up_replays_and_holds_no_secret(tmp_path: Path) -> None:
         assert code != 0
         report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
         assert report["ok"] is False and report["mismatches"]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            exit_code = server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
-    assert exit_code == 1  # the replay diverged (the second run), and the server's exit says so
+    assert server.returncode == 1  # the replay diverged (the second run), and the server's exit says so
 
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
