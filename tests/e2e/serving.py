@@ -24,6 +24,21 @@ def read_env(path: Path) -> dict[str, str]:
     return found
 
 
+def emulator_get(emu: dict[str, str], name: str) -> dict[str, Any]:
+    """GET `/_emulator/NAME` (inventory, billing, ...) of the emulator `emu` describes, as JSON."""
+    import requests
+
+    answer = requests.get(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{name}",
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
 @contextmanager
 def background_server(
     args: list[str], env_file: Path, *, env: dict[str, str] | None = None

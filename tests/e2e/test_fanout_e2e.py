@@ -16,9 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import emulator_get, emulator_serve
 from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -41,15 +39,7 @@ def _shell(emu: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def _inventory(emu: dict[str, str]) -> dict[str, Any]:
-    answer = requests.get(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    found: dict[str, Any] = answer.json()
-    return found
+    return emulator_get(emu, "inventory")
 
 
 def _only_the_warm_environment_left(emu: dict[str, str]) -> None:

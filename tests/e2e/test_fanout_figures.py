@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 SANDBOX = "busybox"  # not in Podman's storage: the emulator runs `sh -c` in its sandbox (sleep there)
@@ -36,15 +35,7 @@ def _acagpu(shell: dict[str, str], *args: str, timeout: float = 300) -> subproce
 
 
 def _get(emu: dict[str, str], path: str) -> dict[str, Any]:
-    answer = requests.get(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{path}",
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-    found: dict[str, Any] = answer.json()
-    return found
+    return emulator_get(emu, path)
 
 
 @pytest.fixture(scope="module")

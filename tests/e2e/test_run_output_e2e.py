@@ -17,9 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import requests
-
-from tests.e2e.serving import serve_behind_proxy
+from tests.e2e.serving import emulator_get, serve_behind_proxy
 from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -95,14 +93,7 @@ def test_every_line_arrives_when_every_log_stream_connection_is_cut(
 
 
 def _inventory(emu: dict[str, str]) -> dict[str, Any]:
-    answer = requests.get(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/inventory",
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=30,
-    )
-    doc: dict[str, Any] = answer.json()
-    return doc
+    return emulator_get(emu, "inventory")
 
 
 def _interrupt_when(

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
@@ -44,15 +43,7 @@ def _json(shell: dict[str, str], *args: str) -> dict[str, Any]:
 
 
 def _billing(emu: dict[str, str]) -> dict[str, Any]:
-    response = requests.get(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/billing",
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=10,
-    )
-    response.raise_for_status()
-    doc: dict[str, Any] = response.json()
-    return doc
+    return emulator_get(emu, "billing")
 
 
 def _billed_wall_gpu_seconds(emu: dict[str, str], run_id: str) -> float:

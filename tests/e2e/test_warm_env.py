@@ -19,10 +19,9 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import requests
 
 from aca_gpu.resources import template_path
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
@@ -44,15 +43,7 @@ def _run(shell: dict[str, str], *args: str, timeout: float = 120) -> subprocess.
 
 
 def _control(emu: dict[str, str], name: str) -> dict[str, Any]:
-    response = requests.get(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/{name}",
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=10,
-    )
-    response.raise_for_status()
-    doc: dict[str, Any] = response.json()
-    return doc
+    return emulator_get(emu, name)
 
 
 def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> None:
