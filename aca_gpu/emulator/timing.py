@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -115,6 +117,10 @@ class Clock:
     durations: str = "recorded"
     origin_mono: float = field(default_factory=time.monotonic)
     origin_utc: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # while held (held()): the instant emulated time stands at; `lag`: the wall seconds spent held,
+    # taken out of the clock so that it goes on from where it stood
+    held_at: float | None = field(default=None, repr=False)
+    lag: float = field(default=0.0, repr=False)
 
     def emulated_utc(self) -> datetime:
         """The emulated wall clock: it started at the server's start and runs 1/scale times faster
@@ -122,7 +128,29 @@ class Clock:
         return self.origin_utc + timedelta(seconds=self.emulated(self.now() - self.origin_mono))
 
     def now(self) -> float:
-        return time.monotonic()
+        held = self.held_at
+        return held if held is not None else time.monotonic() - self.lag
+
+    @contextmanager
+    def held(self) -> Iterator[Clock]:
+        """Emulated time stands still inside (advance() moves it on by a given step), then goes on
+        from where it stood. A state that lasts a few emulated seconds lasts a few milliseconds at a
+        test's time scale: a test that must read it holds the clock rather than racing it, since a
+        loaded machine can take longer than that to answer one request."""
+        if self.held_at is not None:
+            raise RuntimeError("the clock is already held")
+        self.held_at = self.now()
+        try:
+            yield self
+        finally:
+            self.lag = time.monotonic() - self.held_at
+            self.held_at = None
+
+    def advance(self, seconds: float) -> None:
+        """Move a held clock on by `seconds` emulated seconds (what comes due then, the ticker does)."""
+        if self.held_at is None:
+            raise RuntimeError("advance() needs a held clock")
+        self.held_at += seconds * self.scale
 
     def scaled(self, seconds: float) -> float:
         return seconds * self.scale
