@@ -352,10 +352,14 @@ def draw_fanout(seed: int) -> Scenario:
 UNREADABLE = ("no log line could be read", "the log may be incomplete")
 
 
-def numbered_problem(step: Step, rc: int | None, out: str, err: str) -> str:
+def numbered_problem(step: Step, rc: int | None, out: str, err: str, *, interrupted: bool = False) -> str:
     """When the container's code came back, its numbered lines must all be there once, in order,
-    unless acagpu said the log could not be read (ACA drops a finished replica's log in seconds)."""
+    unless acagpu said the log could not be read (ACA drops a finished replica's log in seconds).
+    A Ctrl-C that landed before acagpu started brought no code back: CPython's own start-up failure
+    exits 1, which a container's code of 1 only looks like."""
     if not step.numbered_lines or rc != step.container_exit:
+        return ""
+    if interrupted and interrupted_before_start(rc, out, err):
         return ""
     text, said = out, err
     if step.json:
@@ -958,10 +962,12 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
         name=step.name,
         argv=step.argv,
         container_exit=step.container_exit,
-        lines_problem=numbered_problem(step, rc, out, err),
+        lines_problem=numbered_problem(step, rc, out, err, interrupted=sigints > 0),
         lines_from=_lines_from(step, out),
-        lines_lost_said=bool(numbered_problem(replace(step, strict_lines=True), rc, out, err))
-        and not numbered_problem(step, rc, out, err),
+        lines_lost_said=bool(
+            numbered_problem(replace(step, strict_lines=True), rc, out, err, interrupted=sigints > 0)
+        )
+        and not numbered_problem(step, rc, out, err, interrupted=sigints > 0),
         exit_code=rc,
         seconds=round(seconds, 2),
         timed_out=timed_out,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -160,3 +161,32 @@ def test_a_ctrl_c_that_killed_the_process_before_python_had_a_handler_is_no_fail
     assert early["before_start"] and early["clear"]
     assert not chaos.judge(step, -2, "", "")["clear"]  # no Ctrl-C sent: an unexplained death
     assert not chaos.judge(step, -2, "printed", "", interrupted=True).get("before_start")
+
+
+def test_a_run_whose_ctrl_c_landed_while_python_started_lost_no_line_of_acagpu_s(tmp_path: Path) -> None:
+    """Seed 1013 beside a second suite: its Ctrl-C 1.2 s in found the interpreter still importing
+    `site`; CPython says "Fatal Python error: init_import_site" and exits 1, the container's own code
+    in that scenario, so the runner took it for a run whose 3 lines were lost. A real process here: a
+    `sitecustomize` that sleeps holds the interpreter in that import while the runner sends SIGINT."""
+    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {"PYTHONPATH": str(tmp_path)}
+    world = SimpleNamespace(acagpu=[sys.executable, "-m", "aca_gpu"], env=lambda: env, dir=tmp_path)
+    step = chaos.draw(1013).steps[0]
+    assert step.container_exit == 1 and step.numbered_lines == 3
+    step.sigint_at, step.second_sigint_after, step.check_leftovers = 3.0, None, False
+    res = chaos.run_step(world, step, set(), False)
+    err = (tmp_path / "step-run.err").read_text(encoding="utf-8")
+    assert res.exit_code == 1 and err.startswith("Fatal Python error: init_import_site"), err
+    assert res.before_start and res.clear and not res.traceback
+    assert res.lines_problem == "" and not res.lines_lost_said
+
+
+def test_lines_are_still_counted_when_a_ctrl_c_came_after_acagpu_started() -> None:
+    """Only a Ctrl-C that landed before acagpu ran excuses the lines: once the container's code came
+    back, a lost line is a lost line, Ctrl-C or not."""
+    step = chaos.draw(1013).steps[0]
+    said = "error: interrupted: run r1013e stopped\n"
+    lost = chaos.numbered_problem(step, 1, "line1\nline3\n", said, interrupted=True)
+    assert lost.startswith("lines: 2 of 3; missing [2]"), lost
+    assert chaos.numbered_problem(step, 1, "line1\nline2\nline3\n", said, interrupted=True) == ""
+    assert chaos.numbered_problem(step, 1, "", INIT_FAILURE).startswith("lines: 0 of 3")  # no Ctrl-C sent
