@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import requests
 
 from tests.chaos.proxy import ChaosProxy
-from tests.e2e.serving import emulator_serve
+from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
@@ -56,3 +57,44 @@ def test_a_reset_after_register_and_after_an_explorer_start_is_not_a_failure(tmp
         assert json.loads(smi.stdout)["gpus"], smi.stdout
         down = _acagpu(shell, "down", "--run-id", "keepme", "--yes")
         assert down.returncode == 0, down.stderr
+
+
+def test_a_lost_start_answer_of_the_probe_and_the_tester_is_found_by_its_token(tmp_path: Path) -> None:
+    """Every execution acagpu starts carries a token (`ACAGPU_ATTEMPT_ID`) in its template's env,
+    the probe and the tester of a warm run as every shard: a start whose answer was lost is found by
+    it, never started twice, and no start is told by listing the job's executions before and after."""
+    with (
+        emulator_serve(tmp_path / "emu.env") as emu,
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        reset = {"fault": "reset", "method": "POST", "when": "after", "count": 1}
+        proxy.set_rules(
+            {
+                "rules": [
+                    {**reset, "path": "jobs/cuda-probe-[^/]*/start"},
+                    {**reset, "path": "jobs/gpu-tester-[^/]*/start"},
+                ]
+            }
+        )
+        traffic_from = len(proxy.traffic)
+        up = _acagpu(shell, "up", "--env", "lab", "--yes", "--run-id", "tok123", "-o", "json")
+        assert up.returncode == 0, up.stderr
+        assert len([f for f in _fired(proxy) if f.endswith("/start")]) == 2, _fired(proxy)
+        sent = proxy.traffic[traffic_from:]
+        starts = [t for t in sent if t["method"] == "POST" and t["path"].endswith("/start")]
+        assert len(starts) == 2, [t["path"] for t in starts]  # each sent once: found, not sent again
+        for start in starts:
+            env = {e["name"]: e.get("value") for e in json.loads(start["body"])["containers"][0]["env"]}
+            assert re.fullmatch(r"[0-9a-f]{16}", env.get("ACAGPU_ATTEMPT_ID") or ""), start["body"]
+        listings = [t for t in sent if t["method"] == "GET" and t["path"].endswith("/executions")]
+        assert listings, "a lost answer is looked up by its token in the job's executions"
+        billed = emulator_get(emu, "billing")["replicas"]
+        mine = [r for r in billed if "tok123" in str(r["resource"])]
+        assert sorted(r["resource"].rsplit("/", 1)[-1] for r in mine) == [
+            "cuda-probe-tok123", "gpu-tester-tok123"
+        ], mine  # fmt: skip

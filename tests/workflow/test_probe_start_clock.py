@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from aca_gpu.gpu.profiles import resolve_profile
 from aca_gpu.models import ReplicaContainerInfo, ReplicaInfo
@@ -28,8 +29,10 @@ class SlowStart(FakeCloud):
     started_at: float | None = None
     began = threading.Event()
 
-    def start_job(self, resource_group: str, job: str, template: object = None) -> str:
-        name = super().start_job(resource_group, job, template)
+    def start_job_marked(
+        self, resource_group: str, job: str, template: Sequence[Any], *, key: str, token: str
+    ) -> str:
+        name = super().start_job_marked(resource_group, job, template, key=key, token=token)
 
         def start() -> None:
             self.started_at = time.monotonic()

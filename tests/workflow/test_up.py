@@ -83,9 +83,12 @@ def test_happy_path_order_report_and_verified_teardown() -> None:
     assert "create_app" not in names and "exec" not in names
     jobs = [c.args[0].name for c in cloud.create_job.call_args_list]
     assert sorted(jobs) == ["cuda-probe-abc123", "gpu-tester-abc123"], jobs
-    probe_start = next(c for c in cloud.start_job.call_args_list if c.args[1] == "cuda-probe-abc123")
+    probe_start = next(c for c in cloud.start_job_marked.call_args_list if c.args[1] == "cuda-probe-abc123")
     assert probe_start.args[2][0].image == "nvidia/cuda:12.1.1-base-ubuntu22.04"  # its own template
-    assert names.index("start_job") < names.index("job_logs") < names.index("delete_resource_group")
+    assert probe_start.kwargs["key"] == "ACAGPU_ATTEMPT_ID"  # started by a token, as every shard is
+    assert probe_start.args[2][0].env["ACAGPU_ATTEMPT_ID"] == probe_start.kwargs["token"]
+    assert "start_job" not in names  # nothing is told by listing before and after a start
+    assert names.index("start_job_marked") < names.index("job_logs") < names.index("delete_resource_group")
     # billing stops first: the jobs are gone before the group delete is sent
     deletes = [i for i, n in enumerate(names) if n == "delete_job"]
     assert deletes and max(deletes) < names.index("delete_resource_group")

@@ -354,8 +354,9 @@ class AcaRuntime:
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
         """The tester's job (made here, or a kept run's for `acagpu test`), one execution, its result.
 
-        In a borrowed place the execution carries its own template and the job goes as soon as the
-        result is in; in a run's own place it runs the job's template and goes with the group."""
+        The execution carries its own template (the job's container and the start's token); in a
+        borrowed place the job goes as soon as the result is in, in a run's own with the group. A
+        kept run's job (`acagpu test`) runs its own template: only the job knows it."""
         cloud = self.cloud
         where: Where | None = None
         template: list[ContainerDef] | None = None
@@ -373,7 +374,7 @@ class AcaRuntime:
             rg, environment = where.resource_group, where.environment
             container = checks.tester_container(self._deployed(plan.tester_image), pair.profile)
             reused = self._job(where, pair.tester, container, plan.tester_timeout_s)
-            template = [container] if self.borrowed else None
+            template = [container]  # the job's own, with this start's token (`executions.start`)
         if reused:
             self._resume("tester")
         self._not_cancelled(waiter, pair.tester)

@@ -13,8 +13,9 @@ and ACA removes a finished replica (and its log) soon after it exits.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
@@ -27,6 +28,10 @@ TAIL = 300  # the service's largest tailLines
 # a container that ran cost something however short: the least a document's three decimals show,
 # never 0 (a container of 20 ms is billed; no look or stream can time it)
 RAN_AT_LEAST_S = 0.001
+# every execution acagpu starts with a template of its own carries one of these in its env, read back
+# from the execution: the start is matched to its execution by it, never by listing before and after
+# (ambiguous once starts overlap, and a lost answer is looked up by it before the start is sent again)
+ATTEMPT_TOKEN = "ACAGPU_ATTEMPT_ID"
 
 
 @dataclass
@@ -47,6 +52,7 @@ class ExecutionRun:
     lost: str = ""  # the last stream failure, for a caller that could not read what it needed
     gone: float | None = None  # when its job was found deleted under it (it billed until then)
     attached_late: bool = False  # its log stream came after its container started: `running` is late
+    token: str | None = None  # its ATTEMPT_TOKEN (None: started with its job's own template)
 
     @property
     def seconds(self) -> float:
@@ -73,6 +79,26 @@ class ExecutionRun:
         return next((c for c in codes if c != 0), codes[0] if codes else None)
 
 
+def new_token() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def marked(containers: Sequence[ContainerDef], token: str) -> list[ContainerDef]:
+    """`containers` with `ATTEMPT_TOKEN=token` in each one's env."""
+    return [replace(c, env={**c.env, ATTEMPT_TOKEN: token}) for c in containers]
+
+
+def start_marked(
+    cloud: Cloud, resource_group: str, job: str, containers: Sequence[ContainerDef], token: str
+) -> str:
+    """The one way acagpu starts an execution of a template of its own (the probe, the tester, a
+    workload, every shard attempt): its env carries `token`, and the execution is the start's
+    answer or, when the answer was lost, the one whose template carries the token."""
+    return cloud.start_job_marked(
+        resource_group, job, marked(containers, token), key=ATTEMPT_TOKEN, token=token
+    )
+
+
 def start(
     cloud: Cloud,
     resource_group: str,
@@ -81,16 +107,20 @@ def start(
     *,
     resume: bool = False,
 ) -> ExecutionRun:
-    """A new execution running `containers` (the job's own template when None).
+    """A new execution running `containers`, started by a token (`start_marked`).
 
     On `resume`, an execution of this job that is still running is followed instead of paying twice.
+    Without `containers` the job's own template runs (`acagpu test` on a kept run, whose template
+    only its job knows): that start alone is told by the executions listed before and after it.
     """
     if resume:
         for info in cloud.list_executions(resource_group, job):
             if not info.finished and info.status not in (None, "Unknown"):
                 return ExecutionRun(execution=info.name, reused=True)
-    name = cloud.start_job(resource_group, job, list(containers) if containers else None)
-    return ExecutionRun(execution=name)
+    if not containers:
+        return ExecutionRun(execution=cloud.start_job(resource_group, job, None))
+    token = new_token()
+    return ExecutionRun(execution=start_marked(cloud, resource_group, job, containers, token), token=token)
 
 
 def get(cloud: Cloud, resource_group: str, job: str, execution: str) -> ExecutionInfo | None:

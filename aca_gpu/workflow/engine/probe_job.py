@@ -27,6 +27,7 @@ from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
+from aca_gpu.workflow.engine.tasks import RetryPolicy
 from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
 from aca_gpu.workflow.threads import spawn
 
@@ -35,7 +36,11 @@ QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
 TOPO_END = "ACAGPU_SMI_TOPO_EXIT="
 HEALTH_END = "ACAGPU_SMI_HEALTH_EXIT="
 MARKERS = (TABLE_END, QUERY_END, TOPO_END, HEALTH_END)
-ATTEMPTS = 2  # a finished execution whose lines could not be read is started once more
+# The probe is a task like a shard (engine/tasks.py): a reading lost in transport (a finished
+# execution whose lines could not be read) is the platform's fault and is started once more; a
+# container the runtime refused, or a shell that exited before nvidia-smi, is the image's and is not
+RETRY = RetryPolicy(retries=0, platform_retries=1)
+ATTEMPTS = 1 + RETRY.platform_retries
 RUN_TIMEOUT_S = 180.0  # nvidia-smi takes seconds; this bounds a hung driver call
 # After its last line the probe stays this long, so a client polling every 5 s still finds the
 # replica and reads its log (ACA removes a finished replica, and its log, within seconds). The client

@@ -46,7 +46,7 @@ def start_execution(
 ) -> TesterRun:
     """A new execution (of `template` when given), or on resume the one still running."""
     run = executions.start(cloud, resource_group, job, template, resume=resume)
-    return TesterRun(execution=run.execution, reused=run.reused, started=run.started)
+    return TesterRun(execution=run.execution, reused=run.reused, started=run.started, token=run.token)
 
 
 def follow_result(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec
-from aca_gpu.workflow.engine.executions import ExecutionRun
+from aca_gpu.workflow.engine.executions import ExecutionRun, start_marked
 from aca_gpu.workflow.engine.tasks import Observation, Task
 from aca_gpu.workflow.fanout.spec import ATTEMPT, TOKEN
 
@@ -51,7 +51,7 @@ class AcaShards:
 
     def start(self, task: Task, attempt: int, token: str) -> str:
         container = self.template(task, attempt, token)
-        name = self.cloud.start_job_marked(self.rg, self.job.name, [container], key=TOKEN, token=token)
+        name = start_marked(self.cloud, self.rg, self.job.name, [container], token)
         with self._lock:
             self._names[token] = name
         if self._on_started is not None:

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from aca_gpu.errors import BadInput
+from aca_gpu.workflow.engine.executions import ATTEMPT_TOKEN
 from aca_gpu.workflow.engine.tasks import RetryPolicy, Task
 from aca_gpu.workflow.workload.plan import Mount, RunSpec
 
 INDEX, COUNT, ATTEMPT, ITEM = "ACAGPU_SHARD_INDEX", "ACAGPU_SHARD_COUNT", "ACAGPU_ATTEMPT", "ACAGPU_ITEM"
-TOKEN = "ACAGPU_ATTEMPT_ID"  # matches an execution to its shard's attempt, read back from the execution
+TOKEN = ATTEMPT_TOKEN  # matches an execution to its shard's attempt, read back from the execution
 OUTPUT_DIR = "ACAGPU_OUTPUT_DIR"
 RUN_ID = "ACAGPU_RUN_ID"
 MAX_SHARDS = 10_000  # as Cloud Run jobs' tasks and AWS Batch array jobs (both documented at 10,000)
