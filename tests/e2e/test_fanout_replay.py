@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from aca_gpu.recording import META_FILE
-from tests.e2e.serving import ACAGPU, background_server
+from aca_gpu.recording import META_FILE, RECORDING_FILE
+from tests.e2e.serving import ACAGPU, background_server, emulator_serve
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 SHARDS = "4"
@@ -38,7 +39,8 @@ def _outputs(doc: dict[str, Any]) -> list[tuple[int, str]]:
     return [(s["index"], s["status"]) for s in doc["shards"]]
 
 
-def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_path: Path) -> None:
+def _record(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """`run --shards` on its own emulator, recorded: the folder and the run's document."""
     folder = tmp_path / "run"
     code, recorded, err = _run(
         [
@@ -57,7 +59,11 @@ def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_pat
     )
     assert code == 0, err
     assert json.loads((folder / META_FILE).read_text(encoding="utf-8"))["exit_code"] == 0
+    return folder, recorded
 
+
+def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_path: Path) -> None:
+    folder, recorded = _record(tmp_path)
     env_file = tmp_path / "replay.env"
     with background_server(["emulator", "replay", str(folder)], env_file, env=_clean_env()) as (replay, _):
         shell = _clean_env() | replay
@@ -73,3 +79,51 @@ def test_a_recorded_fanout_replays_whatever_order_its_executions_come_in(tmp_pat
         assert code != 0
         report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
         assert report["ok"] is False and report["mismatches"]
+
+
+def test_a_fanout_recorded_on_a_busy_machine_replays_on_an_idle_one(tmp_path: Path) -> None:
+    """The replay answers each resource's requests in the recorded order, so a run must ask the same
+    ones whatever the time between them. Recorded here with every log stream ask 1 s slower (the
+    chaos proxy; images pull for seconds at this time scale, so each shard's stream says "waiting to
+    start" a few times), then replayed at full speed. When the execution was read once a second while
+    its container had not started, the slow recording read it at every ask and the fast replay only
+    at the first: the replay then met those recorded `Running` answers after its stream had ended,
+    went on following, and asked for a log stream token and Log Analytics rows the recording did not
+    have."""
+    from tests.chaos.proxy import ChaosProxy
+
+    slow = {
+        "rules": [{"fault": "latency", "method": "GET", "path": "/logstream$", "count": 0, "seconds": 1.0}]
+    }
+    folder = tmp_path / "run"
+    with (
+        emulator_serve(tmp_path / "emu.env", time_scale=0.05) as emu,
+        ChaosProxy(
+            emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], rules=slow, workdir=tmp_path / "proxy"
+        ) as proxy,
+    ):
+        shell = (
+            _clean_env() | emu | {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        )
+        code, recorded, err = _run(["run", "--record", str(folder), "--yes", "-o", "json", *FANOUT], shell)
+        assert code == 0, err
+        assert len(proxy.events) > int(SHARDS), proxy.events  # every shard's stream asked, slowly
+    exchanges = [
+        json.loads(line) for line in (folder / RECORDING_FILE).read_text(encoding="utf-8").splitlines()
+    ]
+    waited = Counter(
+        x["uri"].split("?")[0]
+        for x in exchanges
+        if x["uri"].split("?")[0].endswith("/logstream") and x["status"] == 400
+    )
+    assert waited and max(waited.values()) >= 2, waited  # a stream said "waiting to start" again and again
+
+    serve_replay = ["emulator", "replay", str(folder)]
+    with background_server(serve_replay, tmp_path / "replay.env", env=_clean_env()) as (replay, _):
+        code, replayed, err = _run(["run", "--yes", "-o", "json", *FANOUT], _clean_env() | replay)
+        status_url = replay["ACAGPU_ARM_ENDPOINT"] + "/_replay/status"
+        report = requests.get(status_url, verify=replay["ACAGPU_CA_BUNDLE"], timeout=10).json()
+        assert code == 0, (err, report)
+        assert _outputs(replayed) == _outputs(recorded)
+        assert report["mismatches"] == [], report["mismatches"]
+        assert report["ok"] is True and report["unused_writes"] == [], report

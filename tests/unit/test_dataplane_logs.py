@@ -416,3 +416,36 @@ def test_a_stream_accepted_at_once_is_connected_now() -> None:
         )
     )  # fmt: skip
     assert started == [None]  # the caller takes its own now: nothing says the container started earlier
+
+
+@pytest.mark.parametrize("ask_s", [0.001, 0.1, 1.5])
+def test_the_execution_is_read_after_as_many_asks_however_long_each_ask_takes(ask_s: float) -> None:
+    """While a container has not started, the stream is asked every NOT_READY_RETRY_S and ARM is read
+    now and then for whether the execution ended. Counted in asks, not seconds: the requests a run
+    sends then do not depend on how busy the machine is, so a recording replays (its answers come
+    per resource in the recorded order; a busy replay that read the execution more often met its
+    recorded `Succeeded` before the stream's own answers said the container had run)."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += ask_s / 4  # every look at the clock costs time: a slow machine
+        return now[0]
+
+    waiting = FakeResponse(400, [], text='container "c" in replica "r" is waiting to start: PullingImage')
+    asks = 2 * ls.FINISHED_CHECK_EVERY + 3
+    get = Getter(*[waiting] * asks, FakeResponse(200, ["t1 stdout F one"]))
+    checks: list[int] = []
+
+    def finished() -> bool:
+        checks.append(len(get.params))  # the asks made so far
+        return False
+
+    lines = list(
+        ls.follow_records(
+            "u", lambda: "t", follow=False, tail=5, what="x", get=get, clock=clock, sleep=lambda s: None,
+            finished=finished, timeout=1e9,
+        )
+    )  # fmt: skip
+    assert [m for _, _, m in lines] == ["one"]
+    every = ls.FINISHED_CHECK_EVERY
+    assert checks == [1, 1 + every, 1 + 2 * every]
