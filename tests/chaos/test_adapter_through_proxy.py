@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -173,11 +174,22 @@ def test_a_read_backs_off_with_jitter_and_a_lost_one_is_infrastructure(
 
     cloud = _cloud(upstream, proxy)
     _env(cloud)
+    asked: list[float] = []  # the pauses the policy chose (what it controls; a busy machine adds)
+    chosen = reads.pause
+
+    def spied(attempt: int, first: float, **kw: Any) -> float:
+        asked.append(chosen(attempt, first, **kw))
+        return asked[-1]
+
+    monkeypatch.setattr(reads, "pause", spied)
     proxy.set_rules([{"fault": "non_json_200", "method": "GET", "path": "/containerApps$", "count": 6}])
     assert cloud.list_apps(NAMES.resource_group) == []
     stamps = [float(e["t"]) for e in _events(proxy, "non_json_200")]  # type: ignore[arg-type]
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    assert len(stamps) == 6 and gaps[-1] > 2 * gaps[0], gaps  # backing off, not hammering
+    assert len(stamps) == 6 and len(asked) == 6, (stamps, asked)  # six unreadable, then a good one
+    assert asked[4] > 2 * asked[0], asked  # backing off, not hammering
+    assert all(gap >= pause - 0.02 for gap, pause in zip(gaps, asked, strict=False)), (gaps, asked)
+    monkeypatch.setattr(reads, "pause", chosen)
     assert (reads.pause(3, 1.0, rng=lambda: 0.0), reads.pause(3, 1.0, rng=lambda: 1.0)) == (2.0, 4.0)
 
     proxy.set_rules([{"fault": "empty_200", "method": "GET", "path": "/containerApps$", "count": 0}])

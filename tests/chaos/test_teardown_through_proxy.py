@@ -70,7 +70,10 @@ def test_a_job_made_again_after_its_delete_was_accepted_does_not_hold_teardown(
     took = time.monotonic() - started
 
     assert [e["fault"] for e in proxy.events] == ["truncate"]  # the create's answer was cut off
-    assert accepted == [spec.name, spec.name]  # deleted, listed again, deleted again
+    # deleted, listed again, deleted again (on a busy machine the listing after the second delete
+    # can still show the job going, and it is deleted once more: harmless, and bounded)
+    assert accepted[:2] == [spec.name, spec.name] and set(accepted) == {spec.name}, accepted
+    assert len(accepted) <= 4, accepted
     assert (result.status, result.verified, result.billing_stopped) == ("deleted", True, True)
     assert took < 20.0, took
     inventory = upstream.inventory()

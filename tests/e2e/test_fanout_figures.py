@@ -55,8 +55,10 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     lab: tuple[dict[str, str], dict[str, str]],
 ) -> None:
     emu, shell = lab
-    done = _acagpu(shell, "run", "--env", "lab", "--yes", "--run-id", "fig1", "--shards", "9",
-                   "--parallel", "3", SANDBOX, "--", "sh", "-c", "sleep 2.1")  # fmt: skip
+    # 600 emulated minutes: the default 30 are 3.6 wall s at this time scale, which a busy machine's
+    # start and a 2.1 s sleep can outlive
+    done = _acagpu(shell, "run", "--env", "lab", "--yes", "--run-id", "fig1", "--shards", "9", "--parallel",
+                   "3", "--max-minutes", "600", SANDBOX, "--", "sh", "-c", "sleep 2.1")  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = Path(shell["ACAGPU_CACHE_DIR"]) / "fanout" / "fig1.json"  # the run's document, kept
     doc = json.loads(record.read_text())["document"]
@@ -95,7 +97,7 @@ def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, st
     emu, shell = lab
     proc = subprocess.Popen(
         [*ACAGPU, "run", "--env", "lab", "--yes", "-o", "json", "--shards", "6", "--parallel", "3",
-         "--run-id", "figc", SANDBOX, "--", "sh", "-c", "sleep 60"],
+         "--run-id", "figc", "--max-minutes", "600", SANDBOX, "--", "sh", "-c", "sleep 60"],
         env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from aca_gpu.errors import EXIT_INTERRUPTED
 from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -143,7 +145,7 @@ def test_status_sees_a_running_run_cold_and_warm(served_fast: Served) -> None:
                 "--",
                 "sh",
                 "-c",
-                "sleep 6",
+                "sleep 40",  # outlives a `status` on a busy machine (seconds); Ctrl-C ends it
             ],
             env=shell,
             stdout=subprocess.PIPE,
@@ -160,8 +162,9 @@ def test_status_sees_a_running_run_cold_and_warm(served_fast: Served) -> None:
                     break
                 time.sleep(0.3)
         finally:
+            proc.send_signal(signal.SIGINT)  # seen (or not): the run stops its container, tears down
             _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
+        assert proc.returncode == EXIT_INTERRUPTED, err
         running = [r for r in seen if r["phase"] == "running"]
         assert running, (rid, [(r["phase"], r["cost"]) for r in seen])
         assert running[-1]["cost"]["gpu_seconds"] > 0 and running[-1]["cost"]["usd_estimate"] > 0
