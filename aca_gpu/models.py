@@ -309,8 +309,8 @@ class Cloud(Protocol):
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[ContainerDef], *, key: str, token: str
-    ) -> str: ...  # a fan-out's start: the execution is found again by `key=token` in its env
+        self, resource_group: str, job: str, template: Sequence[ContainerDef] | None, *, key: str, token: str
+    ) -> str: ...  # the execution is found again by `key=token` in its env (None: the job's own template's)
     def executions_marked(
         self, resource_group: str, job: str, key: str, tokens: Collection[str]
     ) -> list[ExecutionInfo]: ...  # newest first, paged only until every token's execution was seen

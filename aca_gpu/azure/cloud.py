@@ -214,7 +214,7 @@ class AzureCloud:
         return apps.list_executions(self.clients, resource_group, job)
 
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[ContainerDef], *, key: str, token: str
+        self, resource_group: str, job: str, template: Sequence[ContainerDef] | None, *, key: str, token: str
     ) -> str:
         return shards.start_marked(
             self.clients, resource_group, job, template, key=key, token=token, sleep=self._sleep

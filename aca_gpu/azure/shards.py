@@ -56,21 +56,22 @@ def start_marked(
     clients: Clients,
     rg: str,
     job: str,
-    template: Sequence[ContainerDef],
+    template: Sequence[ContainerDef] | None,
     *,
     key: str,
     token: str,
     sleep: Callable[[float], None] = time.sleep,
     throttled_wait_s: float = 2.0,
 ) -> str:
-    """Start one execution of `template` (whose env carries `key=token`) and return its name.
+    """Start one execution of `template` (whose env carries `key=token`; None: the job's own
+    template, which carries it) and return its name.
 
     The name comes from the answer; a POST whose answer was lost is looked up by its token before
     it is sent again, so a start is never paid twice. A 429 that outlived azure-core's own waits
     (each its Retry-After) is sent again without using up a try: ARM refused the rate, not the start."""
     version = api_versions.working(api_versions.STABLE)
     url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
-    body_out = execution_template(template)
+    body_out = execution_template(template) if template else None
     attempt, patience_ends = 1, time.monotonic() + THROTTLED_PATIENCE_S
     while True:
         try:

@@ -98,3 +98,39 @@ def test_a_lost_start_answer_of_the_probe_and_the_tester_is_found_by_its_token(t
         assert sorted(r["resource"].rsplit("/", 1)[-1] for r in mine) == [
             "cuda-probe-tok123", "gpu-tester-tok123"
         ], mine  # fmt: skip
+
+
+def test_a_run_with_a_mount_runs_its_jobs_own_template_and_is_found_by_its_token(tmp_path: Path) -> None:
+    """The spec's execution template has no `volumeMounts`: a `run --mount` starts its job's own
+    template (which has them), and the token that finds a start whose answer was lost is in it."""
+    with (
+        emulator_serve(tmp_path / "emu.env") as emu,
+        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
+    ):
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
+        shell.pop("ACAGPU_ENV", None)
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
+        assert made.returncode == 0, made.stderr
+        proxy.set_rules(
+            {"rules": [{"fault": "reset", "method": "POST", "when": "after", "count": 1,
+                        "path": "jobs/run-mnt123/start"}]}
+        )  # fmt: skip
+        traffic_from = len(proxy.traffic)
+        wrote = _acagpu(shell, "run", "--env", "lab", "--yes", "--run-id", "mnt123", "--max-minutes", "600",
+                        "--mount", "data:/data", "--create-share", "nvidia/cuda:12.4.1-base-ubuntu22.04",
+                        "--", "sh", "-c", "echo hi-from-the-share > /data/x")  # fmt: skip
+        assert wrote.returncode == 0, wrote.stderr
+        assert [f for f in _fired(proxy) if f.endswith("/start")], _fired(proxy)
+        sent = proxy.traffic[traffic_from:]
+        starts = [t for t in sent if t["method"] == "POST" and t["path"].endswith("/jobs/run-mnt123/start")]
+        assert len(starts) == 1 and "volumeMounts" not in starts[0]["body"], starts  # the job's template
+        (made_job,) = [t for t in sent if t["method"] == "PUT" and t["path"].endswith("/jobs/run-mnt123")]
+        container = json.loads(made_job["body"])["properties"]["template"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert re.fullmatch(r"[0-9a-f]{16}", env.get("ACAGPU_ATTEMPT_ID") or ""), container
+        assert container["volumeMounts"], container
+        read = _acagpu(shell, "run", "--env", "lab", "--yes", "--max-minutes", "600", "--mount", "data:/in",
+                       "nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sh", "-c", "cat /in/x")  # fmt: skip
+        assert read.returncode == 0, read.stderr
+        assert "hi-from-the-share" in read.stdout + read.stderr, read.stdout + read.stderr

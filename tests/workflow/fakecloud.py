@@ -248,7 +248,7 @@ class FakeCloud:
 
     # fan-out (workflow/fanout/): an execution per shard, matched by the token in its env
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[Any], *, key: str, token: str
+        self, resource_group: str, job: str, template: Sequence[Any] | None, *, key: str, token: str
     ) -> str:
         runs = self.executions.setdefault((resource_group, job), [])
         name = f"{job}-exec{len(runs) + 1}"

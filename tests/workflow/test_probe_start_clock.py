@@ -30,7 +30,7 @@ class SlowStart(FakeCloud):
     began = threading.Event()
 
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[Any], *, key: str, token: str
+        self, resource_group: str, job: str, template: Sequence[Any] | None, *, key: str, token: str
     ) -> str:
         name = super().start_job_marked(resource_group, job, template, key=key, token=token)
 

@@ -106,17 +106,23 @@ def start(
     containers: Sequence[ContainerDef] | None = None,
     *,
     resume: bool = False,
+    own_token: str | None = None,
 ) -> ExecutionRun:
     """A new execution running `containers`, started by a token (`start_marked`).
 
     On `resume`, an execution of this job that is still running is followed instead of paying twice.
-    Without `containers` the job's own template runs (`acagpu test` on a kept run, whose template
-    only its job knows): that start alone is told by the executions listed before and after it.
+    Without `containers` the job's own template runs: with `own_token` when that template carries
+    it (a job made for this one start: a container with mounts, which the spec's execution template
+    cannot carry), else told by the executions listed before and after the start (`acagpu test` on
+    a kept run, whose template only its job knows).
     """
     if resume:
         for info in cloud.list_executions(resource_group, job):
             if not info.finished and info.status not in (None, "Unknown"):
                 return ExecutionRun(execution=info.name, reused=True)
+    if not containers and own_token is not None:
+        name = cloud.start_job_marked(resource_group, job, None, key=ATTEMPT_TOKEN, token=own_token)
+        return ExecutionRun(execution=name, token=own_token)
     if not containers:
         return ExecutionRun(execution=cloud.start_job(resource_group, job, None))
     token = new_token()

@@ -43,9 +43,10 @@ def start_execution(
     *,
     resume: bool,
     template: Sequence[ContainerDef] | None = None,
+    own_token: str | None = None,
 ) -> TesterRun:
     """A new execution (of `template` when given), or on resume the one still running."""
-    run = executions.start(cloud, resource_group, job, template, resume=resume)
+    run = executions.start(cloud, resource_group, job, template, resume=resume, own_token=own_token)
     return TesterRun(execution=run.execution, reused=run.reused, started=run.started, token=run.token)
 
 

@@ -43,7 +43,7 @@ from aca_gpu.models import (
 from aca_gpu.output import Progress
 from aca_gpu.workflow import drivers, envs
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine import capacity
+from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
@@ -137,10 +137,20 @@ class Workload:
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
         job = self._staged_copy(job_spec(self.spec, plan, pair, where))
+        # A container with mounts runs its job's own template: the spec's execution template has no
+        # volumeMounts (docs/emulator.md). The job is this run's, so its template carries the token.
+        token = executions.new_token() if job.container.mounts else None
+        if token is not None:
+            job = replace(job, container=executions.marked([job.container], token)[0])
         reused = ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
         run = start_execution(
-            self.cloud, where.resource_group, job.name, resume=reused, template=[job.container]
+            self.cloud,
+            where.resource_group,
+            job.name,
+            resume=reused,
+            template=None if token is not None else [job.container],
+            own_token=None if reused else token,  # a job made before holds another token
         )
         placement = self._watch_placement(where.resource_group, job.name, run)
         too_old = self._watch_driver(where, pair, job.name, run, waiter)
