@@ -168,7 +168,10 @@ def test_a_run_whose_ctrl_c_landed_while_python_started_lost_no_line_of_acagpu_s
     `site`; CPython says "Fatal Python error: init_import_site" and exits 1, the container's own code
     in that scenario, so the runner took it for a run whose 3 lines were lost. A real process here: a
     `sitecustomize` that sleeps holds the interpreter in that import while the runner sends SIGINT."""
-    (tmp_path / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n", encoding="utf-8")
+    # CPython's own SIGINT handler, as it has at start-up unless SIGINT came in ignored (a background
+    # job of a script): the test must not depend on how it was started
+    held = "import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\ntime.sleep(60)\n"
+    (tmp_path / "sitecustomize.py").write_text(held, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {"PYTHONPATH": str(tmp_path)}
     world = SimpleNamespace(acagpu=[sys.executable, "-m", "aca_gpu"], env=lambda: env, dir=tmp_path)
     step = chaos.draw(1013).steps[0]
