@@ -61,7 +61,9 @@ def _terminated(signum: int, frame: Any) -> None:
 
 
 def interrupted_while_starting() -> None:
-    """Ctrl-C before any command ran: one line (and the JSON document with `-o json`), exit 130."""
+    """Ctrl-C before any command ran: one line (and the JSON document with `-o json`), exit 130.
+    Nothing was done, so a second Ctrl-C has nothing to change: it is ignored while this reports."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     argv = sys.argv[1:]
     if _wants_json(argv):
         command = next((a for a in argv if not a.startswith("-")), "")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +20,18 @@ class _Interrupted:
         raise KeyboardInterrupt
 
 
+@pytest.fixture
+def sigint_kept() -> Iterator[None]:
+    """The report ignores a second Ctrl-C (the process ends right after): not this test process."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("json_mode", [False, True])
+@pytest.mark.usefixtures("sigint_kept")
 def test_ctrl_c_during_startup(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], json_mode: bool
 ) -> None:
@@ -75,3 +88,69 @@ def test_a_ctrl_c_swallowed_by_a_finalizer_is_not_lost(handler: str, expected: s
     )
     assert proc.stdout.strip() == expected, proc.stderr
     assert "Exception ignored" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+# sitecustomize for the test below: every import of aca_gpu.entry is held (as on a busy machine's slow
+# start), each hold written to HELD_MARK first, so the test can press Ctrl-C inside the first and then
+# inside the second (`__main__` loads the entry point again to report the first press)
+HELD_ENTRY = """
+import importlib.abc, os, signal, sys, time
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal starts it, whatever came in
+
+
+class Held(importlib.abc.MetaPathFinder):
+    asked = 0
+
+    def find_spec(self, name, path, target=None):
+        if name == "aca_gpu.entry":
+            Held.asked += 1
+            with open(os.environ["HELD_MARK"], "a") as fh:
+                fh.write(f"{Held.asked}\\n")
+            time.sleep(30 if Held.asked == 1 else 2)
+        return None
+
+
+sys.meta_path.insert(0, Held())
+"""
+
+
+def test_a_second_ctrl_c_while_the_first_is_reported_still_ends_in_one_line(tmp_path: Path) -> None:
+    """Beside a second suite, a Ctrl-C 1.2 s after `python -m aca_gpu run` started landed while the
+    entry point was still loading, and the second, 1.1 s later, while `__main__` loaded it again to
+    say so: a KeyboardInterrupt traceback and exit -2. The first press decides (nothing was done);
+    a second one changes nothing."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "sitecustomize.py").write_text(HELD_ENTRY, encoding="utf-8")
+    mark = tmp_path / "held"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    env |= {"PYTHONPATH": str(tmp_path), "HELD_MARK": str(mark)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aca_gpu", "up", "--yes", "-o", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        for holds in (1, 2):
+            deadline = time.monotonic() + 60
+            while (
+                time.monotonic() < deadline
+                and proc.poll() is None
+                and (not mark.exists() or len(mark.read_text(encoding="utf-8").split()) < holds)
+            ):
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert mark.read_text(encoding="utf-8").split() == ["1", "2"], err  # both presses landed in a hold
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [f"error: {entry.MESSAGE}"], err
+    doc = json.loads(out)
+    assert (doc["command"], doc["error"]["exit_code"]) == ("up", 130)
