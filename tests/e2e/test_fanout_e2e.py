@@ -219,3 +219,20 @@ def test_map_file_gives_each_shard_its_item_and_logs_failed_prints_only_the_fail
         ["got red of 4"], ["got green of 4"], ['got {"n":3} of 4'], ["got blue of 4"]
     ]  # fmt: skip
     assert [s["status"] for s in doc["shards"]] == ["succeeded", "failed", "succeeded", "succeeded"]
+
+
+def test_a_shards_output_tail_holds_its_lines_and_acagpus_notes_apart(tmp_path: Path) -> None:
+    """A shard's lines read from Log Analytics (every log stream cut before its first line) came
+    with acagpu's note as the last line of `output_tail`: an orchestrator taking the last line as
+    the shard's answer got "(acagpu) 1 line(s) came from Log Analytics". Notes are apart now."""
+    with emulator_serve(tmp_path / "emu.env", extra=("--faults", "log_drop:after=0,count=1000")) as emu:
+        shell = _shell(emu, tmp_path)
+        made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
+        assert made.returncode == 0, made.stderr
+        done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--shards", "2",
+                       "--max-minutes", "600", "busybox", "--", "sh", "-c",
+                       'echo "done:$ACAGPU_SHARD_INDEX"')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        shards = json.loads(done.stdout)["shards"]
+        assert [s["output_tail"] for s in shards] == [["done:0"], ["done:1"]], [s.get("notes") for s in shards]
+        assert all(any("Log Analytics" in n for n in s["notes"]) for s in shards), shards

@@ -32,6 +32,7 @@ from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
 from aca_gpu.workflow.workload import shares
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
+from aca_gpu.workflow.workload.follow import LOGS_WAIT_S
 from aca_gpu.workflow.workload.outcome import Console
 
 QUOTA_HINT = (
@@ -69,6 +70,7 @@ class Fanout:
         self.job_name: str | None = None
         self.bucket = None
         self.results_made: shares.Made | None = None
+        self.followers: list[threading.Thread] = []  # each shard attempt's log follower
 
     # -- preflight: P against the GPU quota -------------------------------------------------------
     def _usages(self, plan: Plan) -> tuple[list[UsageInfo], str]:
@@ -171,6 +173,8 @@ class Fanout:
             self.runner.run()
         finally:
             ticking.set()
+        if not waiter.cancel.is_set():
+            self._lines_read(waiter)
         failed = [s.task.index for s in self.states if s.state != "succeeded"]
         if waiter.cancel.is_set():
             raise WaitTimedOut("shards stopped: cancelled", code="Cancelled")
@@ -190,6 +194,29 @@ class Fanout:
         folders = [self.fanout.share_folder(k) for k in self.fanout.indexes]
         self.cloud.make_share_folders(group.name, made.account, RESULTS_SHARE, folders)
 
+    def _lines_read(self, waiter: Waiter) -> None:
+        """Every shard has ended: its lines are in before the document is made. A stream that fell
+        short is read from Log Analytics, which has them 20 s to 3 min later: said, and bounded."""
+        followers = [t for t in self.followers if t.is_alive()]
+        if not followers:
+            return
+        for thread in followers:  # most end within a moment of their execution
+            thread.join(timeout=1.0)
+            if waiter.cancel.is_set():
+                return
+        late = [t for t in followers if t.is_alive()]
+        if not late:
+            return
+        self.board.print_line(
+            "stderr",
+            f"reading the lines of {len(late)} shard(s) from Log Analytics, where they arrive 20 s to "
+            f"3 min after the container (waiting up to {LOGS_WAIT_S:.0f} s; Ctrl-C stops)",
+        )
+        ends = time.monotonic() + LOGS_WAIT_S + 30
+        for thread in late:
+            while thread.is_alive() and time.monotonic() < ends and not waiter.cancel.is_set():
+                thread.join(timeout=0.25)
+
     def _follow_shard(
         self, plan: Plan, where: Where, job: str, task: Task, execution: str, waiter: Waiter
     ) -> None:
@@ -206,7 +233,9 @@ class Fanout:
             with contextlib.suppress(AcaGpuError):
                 follower._follow(plan, where, job, run, waiter)
 
-        threading.Thread(target=follow, name=f"acagpu-log-{task.index}", daemon=True).start()
+        thread = threading.Thread(target=follow, name=f"acagpu-log-{task.index}", daemon=True)
+        self.followers.append(thread)  # (list.append is atomic: starts answer in several threads)
+        thread.start()
 
     # -- billing ----------------------------------------------------------------------------------
     def shard_gpu_seconds(self) -> float:

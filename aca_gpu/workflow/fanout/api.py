@@ -52,7 +52,8 @@ class ShardResult:
     output_path: Path | None = None
     gpu_seconds: float = 0.0
     cost_usd: float = 0.0
-    output_tail: tuple[str, ...] = ()
+    output_tail: tuple[str, ...] = ()  # the container's last lines (acagpu's own words are `notes`)
+    notes: tuple[str, ...] = ()  # what acagpu said of the output, e.g. lines read from Log Analytics
 
     @property
     def ok(self) -> bool:
@@ -122,6 +123,7 @@ def _result(doc: dict[str, Any]) -> FanoutResult:
                 gpu_seconds=s["gpu_seconds"],
                 cost_usd=s["usd_estimate"],
                 output_tail=tuple(s.get("output_tail") or ()),
+                notes=tuple(s.get("notes") or ()),
             )
         )
     cost = doc.get("cost") or {}

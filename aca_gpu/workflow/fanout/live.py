@@ -31,11 +31,16 @@ class ShardConsole:
     def __init__(self, board: Board, index: int) -> None:
         self.board, self.index = board, index
         self.lines: dict[str, list[str]] = {"stdout": [], "stderr": []}
-        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)  # the container's own lines only
+        self.notes: list[str] = []  # what acagpu said of its output (a stream that fell short, ...)
         self.held: list[tuple[str, str]] = []
+        self.released = False  # --logs failed: it failed for good; a line read later prints at once
+        self._lock = threading.Lock()
 
     def note(self, text: str) -> None:
-        self.tail.append(f"(acagpu) {text}")
+        """Kept apart from the container's lines: a caller reading a shard's last line as its answer
+        must not get acagpu's words (`notes` in the document and the API's ShardResult)."""
+        self.notes.append(text)
 
     def line(self, stream: str, text: str, source: str = "stream") -> None:
         """One line of the shard's (`source`: where the follower read it), its secrets masked."""
@@ -44,14 +49,20 @@ class ShardConsole:
         self.tail.append(text)
         if self.board.logs == "all":
             self.board.print_line(stream, f"[{self.index}] {text}")
-        elif self.board.logs == "failed" and len(self.held) < 10_000:
-            self.held.append((stream, text))
+        elif self.board.logs == "failed":
+            with self._lock:
+                now = self.released
+                if not now and len(self.held) < 10_000:
+                    self.held.append((stream, text))
+            if now:  # read after its failure (Log Analytics comes late): it prints now
+                self.board.print_line(stream, f"[{self.index}] {text}")
 
     def release(self) -> None:
-        """The shard failed for good: with --logs failed its lines print now."""
-        for stream, text in self.held:
+        """The shard failed for good: with --logs failed its lines print now, and any read later."""
+        with self._lock:
+            held, self.held, self.released = self.held, [], True
+        for stream, text in held:
             self.board.print_line(stream, f"[{self.index}] {text}")
-        self.held = []
 
 
 class Board:

@@ -132,6 +132,7 @@ class FanoutOutcome(WorkloadOutcome):
             console = board.consoles.get(s.task.index) if board is not None else None
             if console is not None:
                 doc["output_tail"] = list(console.tail)
+                doc["notes"] = list(console.notes)
             found.append(doc)
         return found
 
