@@ -149,9 +149,12 @@ def test_dry_run_creates_nothing(emu: Any) -> None:
 )
 def test_fault_matrix_ends_in_success_or_its_exit_code(emu: Any, faults: str, codes: set[int]) -> None:
     emu.set_faults(faults)
-    # 10 wall s for a replica to start: the faults that must end well (429s with Retry-After, 5xx)
-    # add seconds of their own, and a busy machine more; "stuck" takes all of it to reach exit 4
-    code, out, err = _run(*UP, "--start-timeout", "10s", "-o", "json")
+    # "stuck" waits 10 wall s for a replica to start, then exit 4. The faults that must end well
+    # (429s with Retry-After, 5xx, a dropped socket) add seconds of their own, and a busy machine
+    # more: 200 minutes, whose probe job's replica timeout (on the emulated clock, 0.005) is ~60 wall
+    # s; the default start timeout's 1800 s are 9 wall s, which a busy machine outlived
+    start = "10s" if 4 in codes else "200m"
+    code, out, err = _run(*UP, "--start-timeout", start, "-o", "json")
     assert code in codes, (code, err)
     doc = json.loads(out)  # even a failed run prints its one document
     assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]

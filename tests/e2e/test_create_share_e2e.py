@@ -64,8 +64,11 @@ def test_create_share_makes_it_once_a_second_run_reads_it_and_the_key_stays_hidd
         assert account.startswith("acagpulab") and len(account) <= 24 and account.isalnum()
 
         write = "echo hi > /data/x; echo wrote"
+        # 600 emulated minutes: the default 30 are a few wall s at this time scale, which a busy
+        # machine's Podman start and stop can outlive
         first = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--mount", "data:/data",
-                        "--create-share", test_image, "--", "sh", "-c", write)  # fmt: skip
+                        "--create-share", "--max-minutes", "600", test_image,
+                        "--", "sh", "-c", write)  # fmt: skip
         assert first.returncode == 0, first.stderr
         doc = json.loads(first.stdout)
         assert doc["output"]["stdout"] == "wrote\n" and doc["create_share"]["storage_account"] == account
@@ -76,7 +79,8 @@ def test_create_share_makes_it_once_a_second_run_reads_it_and_the_key_stays_hidd
             "created": [f"storage account {account}", "file share data", "environment storage data"],
         }
         second = _acagpu(shell, "run", "--env", "lab", "--yes", "--mount", "data:/in", "--create-share",
-                         test_image, "--", "sh", "-c", "read v < /in/x; echo $v")  # fmt: skip
+                         "--max-minutes", "600", test_image,
+                         "--", "sh", "-c", "read v < /in/x; echo $v")  # fmt: skip
         assert (second.returncode, second.stdout) == (0, "hi\n"), second.stderr
 
         group = "/resourceGroups/rg-acagpu-env-lab/providers/Microsoft.Storage/storageAccounts/" + account

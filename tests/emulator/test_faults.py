@@ -144,12 +144,14 @@ def test_log_drop_rate_is_seeded(server: EmulatorServer, explorer: Any) -> None:
 # ---- ws_drop ------------------------------------------------------------------------------------------
 def test_ws_drop_mid_output(server: EmulatorServer, explorer: Any) -> None:
     container, token = explorer
-    script = b"echo one; sleep 0.05; echo two; sleep 0.05; echo three; exit\n"
+    script = b"echo one; sleep 0.5; echo two; sleep 0.5; echo three; exit\n"
     frames, clean = _exec_stdout(server, container.exec_endpoint, token, script)
     assert clean and b"".join(frames) == b"one\ntwo\nthree\n"
     server.set_faults("ws_drop:count=1,after=1")
     frames, clean = _exec_stdout(server, container.exec_endpoint, token, script)
-    assert not clean and frames == [b"one\n"]  # one frame out, then the connection is gone
+    # one frame out, then the connection is gone (a busy machine may put two lines in that frame)
+    assert not clean and len(frames) == 1 and frames[0].startswith(b"one\n"), frames
+    assert b"three" not in frames[0], frames
     frames, clean = _exec_stdout(server, container.exec_endpoint, token, script)
     assert clean and b"".join(frames) == b"one\ntwo\nthree\n"
 
