@@ -190,6 +190,7 @@ class StepResult:
     # those the emulator billed for its run id (each replica's wall-clock life)
     gpu_seconds: float | None = None
     billed_gpu_seconds: float | None = None
+    err_tail: str = ""  # the end of its stderr: what a failed invariant is read from
 
 
 @dataclass
@@ -976,6 +977,7 @@ def run_step(world: World, step: Step, keep: set[str], verbose: bool) -> StepRes
         sigints=sigints,
         gpu_seconds=measured,
         billed_gpu_seconds=billed,
+        err_tail=err[-2500:],
         **verdict,
     )
 

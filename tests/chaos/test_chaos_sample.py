@@ -73,6 +73,8 @@ def _problems(res: Any) -> list[str]:
             problems.append(f"{where}: no clear last line: {step.last_line!r}")
         if step.lines_problem:
             problems.append(f"{where}: {step.lines_problem}")
+        if step.traceback or step.timed_out:  # what it said, for the next reader of a rare failure
+            problems.append(f"{where}: its stderr ended:\n{step.err_tail}")
     return problems
 
 
