@@ -150,11 +150,15 @@ def test_usages_include_gpu_quota(aca: ContainerAppsAPIClient) -> None:
 
 
 def test_env_create_lro_waiting_then_succeeded(
-    aca: ContainerAppsAPIClient, arm: ResourceManagementClient
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
 ) -> None:
     make_rg(arm)
-    poller = aca.managed_environments.begin_create_or_update("rg-acagpu-t1", "cae-acagpu-t1", env_body())
-    assert aca.managed_environments.get("rg-acagpu-t1", "cae-acagpu-t1").provisioning_state == "Waiting"
+    assert server.ctx is not None
+    # the create's emulated minutes are a moment at the tests' scale, which a loaded machine can
+    # outlive between two requests: the clock stands still while the state is read
+    with server.ctx.clock.held():
+        poller = aca.managed_environments.begin_create_or_update("rg-acagpu-t1", "cae-acagpu-t1", env_body())
+        assert aca.managed_environments.get("rg-acagpu-t1", "cae-acagpu-t1").provisioning_state == "Waiting"
     env = poller.result()
     assert env.provisioning_state == "Succeeded"
     assert [p.workload_profile_type for p in env.workload_profiles] == ["Consumption", T4]
