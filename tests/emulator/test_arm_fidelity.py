@@ -14,7 +14,6 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import (
     LOCATION,
-    SCALE,
     T4,
     app_body,
     env_body,
@@ -149,15 +148,13 @@ def test_patch_app_merges_and_makes_a_revision(
     assert updated.workload_profile_name == "gpu"
     assert updated.latest_revision_name != first.latest_revision_name
     assert server.ctx is not None
-    server.ctx.clock.scale = 0.05  # an update that takes 0.9 s: read while it provisions
     image = {
         "properties": {"template": {"containers": [{"name": "explorer", "image": "nvidia/cuda:12.8.0"}]}}
     }
-    try:
+    # read while it provisions: the clock stands still, however long a loaded machine takes to answer
+    with server.ctx.clock.held():
         _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", image)
         provisioning = _raw(server, "GET", f"{_rgp(server)}/containerApps/explorer").json()["properties"]
-    finally:
-        server.ctx.clock.scale = SCALE
     assert provisioning["provisioningState"] == "InProgress"
     assert provisioning["latestReadyRevisionName"] == updated.latest_revision_name  # the old one, still
     raw = _raw(server, "PATCH", f"{_rgp(server)}/containerApps/explorer", {"tags": {"k": "w"}})
