@@ -73,7 +73,9 @@ def test_a_failed_gpu_is_exit_5_and_a_degraded_one_warns(podman: str, tmp_path: 
     result = local(_image(podman, tmp_path / "degraded", _body("90-")))
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["explorer"]["health"]["verdict"] == "degraded" and doc["explorer"]["driver_version"]
+    health = doc["explorer"]["health"]
+    said = (health, result.stderr[-1500:])
+    assert health["verdict"] == "degraded" and doc["explorer"]["driver_version"], said
     assert "row remapping pending: a GPU reset applies it" in result.stderr
 
 
