@@ -234,5 +234,6 @@ def test_a_shards_output_tail_holds_its_lines_and_acagpus_notes_apart(tmp_path: 
                        'echo "done:$ACAGPU_SHARD_INDEX"')  # fmt: skip
         assert done.returncode == 0, done.stderr
         shards = json.loads(done.stdout)["shards"]
-        assert [s["output_tail"] for s in shards] == [["done:0"], ["done:1"]], [s.get("notes") for s in shards]
+        notes = [s.get("notes") for s in shards]
+        assert [s["output_tail"] for s in shards] == [["done:0"], ["done:1"]], notes
         assert all(any("Log Analytics" in n for n in s["notes"]) for s in shards), shards
