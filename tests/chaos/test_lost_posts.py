@@ -8,7 +8,6 @@ emulator did the work, acagpu never heard), and the CLI as a subprocess.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import requests
 
 from tests.chaos.proxy import ChaosProxy
-from tests.e2e.serving import emulator_get, emulator_serve
+from tests.e2e.serving import emulator_get, serve_behind_proxy
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
@@ -33,13 +32,11 @@ def _fired(proxy: ChaosProxy) -> list[str]:
 
 
 def test_a_reset_after_register_and_after_an_explorer_start_is_not_a_failure(tmp_path: Path) -> None:
-    with (
-        emulator_serve(tmp_path / "emu.env", extra=("--unregistered",)) as emu,  # a fresh subscription
-        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
-    ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
-        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-        shell.pop("ACAGPU_ENV", None)
+    with serve_behind_proxy(tmp_path, extra=("--unregistered",)) as (
+        _emu,
+        proxy,
+        shell,
+    ):  # a fresh subscription
         reset = {"fault": "reset", "method": "POST", "when": "after", "count": 1}
         proxy.set_rules({"rules": [{**reset, "path": "providers/Microsoft.App/register"}]})
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
@@ -63,13 +60,7 @@ def test_a_lost_start_answer_of_the_probe_and_the_tester_is_found_by_its_token(t
     """Every execution acagpu starts carries a token (`ACAGPU_ATTEMPT_ID`) in its template's env,
     the probe and the tester of a warm run as every shard: a start whose answer was lost is found by
     it, never started twice, and no start is told by listing the job's executions before and after."""
-    with (
-        emulator_serve(tmp_path / "emu.env") as emu,
-        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
-    ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
-        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-        shell.pop("ACAGPU_ENV", None)
+    with serve_behind_proxy(tmp_path) as (emu, proxy, shell):
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
         reset = {"fault": "reset", "method": "POST", "when": "after", "count": 1}
@@ -103,13 +94,7 @@ def test_a_lost_start_answer_of_the_probe_and_the_tester_is_found_by_its_token(t
 def test_a_run_with_a_mount_runs_its_jobs_own_template_and_is_found_by_its_token(tmp_path: Path) -> None:
     """The spec's execution template has no `volumeMounts`: a `run --mount` starts its job's own
     template (which has them), and the token that finds a start whose answer was lost is in it."""
-    with (
-        emulator_serve(tmp_path / "emu.env") as emu,
-        ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
-    ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
-        shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
-        shell.pop("ACAGPU_ENV", None)
+    with serve_behind_proxy(tmp_path) as (_emu, proxy, shell):
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
         proxy.set_rules(
