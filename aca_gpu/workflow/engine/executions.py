@@ -89,14 +89,14 @@ def marked(containers: Sequence[ContainerDef], token: str) -> list[ContainerDef]
 
 
 def start_marked(
-    cloud: Cloud, resource_group: str, job: str, containers: Sequence[ContainerDef], token: str
+    cloud: Cloud, resource_group: str, job: str, containers: Sequence[ContainerDef] | None, token: str
 ) -> str:
-    """The one way acagpu starts an execution of a template of its own (the probe, the tester, a
-    workload, every shard attempt): its env carries `token`, and the execution is the start's
-    answer or, when the answer was lost, the one whose template carries the token."""
-    return cloud.start_job_marked(
-        resource_group, job, marked(containers, token), key=ATTEMPT_TOKEN, token=token
-    )
+    """The one way acagpu starts an execution it can find again (the probe, the tester, a workload,
+    every shard attempt): its env carries `token`, and the execution is the start's answer or, when
+    the answer was lost, the one whose template carries the token. Without `containers` the job's
+    own template runs, which must carry the token already."""
+    template = marked(containers, token) if containers else None
+    return cloud.start_job_marked(resource_group, job, template, key=ATTEMPT_TOKEN, token=token)
 
 
 def start(
@@ -120,12 +120,9 @@ def start(
         for info in cloud.list_executions(resource_group, job):
             if not info.finished and info.status not in (None, "Unknown"):
                 return ExecutionRun(execution=info.name, reused=True)
-    if not containers and own_token is not None:
-        name = cloud.start_job_marked(resource_group, job, None, key=ATTEMPT_TOKEN, token=own_token)
-        return ExecutionRun(execution=name, token=own_token)
-    if not containers:
+    if not containers and own_token is None:
         return ExecutionRun(execution=cloud.start_job(resource_group, job, None))
-    token = new_token()
+    token = own_token or new_token()
     return ExecutionRun(execution=start_marked(cloud, resource_group, job, containers, token), token=token)
 
 

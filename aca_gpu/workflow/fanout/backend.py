@@ -44,13 +44,13 @@ class AcaShards:
         self._lock = threading.Lock()
         self.listings = 0
 
-    def template(self, task: Task, attempt: int, token: str) -> ContainerDef:
+    def template(self, task: Task, attempt: int) -> ContainerDef:
         base = self.job.container
-        env = {**base.env, **task.env, ATTEMPT: str(attempt), TOKEN: token}
+        env = {**base.env, **task.env, ATTEMPT: str(attempt)}  # the token: `start_marked` adds it
         return replace(base, env=env)
 
     def start(self, task: Task, attempt: int, token: str) -> str:
-        container = self.template(task, attempt, token)
+        container = self.template(task, attempt)
         name = start_marked(self.cloud, self.rg, self.job.name, [container], token)
         with self._lock:
             self._names[token] = name
