@@ -200,8 +200,9 @@ class Fanout:
         followers = [t for t in self.followers if t.is_alive()]
         if not followers:
             return
-        for thread in followers:  # most end within a moment of their execution
-            thread.join(timeout=1.0)
+        grace = time.monotonic() + 1.0  # most end within a moment of their execution: one second for all
+        for thread in followers:
+            thread.join(timeout=max(0.0, grace - time.monotonic()))
             if waiter.cancel.is_set():
                 return
         late = [t for t in followers if t.is_alive()]
