@@ -8,6 +8,7 @@ job here, and the tester's last lines (printed in a burst at exit) must reach th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -37,8 +38,11 @@ def _up(emu: EmulatorServer, run_id: str) -> _Result:
     return _Result(up(open_cloud(settings), plan, NullProgress(), Waiter(interval=0.1)))
 
 
-def test_up_runs_the_real_tester_on_this_host(host_emulator: EmulatorServer) -> None:
+def test_up_runs_the_real_tester_on_this_host(
+    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     pytest.importorskip("torch")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the host's processes would leave files
     result = _up(host_emulator, "host1")
     tester = result.doc["tester"]["result"]
     if tester.get("gpu_count"):  # a GPU host: the whole pipeline carries real numbers
@@ -50,6 +54,9 @@ def test_up_runs_the_real_tester_on_this_host(host_emulator: EmulatorServer) -> 
         assert tester["cpu_gflops"] and tester["cpu_gflops"] > 0 and tester["simulated"] is False
     assert result.doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
     assert host_emulator.inventory()["empty"]
+    # a container's /tmp goes with it: the bootstrap's script folder is not left on this machine
+    assert list(tmp_path.iterdir()) == []
+    assert list(host_emulator.workdir.rglob("gpu_tester.py")) == []
 
 
 def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(

@@ -63,17 +63,21 @@ class HostWorkload:
 
     def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
         root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
-        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(spec.env)
         env["PATH"] = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
-        env["HOSTNAME"] = spec.replica
+        # a container's /tmp goes with it: what its processes leave there (the zero-build scripts'
+        # mkdtemp folders) is removed when the replica stops, as the simulated workload does
+        env.update(HOSTNAME=spec.replica, TMPDIR=str(tmp))
         if spec.kind == "job" and is_gpu_tester(spec):
             # the zero-build launch runs `python3` from PATH: this interpreter (the one with torch);
             # the result grace passes on the emulator's scaled clock like every other duration
             env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}"
             env[GRACE_ENV] = f"{result_grace_s(env) * max(0.0, time_scale):g}"
         container = SandboxContainer(name=spec.name, env=env, cwd=root)
+        container.on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
         if spec.kind != "job":
             container.idle()
             return container
