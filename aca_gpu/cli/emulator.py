@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,13 +45,22 @@ def _pull_model(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def write_env_file(path: Path, text: str) -> None:
-    """The file holds the emulator's bearer token: readable by its owner only (0600), even if it existed."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """The file holds the emulator's bearer token: readable by its owner only (0600), even if it
+    existed. It appears whole: written beside it and renamed over it, so a second shell (or a script
+    waiting for the file) never reads it empty or half written."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
+        try:
+            data = text.encode("utf-8")
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def _env_file_option(help: str) -> Callable[[F], F]:

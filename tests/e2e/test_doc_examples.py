@@ -135,7 +135,6 @@ def _serving(line: str, folder: Path, env_file: Path) -> Iterator[dict[str, str]
         while not env_file.exists() and server.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert env_file.exists(), (folder.parent / "serve.log").read_text(encoding="utf-8")
-        time.sleep(0.2)  # the file is written whole before the server serves; let it finish
         yield read_env(env_file)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
