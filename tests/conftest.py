@@ -7,12 +7,47 @@ from pathlib import Path
 import pytest
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `slow` run first, the rest in their usual order. `make test` runs four workers
-    with worksteal: each starts on its share of the collection in order and an idle one takes the
-    tail of a busy one's queue, so a 100 s scenario reached late would still be running long after
-    every other test ended; first, it runs beside the rest."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow(seconds)` start first, each at the head of one worker's share, the rest
+    in their usual order. `make test` runs its workers with worksteal, which hands each worker a
+    contiguous share of the collection, in order (`_shares`), and lets an idle one take the tail of
+    a busy one's queue. A 100 s scenario reached late would still run long after every other test
+    ended; all of them first, in one share, would run one after another on one worker. So the
+    marked tests are dealt out longest first, each to the share whose marked tests add up to the
+    least so far, and every worker starts on its own."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    rest = [item for item in items if item.get_closest_marker("slow") is None]
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    shares = _shares(len(items), workers)
+    heads: list[list[pytest.Item]] = [[] for _ in shares]
+    load = [0.0 for _ in shares]
+    for item in sorted(slow, key=_seconds, reverse=True):  # a stable sort: ties keep their order
+        k = min(range(len(shares)), key=lambda i: (load[i], i))
+        heads[k].append(item)
+        load[k] += _seconds(item)
+    if any(len(head) > size for head, size in zip(heads, shares, strict=True)):
+        items[:] = slow + rest  # a run too small to share: the marked tests first
+        return
+    ordered: list[pytest.Item] = []
+    left = iter(rest)
+    for head, size in zip(heads, shares, strict=True):
+        ordered += head + [next(left) for _ in range(size - len(head))]
+    items[:] = ordered + list(left)
+
+
+def _shares(count: int, workers: int) -> list[int]:
+    """How many tests worksteal hands each worker at the start: what is left, over the workers left
+    (xdist's `WorkStealingScheduling.check_schedule`)."""
+    sizes = []
+    for k in range(workers):
+        sizes.append(count // (workers - k))
+        count -= sizes[-1]
+    return sizes
+
+
+def _seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("slow")
+    return float(marker.args[0]) if marker is not None and marker.args else 60.0
 
 
 @pytest.fixture(autouse=True)

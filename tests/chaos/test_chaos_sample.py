@@ -78,6 +78,7 @@ def _problems(res: Any) -> list[str]:
     return problems
 
 
+@pytest.mark.slow(35)
 def test_seeded_scenarios_keep_the_invariants() -> None:
     """All seeds at once (each has its own emulator and proxy): the sample costs its longest scenario."""
     with ThreadPoolExecutor(max_workers=len(SEEDS)) as pool:

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.e2e.serving import emulator_serve
@@ -38,6 +39,7 @@ def _faults(emu: dict[str, str], spec: str) -> None:
     answer.raise_for_status()
 
 
+@pytest.mark.slow(20)
 def test_a_replica_never_placed_for_want_of_capacity_is_exit_3_with_its_evidence(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}

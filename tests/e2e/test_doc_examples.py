@@ -162,7 +162,7 @@ def _paste(example: Example, folder: Path, env_file: Path, served: dict[str, str
     assert "Traceback" not in done.stderr, said
 
 
-@pytest.mark.slow  # about 100 s: the suite starts it first (tests/conftest.py)
+@pytest.mark.slow(112)
 def test_front_page_runs_top_to_bottom(folder: Path) -> None:
     env_file = folder.parent / "acagpu.env"
     with _serving(_serve_line(README), folder, env_file) as served:

@@ -17,11 +17,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.serving import read_env
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 
 
+@pytest.mark.slow(28)
 def test_serve_then_a_second_shell_runs_the_journey_at_default_polling(tmp_path: Path) -> None:
     env_file = tmp_path / "emu.env"
     server = subprocess.Popen(

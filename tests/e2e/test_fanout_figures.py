@@ -51,6 +51,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, st
         yield emu, shell
 
 
+@pytest.mark.slow(29)
 def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     lab: tuple[dict[str, str], dict[str, str]],
 ) -> None:

@@ -87,6 +87,7 @@ class Arm:
         return lines
 
 
+@pytest.mark.slow(26)
 def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(
     served: dict[str, str], hook: Receiver
 ) -> None:

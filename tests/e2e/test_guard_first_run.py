@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.e2e.serving import emulator_serve
@@ -62,6 +63,7 @@ def _guard_folders(emu: dict[str, str]) -> list[Path]:
     return [p for p in workdir.iterdir() if p.is_dir() and "acagpu-guard" in p.name]
 
 
+@pytest.mark.slow(70)
 def test_the_first_runs_wait_for_the_role_and_a_failed_run_says_why(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=SCALE) as emu, webhook() as hook:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}

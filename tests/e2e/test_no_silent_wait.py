@@ -12,7 +12,10 @@ each) do not all fall on the same cores at once.
 
 Silence is judged on what the command controls: a stretch of wall time counts as silent only for
 the part its process spent neither on a CPU nor waiting for one (Linux's per-thread schedstat), and
-the part this test's own reader spent waiting for a CPU before it saw the line does not count either.
+the part the line spent waiting for its reader's CPU does not count either. Each line is stamped on
+arrival by a process of its own (stamp_lines.py), not by a thread of this one: this process runs the
+emulator too, and a reader thread waiting for its GIL had lines written on time arrive in a burst
+seconds later, read as seconds of silence.
 On a busy machine a start-up that waits for the CPU is slow, not silent; a command that blocks on
 the network without a word is silent however idle the machine is.
 """
@@ -23,6 +26,7 @@ import itertools
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -50,6 +54,7 @@ WAIT = "2s"  # --start-timeout of the waits that never end (a stuck replica)
 WAITED_S = 3.0  # each new state holds its command at least this long, so a silent one shows
 REGISTRY_HOLD_S = 3.0  # the registry's silence before it drops the connection
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
+STAMPER = Path(__file__).with_name("stamp_lines.py")
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 SLOW = (
     "stuck;"  # every replica that starts from now on stays unplaced
@@ -57,27 +62,6 @@ SLOW = (
     "slow_create:match=env-lab,factor=2;"  # a GPU profile added to warm environment lab: 2 x 490 s
     "429:match=rg-acagpu-guard,method=PUT,count=2,retry_after=2"  # the guard's group: 2 x 2 s
 )
-
-
-def _schedstat(pid: int, tid: int) -> tuple[int, int]:
-    """(ns on a CPU, ns runnable but waiting for a CPU) of one thread; (0, 0) once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text(encoding="ascii").split()
-        return int(fields[0]), int(fields[1])
-    except (OSError, ValueError, IndexError):
-        return 0, 0
-
-
-def _busy_s(pid: int, seen: dict[int, int]) -> float:
-    """Seconds the process was busy or held back by the machine: its main thread's time on a CPU and
-    waiting for one (start-up and its own work), and every other thread's wait for a CPU. `seen`
-    keeps each thread's last figure, so a thread that has ended still counts."""
-    with suppress(OSError):
-        for tid in (int(t) for t in os.listdir(f"/proc/{pid}/task")):
-            on_cpu, queued = _schedstat(pid, tid)
-            if on_cpu or queued:
-                seen[tid] = queued + (on_cpu if tid == pid else 0)
-    return sum(seen.values()) / 1e9
 
 
 @dataclass
@@ -90,19 +74,19 @@ class Watched:
     stdout: str = ""
     ended: float = 0.0
     spoke: threading.Event = field(default_factory=threading.Event)  # a first line, or the end
-    held_before: float = 0.0  # the reader's CPU wait when it began
+    first: tuple[float, float, float] | None = None  # (when the command started, busy, held)
 
     def read(self) -> None:
+        """The stamper's records (stamp_lines.py): when each line arrived, and the figures then."""
         assert self.proc.stderr is not None and self.proc.stdout is not None
         out = threading.Thread(target=lambda: setattr(self, "stdout", self.proc.stdout.read()))  # type: ignore[union-attr]
         out.start()
-        reader = threading.get_native_id()
-        self.held_before = _schedstat(os.getpid(), reader)[1] / 1e9
-        seen: dict[int, int] = {}
-        for line in self.proc.stderr:
-            busy = _busy_s(self.proc.pid, seen)
-            held = _schedstat(os.getpid(), reader)[1] / 1e9
-            self.lines.append((time.monotonic(), line.rstrip("\n"), busy, held))
+        for record in self.proc.stderr:
+            at, busy, held, line = record.rstrip("\n").split("\t", 3)
+            if self.first is None:
+                self.first = (float(at), float(busy), float(held))
+                continue
+            self.lines.append((float(at), line, float(busy), float(held)))
             self.spoke.set()
         self.spoke.set()
         out.join()
@@ -128,7 +112,7 @@ class Watched:
         exit is no wait)."""
         if not any(text.startswith("... waiting for") for _, text, *_ in self.lines):
             return "never said what it waits for"
-        stamps = [(self.began, 0.0, self.held_before), *((t, busy, held) for t, _, busy, held in self.lines)]
+        stamps = [self.first or (self.began, 0.0, 0.0), *((t, b, h) for t, _, b, h in self.lines)]
         quiet = [(b[0] - a[0]) - (b[1] - a[1]) - (b[2] - a[2]) for a, b in itertools.pairwise(stamps)]
         longest = max(quiet)
         return f"silent for {longest:.1f}s of wall time it was not busy" if longest > SILENCE_S else None
@@ -136,7 +120,13 @@ class Watched:
 
 def _watch(argv: list[str], env: dict[str, str] | None = None) -> Watched:
     proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, str(STAMPER), *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # the stamper and its command: one group to kill
     )
     watched = Watched(tuple(argv), proc)
     threading.Thread(target=watched.read, daemon=True).start()
@@ -170,7 +160,7 @@ def _finish(watched: Watched, timeout: float = 120.0) -> Watched:
     while not watched.ended and time.monotonic() < end:
         time.sleep(0.05)
     if not watched.ended:
-        watched.proc.kill()
+        _kill([watched])
         raise AssertionError(f"{watched.args} still waiting after {timeout:.0f}s:\n{watched.stderr}")
     return watched
 
@@ -300,8 +290,8 @@ def test_the_emulator_scales_start_timeout_like_every_duration() -> None:
 
 def _kill(watched: list[Watched]) -> None:
     for one in watched:
-        if one.proc.poll() is None:
-            one.proc.kill()
+        with suppress(ProcessLookupError):
+            os.killpg(one.proc.pid, signal.SIGKILL)
 
 
 def _judge(waits: dict[str, Watched]) -> None:

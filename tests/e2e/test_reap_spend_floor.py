@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from aca_gpu.workflow.notify import reap_message
 from tests.e2e.serving import ACAGPU, emulator_serve
 
@@ -39,6 +41,7 @@ def _stopped(shell: dict[str, str], run_id: str) -> dict[str, Any]:
         time.sleep(0.3)
 
 
+@pytest.mark.slow(18)
 def test_reap_says_its_spend_figure_leaves_a_stopped_explorer_out(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", extra=("--registered",)) as emu:
         shell = os.environ | emu | {"ACAGPU_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1"}

@@ -125,7 +125,7 @@ def _storage_keys(emu: dict[str, str], account: str) -> list[str]:
     return [str(k["value"]) for k in answer.json()["keys"]]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(39)
 def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
     recordings = tmp_path / "recordings"
     with emulator_serve(tmp_path / "emu.env") as emu:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.e2e.serving import serve_behind_proxy
@@ -45,6 +46,7 @@ def _secret_only_in_the_job_put(traffic: list[dict[str, Any]]) -> int:
     return found
 
 
+@pytest.mark.slow(28)
 def test_run_prints_both_streams_exits_with_the_code_and_leaves_nothing(
     tmp_path: Path,
     podman: str,  # noqa: F811

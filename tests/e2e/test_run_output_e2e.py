@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.e2e.serving import emulator_get, serve_behind_proxy
 from tests.local.conftest import podman, test_image  # noqa: F401  (fixtures)
 
@@ -44,11 +46,13 @@ def _document(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 def _every_line(doc: dict[str, Any]) -> None:
     output = doc["output"]
-    assert (output["stdout"], output["stderr"]) == ("hello\n", "oops\n"), output
+    said = {k: v for k, v in doc.items() if k not in ("output", "plan")}  # the notes say how it was read
+    assert (output["stdout"], output["stderr"]) == ("hello\n", "oops\n"), (output, said)
     sources = {line["source"] for line in output["lines"]}
     assert sources <= {"stream", "log-analytics"} and sources, output["lines"]
 
 
+@pytest.mark.slow(22)
 def test_a_container_that_ends_at_once_keeps_every_line_warm_and_cold(
     tmp_path: Path,
     podman: str,  # noqa: F811
@@ -122,6 +126,7 @@ def _interrupt_when(
     return proc.returncode, json.loads(out)
 
 
+@pytest.mark.slow(22)
 def test_ctrl_c_after_the_container_ended_still_says_how_it_ended(
     tmp_path: Path,
     podman: str,  # noqa: F811

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.serving import emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -24,6 +26,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow(26)
 def test_a_mount_path_is_the_share_wherever_the_shell_reads_it_and_only_there(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}

@@ -131,6 +131,7 @@ def _run(*args: str) -> None:
     assert result.exit_code == 0, result.stderr
 
 
+@pytest.mark.slow(18)
 def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent]) -> None:
     _run("up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5")
     _run("up", "--yes", "--gpu", "t4", "-l", "eastus", "--max-minutes", "5", "--keep", "--run-id", "spec1")

@@ -83,6 +83,7 @@ def served_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield emu, home
 
 
+@pytest.mark.slow(40)
 def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
     served: Served,
 ) -> None:
@@ -171,6 +172,7 @@ def test_status_sees_a_running_run_cold_and_warm(served_fast: Served) -> None:
         assert running[-1]["executions"]["running"] == 1, running[-1]
 
 
+@pytest.mark.slow(21)
 def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_path: Path) -> None:
     """Item 3: `cost` flagged runs over $0.0001 differences with a false "stalled" story repeated for
     each, and listed runs a former emulator had made (same subscription id, another cloud)."""
@@ -197,6 +199,7 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
         assert len(notes) == len(set(notes)), text
 
 
+@pytest.mark.slow(25)
 def test_phases_say_which_clock_and_up_shows_its_place(served_fast: Served) -> None:
     """Item 5: wall and emulated seconds side by side without a word; `up` without its resource
     group and environment rows; `test` with an empty phases row; `status` says keep false for a
@@ -224,6 +227,7 @@ def test_phases_say_which_clock_and_up_shows_its_place(served_fast: Served) -> N
     assert "(wall clock)" in probe_line, text  # ready after: the client's own look
 
 
+@pytest.mark.slow(31)
 def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints_zero(
     served: Served,
 ) -> None:
@@ -256,6 +260,7 @@ def test_a_tester_shorter_than_a_look_is_not_counted_zero(served: Served) -> Non
     assert abs(float(doc["cost"]["gpu_seconds"]) - billed) <= 0.5 * billed, (doc["cost"], billed)
 
 
+@pytest.mark.slow(29)
 def test_a_kept_runs_status_says_what_its_spend_leaves_out(served: Served) -> None:
     """A kept run showed three figures (summary, status, bill) and `status` counted its
     stopped explorer as 0 without a word. ARM lists no stopped app's replicas, so status now says

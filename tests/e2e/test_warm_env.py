@@ -46,6 +46,7 @@ def _control(emu: dict[str, str], name: str) -> dict[str, Any]:
     return emulator_get(emu, name)
 
 
+@pytest.mark.slow(22)
 def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=None) as emu:  # the server's own default speed
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}

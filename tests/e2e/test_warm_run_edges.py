@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.serving import emulator_serve, serve_behind_proxy
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -52,6 +54,7 @@ def test_a_mount_of_a_missing_storage_is_refused_before_anything_is_created(tmp_
         assert doc["teardown"]["status"] == "nothing-created", doc["teardown"]
 
 
+@pytest.mark.slow(25)
 def test_a_run_whose_environment_is_force_deleted_says_its_job_is_gone_and_stops_counting(
     tmp_path: Path,
 ) -> None:
