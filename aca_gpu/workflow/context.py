@@ -137,6 +137,25 @@ def age_seconds(tags: Mapping[str, str], now: datetime | None = None) -> float |
     return max(0.0, ((now or datetime.now(UTC)) - created).total_seconds())
 
 
+class ChildCancel(threading.Event):
+    """A cancel of its own that is also set whenever `parent` is. A pair's waits get one, so the
+    engine can stop a pair (its verdict is known) without stopping the run; the run's Ctrl-C sets
+    the parent, and a check of this one reads the parent at once. A thread that relays the parent's
+    set to it (to wake its `wait`s) can come too late for a check: on a busy machine teardown had
+    deleted a job, and the job's create had answered, before the relay ran, and an execution
+    started."""
+
+    def __init__(self, parent: threading.Event) -> None:
+        super().__init__()
+        self.parent = parent
+
+    def is_set(self) -> bool:
+        return super().is_set() or self.parent.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.parent.is_set() or super().wait(timeout) or self.parent.is_set()
+
+
 @dataclass
 class Waiter:
     """Deadline-bound polling shared by every workflow wait; `cancel` stops all waits at once (Ctrl-C)."""

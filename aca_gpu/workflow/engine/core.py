@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted, QuotaError
 from aca_gpu.output import Progress
 from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.context import ChildCancel, Waiter
 from aca_gpu.workflow.engine import capacity, failover
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.outcome import (
@@ -287,10 +287,12 @@ class Engine:
         if pair.index in self.predictions:
             result.predicted, result.image_digest = self.predictions[pair.index]
         started = time.monotonic()
-        waiter = Waiter(interval=self.waiter.interval)
+        # the run's cancel (Ctrl-C) is this pair's too: read at once by every check, and relayed to
+        # wake its waits
+        waiter = Waiter(interval=self.waiter.interval, cancel=ChildCancel(self.waiter.cancel))
         stop_children = threading.Event()
 
-        def relay() -> None:  # the run's cancel (Ctrl-C) reaches this pair's waits too
+        def relay() -> None:
             while not stop_children.is_set():
                 if self.waiter.cancel.wait(0.2):
                     waiter.cancel.set()
