@@ -70,9 +70,9 @@ def test_shards_cost_their_containers_life_and_the_line_counts_starting_apart(
     # the middle of the looks and the endTime's second read +9 to +13 % here (+24 % beside a second
     # suite). Each shard's log stream is held open from its start, so its acceptance and its close
     # are the container's life, as for a single run: -1.5 to -1.8 % with another suite running, but
-    # +8.0 % once with two suites on two cores (shards 3 to 10 % over, each, while the client waited
-    # for the CPU to see a close). So the test bounds it generously, well under the 2x of whole
-    # looks, and benchmarks/cost_agreement.py measures it
+    # +8.0 % once with two suites on two cores, and +13 % with a third test beside them (shards 3 to
+    # 10 % off each, while the client waited for the CPU to see a close). So the test bounds it
+    # generously, well under the 2x of whole looks, and benchmarks/cost_agreement.py measures it
     assert abs(doc["cost"]["gpu_seconds"] - billed) <= 0.2 * billed, (doc["cost"], billed)
     assert all(s["gpu_seconds"] > 0 for s in doc["shards"])  # O2: every shard that ran costs something
     # O3: a line counts started-not-yet-running attempts apart; with shards waiting, P are under way
