@@ -5,7 +5,8 @@ New versions roll out region by region, and ARM answers `NoRegisteredProviderFou
 policy (`ApiVersionFallback`, installed by clients.py as the SDK's custom hook) sees every Microsoft.App
 request, SDK call, raw call and LRO poll alike: when the version a request names is refused, it resends
 with the next version of that request's chain and remembers, for this process, which version worked, so
-later requests start there.
+later requests start there. Requests sent side by side before the first of a chain has its answer wait
+for it (bounded), so a refused version goes out once, not once per thread.
 
 - Stable: the SDK's default `2026-07-01`, then `2026-01-01`, then `2025-07-01`.
 - Preview-only (job `getAuthToken`, an execution's `replicas`: in no public spec; the Azure CLI
@@ -36,6 +37,10 @@ NAMESPACE = "/providers/microsoft.app/"
 
 _lock = threading.Lock()
 _working: dict[tuple[str, ...], str] = {}  # chain -> the version that last worked in this process
+# chain -> set once this process's first request of it has its answer: requests made side by side
+# before that (a run's preflight and its pairs) wait for it, so a refused version goes out once
+_settled: dict[tuple[str, ...], threading.Event] = {}
+FIRST_ANSWER_WAIT_S = 60.0
 
 
 def working(chain: tuple[str, ...]) -> str:
@@ -48,6 +53,21 @@ def forget() -> None:
     """Start over from each chain's first version (tests; a long-lived process after a rollout)."""
     with _lock:
         _working.clear()
+        for event in _settled.values():
+            event.set()  # nobody waits on a first answer that no longer counts
+        _settled.clear()
+
+
+def _first(chain: tuple[str, ...]) -> threading.Event | None:
+    """The event to set when this request is the chain's first in this process; else None, once the
+    first has its answer (or FIRST_ANSWER_WAIT_S passed: a slow first answer never blocks the rest)."""
+    with _lock:
+        event = _settled.get(chain)
+        if event is None:
+            _settled[chain] = event = threading.Event()
+            return event
+    event.wait(FIRST_ANSWER_WAIT_S)
+    return None
 
 
 def _remember(chain: tuple[str, ...], version: str) -> None:
@@ -102,6 +122,20 @@ class ApiVersionFallback(HTTPPolicy):  # type: ignore[type-arg]
         chain = next((c for c in CHAINS if current in c), None)
         if chain is None or NAMESPACE not in http.url.lower():
             return self.next.send(request)
+        first = _first(chain)
+        try:
+            return self._send(request, chain, current)
+        finally:
+            if first is not None:
+                first.set()
+
+    def _send(
+        self,
+        request: PipelineRequest,  # type: ignore[type-arg]
+        chain: tuple[str, ...],
+        current: str | None,
+    ) -> PipelineResponse:  # type: ignore[type-arg]
+        http = request.http_request
         known = working(chain)
         start = max(chain.index(current or chain[0]), chain.index(known))
         response: PipelineResponse | None = None  # type: ignore[type-arg]
