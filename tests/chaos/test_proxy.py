@@ -43,6 +43,11 @@ def _put_rg(base: str, server: EmulatorServer, verify: str, name: str = "rg-acag
     return requests.put(_rg_url(base, server, name), json=body, headers=_h(server), verify=verify, timeout=10)
 
 
+def _put_env(base: str, server: EmulatorServer, verify: str) -> requests.Response:
+    url = _env_url(base, server)
+    return requests.put(url, json=env_body(), headers=_h(server), verify=verify, timeout=10)
+
+
 def _upstream_has_rg(server: EmulatorServer, name: str = "rg-acagpu-c1") -> bool:
     resp = requests.get(
         _rg_url(server.endpoint, server, name), headers=_h(server), verify=server.ca_bundle, timeout=10
@@ -61,13 +66,7 @@ def test_rewrites_lro_headers_and_data_plane_urls(
     upstream: EmulatorServer, proxy: ChaosProxy, aca: ContainerAppsAPIClient, arm: ResourceManagementClient
 ) -> None:
     assert _put_rg(proxy.endpoint, upstream, proxy.ca_bundle).status_code in (200, 201)
-    resp = requests.put(
-        _env_url(proxy.endpoint, upstream),
-        json=env_body(),
-        headers=_h(upstream),
-        verify=proxy.ca_bundle,
-        timeout=10,
-    )
+    resp = _put_env(proxy.endpoint, upstream, proxy.ca_bundle)
     assert resp.status_code == 201
     assert resp.headers["Azure-AsyncOperation"].startswith(proxy.endpoint + "/")
     assert upstream.endpoint not in resp.text
@@ -190,14 +189,7 @@ def test_finished_operation_poll_repeats_in_progress(upstream: EmulatorServer, p
     # the create's emulated minutes are a moment at the tests' scale, which a loaded machine can
     # outlive between two requests: the clock stands still until the proxy has seen it in progress
     with upstream.ctx.clock.held():
-        resp = requests.put(
-            _env_url(proxy.endpoint, upstream),
-            json=env_body(),
-            headers=_h(upstream),
-            verify=proxy.ca_bundle,
-            timeout=10,
-        )
-        op_via_proxy = resp.headers["Azure-AsyncOperation"]
+        op_via_proxy = _put_env(proxy.endpoint, upstream, proxy.ca_bundle).headers["Azure-AsyncOperation"]
         assert status(op_via_proxy, proxy.ca_bundle) == "InProgress"  # remembered by the proxy
     op_direct = op_via_proxy.replace(proxy.endpoint, upstream.endpoint)
     wait_for(lambda: status(op_direct, upstream.ca_bundle) == "Succeeded", what="environment created")

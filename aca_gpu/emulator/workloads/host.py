@@ -8,9 +8,7 @@ with the script in an env var) runs unchanged; an explorer app idles.
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,12 +16,10 @@ from pathlib import Path
 
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
-from aca_gpu.emulator.workloads.simulated import is_gpu_tester, sandbox_mounts
+from aca_gpu.emulator.workloads.simulated import is_gpu_tester, replica_folder, sandbox_mounts
 from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
 
-_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_counter = itertools.count()
 _PYTHONS = {"python", "python3"}
 
 
@@ -62,9 +58,8 @@ class HostWorkload:
         return self._gpu if "gpu" in profile_type.lower() or "a100" in profile_type.lower() else None
 
     def start(self, spec: ContainerSpec, *, time_scale: float) -> SandboxContainer:
-        root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
+        root = replica_folder(self.workdir, spec, "tmp")
         tmp = root / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env.update(spec.env)
         env["PATH"] = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")

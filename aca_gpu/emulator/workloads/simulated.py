@@ -42,6 +42,15 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _counter = itertools.count()
 
 
+def replica_folder(workdir: Path, spec: ContainerSpec, *subfolders: str) -> Path:
+    """A replica's own folder under the server's work directory, with `subfolders` made in it (the
+    workloads remove it when the container stops: see their `on_stop`)."""
+    root = workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
+    for name in subfolders:
+        (root / name).mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def is_guard(spec: ContainerSpec) -> bool:
     """The guard job (`acagpu guard install`): its zero-build env var carries the script."""
     return "ACAGPU_GUARD_SRC" in spec.env
@@ -122,10 +131,8 @@ class SimulatedWorkload:
             message = start_failure(spec.image, spec.env, driver=self.driver_version, brand=gpus[0].brand)
             if message is not None:
                 raise StartFailure("ContainerCreateFailure", message)
-        root = self.workdir / f"{_SAFE.sub('-', spec.replica)}-{_SAFE.sub('-', spec.name)}-{next(_counter)}"
+        root = replica_folder(self.workdir, spec, "home", "bin", "tmp")
         home, bin_dir, tmp = root / "home", root / "bin", root / "tmp"
-        for folder in (home, bin_dir, tmp):
-            folder.mkdir(parents=True, exist_ok=True)
         env = dict(spec.env)
         # a container's /tmp goes with it: what its processes leave there (the zero-build scripts'
         # mkdtemp folders) is removed when the replica stops, not left on this machine per execution
