@@ -1,12 +1,17 @@
 """`up` against the emulator's host workload: the real tester runs as a real process on this machine.
 
 Without a GPU the honest outcome is the tester's own `no-cuda` failure (exit 5) with a real CPU
-baseline; on a GPU host the same path carries real TFLOP/s. Real seconds, not scaled ones, bound the
-job here, and the tester's last lines (printed in a burst at exit) must reach the log stream.
+baseline; on a GPU host the same path carries real TFLOP/s. A machine without a driver has no
+`nvidia-smi`: there a recorded one (an ACA A100's table) stands in for it, since a pair whose probe
+fails stops its tester at once and the tester would never be seen here. Real seconds, not scaled
+ones, bound the job here, and the tester's last lines (printed in a burst at exit) must reach the
+log stream.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +32,30 @@ def host_emulator() -> Iterator[EmulatorServer]:
         yield emu
 
 
+RECORDED = Path(__file__).parents[1] / "fixtures/nvidia_smi/50-seed-535.54.03-aca-a100-80gb-pcie.txt"
+CSV = "name, driver_version, memory.total [MiB], uuid\nNVIDIA A100 80GB PCIe, 535.54.03, 81920 MiB, GPU-0\n"
+
+
+@pytest.fixture
+def nvidia_smi(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's own nvidia-smi, else a recorded one first on PATH (the host workload's processes
+    read PATH when they start)."""
+    if shutil.which("nvidia-smi") is not None:
+        return
+    folder = tmp_path_factory.mktemp("recorded-smi")
+    table = RECORDED.read_text().split("\n---\n", 1)[1]
+    (folder / "table.txt").write_text(table)
+    (folder / "query.csv").write_text(CSV)
+    script = folder / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'case "$1" in\n  "") cat "{folder}/table.txt" ;;\n  --query-gpu=*) cat "{folder}/query.csv" ;;\n'
+        '  *) echo "recorded nvidia-smi: $* is not recorded" ;;\nesac\n'
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
 class _Result:
     def __init__(self, outcome: RunOutcome) -> None:
         self.exit_code, self.doc = outcome.exit_code, outcome.document()
@@ -39,7 +68,7 @@ def _up(emu: EmulatorServer, run_id: str) -> _Result:
 
 
 def test_up_runs_the_real_tester_on_this_host(
-    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, nvidia_smi: None
 ) -> None:
     pytest.importorskip("torch")
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the host's processes would leave files
@@ -60,7 +89,7 @@ def test_up_runs_the_real_tester_on_this_host(
 
 
 def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(
-    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+    host_emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, nvidia_smi: None
 ) -> None:
     """The explorer alone gates nvidia-smi: a tester that takes seconds must not hold it back."""
     from aca_gpu.models import ContainerDef

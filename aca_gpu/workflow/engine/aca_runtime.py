@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from aca_gpu import naming
@@ -27,12 +28,21 @@ from aca_gpu.workflow import checks, drivers, quota
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
+from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.phases import phases_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import probe_smi, wait_started
 from aca_gpu.workflow.engine.probe_job import probe_container, probe_job, probe_job_name
+from aca_gpu.workflow.engine.tasks import Attempt, Task, Verdict, answer, run_task
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, follow_result, start_execution
+from aca_gpu.workflow.engine.tester_run import (
+    TESTER_RETRY,
+    TesterRun,
+    ensure_job,
+    follow_result,
+    start_execution,
+    tester_verdict,
+)
 from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
@@ -378,19 +388,40 @@ class AcaRuntime:
         if reused:
             self._resume("tester")
         self._not_cancelled(waiter, pair.tester)
-        run = start_execution(cloud, rg, pair.tester, resume=reused, template=template)
-        with self._lock:
-            self._testers.append(run)
-            self._tester_jobs.setdefault(pair.tester, []).append(run)
-        outcome = follow_result(
-            cloud,
-            rg,
-            pair.tester,
-            run,
-            waiter,
-            timeout=plan.start_timeout_s + plan.tester_timeout_s,
-            environment=environment,
+        started: dict[str, TesterRun] = {}
+
+        def start(token: str) -> str:
+            own = token if template is not None else None  # a kept job's template is its own
+            run = start_execution(cloud, rg, pair.tester, resume=reused, template=template, own_token=own)
+            started[run.execution] = run
+            with self._lock:
+                self._testers.append(run)
+                self._tester_jobs.setdefault(pair.tester, []).append(run)
+            return run.execution
+
+        def watch(task: Task, attempt: Attempt) -> Verdict:
+            assert attempt.execution is not None
+            found = follow_result(
+                cloud,
+                rg,
+                pair.tester,
+                started[attempt.execution],
+                waiter,
+                timeout=plan.start_timeout_s + plan.tester_timeout_s,
+                environment=environment,
+            )
+            return tester_verdict(found)
+
+        state = run_task(
+            start,
+            partial(executions.stop, cloud, rg, pair.tester),
+            watch,
+            policy=TESTER_RETRY,
+            cancel=waiter.cancel,
+            bucket=bucket_of(cloud),
+            label=f"the tester {pair.tester}",
         )
+        outcome: TesterOutcome = answer(state, waiter.cancel)
         if self.borrowed:
             self._release(rg, pair.tester)
         if where is None:  # `acagpu test` on a kept run: its environment was not read

@@ -15,9 +15,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
-from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, NotFound, WaitTimedOut
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.replicas import event_reasons_of
@@ -124,6 +125,13 @@ def start(
         return ExecutionRun(execution=cloud.start_job(resource_group, job, None))
     token = own_token or new_token()
     return ExecutionRun(execution=start_marked(cloud, resource_group, job, containers, token), token=token)
+
+
+def stop(cloud: Cloud, resource_group: str, job: str, execution: str) -> None:
+    """Stop one execution (billing first: Ctrl-C, or its task's verdict is known); one whose job
+    went already (released, or torn down) is stopped."""
+    with suppress(NotFound):
+        cloud.stop_execution(resource_group, job, execution)
 
 
 def get(cloud: Cloud, resource_group: str, job: str, execution: str) -> ExecutionInfo | None:

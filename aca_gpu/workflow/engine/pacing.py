@@ -60,3 +60,8 @@ def write_bucket(subscription: str) -> TokenBucket:
     """One bucket per subscription in this process (the API's runs share it, as ARM does)."""
     with _BUCKETS_LOCK:
         return _BUCKETS.setdefault(subscription, TokenBucket())
+
+
+def bucket_of(cloud: object) -> TokenBucket:
+    """The write bucket of the subscription `cloud` talks to (one shared bucket without one)."""
+    return write_bucket(str(getattr(cloud, "subscription_id", "") or "default"))

@@ -25,9 +25,19 @@ from aca_gpu.workflow import checks, drivers
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
+from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
-from aca_gpu.workflow.engine.tasks import RetryPolicy
+from aca_gpu.workflow.engine.tasks import (
+    PLATFORM,
+    USER,
+    Attempt,
+    RetryPolicy,
+    Task,
+    Verdict,
+    answer,
+    run_task,
+)
 from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
 from aca_gpu.workflow.threads import spawn
 
@@ -263,68 +273,129 @@ def probe_job(
     runs: list[executions.ExecutionRun] | None = None,
     driver_check: Callable[[str], str | None] | None = None,
 ) -> ProbeResult:
-    """nvidia-smi in one execution of `job` running `container`; `runs` collects the executions
-    (for their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
+    """nvidia-smi in one execution of `job` running `container`, as a task of the engine's runner
+    (engine/tasks.py): a reading lost in transport is the platform's and is started once more
+    (RETRY); a refused container is the image's and is not. `runs` collects the executions (for
+    their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
     requested = time.monotonic()
-    lost = ""
-    for _ in range(ATTEMPTS):
-        run = executions.start(cloud, resource_group, job, [container])
+    started: dict[str, executions.ExecutionRun] = {}
+
+    def start(token: str) -> str:
+        run = executions.start(cloud, resource_group, job, [container], own_token=token)
+        started[run.execution] = run
         if runs is not None:
             runs.append(run)
-        place = (environment_group or resource_group, environment) if environment else None
-        # the log stream is asked for now, while the image pulls: the service accepting it is the
-        # container's start (it bills from then), which a look once a second would miss by up to
-        # a second on a probe that lives less than that
-        reading = Waiter(interval=waiter.interval)
-        follower = spawn(
-            partial(
-                executions.follow,
-                cloud,
-                resource_group,
-                job,
-                run,
-                reading,
-                timeout=start_timeout + RUN_TIMEOUT_S,
-                marker=HEALTH_END,
-                environment=environment,
-            ),
-            "acagpu-probe-log",
+        return run.execution
+
+    def watch(task: Task, attempt: Attempt) -> Verdict:
+        assert attempt.execution is not None
+        return _read_probe(
+            cloud,
+            resource_group,
+            job,
+            started[attempt.execution],
+            waiter,
+            start_timeout=start_timeout,
+            environment=environment,
+            environment_group=environment_group,
+            driver_check=driver_check,
+            requested=requested,
         )
-        try:
-            wait_execution_started(
-                cloud,
-                resource_group,
-                job,
-                run.execution,
-                waiter,
-                timeout=start_timeout,
-                environment=place,
-                run=run,
-                driver_check=driver_check,
-            )
-        except BaseException:
-            reading.cancel.set()  # its container never runs (or the run was cancelled): stop reading
-            raise
-        running = time.monotonic()
-        _read_to_the_end(follower, waiter, reading)
-        parts = split_output(run.lines)
-        if parts is not None:
-            table, query, health, topology = parts
-            result = read_smi(table, query, health, topology)
-            return replace(
+
+    state = run_task(
+        start,
+        partial(executions.stop, cloud, resource_group, job),
+        watch,
+        policy=RETRY,
+        cancel=waiter.cancel,
+        bucket=bucket_of(cloud),
+        label=f"the probe {job}",
+    )
+    verdict = state.verdict
+    if verdict is not None and verdict.code == "ProbeLost" and not waiter.cancel.is_set():
+        raise InfraError(
+            f"could not read the probe's nvidia-smi output ({len(state.attempts)} attempts): {verdict.why}",
+            code="ProbeLost",
+        )
+    result: ProbeResult = answer(state, waiter.cancel)
+    return result
+
+
+def _read_probe(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    run: executions.ExecutionRun,
+    waiter: Waiter,
+    *,
+    start_timeout: float,
+    environment: str | None,
+    environment_group: str | None,
+    driver_check: Callable[[str], str | None] | None,
+    requested: float,
+) -> Verdict:
+    """One attempt of the probe, read to its verdict: nvidia-smi's output (the answer), a container
+    the runtime refused or whose shell exited before nvidia-smi (the image's: final), a placement
+    that never came (final: the wait was spent), or lines lost in transport (the platform's)."""
+    place = (environment_group or resource_group, environment) if environment else None
+    # the log stream is asked for now, while the image pulls: the service accepting it is the
+    # container's start (it bills from then), which a look once a second would miss by up to
+    # a second on a probe that lives less than that
+    reading = Waiter(interval=waiter.interval)
+    follower = spawn(
+        partial(
+            executions.follow,
+            cloud,
+            resource_group,
+            job,
+            run,
+            reading,
+            timeout=start_timeout + RUN_TIMEOUT_S,
+            marker=HEALTH_END,
+            environment=environment,
+        ),
+        "acagpu-probe-log",
+    )
+    try:
+        wait_execution_started(
+            cloud,
+            resource_group,
+            job,
+            run.execution,
+            waiter,
+            timeout=start_timeout,
+            environment=place,
+            run=run,
+            driver_check=driver_check,
+        )
+    except AcaGpuError as exc:
+        reading.cancel.set()  # its container never runs (or the run was cancelled): stop reading
+        whose = USER if isinstance(exc, ContainerRefused) else PLATFORM
+        return Verdict(whose, exc.code, exc.message, error=exc, retry=False)
+    except BaseException:
+        reading.cancel.set()
+        raise
+    running = time.monotonic()
+    _read_to_the_end(follower, waiter, reading)
+    parts = split_output(run.lines)
+    if parts is not None:
+        table, query, health, topology = parts
+        result = read_smi(table, query, health, topology)
+        return Verdict(
+            None,
+            value=replace(
                 result,
                 start_s=round(running - requested, 3),
                 smi_s=round((run.ended or time.monotonic()) - running, 3),
-            )
-        code = run.exit_code
-        if code not in (None, 0) and not any(TABLE_END in line for line in run.lines):
-            said = " | ".join(line.strip() for line in run.lines[-3:] if line.strip())
-            raise ContainerRefused(
-                f"{job}: the probe's shell exited {code} before nvidia-smi ran"
-                + (f": {said}" if said else ""),
-                code="ContainerRefused",
-            )
-        lost = run.lost or f"execution {run.execution} ended without the probe's last line"
-    raise InfraError(
-        f"could not read the probe's nvidia-smi output ({ATTEMPTS} attempts): {lost}", code="ProbeLost"
-    )
+            ),
+        )
+    code = run.exit_code
+    if code not in (None, 0) and not any(TABLE_END in line for line in run.lines):
+        said = " | ".join(line.strip() for line in run.lines[-3:] if line.strip())
+        refused = ContainerRefused(
+            f"{job}: the probe's shell exited {code} before nvidia-smi ran" + (f": {said}" if said else ""),
+            code="ContainerRefused",
+        )
+        return Verdict(USER, refused.code, refused.message, exit_code=code, error=refused, retry=False)
+    lost = run.lost or f"execution {run.execution} ended without the probe's last line"
+    return Verdict(PLATFORM, "ProbeLost", lost, exit_code=code)

@@ -1,11 +1,18 @@
 """Tasks: a template + a deadline + a retry policy + an outcome, run under a concurrency limit.
 
-A task is one unit of work that becomes one execution per attempt (a shard k of N today; the
-probe, the tester and a workload are single tasks of the same shape). `TaskRunner` owns the one
-loop every task goes through: start within the limit and the write budget, watch what the place
-says of each attempt (one listing per tick), judge how each attempt ended and whose fault it was,
-retry what the policy allows, and on cancel stop every attempt still running (billing first).
-It schedules nothing itself: where and how an attempt runs is the `Backend`'s (ACA job executions).
+A task is one unit of work that becomes one execution per attempt: shard k of N, the nvidia-smi
+probe, the gpu-tester, a user's container. `TaskRunner` owns the one loop every task goes through:
+start within the limit and the write budget, watch each attempt, judge how it ended and whose fault
+it was, retry what the policy allows, and on cancel stop every attempt still running (billing
+first). It schedules nothing itself: where and how an attempt runs is the `Backend`'s (ACA job
+executions).
+
+An attempt is watched one of two ways. Shards are many and say everything they have to say by
+their exit code, so one listing a tick tells every shard's state and the runner judges it. The
+probe, the tester and a single `run` each have a verdict in their lines (nvidia-smi's output, the
+tester's result line, the user's console), so their task brings a `Watch`: a reader started with
+the attempt that follows it and returns a `Verdict` (the answer, or whose fault its end was, and
+whether another attempt can help). Both ends go through the same judgement of retries.
 
 Whose fault an attempt's end was decides its retry:
 - the user's: the container ran and exited non-zero (or ran past its deadline) — retried only
@@ -17,19 +24,23 @@ Whose fault an attempt's end was decides its retry:
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from aca_gpu.errors import AcaGpuError
+from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.naming import parse_iso_utc
 from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S
 from aca_gpu.workflow.engine.pacing import TokenBucket
+from aca_gpu.workflow.threads import spawn
 
 USER, PLATFORM = "user", "platform"
 PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet
@@ -60,6 +71,25 @@ class Task:
     label: str = ""
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """How a watched attempt ended, as its task's reader judged it.
+
+    `fault` None is an answer (`value`); otherwise the attempt failed on the user's side (the
+    image, the command, the GPU it found) or the platform's (a reading lost in transport). `retry`
+    False ends the task whatever the policy allows: the verdict is final (a refused image, a
+    deadline already waited out). `error` is what the task's caller raises when this was its last
+    attempt."""
+
+    fault: str | None
+    code: str | None = None
+    why: str | None = None
+    exit_code: int | None = None
+    error: Exception | None = None
+    retry: bool = True
+    value: Any = None
+
+
 @dataclass
 class Observation:
     """What the place says of one attempt now (one listing)."""
@@ -72,6 +102,8 @@ class Observation:
 
 
 class Backend(Protocol):
+    """Where attempts run. A backend of watched tasks lists nothing (`observe` gives {})."""
+
     def start(self, task: Task, attempt: int, token: str) -> str:
         """Start one attempt of `task` whose template env carries `token`; return its execution."""
 
@@ -101,6 +133,7 @@ class Attempt:
     reason: str | None = None
     stopped_by_us: bool = False
     missing_since: float | None = None
+    verdict: Verdict | None = None  # a watched attempt's end, as its reader judged it
     # (start, end) of its container as its log stream saw them (the service accepting the stream,
     # and closing it at the exit), when the backend follows it: the same lifetime a single run has
     stream_clock: Callable[[], tuple[float | None, float | None]] | None = field(default=None, repr=False)
@@ -163,6 +196,16 @@ class TaskState:
     def gpu_seconds(self) -> float:
         return sum(a.gpu_seconds for a in self.attempts)
 
+    @property
+    def verdict(self) -> Verdict | None:
+        """The last attempt's verdict (a watched task): its answer, or what ended it."""
+        return self.attempts[-1].verdict if self.attempts else None
+
+
+# A task's own reader of one attempt (its execution is known): it follows it and says how it
+# ended. It runs in a daemon thread of its own and must end when the runner's cancel is set.
+Watch = Callable[[Task, Attempt], Verdict]
+
 
 @dataclass(frozen=True)
 class Deadlines:
@@ -187,7 +230,12 @@ class TaskRunner:
         on_running: Callable[[TaskState, Attempt], None] | None = None,
         on_look: Callable[[], None] | None = None,
         starters: int = 8,
+        watch: Watch | None = None,
+        settle_s: float = 0.0,
     ) -> None:
+        """`watch`: every attempt is read by it instead of by the listing; `settle_s`: how long
+        a cancel lets a watched attempt's reader record what its container did before the
+        attempt is stopped (a container that exited keeps its own code)."""
         self.backend, self.policy, self.deadlines = backend, policy, deadlines
         self.limit, self.bucket, self.cancel = max(1, limit), bucket, cancel
         self.states = [TaskState(t) for t in tasks]
@@ -203,24 +251,46 @@ class TaskRunner:
         # stopped when a listing shows it (its shard was retried under a new token)
         self.orphans: dict[str, float] = {}  # token -> when its start failed
         self.started_at: list[float] = []  # monotonic time of every start request (the pacing record)
+        self.watch, self.settle_s = watch, settle_s
+        self._watching: dict[Future[Verdict], tuple[TaskState, Attempt]] = {}
+        self._wake = threading.Event()  # a watched attempt's start or end: look now, not next tick
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> list[TaskState]:
         try:
             while not self.cancel.is_set():
+                self._wake.clear()
                 self._collect_starts()
                 if self._done():
                     break
-                self._observe()
+                if self.watch is None:
+                    self._observe()
+                else:
+                    self._collect_verdicts()
+                    if self._done():  # the last verdict is in: no tick to wait out
+                        break
                 self._start_more()
                 self._on_look()
-                self.cancel.wait(self.deadlines.tick_s)
+                self._pause()
         finally:
             if self.cancel.is_set():
                 self.stop_all()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._on_look()
         return self.states
+
+    def _pause(self) -> None:
+        """Until the next tick; a watched runner also wakes when an attempt started or ended, and
+        reads the cancel (which a parent may set without waking this one) every 0.1 s."""
+        if self.watch is None:
+            self.cancel.wait(self.deadlines.tick_s)
+            return
+        until = time.monotonic() + self.deadlines.tick_s
+        while not self.cancel.is_set() and not self._wake.is_set():
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(min(left, 0.1))
 
     def _done(self) -> bool:
         return all(s.state in ("succeeded", "failed") for s in self.states) and not self._starting
@@ -245,7 +315,12 @@ class TaskRunner:
             with self._lock:
                 self._by_token[attempt.token] = (state, attempt)
             self.started_at.append(time.monotonic())
-            future = self._pool.submit(self.backend.start, state.task, attempt.number, attempt.token)
+            if self.watch is None:
+                future = self._pool.submit(self.backend.start, state.task, attempt.number, attempt.token)
+            else:  # a daemon thread: a start stuck in a socket never holds the prompt
+                future = spawn(partial(self.backend.start, state.task, attempt.number, attempt.token),
+                               "acagpu-start")  # fmt: skip
+                future.add_done_callback(lambda _: self._wake.set())
             self._starting[future] = (state, attempt)
             self._on_change(state, attempt)
             free -= 1
@@ -258,13 +333,46 @@ class TaskRunner:
                 clock = getattr(self.backend, "stream_clock", None)
                 if callable(clock):
                     attempt.stream_clock = partial(clock, attempt.execution)
-            except AcaGpuError as exc:
-                self.errors.append(exc.message)
-                self.orphans[attempt.token] = time.monotonic()
-                self._ended(state, attempt, PLATFORM, "StartFailed", exc.message, None)
-            except Exception as exc:  # a programming or SDK error: the attempt ends, the run goes on
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                self._ended(state, attempt, PLATFORM, "StartFailed", str(exc), None)
+            except Exception as exc:
+                if self.watch is not None:  # the Azure layer already resent what was safe to resend
+                    self._judged(state, attempt, _failed("StartFailed", exc))
+                    continue
+                self._start_failed(state, attempt, exc)
+                continue
+            if self.watch is not None:
+                watched = spawn(partial(self.watch, state.task, attempt), "acagpu-watch")
+                watched.add_done_callback(lambda _: self._wake.set())
+                self._watching[watched] = (state, attempt)
+
+    def _start_failed(self, state: TaskState, attempt: Attempt, exc: Exception) -> None:
+        """A shard's start that failed is the platform's: retried, and its token watched in case
+        ARM started it after all. A programming or SDK error ends the attempt too; the run goes on."""
+        if isinstance(exc, AcaGpuError):
+            self.errors.append(exc.message)
+            self.orphans[attempt.token] = time.monotonic()
+            self._ended(state, attempt, PLATFORM, "StartFailed", exc.message, None)
+        else:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            self._ended(state, attempt, PLATFORM, "StartFailed", str(exc), None)
+
+    def _collect_verdicts(self) -> None:
+        """Watched attempts: a reader that came back ended its attempt with its verdict; one that
+        raised ended it with that error, for good (a reader's failure is no reason to pay again)."""
+        for future in [f for f in self._watching if f.done()]:
+            state, attempt = self._watching.pop(future)
+            try:
+                verdict = future.result()
+            except Exception as exc:
+                verdict = _failed("WatchFailed", exc)
+            self._judged(state, attempt, verdict)
+
+    def _judged(self, state: TaskState, attempt: Attempt, verdict: Verdict) -> None:
+        attempt.verdict = verdict
+        if attempt.running is None and verdict.fault != PLATFORM:
+            attempt.running = attempt.started  # it ran (its reader has the precise lifetime)
+        self._ended(
+            state, attempt, verdict.fault, verdict.code, verdict.why, verdict.exit_code, retry=verdict.retry
+        )
 
     # -- watching -------------------------------------------------------------------------------
     def _observe(self) -> None:
@@ -376,6 +484,8 @@ class TaskRunner:
         code: str | None,
         why: str | None,
         exit_code: int | None = None,
+        *,
+        retry: bool = True,
     ) -> None:
         attempt.ended = attempt.ended or time.monotonic()
         attempt.exit_code, attempt.fault = exit_code, fault
@@ -383,6 +493,8 @@ class TaskRunner:
         attempt.status = "succeeded" if fault is None and code is None else "failed"
         if attempt.status == "succeeded":
             state.state = "succeeded"
+        elif not retry:
+            state.state = "failed"
         elif fault == PLATFORM and state.platform_retries < self.policy.platform_retries:
             state.platform_retries += 1
             self._retry(state)
@@ -422,6 +534,12 @@ class TaskRunner:
             except Exception:
                 pass
         self._starting.clear()
+        if self._watching and self.settle_s > 0:  # each reader records how its container ended
+            futures.wait(list(self._watching), timeout=self.settle_s)
+        for read in [f for f in self._watching if f.done()]:
+            state, attempt = self._watching.pop(read)
+            with suppress(Exception):
+                attempt.verdict = read.result()
         running = [(s, a) for s in self.states if s.state == "running" and (a := s.current) and a.execution]
         with ThreadPoolExecutor(max_workers=16, thread_name_prefix="acagpu-stop") as pool:
             list(pool.map(lambda sa: self._stop_quietly(sa[1].execution), running))
@@ -433,6 +551,70 @@ class TaskRunner:
         for state in self.states:
             if state.state in ("queued", "retrying"):
                 state.state = "cancelled"
+
+
+class OwnStarts:
+    """The backend of a watched task: its own start (a template of its job, with the token) and
+    stop; nothing is listed, since its reader follows the one execution it has."""
+
+    def __init__(self, start: Callable[[str], str], stop: Callable[[str], None]) -> None:
+        self._start, self._stop = start, stop
+
+    def start(self, task: Task, attempt: int, token: str) -> str:
+        return self._start(token)
+
+    def observe(self, live: Collection[str] = ()) -> Mapping[str, tuple[str, Observation]]:
+        return {}
+
+    def stop(self, execution: str) -> None:
+        self._stop(execution)
+
+
+def run_task(
+    start: Callable[[str], str],
+    stop: Callable[[str], None],
+    watch: Watch,
+    *,
+    policy: RetryPolicy,
+    cancel: threading.Event,
+    bucket: TokenBucket,
+    label: str,
+    settle_s: float = 0.0,
+) -> TaskState:
+    """One task at a time (limit 1): the probe, the tester, a single run. `start(token)` starts an
+    attempt and returns its execution; `watch` reads it to its verdict."""
+    runner = TaskRunner(
+        OwnStarts(start, stop),
+        [Task(0, {}, label)],
+        limit=1,
+        policy=policy,
+        deadlines=Deadlines(start_s=math.inf),  # the reader's own: it knows what it waits for
+        bucket=bucket,
+        cancel=cancel,
+        starters=1,
+        watch=watch,
+        settle_s=settle_s,
+    )
+    return runner.run()[0]
+
+
+def answer(state: TaskState, cancel: threading.Event) -> Any:
+    """A single task's answer (its last verdict's value), or what ended it raised: the error of
+    its last attempt, or Cancelled when the run's cancel stopped it."""
+    verdict = state.verdict
+    if state.state == "succeeded" and verdict is not None:
+        return verdict.value
+    if cancel.is_set() or verdict is None or state.state in ("stopped", "cancelled"):
+        raise WaitTimedOut(f"{state.task.label}: cancelled", code="Cancelled")
+    if verdict.error is not None:
+        raise verdict.error
+    return verdict.value
+
+
+def _failed(code: str, exc: Exception) -> Verdict:
+    """An attempt ended by an error (its start refused, its reader failed): not retried."""
+    why = exc.message if isinstance(exc, AcaGpuError) else f"{type(exc).__name__}: {exc}"
+    return Verdict(PLATFORM, code, why, error=exc, retry=False)
 
 
 def _run_end(running: float, seen_running: float | None, end_time: str | None, now: float) -> float:

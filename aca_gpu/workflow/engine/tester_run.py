@@ -17,6 +17,11 @@ from aca_gpu.workflow import checks
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict
+
+# The tester is a task (engine/tasks.py) whose lost result is the platform's fault, but a second
+# tester would bill its whole benchmark again: it is reported (exit 7), not started again
+TESTER_RETRY = RetryPolicy(retries=0, platform_retries=0)
 
 
 class TesterRun(executions.ExecutionRun):
@@ -102,6 +107,19 @@ def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:
     what = "exited 0" if code == 0 else f"ended {status or 'in an unknown state'}"
     why = f" ({lost})" if lost else ""
     return out("unavailable", f"the tester {what} but its {checks.RESULT_MARKER} line could not be read{why}")
+
+
+def tester_verdict(outcome: TesterOutcome) -> Verdict:
+    """The tester's outcome as its task's verdict: a pass is the answer; a fail is the GPU's (the
+    tester ran and said so: final); a result lost in transport or a deadline is the platform's
+    (not tried again: TESTER_RETRY, since a second tester costs minutes of GPU). The outcome is the
+    value of every verdict: the pair reads it."""
+    if outcome.status == "pass":
+        return Verdict(None, value=outcome)
+    if outcome.status == "fail":
+        return Verdict(USER, "TesterFailed", outcome.reason, outcome.exit_code, value=outcome, retry=False)
+    code = "TesterDeadline" if outcome.status == "timeout" else "ResultUnavailable"
+    return Verdict(PLATFORM, code, outcome.reason, outcome.exit_code, value=outcome)
 
 
 def unavailable_error(outcome: TesterOutcome, what: str = "tester") -> AcaGpuError:

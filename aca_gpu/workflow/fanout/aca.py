@@ -23,7 +23,7 @@ from aca_gpu.workflow import envs, quota
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TesterOutcome
-from aca_gpu.workflow.engine.pacing import TokenBucket, write_bucket
+from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
@@ -148,8 +148,7 @@ class Fanout:
             ),
             streams=self.streams,
         )
-        subscription = str(getattr(self.cloud, "subscription_id", "") or "default")
-        self.bucket = write_bucket(subscription)
+        self.bucket = bucket_of(self.cloud)
         self.runner = TaskRunner(
             backend,
             self.fanout.tasks(),

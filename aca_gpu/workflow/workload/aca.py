@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
+from functools import partial
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import cuda_compat, runtime_errors
@@ -46,8 +47,19 @@ from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
+from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
+from aca_gpu.workflow.engine.tasks import (
+    PLATFORM,
+    USER,
+    Attempt,
+    RetryPolicy,
+    Task,
+    Verdict,
+    answer,
+    run_task,
+)
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.replicas import event_owner, event_reasons, replica_details
@@ -68,6 +80,24 @@ STDERR_TAIL = 50  # the container's last stderr lines read to explain its crash
 PLACEMENT_LOOK_S = (0.5, 5.0)  # the first look at a new execution's replica, and the longest pause
 START_FAILURES = ("ContainerCreateFailure", "ImagePullFailure", "ImagePullBackOff", "ErrImagePull",
                   "ContainerCrashing", "CrashLoopBackOff", "OOMKilled", "ReplicaUnhealthy")  # fmt: skip
+
+
+# A single run is a task with no retry: the user asked for one container (`--shards` retries)
+RUN_RETRY = RetryPolicy(retries=0, platform_retries=0)
+
+
+def verdict_of(result: WorkloadResult) -> Verdict:
+    """How the container's attempt ended, for its task: an exit 0 is the answer; a code of its own,
+    a refusal or --max-minutes are the user's; a lost job or end, or no placement, the platform's
+    (`error` set: what the run raises, exit 3 or 7)."""
+    outcome = outcome_of(result)
+    if result.error is not None and result.status in ("gone", "unplaced"):
+        code = "NeverPlaced" if result.status == "unplaced" else "JobDeleted"
+        return Verdict(PLATFORM, code, result.reason, error=result.error, value=outcome)
+    if result.status == "exited" and result.exit_code == 0:
+        return Verdict(None, value=outcome)
+    whose = USER if result.status in ("exited", "refused", "timeout") else PLATFORM
+    return Verdict(whose, result.status, result.reason, result.exit_code, value=outcome)
 
 
 def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
@@ -144,37 +174,66 @@ class Workload:
             job = replace(job, container=executions.marked([job.container], token)[0])
         reused = ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
-        run = start_execution(
-            self.cloud,
-            where.resource_group,
-            job.name,
-            resume=reused,
-            template=None if token is not None else [job.container],
-            own_token=None if reused else token,  # a job made before holds another token
+        started: dict[str, TesterRun] = {}
+        rg = where.resource_group
+
+        def start(fresh: str) -> str:
+            """A template of its own with the runner's token; a job with mounts runs its own
+            template, which carries the token it was made with (one start: one token)."""
+            run = start_execution(
+                self.cloud,
+                rg,
+                job.name,
+                resume=reused,
+                template=None if token is not None else [job.container],
+                own_token=(None if reused else token) if token is not None else fresh,
+            )
+            started[run.execution] = run
+            with self._lock:
+                self._testers.append(run)
+                self.current = (rg, job.name, run)
+            return run.execution
+
+        def watch(task: Task, attempt: Attempt) -> Verdict:
+            assert attempt.execution is not None
+            return self._watch(plan, pair, where, job.name, started[attempt.execution], waiter)
+
+        state = run_task(
+            start,
+            partial(executions.stop, self.cloud, rg, job.name),
+            watch,
+            policy=RUN_RETRY,
+            cancel=waiter.cancel,
+            bucket=bucket_of(self.cloud),
+            label=f"the container's job {job.name}",
+            settle_s=INTERRUPT_READ_S + 1.0,  # Ctrl-C: what the container did is read before its stop
         )
-        placement = self._watch_placement(where.resource_group, job.name, run)
-        too_old = self._watch_driver(where, pair, job.name, run, waiter)
-        with self._lock:
-            self._testers.append(run)
-            self.current = (where.resource_group, job.name, run)
+        outcome: TesterOutcome = answer(state, waiter.cancel)
+        return outcome
+
+    def _watch(
+        self, plan: Plan, pair: Pair, where: Where, job: str, run: TesterRun, waiter: Waiter
+    ) -> Verdict:
+        """The container's one attempt, followed to its end and judged (see the module doc)."""
+        rg = where.resource_group
+        placement = self._watch_placement(rg, job, run)
+        too_old = self._watch_driver(where, pair, job, run, waiter)
         try:
-            self._follow(plan, where, job.name, run, waiter)
+            self._follow(plan, where, job, run, waiter)
         except WaitTimedOut as exc:
             if exc.code == "Cancelled":  # Ctrl-C: the document still says what the container did
-                self.result = self.result or self._interrupted(where.resource_group, job.name, run)
+                self.result = self.result or self._interrupted(rg, job, run)
             raise
         finally:
             run.ended = run.ended or time.monotonic()
-        info = self._final_status(where.resource_group, job.name, run, waiter)
-        self.result = self._judge(plan, where, job.name, run, info, placement)
+        info = self._final_status(rg, job, run, waiter)
+        self.result = self._judge(plan, where, job, run, info, placement)
         if too_old and self.result.status != "exited":  # stopped before its container started
             self.result = self._never_ran(run, explain.Explained(*too_old[0]))
-        phases = getattr(self, "_phases")(where, job.name)  # noqa: B009 - AcaRuntime's, mixed in
+        phases = getattr(self, "_phases")(where, job)  # noqa: B009 - AcaRuntime's, mixed in
         if phases:  # how the image arrived, in the platform's words
             self.result = replace(self.result, platform=phases)
-        if self.result.status in ("gone", "unplaced") and self.result.error is not None:
-            raise self.result.error
-        return outcome_of(self.result)
+        return verdict_of(self.result)
 
     def _interrupted(self, rg: str, job: str, run: TesterRun) -> WorkloadResult | None:
         """After Ctrl-C: the container's own end when it had ended (its execution is read for up to
