@@ -28,9 +28,7 @@ IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 class LostLines(FakeCloud):
     """The probe's executions end, but their log stream never gives a line (lost in transport)."""
 
-    def job_logs(  # type: ignore[override]
-        self, resource_group: str, job: str, execution: str, **kwargs: Any
-    ) -> Iterator[str]:
+    def job_logs(self, resource_group: str, job: str, execution: str, **kwargs: Any) -> Iterator[str]:
         self._set_status(resource_group, job, execution, "Succeeded")
         return iter(())
 
@@ -38,9 +36,7 @@ class LostLines(FakeCloud):
 class ShellFails(FakeCloud):
     """The probe's shell exits 127 before nvidia-smi (an image without `sh`)."""
 
-    def job_logs(  # type: ignore[override]
-        self, resource_group: str, job: str, execution: str, **kwargs: Any
-    ) -> Iterator[str]:
+    def job_logs(self, resource_group: str, job: str, execution: str, **kwargs: Any) -> Iterator[str]:
         runs = self.executions[(resource_group, job)]
         for i, info in enumerate(runs):
             if info.name == execution:
@@ -83,8 +79,18 @@ def test_a_probe_the_image_refused_is_not_started_again() -> None:
 
 
 def _blocking_tester(fake: FakeCloud) -> Callable[[], None]:
-    release = threading.Event()
-    fake.on_job_logs = lambda: release.wait(10) and None  # the tester runs on, printing nothing
+    """The tester runs on, printing nothing; the probe prints once the tester is being read (so
+    its verdict comes while the tester runs, never before the tester started)."""
+    release, reading = threading.Event(), threading.Event()
+
+    def runs_on() -> None:
+        reading.set()
+        release.wait(10)
+
+    def after_the_tester_started() -> None:
+        reading.wait(10)
+
+    fake.on_job_logs, fake.on_exec = runs_on, after_the_tester_started
     return release.set
 
 
