@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any, TypeVar
 
 from aca_gpu import naming
@@ -414,7 +413,7 @@ class AcaRuntime:
 
         state = run_task(
             start,
-            partial(executions.stop, cloud, rg, pair.tester),
+            executions.stopper(cloud, rg, pair.tester, started),
             watch,
             policy=TESTER_RETRY,
             cancel=waiter.cancel,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
@@ -127,11 +127,21 @@ def start(
     return ExecutionRun(execution=start_marked(cloud, resource_group, job, containers, token), token=token)
 
 
-def stop(cloud: Cloud, resource_group: str, job: str, execution: str) -> None:
-    """Stop one execution (billing first: Ctrl-C, or its task's verdict is known); one whose job
-    went already (released, or torn down) is stopped."""
-    with suppress(NotFound):
-        cloud.stop_execution(resource_group, job, execution)
+def stopper(
+    cloud: Cloud, resource_group: str, job: str, runs: Mapping[str, ExecutionRun]
+) -> Callable[[str], None]:
+    """How a task's runner stops one of `runs` (billing first: Ctrl-C, or its pair's verdict is
+    known): its replica bills until the stop is accepted, so its measured life ends there. One
+    whose job went already (released, or torn down) is stopped."""
+
+    def stop(execution: str) -> None:
+        with suppress(NotFound):
+            cloud.stop_execution(resource_group, job, execution)
+        run = runs.get(execution)
+        if run is not None:
+            run.stopped = run.stopped or time.monotonic()
+
+    return stop
 
 
 def get(cloud: Cloud, resource_group: str, job: str, execution: str) -> ExecutionInfo | None:

@@ -304,7 +304,7 @@ def probe_job(
 
     state = run_task(
         start,
-        partial(executions.stop, cloud, resource_group, job),
+        executions.stopper(cloud, resource_group, job, started),
         watch,
         policy=RETRY,
         cancel=waiter.cancel,

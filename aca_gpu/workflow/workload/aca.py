@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
-from functools import partial
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import cuda_compat, runtime_errors
@@ -200,7 +199,7 @@ class Workload:
 
         state = run_task(
             start,
-            partial(executions.stop, self.cloud, rg, job.name),
+            executions.stopper(self.cloud, rg, job.name, started),
             watch,
             policy=RUN_RETRY,
             cancel=waiter.cancel,
