@@ -112,7 +112,8 @@ def start(
     """A new execution running `containers`, started by a token (`start_marked`).
 
     On `resume`, an execution of this job that is still running is followed instead of paying twice.
-    Without `containers` the job's own template runs: with `own_token` when that template carries
+    With `containers`, their template carries `own_token` (a task runner's attempt token) or a new
+    one. Without `containers` the job's own template runs: with `own_token` when that template carries
     it (a job made for this one start: a container with mounts, which the spec's execution template
     cannot carry), else told by the executions listed before and after the start (`acagpu test` on
     a kept run, whose template only its job knows).
