@@ -68,8 +68,17 @@ def refusal(runtime: str, exit_code: int | None, stderr: str) -> str | None:
     return lines[-1] if lines else f"{runtime} exited {exit_code} without a message"
 
 
+# named containers this process started and has not seen end: after Ctrl-C the thread running one
+# is still killing and removing it when the engine tears down, and the process must not exit first
+_LIVE: dict[str, ContainerCommand] = {}
+_LIVE_LOCK = threading.Lock()
+
+
 def _spawn(command: ContainerCommand) -> subprocess.Popen[bytes]:
     """Start the runtime client in its own session, so a kill of its group reaches what it forked."""
+    if command.name:
+        with _LIVE_LOCK:
+            _LIVE[command.name] = command
     return subprocess.Popen(
         command.argv,
         stdin=subprocess.DEVNULL,
@@ -78,6 +87,30 @@ def _spawn(command: ContainerCommand) -> subprocess.Popen[bytes]:
         env={**os.environ, **command.env},
         start_new_session=True,
     )
+
+
+def _gone(command: ContainerCommand) -> None:
+    """The container ended (`--rm` removed it) or was removed: no longer this process's."""
+    if command.name:
+        with _LIVE_LOCK:
+            _LIVE.pop(command.name, None)
+
+
+def live(marker: str) -> list[str]:
+    """The named containers of this process not yet seen gone whose names hold `marker` (a run id)."""
+    with _LIVE_LOCK:
+        return sorted(name for name in _LIVE if marker in name)
+
+
+def remove_live(marker: str) -> list[str]:
+    """Remove (and see gone) every container `live(marker)` names; a thread still removing one
+    races nothing: a second `rm -f` of it is harmless. Returns the names."""
+    with _LIVE_LOCK:
+        commands = [c for name, c in _LIVE.items() if marker in name]
+    for command in commands:
+        _remove(command)
+        _gone(command)
+    return sorted(c.name for c in commands if c.name)
 
 
 def run_container(
@@ -106,6 +139,7 @@ def run_container(
     except BaseException:  # Ctrl-C: the container must not outlive us
         _kill(proc, command)
         raise
+    _gone(command)
     stderr = err.decode("utf-8", "replace")
     code = None if stopped else proc.returncode
     return ContainerRun(
@@ -126,6 +160,7 @@ def _kill(proc: subprocess.Popen[bytes], command: ContainerCommand) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     _remove(command)
+    _gone(command)
 
 
 REMOVE_WAIT_S = 15.0  # a container the runtime is still creating or removing answers `rm` too early
@@ -190,6 +225,7 @@ def stream_container(
     except BaseException:  # Ctrl-C: the container must not outlive us
         _kill(proc, command)
         raise
+    _gone(command)
     for reader in readers:
         reader.join(timeout=5)
     stderr = "\n".join(tail)

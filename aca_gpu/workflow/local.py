@@ -33,9 +33,10 @@ from aca_gpu.tester import DEFAULT_TESTER_IMAGE
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.engine.outcome import NOTHING_CREATED as NOTHING_CREATED
-from aca_gpu.workflow.engine.outcome import NoPlace, ProbeResult, RunOutcome, TesterOutcome
+from aca_gpu.workflow.engine.outcome import ProbeResult, RunOutcome, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import EXEC_TIMEOUT_S, health_of
+from aca_gpu.workflow.local_place import LocalPlace
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
@@ -187,7 +188,7 @@ def tester_facts(run: Any) -> TesterFacts:
     return TesterFacts(result.status, result, run.exit_code, result.reason, run.seconds)
 
 
-class LocalRuntime(NoPlace):
+class LocalRuntime(LocalPlace):
     """The engine's Runtime on this machine: each probe and tester is one `run --rm` container."""
 
     def __init__(self, target: LocalTarget, why: str, tester_args: tuple[str, ...] = ()) -> None:
@@ -200,7 +201,9 @@ class LocalRuntime(NoPlace):
         progress.note(self.why)
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
-        """Nothing to create: containers are removed as they exit (`--rm`)."""
+        """Nothing to create: containers are removed as they exit (`--rm`); one not yet seen gone
+        is this run's place (local_place.py)."""
+        self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
         """nvidia-smi in the explorer image, then, when it listed the GPUs, `nvidia-smi -q` for their

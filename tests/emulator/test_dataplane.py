@@ -80,7 +80,34 @@ def test_tty_echo_fault_echoes_and_uses_crlf(server: EmulatorServer, explorer: A
     server.set_faults("tty_echo")
     frames = _exec(server, container.exec_endpoint, token, "sh", b"echo hi\nexit\n")
     stdout = b"".join(f[2:] for f in frames if f[:2] == b"\x00\x01")
-    assert b"echo hi\r\n" in stdout and b"hi\r\n" in stdout
+    # the echo of the input comes before the program's answer, as on a terminal (on a busy machine
+    # the answer and the session's close came first, and the echo was lost)
+    echo = b"echo hi\r\nexit\r\n"
+    assert stdout.startswith(echo), stdout
+    assert b"hi\r\n" in stdout[len(echo) :], stdout
+
+
+def test_tty_echo_comes_first_when_the_server_resumes_late(
+    server: EmulatorServer, explorer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's session task resumes only after the program answered and exited (as on a busy
+    machine): the echo was then sent after the answer and the close, and lost."""
+    import asyncio
+
+    from aca_gpu.emulator.dataplane import exec as exec_plane
+
+    write = exec_plane._write_stdin
+
+    async def late(proc: Any, data: bytes) -> None:
+        await write(proc, data)
+        await asyncio.sleep(0.5)  # the program answers and exits meanwhile
+
+    monkeypatch.setattr(exec_plane, "_write_stdin", late)
+    container, token = explorer
+    server.set_faults("tty_echo")
+    frames = _exec(server, container.exec_endpoint, token, "sh", b"echo hi\nexit\n")
+    stdout = b"".join(f[2:] for f in frames if f[:2] == b"\x00\x01")
+    assert stdout.startswith(b"echo hi\r\nexit\r\n") and stdout.endswith(b"hi\r\n"), stdout
 
 
 def test_ws_drop_fault_closes_socket_early(server: EmulatorServer, explorer: Any) -> None:

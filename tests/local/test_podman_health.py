@@ -22,6 +22,7 @@ from tests.local.conftest import _build_rootfs
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 IMAGE = f"localhost/acagpu-test:smi-health-{os.getpid()}"  # this process's own (see conftest)
+MADE: list[str] = []  # the images this test imported, removed after it
 STAND_IN = """#!/bin/sh
 # prints what the driver's nvidia-smi printed on a real machine (dash builtins only)
 file=/smi/table.txt
@@ -48,9 +49,11 @@ def _image(podman: str, tmp: Path, query: str) -> str:
         _add(tar, "usr/bin/nvidia-smi", STAND_IN, 0o755)
         _add(tar, "smi/table.txt", _body("24-"))
         _add(tar, "smi/q.txt", query)
-    done = subprocess.run([podman, "import", "-q", str(tar_path), IMAGE], capture_output=True, text=True)
+    tag = f"{IMAGE}-{tmp.name}"  # a tag each: an import under a tag in use leaves the old image untagged
+    MADE.append(tag)
+    done = subprocess.run([podman, "import", "-q", str(tar_path), tag], capture_output=True, text=True)
     assert done.returncode == 0, f"podman import failed: {done.stderr.strip()}"
-    return IMAGE
+    return tag
 
 
 def local(image: str) -> Result:
@@ -82,4 +85,5 @@ def test_a_failed_gpu_is_exit_5_and_a_degraded_one_warns(podman: str, tmp_path: 
 @pytest.fixture(autouse=True)
 def _remove_image(podman: str) -> object:
     yield None
-    subprocess.run([podman, "rmi", "-f", IMAGE], capture_output=True, check=False)
+    while MADE:
+        subprocess.run([podman, "rmi", "-f", MADE.pop()], capture_output=True, check=False)

@@ -82,11 +82,12 @@ def test_a_zero_exit_is_ok_with_a_job_summary_and_mounts(test_image: str, tmp_pa
 RUN_ID = f"ctrlc{os.getpid()}"  # this process's own: a second test run shares Podman's names
 
 
-def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> None:
+def _interrupt(run_id: str, test_image: str, env: dict[str, str] | None = None) -> str:
+    """`acagpu run` of a long container, Ctrl-C once its first line came; its stderr."""
     proc = subprocess.Popen(
-        [*ACAGPU, "run", "--runtime", "podman", "--gpus", "none", "--run-id", RUN_ID, test_image,
+        [*ACAGPU, "run", "--runtime", "podman", "--gpus", "none", "--run-id", run_id, test_image,
          "sh", "-c", "echo started; sleep 60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stdout.readline() == "started\n"  # live: the line arrives while the container runs
@@ -94,7 +95,38 @@ def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> No
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err
+    return err
+
+
+def _left(podman: str, run_id: str) -> str:
     left = subprocess.run(
-        [podman, "ps", "-a", "-q", "--filter", f"name=acagpu-{RUN_ID}"], capture_output=True, text=True
+        [podman, "ps", "-a", "--format", "{{.Names}} {{.Status}}", "--filter", f"name={run_id}"],
+        capture_output=True,
+        text=True,
     )
-    assert left.stdout.strip() == ""
+    return left.stdout.strip()
+
+
+def test_ctrl_c_stops_the_container_exit_130(podman: str, test_image: str) -> None:
+    _interrupt(RUN_ID, test_image)
+    assert _left(podman, RUN_ID) == ""
+
+
+def test_ctrl_c_leaves_no_container_even_when_its_removal_is_slow(
+    podman: str, test_image: str, tmp_path: Path
+) -> None:
+    """The thread running the container removes it after Ctrl-C; acagpu must not exit first. (A
+    busy machine left one behind: `podman rm` had not yet ended when the prompt came back.)"""
+    shim = tmp_path / "bin" / "podman"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\n[ "$1" = rm ] && sleep 3\nexec {podman} "$@"\n')
+    shim.chmod(0o755)
+    run_id = f"slowrm{os.getpid()}"
+    try:
+        _interrupt(
+            run_id, test_image, env=os.environ | {"PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+        )
+        assert _left(podman, run_id) == ""
+    finally:  # what a failure left
+        for line in _left(podman, run_id).splitlines():
+            subprocess.run([podman, "rm", "-f", "--time", "0", line.split()[0]], capture_output=True)

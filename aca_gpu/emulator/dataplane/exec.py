@@ -108,9 +108,10 @@ async def _pump(
                 continue
             frame: bytes = msg.data
             if frame.startswith(STDIN):
-                await _write_stdin(proc, frame[2:])
-                if tty:
+                if tty:  # a terminal echoes what it receives before the program reads it: the echo
+                    # goes first, or a busy machine can send the program's answer (and the close) first
                     await ws.send_bytes(STDOUT + frame[2:].replace(b"\n", b"\r\n"))
+                await _write_stdin(proc, frame[2:])
             elif frame.startswith(RESIZE):
                 _resize(frame[2:])
         await sender

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from aca_gpu.errors import WaitTimedOut
 from aca_gpu.output import Progress
 from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.engine.outcome import NoPlace, ProbeResult, TesterOutcome
+from aca_gpu.workflow.engine.outcome import ProbeResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.local_place import LocalPlace
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -32,7 +33,7 @@ def outcome_of(result: WorkloadResult) -> TesterOutcome:
     return TesterOutcome(status, result.execution, None, result.exit_code, result.reason, result.seconds)
 
 
-class LocalWorkloadRuntime(NoPlace):
+class LocalWorkloadRuntime(LocalPlace):
     """Implements the engine's Runtime for one user container on Docker, Podman or Apptainer."""
 
     def __init__(self, target: LocalTarget, why: str, spec: RunSpec, console: Console) -> None:
@@ -45,7 +46,9 @@ class LocalWorkloadRuntime(NoPlace):
         progress.note(self.why)
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
-        """Nothing to create: the container is removed as it exits (`--rm`)."""
+        """Nothing to create: the container is removed as it exits (`--rm`); one not yet seen gone
+        is this run's place (local_place.py)."""
+        self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
         raise NotImplementedError("a workload run has no probe")
