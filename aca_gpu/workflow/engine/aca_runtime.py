@@ -27,12 +27,11 @@ from aca_gpu.workflow import checks, drivers, quota
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
-from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.phases import phases_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import probe_smi, wait_started
 from aca_gpu.workflow.engine.probe_job import probe_container, probe_job, probe_job_name
-from aca_gpu.workflow.engine.tasks import Attempt, Task, Verdict, answer, run_task
+from aca_gpu.workflow.engine.tasks import Verdict, answer, run_execution
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.engine.tester_run import (
     TESTER_RETRY,
@@ -387,39 +386,26 @@ class AcaRuntime:
         if reused:
             self._resume("tester")
         self._not_cancelled(waiter, pair.tester)
-        started: dict[str, TesterRun] = {}
 
-        def start(token: str) -> str:
+        def start(token: str) -> TesterRun:
             own = token if template is not None else None  # a kept job's template is its own
             run = start_execution(cloud, rg, pair.tester, resume=reused, template=template, own_token=own)
-            started[run.execution] = run
             with self._lock:
                 self._testers.append(run)
                 self._tester_jobs.setdefault(pair.tester, []).append(run)
-            return run.execution
+            return run
 
-        def watch(task: Task, attempt: Attempt) -> Verdict:
-            assert attempt.execution is not None
+        def read(run: TesterRun) -> Verdict:
+            timeout = plan.start_timeout_s + plan.tester_timeout_s
             found = follow_result(
-                cloud,
-                rg,
-                pair.tester,
-                started[attempt.execution],
-                waiter,
-                timeout=plan.start_timeout_s + plan.tester_timeout_s,
-                environment=environment,
+                cloud, rg, pair.tester, run, waiter, timeout=timeout, environment=environment
             )
             return tester_verdict(found)
 
-        state = run_task(
-            start,
-            executions.stopper(cloud, rg, pair.tester, started),
-            watch,
-            policy=TESTER_RETRY,
-            cancel=waiter.cancel,
-            bucket=bucket_of(cloud),
-            label=f"the tester {pair.tester}",
-        )
+        state = run_execution(
+            cloud, rg, pair.tester, start, read,
+            policy=TESTER_RETRY, cancel=waiter.cancel, label=f"the tester {pair.tester}",
+        )  # fmt: skip
         outcome: TesterOutcome = answer(state, waiter.cancel)
         if self.borrowed:
             self._release(rg, pair.tester)

@@ -25,19 +25,9 @@ from aca_gpu.workflow import checks, drivers
 from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
-from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
-from aca_gpu.workflow.engine.tasks import (
-    PLATFORM,
-    USER,
-    Attempt,
-    RetryPolicy,
-    Task,
-    Verdict,
-    answer,
-    run_task,
-)
+from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
 from aca_gpu.workflow.threads import spawn
 
@@ -278,22 +268,19 @@ def probe_job(
     (RETRY); a refused container is the image's and is not. `runs` collects the executions (for
     their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
     requested = time.monotonic()
-    started: dict[str, executions.ExecutionRun] = {}
 
-    def start(token: str) -> str:
+    def start(token: str) -> executions.ExecutionRun:
         run = executions.start(cloud, resource_group, job, [container], own_token=token)
-        started[run.execution] = run
         if runs is not None:
             runs.append(run)
-        return run.execution
+        return run
 
-    def watch(task: Task, attempt: Attempt) -> Verdict:
-        assert attempt.execution is not None
+    def read(run: executions.ExecutionRun) -> Verdict:
         return _read_probe(
             cloud,
             resource_group,
             job,
-            started[attempt.execution],
+            run,
             waiter,
             start_timeout=start_timeout,
             environment=environment,
@@ -302,14 +289,8 @@ def probe_job(
             requested=requested,
         )
 
-    state = run_task(
-        start,
-        executions.stopper(cloud, resource_group, job, started),
-        watch,
-        policy=RETRY,
-        cancel=waiter.cancel,
-        bucket=bucket_of(cloud),
-        label=f"the probe {job}",
+    state = run_execution(
+        cloud, resource_group, job, start, read, policy=RETRY, cancel=waiter.cancel, label=f"the probe {job}"
     )
     verdict = state.verdict
     if verdict is not None and verdict.code == "ProbeLost" and not waiter.cancel.is_set():

@@ -34,12 +34,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.models import Cloud
 from aca_gpu.naming import parse_iso_utc
-from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S
-from aca_gpu.workflow.engine.pacing import TokenBucket
+from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S, ExecutionRun, stopper
+from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.threads import spawn
 
 USER, PLATFORM = "user", "platform"
@@ -368,8 +369,6 @@ class TaskRunner:
 
     def _judged(self, state: TaskState, attempt: Attempt, verdict: Verdict) -> None:
         attempt.verdict = verdict
-        if attempt.running is None and verdict.fault != PLATFORM:
-            attempt.running = attempt.started  # it ran (its reader has the precise lifetime)
         self._ended(
             state, attempt, verdict.fault, verdict.code, verdict.why, verdict.exit_code, retry=verdict.retry
         )
@@ -596,6 +595,47 @@ def run_task(
         settle_s=settle_s,
     )
     return runner.run()[0]
+
+
+R = TypeVar("R", bound=ExecutionRun)
+
+
+def run_execution(
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    start: Callable[[str], R],
+    read: Callable[[R], Verdict],
+    *,
+    policy: RetryPolicy,
+    cancel: threading.Event,
+    label: str,
+    settle_s: float = 0.0,
+) -> TaskState:
+    """A single task whose attempts are executions of `job`: `start(token)` starts one and returns
+    the run its reader follows, `read(run)` follows it to its verdict. Starts take the
+    subscription's write bucket; a stop ends the run's measured life (`executions.stopper`)."""
+    started: dict[str, R] = {}
+
+    def begin(token: str) -> str:
+        run = start(token)
+        started[run.execution] = run
+        return run.execution
+
+    def watch(task: Task, attempt: Attempt) -> Verdict:
+        assert attempt.execution is not None
+        return read(started[attempt.execution])
+
+    return run_task(
+        begin,
+        stopper(cloud, resource_group, job, started),
+        watch,
+        policy=policy,
+        cancel=cancel,
+        bucket=bucket_of(cloud),
+        label=label,
+        settle_s=settle_s,
+    )
 
 
 def answer(state: TaskState, cancel: threading.Event) -> Any:

@@ -46,19 +46,9 @@ from aca_gpu.workflow.context import Waiter
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
-from aca_gpu.workflow.engine.pacing import bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
-from aca_gpu.workflow.engine.tasks import (
-    PLATFORM,
-    USER,
-    Attempt,
-    RetryPolicy,
-    Task,
-    Verdict,
-    answer,
-    run_task,
-)
+from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.replicas import event_owner, event_reasons, replica_details
@@ -173,10 +163,9 @@ class Workload:
             job = replace(job, container=executions.marked([job.container], token)[0])
         reused = ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
-        started: dict[str, TesterRun] = {}
         rg = where.resource_group
 
-        def start(fresh: str) -> str:
+        def start(fresh: str) -> TesterRun:
             """A template of its own with the runner's token; a job with mounts runs its own
             template, which carries the token it was made with (one start: one token)."""
             run = start_execution(
@@ -187,23 +176,19 @@ class Workload:
                 template=None if token is not None else [job.container],
                 own_token=(None if reused else token) if token is not None else fresh,
             )
-            started[run.execution] = run
             with self._lock:
                 self._testers.append(run)
                 self.current = (rg, job.name, run)
-            return run.execution
+            return run
 
-        def watch(task: Task, attempt: Attempt) -> Verdict:
-            assert attempt.execution is not None
-            return self._watch(plan, pair, where, job.name, started[attempt.execution], waiter)
-
-        state = run_task(
+        state = run_execution(
+            self.cloud,
+            rg,
+            job.name,
             start,
-            executions.stopper(self.cloud, rg, job.name, started),
-            watch,
+            lambda run: self._watch(plan, pair, where, job.name, run, waiter),
             policy=RUN_RETRY,
             cancel=waiter.cancel,
-            bucket=bucket_of(self.cloud),
             label=f"the container's job {job.name}",
             settle_s=INTERRUPT_READ_S + 1.0,  # Ctrl-C: what the container did is read before its stop
         )
