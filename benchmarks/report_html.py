@@ -62,7 +62,8 @@ def fanout_document(shards: int, seed: int = 7, parallel: int = 50) -> dict[str,
     failed = [d["index"] for d in docs if d["status"] != "succeeded"]
     gpu_total = sum(d["gpu_seconds"] for d in docs)
     return {
-        "schema": 1, "command": "run", "mode": "fanout", "run_id": "bench1", "status": "failed" if failed else "ok",
+        "schema": 1, "command": "run", "mode": "fanout", "run_id": "bench1",
+        "status": "failed" if failed else "ok",
         "location": "westus3",
         "summary": {"shards": shards, "succeeded": shards - len(failed), "failed": len(failed),
                     "failed_indexes": failed, "attempts": sum(len(d["attempts"]) for d in docs)},
@@ -97,7 +98,10 @@ def main() -> None:
         if args.keep:
             args.keep.write_bytes(page.read_bytes())
     median = statistics.median(samples[1:])
-    print(f"{args.shards} shards: render median {median:.3f} s (min {min(samples[1:]):.3f}, {args.runs} runs), page {size / 1e6:.2f} MB")
+    print(
+        f"{args.shards} shards: render median {median:.3f} s (min {min(samples[1:]):.3f}, "
+        f"{args.runs} runs), page {size / 1e6:.2f} MB"
+    )
     print(f"limits: < 2 s and < 5 MB: {'met' if median < 2.0 and size < 5e6 else 'NOT MET'}")
 
 

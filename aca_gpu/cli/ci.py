@@ -71,7 +71,8 @@ def ci() -> None:
 @click.option(
     "--upgrade",
     is_flag=True,
-    help="Refresh the wheel and the dependency lock to this acagpu, and move existing workflows' actions to its pins (commit sha, Node 24); keep the rest of them.",
+    help="Refresh the wheel and the dependency lock to this acagpu, and move existing workflows' "
+    "actions to its pins (commit sha, Node 24); keep the rest of them.",
 )
 @click.option(
     "--no-lock-hashes",
@@ -146,7 +147,10 @@ def init(
             print(f"wrote {path}", file=stream)
         if upgrade:
             for pin in result.pins:
-                print(f"pin {pin['file']}:{pin['line']}: {pin['action']} {pin['old']} -> {pin['new']}", file=stream)
+                print(
+                    f"pin {pin['file']}:{pin['line']}: {pin['action']} {pin['old']} -> {pin['new']}",
+                    file=stream,
+                )
             if not result.pins:
                 print("pins: all current (Node 24 actions, by commit sha)", file=stream)
         print("\nOne-time Azure setup. The custom role (least privilege):\n", file=stream)

@@ -84,7 +84,9 @@ def merge(files: tuple[Path, ...], markdown_out: Path | None, into: Path | None,
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the short Markdown verdict table here (the job summary has it under --github).",
 )
-@click.option("--link", help="A URL of the HTML page for the job summary to link (e.g. the uploaded artifact).")
+@click.option(
+    "--link", help="A URL of the HTML page for the job summary to link (e.g. the uploaded artifact)."
+)
 @output_options
 def render(
     document: Path, html_out: Path | None, markdown_out: Path | None, link: str | None, output: Output
@@ -106,7 +108,9 @@ def render(
         "kind": "report",
         "source": str(document),
         "drawn_as": report_html.kind_of(doc),
-        "html": None if html_out is None else {"file": str(html_out), "bytes": len(page.encode()) if page else 0},
+        "html": None
+        if html_out is None
+        else {"file": str(html_out), "bytes": len(page.encode()) if page else 0},
         "markdown": None if markdown_out is None else str(markdown_out),
     }
 

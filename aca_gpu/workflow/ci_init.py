@@ -365,7 +365,13 @@ def init(req: CiInitRequest) -> CiInitResult:
         )
     notes += lock_notes(lock, kept)
     return CiInitResult(
-        written, github_repo, role, az_commands(req, github_repo), tuple(notes), install=install, pins=repinned
+        written,
+        github_repo,
+        role,
+        az_commands(req, github_repo),
+        tuple(notes),
+        install=install,
+        pins=repinned,
     )
 
 

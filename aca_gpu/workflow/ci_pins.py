@@ -106,7 +106,9 @@ def problems(text: str, where: str = "") -> list[str]:
         elif use.version != pin.version:
             wrong.append(f"{at}: the comment says {use.version or 'nothing'}, the sha is {pin.version}")
         if pin is not None and (pin.node is None or pin.node < min_node()):
-            wrong.append(f"{at}: {pin.version} declares runs.using {pin.runs_using} (needs node{min_node()}+)")
+            wrong.append(
+                f"{at}: {pin.version} declares runs.using {pin.runs_using} (needs node{min_node()}+)"
+            )
     return wrong
 
 
@@ -135,6 +137,7 @@ def upgrade(text: str) -> tuple[str, list[Change]]:
             return match.group(0)
         use = Use(text.count("\n", 0, match.start()) + 1, action, match.group("ref"), comment)
         changes.append(Change(use.line, action, use.version or use.ref, pin.version))
-        return f"{match.group('lead')}{match.group('action')}{match.group('sub') or ''}@{pin.sha} # {pin.version}"
+        name = f"{match.group('action')}{match.group('sub') or ''}"
+        return f"{match.group('lead')}{name}@{pin.sha} # {pin.version}"
 
     return USES.sub(one, text), changes

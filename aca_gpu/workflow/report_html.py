@@ -116,9 +116,11 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _legend(names: Sequence[str]) -> str:
-    return '<p class="legend">' + "".join(
-        f'<span><i style="background:{COLOURS[n]}"></i>{_e(n)}</span>' for n in names
-    ) + "</p>"
+    return (
+        '<p class="legend">'
+        + "".join(f'<span><i style="background:{COLOURS[n]}"></i>{_e(n)}</span>' for n in names)
+        + "</p>"
+    )
 
 
 # ---- a run: its phases -----------------------------------------------------------------------------
@@ -140,7 +142,8 @@ def _phases_svg(phases: Mapping[str, Any], clocks: Mapping[str, Any]) -> str:
             f'<text x="{LABEL_W - 6}" y="{y + 14}" text-anchor="end" font-size="12">{_e(name)}</text>'
             f'<rect x="{LABEL_W}" y="{y}" width="{max(seconds * scale, 1):.1f}" height="{row - 6}" '
             f'fill="{colour}"><title>{_e(name)}: {seconds:.1f} s</title></rect>'
-            f'<text x="{LABEL_W + seconds * scale + 4:.1f}" y="{y + 14}" font-size="12">{seconds:.1f} s</text>'
+            f'<text x="{LABEL_W + seconds * scale + 4:.1f}" y="{y + 14}" font-size="12">'
+            f"{seconds:.1f} s</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -156,12 +159,19 @@ def _run(doc: Mapping[str, Any]) -> str:
             _table(
                 ["image", "GPU", "status", "driver", "CUDA", "bf16 TFLOP/s", "seconds", "reason"],
                 [
-                    [r.get("image"), r.get("gpu"), r.get("status"), r.get("driver_version"),
-                     r.get("cuda_version"), _num(r.get("bf16_tflops")), _num(r.get("seconds")),
-                     r.get("reason") or ""]
+                    [
+                        r.get("image"),
+                        r.get("gpu"),
+                        r.get("status"),
+                        r.get("driver_version"),
+                        r.get("cuda_version"),
+                        _num(r.get("bf16_tflops")),
+                        _num(r.get("seconds")),
+                        r.get("reason") or "",
+                    ]
                     for r in results
                 ],
-            )  # fmt: skip
+            )
         )
     error = doc.get("error")
     if isinstance(error, Mapping):
@@ -176,9 +186,14 @@ def _bars(shards: Sequence[Mapping[str, Any]]) -> list[tuple[int, float, float, 
     """(row, start, running-from, end, colour, tooltip) per attempt, seconds from the first start.
     Attempts written before `started_at` existed are laid end to end within their shard."""
     origin = min(
-        (a["started_at"] for s in shards for a in s.get("attempts") or [] if isinstance(a.get("started_at"), (int, float))),
+        (
+            a["started_at"]
+            for s in shards
+            for a in s.get("attempts") or []
+            if isinstance(a.get("started_at"), (int, float))
+        ),
         default=None,
-    )  # fmt: skip
+    )
     bars = []
     for row, shard in enumerate(shards):
         attempts = [a for a in shard.get("attempts") or [] if isinstance(a, Mapping)]
@@ -192,7 +207,11 @@ def _bars(shards: Sequence[Mapping[str, Any]]) -> list[tuple[int, float, float, 
             end = start + seconds
             cursor = end
             status = str(a.get("status") or "")
-            colour = COLOURS["retried"] if status == "failed" and n < len(attempts) - 1 else COLOURS.get(status, COLOURS["running"])
+            colour = (
+                COLOURS["retried"]
+                if status == "failed" and n < len(attempts) - 1
+                else COLOURS.get(status, COLOURS["running"])
+            )
             tip = (
                 f"shard {shard.get('index')} attempt {a.get('attempt')}: {status}"
                 f"{' (' + str(a.get('reason')) + ')' if a.get('reason') else ''}, {seconds:.1f} s"
@@ -212,7 +231,8 @@ def _gantt_svg(shards: Sequence[Mapping[str, Any]]) -> tuple[str, float]:
     parts = [
         f'<svg viewBox="0 0 {WIDTH} {height + 24:.0f}" role="img" aria-label="shards over time" '
         'shape-rendering="crispEdges">',
-        f'<rect x="{LABEL_W}" y="0" width="{WIDTH - LABEL_W - 10}" height="{height:.1f}" fill="{COLOURS["queued"]}"/>',
+        f'<rect x="{LABEL_W}" y="0" width="{WIDTH - LABEL_W - 10}" height="{height:.1f}" '
+        f'fill="{COLOURS["queued"]}"/>',
     ]
     gap = 0.15 * row_h if row_h >= 4 else 0.0
     for row, start, running, end, colour, tip in bars:
@@ -220,9 +240,13 @@ def _gantt_svg(shards: Sequence[Mapping[str, Any]]) -> tuple[str, float]:
         h = max(row_h - gap, 0.6)
         x0, x1, x2 = LABEL_W + start * scale, LABEL_W + running * scale, LABEL_W + end * scale
         if x1 > x0:
-            parts.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{x1 - x0:.1f}" height="{h:.2f}" fill="{COLOURS["starting"]}"/>')
+            parts.append(
+                f'<rect x="{x0:.1f}" y="{y:.1f}" width="{x1 - x0:.1f}" height="{h:.2f}" '
+                f'fill="{COLOURS["starting"]}"/>'
+            )
         parts.append(
-            f'<rect x="{x1:.1f}" y="{y:.1f}" width="{max(x2 - x1, 0.5):.1f}" height="{h:.2f}" fill="{colour}">'
+            f'<rect x="{x1:.1f}" y="{y:.1f}" width="{max(x2 - x1, 0.5):.1f}" height="{h:.2f}" '
+            f'fill="{colour}">'
             f"<title>{_e(tip)}</title></rect>"
         )
     if labels:
@@ -242,18 +266,27 @@ def _gantt_svg(shards: Sequence[Mapping[str, Any]]) -> tuple[str, float]:
 
 
 def _axis(y: float, span: float, scale: float) -> str:
-    step = next((s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200) if span / s <= 10), 14400)
+    step = next(
+        (s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200) if span / s <= 10), 14400
+    )
     ticks = []
     t = 0
     while t <= span:
-        ticks.append(f'<text x="{LABEL_W + t * scale:.1f}" y="{y:.0f}" font-size="11" text-anchor="middle">{_duration(t)}</text>')
+        ticks.append(
+            f'<text x="{LABEL_W + t * scale:.1f}" y="{y:.0f}" font-size="11" text-anchor="middle">'
+            f"{_duration(t)}</text>"
+        )
         t += step
     return "".join(ticks)
 
 
 def _duration(seconds: float) -> str:
     s = int(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+    return (
+        f"{s // 3600}h{s % 3600 // 60:02d}m"
+        if s >= 3600
+        else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+    )
 
 
 def _cost_svg(shards: Sequence[Mapping[str, Any]], span: float) -> str:
@@ -294,12 +327,15 @@ def _fanout(doc: Mapping[str, Any]) -> str:
     )
     summary = doc.get("summary") or {}
     counts = ", ".join(
-        f"{k} {v}" for k, v in summary.items() if isinstance(v, int) and not isinstance(v, bool) and k != "shards"
+        f"{k} {v}"
+        for k, v in summary.items()
+        if isinstance(v, int) and not isinstance(v, bool) and k != "shards"
     )
     gantt, span = _gantt_svg(shards)
     failed = [s for s in shards if s.get("status") not in ("succeeded", None)]
     out = [
-        f"<p>{len(shards)} shards · {_e(counts)} · {_duration(span)} from the first start to the last end</p>",
+        f"<p>{len(shards)} shards · {_e(counts)} · {_duration(span)} "
+        "from the first start to the last end</p>",
         "<h2>Shards over time</h2>",
         _legend(["queued", "starting", "running", "succeeded", "retried", "failed", "stopped"]),
         '<p class="meta">starting: placing and pulling, from the start request to a running container</p>',
@@ -312,9 +348,18 @@ def _fanout(doc: Mapping[str, Any]) -> str:
         out.append(
             _table(
                 ["shard", "status", "fault", "exit code", "reason", "attempts"],
-                [[s.get("index"), s.get("status"), s.get("fault"), s.get("exit_code"), s.get("reason"),
-                  len(s.get("attempts") or [])] for s in failed[:200]],
-            )  # fmt: skip
+                [
+                    [
+                        s.get("index"),
+                        s.get("status"),
+                        s.get("fault"),
+                        s.get("exit_code"),
+                        s.get("reason"),
+                        len(s.get("attempts") or []),
+                    ]
+                    for s in failed[:200]
+                ],
+            )
         )
         if len(failed) > 200:
             out.append(f"<p>… and {len(failed) - 200} more (the JSON document has them all).</p>")

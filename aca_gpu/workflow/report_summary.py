@@ -67,7 +67,8 @@ def markdown(doc: Mapping[str, Any], html_link: str | None = None) -> str:
         for r in results:
             verdict = ("✅ " if r.get("status") == "pass" else "❌ ") + str(r.get("status"))
             lines.append(
-                f"| {_cell(verdict)} | {_cell(r.get('gpu_name') or r.get('gpu'))} | {_cell(r.get('driver_version'))} "
+                f"| {_cell(verdict)} | {_cell(r.get('gpu_name') or r.get('gpu'))} "
+                f"| {_cell(r.get('driver_version'))} "
                 f"| {_cell(r.get('cuda_version'))} | {_cell(_phases(doc))} | {_cell(_cost(doc))} |"
             )
     else:

@@ -107,7 +107,8 @@ def test_the_action_validates_against_the_emulator(tmp_path: Path, served: dict[
         env = base | {k: expand(str(v), context) for k, v in (step.get("env") or {}).items()}
         proc = subprocess.run(
             [step.get("shell", "bash"), "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-            cwd=work, env=env | {"GITHUB_OUTPUT": str(gh_output)}, capture_output=True, text=True, timeout=300,
+            cwd=work, env=env | {"GITHUB_OUTPUT": str(gh_output)},
+            capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         ran.append(step["name"])
         logs[step["name"]] = proc.stdout + proc.stderr

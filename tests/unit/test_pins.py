@@ -60,7 +60,9 @@ def test_problems_name_what_is_wrong() -> None:
     assert any("actions/upload-artifact@v4: not pinned by a full commit sha" in p for p in found), found
     pin = ci_pins.pins()["azure/login"]
     stale_comment = f"- uses: azure/login@{pin.sha} # v2.3.0\n"
-    assert ci_pins.problems(stale_comment) == [f":1: azure/login@{pin.sha}: the comment says v2.3.0, the sha is {pin.version}"]
+    assert ci_pins.problems(stale_comment) == [
+        f":1: azure/login@{pin.sha}: the comment says v2.3.0, the sha is {pin.version}"
+    ]
 
 
 def test_upgrade_rewrites_pinned_actions_only_and_says_what_changed() -> None:
@@ -71,7 +73,10 @@ def test_upgrade_rewrites_pinned_actions_only_and_says_what_changed() -> None:
         ("azure/login", "v2.3.0", pins["azure/login"].version),
         ("actions/upload-artifact", "v4", pins["actions/upload-artifact"].version),
     ]
-    assert f"- uses: actions/checkout@{pins['actions/checkout'].sha} # {pins['actions/checkout'].version}\n" in new
+    assert (
+        f"- uses: actions/checkout@{pins['actions/checkout'].sha} # {pins['actions/checkout'].version}\n"
+        in new
+    )
     assert f"uses: actions/upload-artifact/merge@{pins['actions/upload-artifact'].sha} #" in new
     assert "- uses: someone/else@v1 # not acagpu's: left alone" in new
     assert "        with:\n          persist-credentials: false\n" in new  # the rest untouched
@@ -80,7 +85,8 @@ def test_upgrade_rewrites_pinned_actions_only_and_says_what_changed() -> None:
 
 
 def test_ci_init_upgrade_moves_existing_workflows_to_the_pins(tmp_path: Path, acagpu_wheel: Path) -> None:
-    base = ["ci", "init", "--repo-dir", str(tmp_path), "--subscription", "11111111-2222-3333-4444-555555555555",
+    base = ["ci", "init", "--repo-dir", str(tmp_path),
+            "--subscription", "11111111-2222-3333-4444-555555555555",
             "--tenant", "66666666-7777-8888-9999-000000000000", "--client-id",
             "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "-l", "westus3", "--github-repo", "example/gpu-ci",
             "--wheel", str(acagpu_wheel), "--no-lock-hashes"]  # fmt: skip
@@ -92,7 +98,9 @@ def test_ci_init_upgrade_moves_existing_workflows_to_the_pins(tmp_path: Path, ac
     # a repository written by an older acagpu, with a step its owner added
     older = current.replace(f"actions/checkout@{checkout.sha} # {checkout.version}",
                             "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2")  # fmt: skip
-    older = older.replace("      - name: Reap\n", "      - name: Mine\n        run: echo mine\n      - name: Reap\n")
+    older = older.replace(
+        "      - name: Reap\n", "      - name: Mine\n        run: echo mine\n      - name: Reap\n"
+    )
     reap.write_text(older, encoding="utf-8")
     done = CliRunner().invoke(cli, [*base, "--upgrade", "-o", "json"])
     assert done.exit_code == 0, done.output
@@ -103,7 +111,7 @@ def test_ci_init_upgrade_moves_existing_workflows_to_the_pins(tmp_path: Path, ac
     doc = json.loads(done.stdout)
     assert doc["pins"] == [
         {"file": str(reap), "line": older.splitlines().index(
-            next(l for l in older.splitlines() if "actions/checkout@11bd7" in l)) + 1,
+            next(x for x in older.splitlines() if "actions/checkout@11bd7" in x)) + 1,
          "action": "actions/checkout", "old": "v4.2.2", "new": checkout.version}
     ]  # fmt: skip
     human = CliRunner().invoke(cli, [*base, "--upgrade"])
