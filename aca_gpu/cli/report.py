@@ -1,9 +1,10 @@
-"""`acagpu report merge`: fold per-job validation JSON into one compatibility matrix."""
+"""`acagpu report merge`: fold per-job validation JSON into one compatibility matrix; `acagpu report
+RUN.json --html FILE` (`report render`): one self-contained page from any document acagpu writes."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import click
 
@@ -11,11 +12,22 @@ from aca_gpu.cli.options import output_options
 from aca_gpu.errors import EXIT_GPU_CHECK
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
+from aca_gpu.workflow import report_html, report_summary
 
 
-@click.group()
+class _ReportGroup(click.Group):
+    """`acagpu report RUN.json ...` is `acagpu report render RUN.json ...`: a file is no subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            args = ["render", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_ReportGroup)
 def report() -> None:
-    """Combine and render validation reports."""
+    """Combine and render reports: `acagpu report RUN.json --html FILE` draws any document acagpu
+    writes; `report merge` folds validations into a matrix."""
 
 
 @report.command()
@@ -56,3 +68,58 @@ def merge(files: tuple[Path, ...], markdown_out: Path | None, into: Path | None,
     output.emit(matrix.as_dict(), human)
     if new.failed:
         raise SystemExit(EXIT_GPU_CHECK)
+
+
+@report.command()
+@click.argument("document", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write one self-contained HTML page here (inline CSS and SVG; it fetches nothing).",
+)
+@click.option(
+    "--markdown",
+    "markdown_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the short Markdown verdict table here (the job summary has it under --github).",
+)
+@click.option(
+    "--link", help="A URL of the HTML page for the job summary to link (e.g. the uploaded artifact)."
+)
+@output_options
+def render(
+    document: Path, html_out: Path | None, markdown_out: Path | None, link: str | None, output: Output
+) -> None:
+    """Draw DOCUMENT, any `-o json` document acagpu wrote: a run's phases as a timeline, a fan-out's
+    shards as a Gantt chart with its cumulative cost, a `report merge` matrix as a coloured table.
+    Also `acagpu report DOCUMENT --html FILE`."""
+    doc = report_summary.read_document(document)
+    summary = report_summary.markdown(doc, link)
+    page = None
+    if html_out is not None:
+        page = report_html.render(doc, document.name)
+        html_out.write_text(page, encoding="utf-8")
+    if markdown_out is not None:
+        markdown_out.write_text(summary, encoding="utf-8")
+    output.summary(summary)
+    result: dict[str, Any] = {
+        "schema": 1,
+        "kind": "report",
+        "source": str(document),
+        "drawn_as": report_html.kind_of(doc),
+        "html": None
+        if html_out is None
+        else {"file": str(html_out), "bytes": len(page.encode()) if page else 0},
+        "markdown": None if markdown_out is None else str(markdown_out),
+    }
+
+    def human(stream: TextIO) -> None:
+        if html_out is not None:
+            print(f"wrote {html_out} ({result['drawn_as']}, {result['html']['bytes']:,} bytes)", file=stream)
+        if markdown_out is not None:
+            print(f"wrote {markdown_out}", file=stream)
+        if html_out is None and markdown_out is None:
+            print(summary, file=stream, end="")
+
+    output.emit(result, human)

@@ -30,6 +30,7 @@ from aca_gpu.gpu.profiles import resolve_profile, valid_aliases
 from aca_gpu.naming import validate_env_name, validate_location
 from aca_gpu.registry.tags import parse_version
 from aca_gpu.resources import template_path
+from aca_gpu.workflow import ci_pins
 from aca_gpu.workflow import lock as locks
 from aca_gpu.workflow import wheel as wheels
 
@@ -99,6 +100,7 @@ class CiInitResult:
     commands: tuple[str, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     install: dict[str, Any] = field(default_factory=dict)
+    pins: tuple[dict[str, Any], ...] = ()  # what --upgrade moved to the current action pins
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +112,7 @@ class CiInitResult:
             "commands": list(self.commands),
             "notes": list(self.notes),
             "install": self.install,
+            "pins": list(self.pins),
         }
 
 
@@ -310,6 +313,7 @@ def init(req: CiInitRequest) -> CiInitResult:
         for path, src in workflows.items():
             if path not in kept:
                 outputs[path] = render(template_path("github", src).read_text("utf-8"), values)
+        repinned = _repin(kept, outputs)
         outputs[req.repo_dir / ROLE_FILE] = json.dumps(role, indent=2) + "\n"
         install_dir = req.repo_dir / INSTALL_DIR
         install_dir.mkdir(parents=True, exist_ok=True)
@@ -361,8 +365,27 @@ def init(req: CiInitRequest) -> CiInitResult:
         )
     notes += lock_notes(lock, kept)
     return CiInitResult(
-        written, github_repo, role, az_commands(req, github_repo), tuple(notes), install=install
+        written,
+        github_repo,
+        role,
+        az_commands(req, github_repo),
+        tuple(notes),
+        install=install,
+        pins=repinned,
     )
+
+
+def _repin(kept: list[Path], outputs: dict[Path, str]) -> tuple[dict[str, Any], ...]:
+    """The kept workflows' `uses:` lines at the current pins (their other lines as the owner left
+    them); a file whose pins were current is not written again."""
+    changed: list[dict[str, Any]] = []
+    for path in kept:
+        text, changes = ci_pins.upgrade(path.read_text(encoding="utf-8"))
+        if changes:
+            outputs[path] = text
+        changed += [{"file": str(path), "line": c.line, "action": c.action, "old": c.old, "new": c.new}
+                    for c in changes]  # fmt: skip
+    return tuple(changed)
 
 
 def lock_notes(lock: locks.Lock | None, kept: list[Path]) -> list[str]:

@@ -130,7 +130,7 @@ def test_actionlint_passes_every_workflow(runner: Path, rendered: list[Path]) ->
 
 
 def test_zizmor_passes_every_workflow(rendered: list[Path]) -> None:
-    paths = [*OWN, *(repo / p for repo in rendered for p in RENDERED)]
+    paths = [*OWN, *(repo / p for repo in rendered for p in RENDERED), ROOT / "action.yml"]
     findings = _zizmor(paths)
     assert not findings, _show(findings)
 

@@ -177,6 +177,8 @@ class Attempt:
             "gpu_seconds": round(self.gpu_seconds, 3),
             # from the start request to the container first seen running (placement, pull, create)
             "start_s": None if self.running is None else round(self.running - self.started, 3),
+            # the start request on the wall clock (epoch seconds): where it sits on a Gantt chart
+            "started_at": round(time.time() - (time.monotonic() - self.started), 3),
         }
 
 
