@@ -37,8 +37,8 @@ from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, image_pull_seconds
 from aca_gpu.models import AppSpec, Cloud, EnvSpec, JobSpec
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.engine.plan import (
     GPU_PROFILE_NAME,
     Plan,

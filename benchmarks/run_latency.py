@@ -22,7 +22,7 @@ from typing import Any
 from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress, Output
-from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
 from aca_gpu.workflow.workload.run import run_aca
 

@@ -11,7 +11,7 @@ from aca_gpu.cli.runopts import command_settings, waiter_for
 from aca_gpu.errors import EXIT_TEARDOWN
 from aca_gpu.output import Output
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import open_cloud, resolve_owner
+from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.env import detail
 
 

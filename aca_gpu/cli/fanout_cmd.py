@@ -57,7 +57,7 @@ def run_fanout_command(
     from dataclasses import replace
 
     from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
-    from aca_gpu.workflow.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.base.context import open_cloud, resolve_owner
     from aca_gpu.workflow.engine.warm_runtime import placed_plan
     from aca_gpu.workflow.fanout import ledger
     from aca_gpu.workflow.fanout.outcome import render_fanout

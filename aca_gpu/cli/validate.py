@@ -12,7 +12,7 @@ from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settin
 from aca_gpu.output import Output
 from aca_gpu.workflow import report as report_flow
 from aca_gpu.workflow import validate as validate_flow
-from aca_gpu.workflow.context import open_cloud, resolve_owner
+from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.render import finish, render_plan, render_validate
 
 

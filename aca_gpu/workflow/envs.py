@@ -19,11 +19,11 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, BadInput, NotFound, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, EnvSpec, ResourceGroupInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine.aca_runtime import require_offered
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.threads import spawn, wait_for
 
 DEFAULT_IDLE_TTL = "7d"
 DEFAULT_GPUS = ("t4",)

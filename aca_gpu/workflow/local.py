@@ -30,7 +30,7 @@ from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import ExecResult
 from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.engine.outcome import NOTHING_CREATED as NOTHING_CREATED
 from aca_gpu.workflow.engine.outcome import ProbeResult, RunOutcome, TesterOutcome

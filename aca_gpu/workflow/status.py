@@ -12,7 +12,7 @@ from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.models import Cloud, FleetGroup
-from aca_gpu.workflow.context import Run, age_seconds, list_runs, run_from_group
+from aca_gpu.workflow.base.context import Run, age_seconds, list_runs, run_from_group
 from aca_gpu.workflow.spend import run_spend
 
 

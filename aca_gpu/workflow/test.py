@@ -10,7 +10,7 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import Run, Waiter
+from aca_gpu.workflow.base.context import Run, Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
 from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome

@@ -20,7 +20,7 @@ from aca_gpu.errors import AcaGpuError
 from aca_gpu.naming import run_tags
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow.context import RunRef, Waiter
+from aca_gpu.workflow.base.context import RunRef, Waiter
 from aca_gpu.workflow.down import down
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.up import up

@@ -12,7 +12,7 @@ from aca_gpu.config import Settings
 from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.gpu.tester_result import from_document
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import outcome as run_outcome
 from aca_gpu.workflow.engine.outcome import PairOutcome, ProbeResult
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan

@@ -11,7 +11,7 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import teardown as teardown_mod
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan

@@ -18,7 +18,7 @@ from aca_gpu.errors import AcaGpuError, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, RegistryCred, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan

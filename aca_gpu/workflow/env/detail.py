@@ -15,7 +15,7 @@ from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
 from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import run_from_group
+from aca_gpu.workflow.base.context import run_from_group
 from aca_gpu.workflow.spend.so_far import run_spend
 
 

@@ -20,7 +20,7 @@ from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedO
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow import envs, quota
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of

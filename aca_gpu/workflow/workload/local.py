@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from aca_gpu.errors import WaitTimedOut
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import ProbeResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.local_place import LocalPlace

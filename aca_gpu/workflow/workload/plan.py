@@ -19,7 +19,7 @@ from aca_gpu import cost, naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.image_ref import parse_image_ref
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import failover
 from aca_gpu.workflow.engine.plan import (
     DEFAULT_MAX_MINUTES,
