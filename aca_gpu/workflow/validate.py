@@ -15,12 +15,12 @@ from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Prediction, run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan, ValidateRequest, make_validate_plan
 from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.preflight import drivers
 from aca_gpu.workflow.spend import ledger
 
 ImageInspector = Callable[[ImageRef], dict[str, Any]]

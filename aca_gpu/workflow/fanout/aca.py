@@ -19,7 +19,7 @@ from typing import Any
 from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs, quota
+from aca_gpu.workflow import envs
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TesterOutcome
@@ -30,6 +30,7 @@ from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
 from aca_gpu.workflow.fanout.backend import AcaShards
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
+from aca_gpu.workflow.preflight import quota
 from aca_gpu.workflow.workload import shares
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
 from aca_gpu.workflow.workload.follow import LOGS_WAIT_S

@@ -41,7 +41,7 @@ from aca_gpu.models import (
     ResourceGroupInfo,
 )
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers, envs
+from aca_gpu.workflow import envs
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import capacity, executions
@@ -53,6 +53,7 @@ from aca_gpu.workflow.engine.replicas import event_owner, event_reasons, replica
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
+from aca_gpu.workflow.preflight import drivers
 from aca_gpu.workflow.workload import explain, shares
 from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
