@@ -58,7 +58,7 @@ def run_fanout_command(
 
     from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
-    from aca_gpu.workflow.engine.warm_runtime import placed_plan
+    from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.fanout import ledger
     from aca_gpu.workflow.fanout.outcome import render_fanout
     from aca_gpu.workflow.fanout.run import run_fanout

@@ -189,7 +189,7 @@ def run(output: Output, image: str | None, command: tuple[str, ...], **flags: An
     acagpu's options go before IMAGE; everything after IMAGE (or after `--`) is the command.
     """
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
-    from aca_gpu.workflow.engine.warm_runtime import placed_plan
+    from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
     from aca_gpu.workflow.workload.plan import make_run_spec
     from aca_gpu.workflow.workload.run import run_aca, run_local

@@ -12,7 +12,7 @@ from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.engine.render import finish, render_plan, render_up, render_up_markdown
-from aca_gpu.workflow.engine.warm_runtime import placed_plan
+from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.up import up as run_up
 
 

@@ -15,7 +15,7 @@ from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
 from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import DEFAULT_MAX_MINUTES, UpRequest, make_test_plan, make_up_plan
-from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.spend import ledger
 
 DEFAULT_TIMEOUT_S = DEFAULT_MAX_MINUTES * 60.0

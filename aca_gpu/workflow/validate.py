@@ -19,7 +19,7 @@ from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Prediction, run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan, ValidateRequest, make_validate_plan
-from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.preflight import drivers
 from aca_gpu.workflow.spend import ledger
 

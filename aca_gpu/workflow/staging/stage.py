@@ -24,7 +24,7 @@ from aca_gpu.errors import AcaGpuError, AuthError, BadInput, CloudError, NotFoun
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs
+from aca_gpu.workflow.env.find import find_env
 from aca_gpu.workflow.staging import catalogue
 from aca_gpu.workflow.staging.catalogue import Staged
 from aca_gpu.workflow.workload.shares import account_tags
@@ -139,7 +139,7 @@ def stage_images(
             f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
             hint=f"add --sku {STREAMING_SKU}",
         )
-    group, env = envs.find_env(cloud, env_name)
+    group, env = find_env(cloud, env_name)
     ops, clients = registry_ops(cloud)
     name = catalogue.registry_name(clients.subscription_id, env_name)
     result = StageResult(env_name, name, group.name)
