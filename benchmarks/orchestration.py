@@ -50,8 +50,8 @@ from aca_gpu.workflow.engine.plan import (
 from aca_gpu.workflow.engine.probe import probe_smi, wait_started
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.engine.tester_run import ensure_job, follow_result, start_execution
-from aca_gpu.workflow.up import up
-from aca_gpu.workflow.validate import validate
+from aca_gpu.workflow.tester.up import up
+from aca_gpu.workflow.tester.validate import validate
 
 SEED_TESTER_SLEEP_S = 4 * 3600  # the seed's tester sleeps 4 hours after printing its result
 

@@ -72,7 +72,7 @@ def local(
         script = render_sbatch(image, request, sif=sif)
         output.emit({"runtime": "apptainer", "sbatch": script}, script.rstrip("\n"))
         return
-    from aca_gpu.workflow.engine.render import finish, render_up, render_up_markdown
+    from aca_gpu.workflow.tester.render import finish, render_up, render_up_markdown
 
     outcome = run_local(
         LocalRequest(

@@ -10,7 +10,7 @@ import click
 from aca_gpu.cli.options import output_options
 from aca_gpu.errors import EXIT_GPU_CHECK
 from aca_gpu.output import Output
-from aca_gpu.workflow import report as report_flow
+from aca_gpu.workflow.tester import report as report_flow
 
 
 @click.group()

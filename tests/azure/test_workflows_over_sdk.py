@@ -23,7 +23,7 @@ from aca_gpu.workflow import reap as reap_flow
 from aca_gpu.workflow.base.context import RunRef, Waiter
 from aca_gpu.workflow.down import down
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.unit.test_translate import arm_error
 
 from .test_adapter import Poller, cloud_of

@@ -23,7 +23,7 @@ from aca_gpu.output import NullProgress
 from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 
 
 @pytest.fixture(scope="module")

@@ -272,7 +272,7 @@ def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest
 
     from aca_gpu.cli import cli
     from aca_gpu.emulator.server import EmulatorServer
-    from aca_gpu.workflow.engine.render import render_validate
+    from aca_gpu.workflow.tester.render import render_validate
 
     server = EmulatorServer(time_scale=0.002, workload="simulated", durations="aca-2026")
     server.start()

@@ -24,7 +24,7 @@ from aca_gpu.output import NullProgress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import core
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from aca_gpu.workflow.engine import teardown as teardown_mod
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names
 
 UP_KEYS = {

@@ -47,7 +47,7 @@ class SourceFacts:
 def read_source(ref: ImageRef) -> SourceFacts:
     """Digest and size from the registry's manifests; a missing image or a refusal is exit 2."""
     from aca_gpu.registry.images import pick_platform
-    from aca_gpu.workflow.tags import TagsQuery, default_source
+    from aca_gpu.workflow.tester.tags import TagsQuery, default_source
 
     source = default_source(ref, TagsQuery(repository=ref.repository))
     try:

@@ -197,7 +197,7 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
 
 
 def render_validate(doc: dict[str, Any]) -> str:
-    from aca_gpu.workflow import report
+    from aca_gpu.workflow.tester import report
 
     lines = [report.render_text(report.Matrix(tuple(doc["results"])))] if doc["results"] else []
     for row in doc["results"]:

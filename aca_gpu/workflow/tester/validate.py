@@ -123,7 +123,7 @@ def envs_group(env: str) -> str:
 def registry_inspector(ref: ImageRef) -> dict[str, Any]:
     """Digest and CUDA env of an image from its registry (Docker Hub, nvcr.io, ACR, any OCI registry)."""
     from aca_gpu.registry.images import inspect_image
-    from aca_gpu.workflow.tags import TagsQuery, default_source
+    from aca_gpu.workflow.tester.tags import TagsQuery, default_source
 
     query = TagsQuery(repository=ref.repository)
     info = inspect_image(default_source(ref, query), ref.repository, ref.digest or ref.tag or "latest")
