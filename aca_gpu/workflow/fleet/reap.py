@@ -35,8 +35,8 @@ from aca_gpu.output import NullProgress, Progress
 from aca_gpu.units import usd_text
 from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.env.find import runs_inside
-from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
-from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
+from aca_gpu.workflow.fleet.groups import Scope, cloud_source, find_groups
+from aca_gpu.workflow.fleet.reap_delete import CachedClouds, CloudSource, Deleter, item_key
 from aca_gpu.workflow.spend import RunSpend
 from aca_gpu.workflow.spend.so_far import UNCOUNTED
 

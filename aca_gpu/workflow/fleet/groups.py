@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud, FleetGroup
-from aca_gpu.workflow.reap_delete import CachedClouds
+from aca_gpu.workflow.fleet.reap_delete import CachedClouds
 
 
 @dataclass(frozen=True)
