@@ -30,7 +30,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.workflow.base import notify
-from aca_gpu.workflow.ci_init import ROLE_NAME
+from aca_gpu.workflow.ci.ci_init import ROLE_NAME
 from aca_gpu.workflow.guard import scope
 
 if TYPE_CHECKING:
