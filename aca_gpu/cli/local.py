@@ -63,7 +63,7 @@ def local(
     """
     from aca_gpu.local.gpus import parse_gpus
     from aca_gpu.tester import tester_args
-    from aca_gpu.workflow.local import LocalRequest, run_local
+    from aca_gpu.workflow.local.runtime import LocalRequest, run_local
 
     request = parse_gpus(gpus)
     if sbatch:

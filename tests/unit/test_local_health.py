@@ -20,7 +20,7 @@ from aca_gpu.local.runner import ContainerRun
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
-from aca_gpu.workflow.local import (
+from aca_gpu.workflow.local.runtime import (
     LocalRequest,
     LocalRunOutcome,
     LocalRuntime,

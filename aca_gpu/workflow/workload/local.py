@@ -17,7 +17,7 @@ from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import ProbeResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.local_place import LocalPlace
+from aca_gpu.workflow.local.place import LocalPlace
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec

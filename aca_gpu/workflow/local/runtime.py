@@ -36,7 +36,7 @@ from aca_gpu.workflow.engine.outcome import NOTHING_CREATED as NOTHING_CREATED
 from aca_gpu.workflow.engine.outcome import ProbeResult, RunOutcome, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import EXEC_TIMEOUT_S, health_of
-from aca_gpu.workflow.local_place import LocalPlace
+from aca_gpu.workflow.local.place import LocalPlace
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
