@@ -124,7 +124,7 @@ def run_fanout_command(
 
 
 def render_plan(doc: dict[str, Any]) -> str:
-    from aca_gpu.cli.run_cmd import render_run_plan
+    from aca_gpu.cli.run_plan import render_run_plan
 
     shards, price = doc["shards"], doc["fanout_price"]
     which = (
