@@ -202,7 +202,7 @@ class LocalRuntime(LocalPlace):
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
         """Nothing to create: containers are removed as they exit (`--rm`); one not yet seen gone
-        is this run's place (local_place.py)."""
+        is this run's place (local/place.py)."""
         self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:

@@ -47,7 +47,7 @@ class LocalWorkloadRuntime(LocalPlace):
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
         """Nothing to create: the container is removed as it exits (`--rm`); one not yet seen gone
-        is this run's place (local_place.py)."""
+        is this run's place (local/place.py)."""
         self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:
