@@ -219,7 +219,7 @@ def staged_timings(args: argparse.Namespace) -> None:
     from aca_gpu.config import DEFAULT_IMAGE
     from aca_gpu.tester import DEFAULT_TESTER_IMAGE
     from aca_gpu.workflow.env import lifecycle
-    from aca_gpu.workflow.staging.stage import stage_images
+    from aca_gpu.workflow.env.staging.stage import stage_images
 
     rows: dict[str, list[dict[str, Any]]] = {}
     for i in range(args.runs):

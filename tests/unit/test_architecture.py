@@ -292,6 +292,18 @@ def test_workflow_rooms_import_downwards(path: Path) -> None:
     assert not bad, f"workflow/{room} must not import {bad} (a feature sits above it)"
 
 
+def test_workflow_rooms_form_no_circle() -> None:
+    """Between rooms too, imports run one way: two features that import each other are one feature."""
+    rooms: dict[str, set[str]] = {}
+    for path in WORKFLOW.rglob("*.py"):
+        room = _room(_module_name(path))
+        if room is not None:
+            rooms.setdefault(room, set()).update(
+                r for r in map(_room, _imported_modules(path)) if r is not None and r != room
+            )
+    assert _cycles(rooms) == []
+
+
 def test_no_flat_module_in_workflow() -> None:
     flat = sorted(p.name for p in WORKFLOW.glob("*.py") if p.name not in FLAT_WORKFLOW_MODULES)
     assert flat == [], f"put {flat} into the room of its feature (or below the engine)"

@@ -157,7 +157,7 @@ def view(cloud: Cloud, group: ResourceGroupInfo, *, now: datetime | None = None)
         doc["runs"] = [{"run_id": r, "pieces": sorted(p)} for r, p in sorted(runs.items())]
         doc["replicas_running"] = running_replicas(cloud, group.name, name)
         doc["idle_cost"] = _idle_cost(profiles)
-        from aca_gpu.workflow.staging.stage import listing  # staging reads environments too
+        from aca_gpu.workflow.env.staging.stage import listing  # staging reads environments too
 
         doc["staged"] = listing(cloud, group.name, name)  # the environment's own registry, if any
         if env is None:

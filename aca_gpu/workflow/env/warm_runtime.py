@@ -23,8 +23,8 @@ from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.env.find import find_env, runs_inside
 from aca_gpu.workflow.env.lifecycle import renew
-from aca_gpu.workflow.staging.catalogue import Staged, key_of
-from aca_gpu.workflow.staging.stage import staged_in
+from aca_gpu.workflow.env.staging.catalogue import Staged, key_of
+from aca_gpu.workflow.env.staging.stage import staged_in
 
 # ACA's name for the environment's system-assigned identity in a registries entry (UNCONFIRMED: the
 # 2025-07-01 spec documents only 'system' and a user-assigned identity's resource id)

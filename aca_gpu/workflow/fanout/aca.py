@@ -26,12 +26,12 @@ from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
+from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.env.find import find_env
 from aca_gpu.workflow.fanout.backend import AcaShards
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
 from aca_gpu.workflow.preflight import quota
-from aca_gpu.workflow.workload import shares
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
 from aca_gpu.workflow.workload.follow import LOGS_WAIT_S
 from aca_gpu.workflow.workload.outcome import Console

@@ -51,10 +51,11 @@ from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
 from aca_gpu.workflow.engine.replicas import event_owner, event_reasons, replica_details
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
+from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.env.find import find_env
 from aca_gpu.workflow.env.warm_runtime import WarmRuntime, moved_to
 from aca_gpu.workflow.preflight import drivers
-from aca_gpu.workflow.workload import explain, shares
+from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult

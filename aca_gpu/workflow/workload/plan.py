@@ -204,7 +204,7 @@ class RunSpec:
 
     def share_plan(self, env_name: str) -> dict[str, Any]:
         """What `--create-share` makes when the environment lacks a storage (each is read first)."""
-        from aca_gpu.workflow.workload import shares
+        from aca_gpu.workflow.env import shares
 
         env = naming.EnvNames(env_name)
         account = shares.account_name(self.subscription, env_name) if self.subscription else None

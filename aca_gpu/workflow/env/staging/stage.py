@@ -25,9 +25,9 @@ from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.env.find import find_env
-from aca_gpu.workflow.staging import catalogue
-from aca_gpu.workflow.staging.catalogue import Staged
-from aca_gpu.workflow.workload.shares import account_tags
+from aca_gpu.workflow.env.shares import account_tags
+from aca_gpu.workflow.env.staging import catalogue
+from aca_gpu.workflow.env.staging.catalogue import Staged
 
 SKU = "Standard"
 SKUS = ("Standard", "Premium")  # Premium is what ACR's artifact streaming needs (docs/staging.md)
@@ -47,7 +47,7 @@ class SourceFacts:
 def read_source(ref: ImageRef) -> SourceFacts:
     """Digest and size from the registry's manifests; a missing image or a refusal is exit 2."""
     from aca_gpu.registry.images import pick_platform
-    from aca_gpu.workflow.tester.tags import TagsQuery, default_source
+    from aca_gpu.workflow.preflight.tags import TagsQuery, default_source
 
     source = default_source(ref, TagsQuery(repository=ref.repository))
     try:
