@@ -54,7 +54,7 @@ def client(args: argparse.Namespace) -> None:
 
     from aca_gpu.config import load_settings
     from aca_gpu.output import Output
-    from aca_gpu.workflow.context import Waiter, open_cloud
+    from aca_gpu.workflow.base.context import Waiter, open_cloud
     from aca_gpu.workflow.fanout.run import run_fanout
     from aca_gpu.workflow.fanout.spec import make_fanout
     from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec

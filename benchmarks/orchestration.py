@@ -37,8 +37,8 @@ from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, image_pull_seconds
 from aca_gpu.models import AppSpec, Cloud, EnvSpec, JobSpec
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.engine.plan import (
     GPU_PROFILE_NAME,
     Plan,
@@ -50,8 +50,8 @@ from aca_gpu.workflow.engine.plan import (
 from aca_gpu.workflow.engine.probe import probe_smi, wait_started
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.engine.tester_run import ensure_job, follow_result, start_execution
-from aca_gpu.workflow.up import up
-from aca_gpu.workflow.validate import validate
+from aca_gpu.workflow.tester.up import up
+from aca_gpu.workflow.tester.validate import validate
 
 SEED_TESTER_SLEEP_S = 4 * 3600  # the seed's tester sleeps 4 hours after printing its result
 
@@ -167,7 +167,7 @@ def _flow(
 
 def warm_timings(args: argparse.Namespace) -> None:
     """Cold vs warm at the aca-2026 durations (emulated seconds; see the module doc, item 4)."""
-    from aca_gpu.workflow import envs
+    from aca_gpu.workflow.env import find, lifecycle
 
     rows: dict[str, list[dict[str, Any]]] = {}
     for i in range(args.runs):
@@ -180,18 +180,18 @@ def warm_timings(args: argparse.Namespace) -> None:
             rows.setdefault("validate 4x1 (cold)", []).append(
                 _flow(emu, cloud, settings, args.poll, "validate", f"v{i}")
             )
-            plan = envs.make_env_plan(
+            plan = lifecycle.make_env_plan(
                 settings, "bench", location=None, gpus="t4", idle_ttl="1d", owner="bench"
             )
-            envs.create_env(cloud, plan, NullProgress())
+            lifecycle.create_env(cloud, plan, NullProgress())
             for label, rid in (
                 ("up --env (first pull)", f"w{i}"),
                 ("up --env (same images)", f"x{i}"),
                 ("validate 4x1 --env", f"y{i}"),
             ):
                 rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, rid))
-            assert envs.running_replicas(cloud, "rg-acagpu-env-bench", "bench") == 0
-            assert not envs.runs_inside(cloud, "rg-acagpu-env-bench", "bench")
+            assert find.running_replicas(cloud, "rg-acagpu-env-bench", "bench") == 0
+            assert not find.runs_inside(cloud, "rg-acagpu-env-bench", "bench")
     med = {label: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for label, rs in rows.items()}
     print(f"\naca-2026 durations, time scale {args.time_scale}, poll {args.poll}s, median of {args.runs}")
     head = ("to verdict", "to prompt", "GPU-s", "GPU-s/pair", "tester run")
@@ -218,8 +218,8 @@ def staged_timings(args: argparse.Namespace) -> None:
     """Time to verdict of a cold `up` and of `up --env` with public, staged and streamed images."""
     from aca_gpu.config import DEFAULT_IMAGE
     from aca_gpu.tester import DEFAULT_TESTER_IMAGE
-    from aca_gpu.workflow import envs
-    from aca_gpu.workflow.staging.stage import stage_images
+    from aca_gpu.workflow.env import lifecycle
+    from aca_gpu.workflow.env.staging.stage import stage_images
 
     rows: dict[str, list[dict[str, Any]]] = {}
     for i in range(args.runs):
@@ -235,10 +235,10 @@ def staged_timings(args: argparse.Namespace) -> None:
                     rows.setdefault("up (cold)", []).append(
                         _flow(emu, cloud, settings, args.poll, "up", f"c{i}")
                     )
-                plan = envs.make_env_plan(
+                plan = lifecycle.make_env_plan(
                     settings, "bench", location=None, gpus="t4", idle_ttl="1d", owner="bench"
                 )
-                envs.create_env(cloud, plan, NullProgress())
+                lifecycle.create_env(cloud, plan, NullProgress())
                 if not model:
                     label = "up --env (public registries)"
                     rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, f"p{i}"))

@@ -4,7 +4,7 @@ The emulator (`acagpu emulator serve --subscriptions 5`, its own process) thrott
 ARM's per-subscription token bucket at ARM's published rate (10 deletes per emulated second, bucket
 200), starting drained (`start=0`: other callers spent it), so every delete waits its turn. The
 reaper finds the groups with one Resource Graph query and deletes them through the ordinary path
-(`aca_gpu.workflow.reap.run`, what `acagpu reap --all-subscriptions --yes` runs).
+(`aca_gpu.workflow.fleet.reap.run`, what `acagpu reap --all-subscriptions --yes` runs).
 
 Floor: the throttle admits a subscription's N-th delete N/10 emulated seconds after the first, and
 the last group then takes the emulator's group delete (15 emulated seconds) to disappear; the
@@ -37,8 +37,8 @@ import requests
 from aca_gpu.config import load_settings
 from aca_gpu.emulator.timing import DURATIONS
 from aca_gpu.naming import run_tags
-from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow.fleet import Scope
+from aca_gpu.workflow.fleet import reap as reap_flow
+from aca_gpu.workflow.fleet.groups import Scope
 
 REFILL = 10.0  # ARM: deletes per second per subscription (bucket 200)
 API = "2025-04-01"

@@ -22,7 +22,7 @@ from typing import Any
 from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress, Output
-from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
 from aca_gpu.workflow.workload.run import run_aca
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.02, help="client polling interval (wall seconds)")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from aca_gpu.workflow import envs
+    from aca_gpu.workflow.env import lifecycle
 
     rows: dict[str, list[dict[str, float]]] = {}
     env_create: list[float] = []
@@ -67,11 +67,11 @@ def main() -> None:
             rows.setdefault("cold", []).append(
                 one(cloud, settings, args.poll, args.time_scale, f"c{i}", None)
             )
-            plan = envs.make_env_plan(
+            plan = lifecycle.make_env_plan(
                 settings, "bench", location=None, gpus="t4", idle_ttl="1d", owner="bench"
             )
             started = time.monotonic()
-            envs.create_env(cloud, plan, NullProgress())
+            lifecycle.create_env(cloud, plan, NullProgress())
             env_create.append((time.monotonic() - started) / args.time_scale)
             for label, rid in (("--env (first pull)", f"w{i}"), ("--env (cached)", f"x{i}")):
                 rows.setdefault(label, []).append(

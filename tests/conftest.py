@@ -69,6 +69,6 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
 @pytest.fixture(scope="session")
 def acagpu_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout's acagpu wheel, built once per session (`ci init --wheel` copies it)."""
-    from aca_gpu.workflow import wheel
+    from aca_gpu.workflow.ci import wheel
 
     return wheel.current_wheel(tmp_path_factory.mktemp("wheel")).path

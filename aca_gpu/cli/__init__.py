@@ -57,7 +57,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reap": ("reap:reap", "Delete expired acagpu resource groups."),
     "guard": ("guard:guard", "A scheduled reaper in Azure: deletes expired runs without a laptop or CI."),
     "tags": ("tags:tags", "List REPOSITORY's CUDA tags (nvidia/cuda naming), newest first."),
-    "report": ("report:report", "Combine and render validation reports."),
+    "report": ("report:report", "Draw a document as a page, or fold validations into a matrix."),
     "ci": ("ci:ci", "Set up acagpu in a repository's CI."),
     "emulator": ("emulator:emulator", "The local Azure Container Apps emulator."),
     "image": ("image:image", "Images for warm environments: stage them in the environment's own registry."),

@@ -7,9 +7,9 @@ import click
 from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.check import CheckRequest, render
-from aca_gpu.workflow.check import check as run_check
-from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.base.context import open_cloud
+from aca_gpu.workflow.preflight.check import CheckRequest, render
+from aca_gpu.workflow.preflight.check import check as run_check
 
 
 @click.command()

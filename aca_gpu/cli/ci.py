@@ -9,7 +9,7 @@ import click
 
 from aca_gpu.cli.options import output_options
 from aca_gpu.output import Output, dumps
-from aca_gpu.workflow import ci_init as ci_flow
+from aca_gpu.workflow.ci import ci_init as ci_flow
 
 
 @click.group()

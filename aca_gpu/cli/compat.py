@@ -47,7 +47,7 @@ def render_verdict(result: CompatVerdict) -> str:
 def from_registry(ref: ImageRef, driver: str, output: Output) -> CompatVerdict | None:
     """An nvidia/cuda image (or a mirror of it) whose tag does not follow NVIDIA's scheme, or a
     digest: its own CUDA_VERSION / NVIDIA_REQUIRE_CUDA, read through its registry."""
-    from aca_gpu.workflow.validate import registry_inspector
+    from aca_gpu.workflow.tester.validate import registry_inspector
 
     try:  # a registry that answers slowly holds the read up to its timeout: a step says so
         with output.step("image registry") as step:

@@ -116,7 +116,7 @@ def cost(
     min_usd: float,
 ) -> None:
     """Show each run's estimate beside what Azure Cost Management billed, and flag the differences."""
-    from aca_gpu.workflow.fleet import Scope, subscription_ids
+    from aca_gpu.workflow.fleet.groups import Scope, subscription_ids
     from aca_gpu.workflow.spend.report import cost_report
 
     wanted = tuple(validate_run_id(r) for r in run_ids)

@@ -10,7 +10,7 @@ import click
 from aca_gpu.cli.options import output_options
 from aca_gpu.errors import BadInput
 from aca_gpu.output import Output
-from aca_gpu.workflow.doctor import DoctorReport, Finding
+from aca_gpu.workflow.local.doctor import DoctorReport, Finding
 
 _GLYPH = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
 DEFAULT_CDI_PATH = "/etc/cdi/acagpu-nvidia.json"
@@ -86,7 +86,7 @@ def doctor(output: Output, from_file: str | None, write_cdi: bool, cdi_path: str
     --nv, no CUDA-capable device, no CDI spec. Exit codes: 0 nothing wrong (warnings allowed),
     5 a GPU/driver finding, 2 bad input.
     """
-    from aca_gpu.workflow import doctor as workflow
+    from aca_gpu.workflow.local import doctor as workflow
 
     if from_file is not None and write_cdi:
         raise click.UsageError("--write-cdi describes this host; it cannot be combined with --from-file")

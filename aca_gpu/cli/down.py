@@ -9,9 +9,9 @@ from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud
-from aca_gpu.workflow.down import down as run_down
-from aca_gpu.workflow.down import render_down
+from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.fleet.down import down as run_down
+from aca_gpu.workflow.fleet.down import render_down
 
 
 @click.command()

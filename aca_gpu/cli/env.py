@@ -10,9 +10,8 @@ from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, waiter_for
 from aca_gpu.errors import EXIT_TEARDOWN
 from aca_gpu.output import Output
-from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import open_cloud, resolve_owner
-from aca_gpu.workflow.env import detail
+from aca_gpu.workflow.base.context import open_cloud, resolve_owner
+from aca_gpu.workflow.env import detail, lifecycle
 
 
 @click.group()
@@ -78,7 +77,7 @@ def create(
 
     It costs nothing while no replica runs; every run that uses it renews its idle TTL."""
     settings = command_settings(subscription)
-    plan = envs.make_env_plan(
+    plan = lifecycle.make_env_plan(
         settings, name, location=location, gpus=gpu, idle_ttl=idle_ttl, owner=resolve_owner(settings)
     )
     profiles = ", ".join(t for _, t in plan.profiles())
@@ -87,7 +86,7 @@ def create(
         yes=yes,
         refusal=f"not creating environment {name}",
     )
-    doc = envs.create_env(open_cloud(settings), plan, output)
+    doc = lifecycle.create_env(open_cloud(settings), plan, output)
     output.emit({"schema": 1, **doc}, _render([doc]))
 
 
@@ -97,7 +96,7 @@ def create(
 def list_(output: Output, subscription: str | None) -> None:
     """List warm environments: profiles, runs inside now, last use, expiry and idle cost."""
     with output.step("read environments and the runs inside them") as step:
-        docs = envs.list_envs(open_cloud(command_settings(subscription)))
+        docs = lifecycle.list_envs(open_cloud(command_settings(subscription)))
         step.update(f"{len(docs)} environment(s)")
     output.emit({"schema": 1, "environments": docs}, _render(docs))
 
@@ -129,7 +128,7 @@ def delete(output: Output, name: str, force: bool, wait: bool, yes: bool, subscr
     confirm(f"Delete warm environment {name}?", yes=yes, refusal=f"not deleting environment {name}")
     settings = command_settings(subscription)
     poll = max(0.05, waiter_for(settings).interval)
-    doc = envs.delete_env(open_cloud(settings), name, output, force=force, wait=wait, poll=poll)
+    doc = lifecycle.delete_env(open_cloud(settings), name, output, force=force, wait=wait, poll=poll)
 
     def human(stream: TextIO) -> None:
         print(f"environment {name}: {doc['resource_group']} {doc['teardown']['status']}", file=stream)

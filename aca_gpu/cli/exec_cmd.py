@@ -18,7 +18,7 @@ from aca_gpu.cli.runopts import run_options, start_timeout_option, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, InfraError, WaitTimedOut
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.engine.probe import exec_command
 
 

@@ -57,8 +57,8 @@ def run_fanout_command(
     from dataclasses import replace
 
     from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
-    from aca_gpu.workflow.context import open_cloud, resolve_owner
-    from aca_gpu.workflow.engine.warm_runtime import placed_plan
+    from aca_gpu.workflow.base.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.fanout import ledger
     from aca_gpu.workflow.fanout.outcome import render_fanout
     from aca_gpu.workflow.fanout.run import run_fanout
@@ -124,7 +124,7 @@ def run_fanout_command(
 
 
 def render_plan(doc: dict[str, Any]) -> str:
-    from aca_gpu.cli.run_cmd import render_run_plan
+    from aca_gpu.cli.run_plan import render_run_plan
 
     shards, price = doc["shards"], doc["fanout_price"]
     which = (

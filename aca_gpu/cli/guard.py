@@ -9,7 +9,7 @@ import click
 from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.ci_init import ROLE_NAME
+from aca_gpu.workflow.ci.ci_init import ROLE_NAME
 from aca_gpu.workflow.guard import manage as guard_flow
 
 

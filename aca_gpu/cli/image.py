@@ -9,8 +9,8 @@ import click
 from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import open_cloud
-from aca_gpu.workflow.staging.stage import stage_images
+from aca_gpu.workflow.base.context import open_cloud
+from aca_gpu.workflow.env.staging.stage import stage_images
 
 
 @click.group()

@@ -63,7 +63,7 @@ def local(
     """
     from aca_gpu.local.gpus import parse_gpus
     from aca_gpu.tester import tester_args
-    from aca_gpu.workflow.local import LocalRequest, run_local
+    from aca_gpu.workflow.local.runtime import LocalRequest, run_local
 
     request = parse_gpus(gpus)
     if sbatch:
@@ -72,7 +72,7 @@ def local(
         script = render_sbatch(image, request, sif=sif)
         output.emit({"runtime": "apptainer", "sbatch": script}, script.rstrip("\n"))
         return
-    from aca_gpu.workflow.engine.render import finish, render_up, render_up_markdown
+    from aca_gpu.workflow.tester.render import finish, render_up, render_up_markdown
 
     outcome = run_local(
         LocalRequest(

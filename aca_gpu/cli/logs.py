@@ -11,8 +11,8 @@ from aca_gpu.cli.render import table
 from aca_gpu.cli.runopts import run_options
 from aca_gpu.config import Settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud
-from aca_gpu.workflow.logs import EVENT_COLUMNS, Source, log_lines, system_events
+from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.tester.logs import EVENT_COLUMNS, Source, log_lines, system_events
 
 
 def render_events(events: list[dict[str, Any]], stream: TextIO) -> None:

@@ -141,7 +141,7 @@ def guid(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 def notify_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """Click callback for --notify: the flag, else ACAGPU_NOTIFY / config `notify`; https only."""
     from aca_gpu.config import load_settings
-    from aca_gpu.workflow.notify import check_url
+    from aca_gpu.workflow.base.notify import check_url
 
     value = non_empty(ctx, param, value)
     chosen = value or load_settings().notify
@@ -254,7 +254,7 @@ def complete_run_ids(ctx: click.Context, param: click.Parameter, incomplete: str
     """The runs in the configured subscription (asks Azure; nothing when that fails)."""
     try:
         from aca_gpu.config import load_settings
-        from aca_gpu.workflow.context import list_runs, open_cloud
+        from aca_gpu.workflow.base.context import list_runs, open_cloud
 
         runs = list_runs(open_cloud(load_settings()))
     except Exception:

@@ -16,8 +16,8 @@ from aca_gpu.errors import AuthError
 from aca_gpu.gpu.profiles import GpuProfile, profile_catalog
 from aca_gpu.naming import validate_location
 from aca_gpu.output import Output, terminal_width
-from aca_gpu.workflow.context import open_cloud
-from aca_gpu.workflow.offers import offered_profiles, render_offers
+from aca_gpu.workflow.base.context import open_cloud
+from aca_gpu.workflow.preflight.offers import offered_profiles, render_offers
 
 
 def catalog_document(location: str | None = None) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from aca_gpu.cli.options import NOTIFY_HELP, confirm, duration, guid, non_empty,
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.naming import parse_ttl
 from aca_gpu.output import Output
-from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow.engine.render import send
-from aca_gpu.workflow.fleet import Scope
-from aca_gpu.workflow.notify import reap_message
+from aca_gpu.workflow.base.notify import reap_message
+from aca_gpu.workflow.fleet import reap as reap_flow
+from aca_gpu.workflow.fleet.groups import Scope
+from aca_gpu.workflow.tester.render import send
 
 
 @click.command()

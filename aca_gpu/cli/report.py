@@ -11,8 +11,9 @@ import click
 from aca_gpu.cli.options import output_options
 from aca_gpu.errors import EXIT_GPU_CHECK
 from aca_gpu.output import Output
-from aca_gpu.workflow import report as report_flow
-from aca_gpu.workflow import report_html, report_summary
+from aca_gpu.workflow.report import html as report_html
+from aca_gpu.workflow.report import summary as report_summary
+from aca_gpu.workflow.tester import report as report_flow
 
 
 class _ReportGroup(click.Group):
@@ -26,8 +27,10 @@ class _ReportGroup(click.Group):
 
 @click.group(cls=_ReportGroup)
 def report() -> None:
-    """Combine and render reports: `acagpu report RUN.json --html FILE` draws any document acagpu
-    writes; `report merge` folds validations into a matrix."""
+    """Draw a document as a page, or fold validations into a matrix.
+
+    `acagpu report RUN.json --html FILE` draws any document acagpu writes; `report merge` folds
+    validation reports into one compatibility matrix."""
 
 
 @report.command()

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from aca_gpu.config import Settings, load_settings
-from aca_gpu.workflow.context import RunRef, Waiter
+from aca_gpu.workflow.base.context import RunRef, Waiter
 from aca_gpu.workflow.engine.plan import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -32,7 +32,7 @@ from aca_gpu.gpu import nvidia_smi
 from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud
+from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.engine.probe import explorer_smi
 
 _HINTS = {

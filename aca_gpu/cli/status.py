@@ -11,11 +11,11 @@ from aca_gpu.cli.render import per_subscription, table
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.units import duration_text, usd_text
-from aca_gpu.workflow.context import open_cloud
-from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
+from aca_gpu.workflow.base.context import open_cloud
+from aca_gpu.workflow.fleet.groups import Scope, cloud_source, find_groups
+from aca_gpu.workflow.fleet.status import fleet_status
+from aca_gpu.workflow.fleet.status import status as run_status
 from aca_gpu.workflow.spend.so_far import UNCOUNTED
-from aca_gpu.workflow.status import fleet_status
-from aca_gpu.workflow.status import status as run_status
 
 
 def _phase(run: dict[str, Any]) -> str:

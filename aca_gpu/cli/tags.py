@@ -9,7 +9,7 @@ import click
 
 from aca_gpu.cli.options import output_options
 from aca_gpu.output import Output
-from aca_gpu.workflow import tags as tags_flow
+from aca_gpu.workflow.preflight import tags as tags_flow
 
 
 @click.command()

@@ -9,9 +9,9 @@ from aca_gpu.cli.options import output_options
 from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import RunRef, find_run, open_cloud, resolve_owner
-from aca_gpu.workflow.engine.render import finish, render_up
-from aca_gpu.workflow.test import run_test, test_in_env
+from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud, resolve_owner
+from aca_gpu.workflow.tester.render import finish, render_up
+from aca_gpu.workflow.tester.test import run_test, test_in_env
 
 
 @click.command(name="test")

@@ -10,10 +10,10 @@ import click
 from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
-from aca_gpu.workflow import report as report_flow
-from aca_gpu.workflow import validate as validate_flow
-from aca_gpu.workflow.context import open_cloud, resolve_owner
-from aca_gpu.workflow.engine.render import finish, render_plan, render_validate
+from aca_gpu.workflow.base.context import open_cloud, resolve_owner
+from aca_gpu.workflow.tester import report as report_flow
+from aca_gpu.workflow.tester import validate as validate_flow
+from aca_gpu.workflow.tester.render import finish, render_plan, render_validate
 
 
 @click.command()

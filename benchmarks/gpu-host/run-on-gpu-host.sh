@@ -89,7 +89,7 @@ from aca_gpu.local.gpus import parse_gpus
 from aca_gpu.local.probe import LocalTarget
 from aca_gpu.local.runner import run_container
 from aca_gpu.tester import zero_build_container
-from aca_gpu.workflow.local import tester_facts
+from aca_gpu.workflow.local.runtime import tester_facts
 venv = sys.argv[1]
 spec = zero_build_container("localhost/acagpu-tester:host", ["--quick"])
 target = LocalTarget("podman", "podman", parse_gpus("all"), run_id="gpu")

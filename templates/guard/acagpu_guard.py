@@ -72,7 +72,7 @@ AUTH_WAIT_S = 600.0
 NOTIFY_TIMEOUT_S = 10.0
 
 
-# ---- the rules (the same as aca_gpu.workflow.reap.decide; a test keeps them equal) -------------
+# ---- the rules (the same as aca_gpu.workflow.fleet.reap.decide; a test keeps them equal) -------
 
 
 def parse_iso_utc(text: str) -> datetime | None:

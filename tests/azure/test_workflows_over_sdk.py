@@ -19,11 +19,11 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.naming import run_tags
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow.context import RunRef, Waiter
-from aca_gpu.workflow.down import down
+from aca_gpu.workflow.base.context import RunRef, Waiter
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.fleet import reap as reap_flow
+from aca_gpu.workflow.fleet.down import down
+from aca_gpu.workflow.tester.up import up
 from tests.unit.test_translate import arm_error
 
 from .test_adapter import Poller, cloud_of

@@ -19,8 +19,8 @@ from aca_gpu.config import DEFAULT_IMAGE, load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.models import ContainerDef, EnvSpec, JobSpec
 from aca_gpu.naming import RunNames, run_tags
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.threads import spawn
 from tests.chaos.proxy import ChaosProxy
 
 RUN = "px7t2d"

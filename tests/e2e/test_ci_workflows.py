@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from aca_gpu import __version__
-from aca_gpu.workflow import ci_init
+from aca_gpu.workflow.ci import ci_init
 from tests.e2e.serving import emulator_serve
 
 SUB = "11111111-2222-3333-4444-555555555555"
@@ -150,7 +150,7 @@ def test_install_step_installs_the_written_wheel_by_hash_and_never_from_an_index
 
 
 def test_deps_step_lists_the_wheels_own_requirements(acagpu_wheel: Path) -> None:
-    from aca_gpu.workflow import wheel
+    from aca_gpu.workflow.ci import wheel
 
     deps = wheel.requires(acagpu_wheel)
     assert any(d.startswith("azure-mgmt-appcontainers") for d in deps)

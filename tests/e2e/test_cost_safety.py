@@ -14,7 +14,7 @@ from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.models import Cloud
 from aca_gpu.naming import run_tags
-from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.base.context import open_cloud
 
 SCALE = 0.002
 NEW_TAG = "nvidia/cuda:13.0.0-runtime-ubuntu24.04"  # needs a newer driver than the emulated 550 fleet

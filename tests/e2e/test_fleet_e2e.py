@@ -20,7 +20,7 @@ from aca_gpu.azure.graph import managed_groups
 from aca_gpu.cli import cli
 from aca_gpu.config import load_settings
 from aca_gpu.naming import run_tags
-from aca_gpu.workflow.fleet import Scope, subscription_ids
+from aca_gpu.workflow.fleet.groups import Scope, subscription_ids
 from tests.chaos.proxy import ChaosProxy
 from tests.e2e.webhook import webhook
 

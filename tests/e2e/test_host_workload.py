@@ -20,10 +20,10 @@ import pytest
 from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter, open_cloud
+from aca_gpu.workflow.base.context import Waiter, open_cloud
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_nvidia_smi_runs_while_a_slow_tester_is_still_working(
 ) -> None:
     """The explorer alone gates nvidia-smi: a tester that takes seconds must not hold it back."""
     from aca_gpu.models import ContainerDef
-    from aca_gpu.workflow import checks
+    from aca_gpu.workflow.base import checks
 
     def slow_tester(image: str, profile: checks.Profile) -> ContainerDef:
         script = 'sleep 6; echo \'ACAGPU_RESULT {"schema": 1, "status": "fail", "reason": "slow"}\''

@@ -46,7 +46,7 @@ from aca_gpu import naming
 from aca_gpu.cli import cli
 from aca_gpu.config import load_settings
 from aca_gpu.models import EnvSpec
-from aca_gpu.workflow.context import open_cloud
+from aca_gpu.workflow.base.context import open_cloud
 
 PROGRESS_S = 0.3
 SILENCE_S = 2.0

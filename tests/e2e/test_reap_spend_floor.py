@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from aca_gpu.workflow.notify import reap_message
+from aca_gpu.workflow.base.notify import reap_message
 from tests.e2e.serving import ACAGPU, emulator_serve
 
 

@@ -44,7 +44,7 @@ def _registry_status(emu: dict[str, str], name: str) -> int:
 
 
 def test_staging_an_image_that_does_not_exist_fails_and_leaves_nothing(tmp_path: Path) -> None:
-    from aca_gpu.workflow.staging.catalogue import registry_name
+    from aca_gpu.workflow.env.staging.catalogue import registry_name
 
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}

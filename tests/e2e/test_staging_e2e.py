@@ -132,7 +132,7 @@ def _registry_path(sub: str, group: str, name: str) -> str:
 def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path) -> None:
     """A caller who may not assign AcrPull, and a registry name held in another subscription: one
     line with the fix, exit 2, and no registry made."""
-    from aca_gpu.workflow.staging.catalogue import registry_name
+    from aca_gpu.workflow.env.staging.catalogue import registry_name
 
     extra = ("--subscriptions", "2", "--faults", "deny:action=Microsoft.Authorization/roleAssignments/write")
     with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:
@@ -204,7 +204,7 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
     """`image stage --sku Premium --stream`: the repository's streaming on, the tag's conversion
     requested and waited for on the registry's data plane; `up --env` under `--pulls streaming=on`
     then streams the staged copy. `--stream` of a Standard registry: exit 2, nothing made."""
-    from aca_gpu.workflow.staging.catalogue import registry_name
+    from aca_gpu.workflow.env.staging.catalogue import registry_name
 
     extra = ("--durations", "aca-2026", "--pulls", "streaming=on")
     with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:

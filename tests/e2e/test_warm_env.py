@@ -135,7 +135,7 @@ def test_reap_and_guard_remove_an_idle_expired_environment_never_one_with_a_run_
     from aca_gpu.config import load_settings
     from aca_gpu.models import ContainerDef, JobSpec
     from aca_gpu.naming import run_tags
-    from aca_gpu.workflow.context import open_cloud
+    from aca_gpu.workflow.base.context import open_cloud
 
     def acagpu(*args: str) -> dict[str, Any]:
         result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
@@ -218,7 +218,7 @@ def test_an_expired_environment_a_run_borrows_from_its_own_group_is_not_removed(
     from aca_gpu.config import load_settings
     from aca_gpu.models import ContainerDef, JobSpec
     from aca_gpu.naming import TAG_ENV, run_tags
-    from aca_gpu.workflow.context import open_cloud
+    from aca_gpu.workflow.base.context import open_cloud
 
     def acagpu(*args: str) -> dict[str, Any]:
         result = CliRunner().invoke(cli, [*args, "-o", "json"], catch_exceptions=False)
@@ -272,7 +272,7 @@ def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest
 
     from aca_gpu.cli import cli
     from aca_gpu.emulator.server import EmulatorServer
-    from aca_gpu.workflow.engine.render import render_validate
+    from aca_gpu.workflow.tester.render import render_validate
 
     server = EmulatorServer(time_scale=0.002, workload="simulated", durations="aca-2026")
     server.start()

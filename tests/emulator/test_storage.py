@@ -18,7 +18,7 @@ from azure.mgmt.storage import StorageManagementClient
 from aca_gpu.azure.cloud import AzureCloud
 from aca_gpu.config import load_settings
 from aca_gpu.emulator.server import EmulatorServer
-from aca_gpu.workflow.workload import shares
+from aca_gpu.workflow.env import shares
 from tests.emulator.helpers import POLL, StaticCredential, make_env, make_rg
 
 ACCOUNT = "acagpulab0123abcd"

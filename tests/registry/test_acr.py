@@ -13,7 +13,7 @@ from azure.core.exceptions import ClientAuthenticationError, ResourceNotFoundErr
 from aca_gpu.azure.acr import AcrSource
 from aca_gpu.errors import AuthError, CloudError, NotFound
 from aca_gpu.registry.images import OCI_MANIFEST, inspect_image, sha256_digest
-from aca_gpu.workflow import tags as tags_flow
+from aca_gpu.workflow.preflight import tags as tags_flow
 
 CONFIG = json.dumps(
     {

@@ -8,7 +8,7 @@ import pytest
 
 from aca_gpu.errors import EXIT_BAD_INPUT, BadInput
 from aca_gpu.gpu.image_ref import parse_image_ref
-from aca_gpu.workflow.staging.stage import read_source
+from aca_gpu.workflow.env.staging.stage import read_source
 
 
 def test_the_digest_and_size_come_from_the_manifest(registry, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -197,6 +197,118 @@ def test_help_imports_no_command_module() -> None:
     assert not {m for m in loaded if m.startswith(("aca_gpu.workflow", "aca_gpu.azure", "aca_gpu.registry"))}
 
 
+# workflow/ is a house of rooms: what every workflow shares (base/) and what is asked before anything is
+# created (preflight/) sit below the run engine (engine/); each feature (env/, fanout/, tester/, ...) sits
+# above it and imports it, never the other way round, so a new feature is a new room beside the others.
+WORKFLOW = PKG / "workflow"
+BELOW_ENGINE = ("base", "preflight")
+# flat modules allowed directly in workflow/ beside its rooms (none: each file belongs to one)
+FLAT_WORKFLOW_MODULES = {"__init__.py"}
+
+
+def _room(module: str) -> str | None:
+    """The room of aca_gpu.workflow.<room>...; None outside workflow/."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["aca_gpu", "workflow"] and len(parts) > 2 else None
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next((w for w in edges if w in graph), None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_outside_the_emulator() -> None:
+    """Every import counts, a deferred one inside a function too: a circle hidden in a function is
+    still two modules that cannot be understood (or moved) one without the other."""
+    graph = {
+        _module_name(path): {m for m in _imported_modules(path) if not m.startswith("aca_gpu.emulator")}
+        for path in SOURCES
+        if _layer(path) != "emulator"
+    }
+    for name, targets in graph.items():
+        targets.discard(name)
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("path", sorted(WORKFLOW.rglob("*.py")), ids=lambda p: str(p.relative_to(WORKFLOW)))
+def test_workflow_rooms_import_downwards(path: Path) -> None:
+    """The engine imports only what lies below it; below the engine nothing imports a feature."""
+    room = _room(_module_name(path))
+    allowed = {
+        "base": {"base"},
+        "preflight": {"base", "preflight"},
+        "engine": {"base", "preflight", "engine"},
+    }.get(room or "")
+    if allowed is None:  # a feature: it may import the engine, what is below it, and other features
+        return
+    bad = sorted(m for m in _imported_modules(path) if _room(m) and _room(m) not in allowed)
+    assert not bad, f"workflow/{room} must not import {bad} (a feature sits above it)"
+
+
+def test_workflow_rooms_form_no_circle() -> None:
+    """Between rooms too, imports run one way: two features that import each other are one feature."""
+    rooms: dict[str, set[str]] = {}
+    for path in WORKFLOW.rglob("*.py"):
+        room = _room(_module_name(path))
+        if room is not None:
+            rooms.setdefault(room, set()).update(
+                r for r in map(_room, _imported_modules(path)) if r is not None and r != room
+            )
+    assert _cycles(rooms) == []
+
+
+def test_no_flat_module_in_workflow() -> None:
+    flat = sorted(p.name for p in WORKFLOW.glob("*.py") if p.name not in FLAT_WORKFLOW_MODULES)
+    assert flat == [], f"put {flat} into the room of its feature (or below the engine)"
+
+
 # container runtimes and host GPU tools are run from aca_gpu/local only (the emulator's host workload
 # runs the tester and nvidia-smi on purpose: it stands in for a GPU replica)
 RUNTIME_TOOLS = ("docker", "podman", "apptainer", "singularity", "nvidia-smi", "ldconfig", "sbatch", "srun")

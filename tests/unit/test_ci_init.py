@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from aca_gpu import __version__
 from aca_gpu.cli import cli
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow import ci_init
+from aca_gpu.workflow.ci import ci_init
 
 SUB = "11111111-2222-3333-4444-555555555555"
 TENANT = "66666666-7777-8888-9999-000000000000"
@@ -235,7 +235,7 @@ def test_dependencies_install_from_a_lock_of_the_tested_versions(tmp_path: Path)
 
 def test_lock_hashes_are_the_runner_wheels() -> None:
     """Hashes come from the wheels pip downloads for the runner's platform (all or none)."""
-    from aca_gpu.workflow import lock
+    from aca_gpu.workflow.ci import lock
 
     made = lock.make_lock(["click"])
     if not made.hashed:

@@ -14,7 +14,7 @@ from aca_gpu.cli import cli
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.models import StorageAccountInfo
-from aca_gpu.workflow.workload import shares
+from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
 
 SUB = "6f1d3b2a-5c4e-4a8b-9d0f-1e2a3b4c5d6e"

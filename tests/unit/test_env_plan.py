@@ -9,8 +9,8 @@ from aca_gpu.cli import cli
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.naming import renewed_env_tags, validate_env_name
-from aca_gpu.workflow import envs
 from aca_gpu.workflow.engine.plan import UpRequest, make_up_plan
+from aca_gpu.workflow.env import lifecycle
 
 
 @pytest.mark.parametrize("name", ["Lab", "1lab", "lab-", "la--b", "", "a" * 21, "lab_1"])
@@ -21,10 +21,10 @@ def test_bad_environment_names_are_refused(name: str) -> None:
 
 def test_a_warm_environment_takes_serverless_gpus_only() -> None:
     with pytest.raises(BadInput, match="dedicated"):
-        envs.make_env_plan(
+        lifecycle.make_env_plan(
             Settings(), "lab", location="eastus", gpus="t4,nc24-a100", idle_ttl=None, owner="o"
         )
-    plan = envs.make_env_plan(
+    plan = lifecycle.make_env_plan(
         Settings(), "lab", location="eastus", gpus="T4, a100", idle_ttl="12h", owner="o"
     )
     assert plan.profiles() == [

@@ -11,7 +11,7 @@ import pytest
 from aca_gpu.emulator.providers.graph.kql import KqlError, compile_query
 from aca_gpu.emulator.throttle import Bucket, operation_of
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow import notify
+from aca_gpu.workflow.base import notify
 from aca_gpu.workflow.guard import scope as guard_scope
 
 ROWS: dict[str, list[dict[str, Any]]] = {

@@ -1,5 +1,5 @@
 """The guard script is standalone (stdlib only, shipped into a stock image), so it carries its own
-copy of the reaper's rules: this keeps its decisions equal to `aca_gpu.workflow.reap.decide`."""
+copy of the reaper's rules: this keeps its decisions equal to `aca_gpu.workflow.fleet.reap.decide`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from aca_gpu.errors import BadInput
 from aca_gpu.models import ResourceGroupInfo
 from aca_gpu.resources import template_path
-from aca_gpu.workflow import reap
+from aca_gpu.workflow.fleet import reap
 from aca_gpu.workflow.guard import manage as guard
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

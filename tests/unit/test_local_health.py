@@ -18,9 +18,9 @@ from aca_gpu.local.gpus import parse_gpus
 from aca_gpu.local.probe import HEALTH_COMMAND, PROBE_COMMAND, LocalTarget
 from aca_gpu.local.runner import ContainerRun
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
-from aca_gpu.workflow.local import (
+from aca_gpu.workflow.local.runtime import (
     LocalRequest,
     LocalRunOutcome,
     LocalRuntime,

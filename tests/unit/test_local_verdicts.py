@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from aca_gpu.local.runner import ContainerRun, refusal
-from aca_gpu.workflow import local as local_flow
 from aca_gpu.workflow.engine.outcome import PairOutcome, ProbeResult
-from aca_gpu.workflow.local import LocalRequest, LocalRunOutcome, make_local_plan, probe_facts
+from aca_gpu.workflow.local import runtime as local_flow
+from aca_gpu.workflow.local.runtime import LocalRequest, LocalRunOutcome, make_local_plan, probe_facts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aca_gpu.workflow import report
 from aca_gpu.workflow.engine.phases import container_phases, phase_text, phases_of, pull_of, pull_text
-from aca_gpu.workflow.engine.render import render_up, render_up_markdown, render_validate
+from aca_gpu.workflow.tester import report
+from aca_gpu.workflow.tester.render import render_up, render_up_markdown, render_validate
 
 RECORDING = (
     Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from aca_gpu.cli import cli
-from aca_gpu.workflow import ci_pins
+from aca_gpu.workflow.ci import pins as ci_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted(

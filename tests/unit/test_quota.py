@@ -6,7 +6,7 @@ import pytest
 
 from aca_gpu.gpu.profiles import resolve_profile
 from aca_gpu.models import UsageInfo
-from aca_gpu.workflow import quota
+from aca_gpu.workflow.preflight import quota
 
 T4 = resolve_profile("t4")
 A100 = resolve_profile("a100")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from aca_gpu.cli import cli
 from aca_gpu.registry.images import ImageInfo
 from aca_gpu.registry.tags import parse_cuda_tag
-from aca_gpu.workflow.tags import TagsResult
+from aca_gpu.workflow.preflight.tags import TagsResult
 
 JSON_SECTION = (Path(__file__).resolve().parents[2] / "docs" / "json.md").read_text(encoding="utf-8")
 

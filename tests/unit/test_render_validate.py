@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aca_gpu.workflow.engine.render import render_validate
+from aca_gpu.workflow.tester.render import render_validate
 
 
 def _doc(results: list[dict[str, Any]]) -> dict[str, Any]:

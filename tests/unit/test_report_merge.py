@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow import report
+from aca_gpu.workflow.tester import report
 
 
 def _pair(image: str, gpu: str, status: str = "pass", **extra: object) -> dict[str, object]:
@@ -139,8 +139,8 @@ def test_a_refused_pair_shows_no_figure_and_the_predicted_driver() -> None:
 def test_validate_counts_pairs_the_runtime_would_refuse() -> None:
     from aca_gpu.config import Settings
     from aca_gpu.output import NullProgress
-    from aca_gpu.workflow import validate as validate_flow
     from aca_gpu.workflow.engine.plan import ValidateRequest, make_validate_plan
+    from aca_gpu.workflow.tester import validate as validate_flow
 
     plan = make_validate_plan(
         Settings(),

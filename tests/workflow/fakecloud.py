@@ -35,7 +35,7 @@ from aca_gpu.models import (
     SubscriptionInfo,
     UsageInfo,
 )
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import probe_job
 
 SMI_T4 = """Wed Apr 17 22:01:19 2024

@@ -21,10 +21,10 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_INTERRUPTED
 from aca_gpu.models import JobInfo, JobSpec
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import core
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud
 
 T = TypeVar("T")

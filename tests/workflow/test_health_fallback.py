@@ -12,11 +12,11 @@ from aca_gpu.config import Settings
 from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.gpu.tester_result import from_document
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import outcome as run_outcome
 from aca_gpu.workflow.engine.outcome import PairOutcome, ProbeResult
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.workflow.fakecloud import PASS_DOC, FakeCloud, autospec_cloud
 
 HEALTHY_Q = next((Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi").glob("95-*.txt"))

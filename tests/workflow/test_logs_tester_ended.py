@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from aca_gpu.models import ExecutionInfo, ResourceGroupInfo
-from aca_gpu.workflow.context import run_from_group
-from aca_gpu.workflow.logs import ExecutionEnded, log_lines
+from aca_gpu.workflow.base.context import run_from_group
+from aca_gpu.workflow.tester.logs import ExecutionEnded, log_lines
 
 
 class _ReplicaGoneMeanwhile:

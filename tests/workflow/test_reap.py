@@ -10,8 +10,8 @@ from aca_gpu import cost
 from aca_gpu.errors import CloudError, TeardownIncomplete
 from aca_gpu.models import Cloud, ResourceGroupInfo
 from aca_gpu.naming import iso_utc, run_tags
-from aca_gpu.workflow import reap as reap_flow
 from aca_gpu.workflow.engine import teardown
+from aca_gpu.workflow.fleet import reap as reap_flow
 from aca_gpu.workflow.spend import RunSpend
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ import pytest
 
 from aca_gpu.errors import ContainerRefused, InfraError
 from aca_gpu.gpu.profiles import resolve_profile
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.probe_job import probe_container, probe_job
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names

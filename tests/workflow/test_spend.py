@@ -14,11 +14,11 @@ from aca_gpu.cli.cost import render_cost
 from aca_gpu.config import Settings
 from aca_gpu.errors import CloudError
 from aca_gpu.models import AppInfo, Cloud, ExecutionInfo, JobInfo, ResourceGroupInfo
-from aca_gpu.workflow import reap as reap_flow
-from aca_gpu.workflow.context import run_from_group
+from aca_gpu.workflow.base.context import run_from_group
+from aca_gpu.workflow.base.notify import reap_message
 from aca_gpu.workflow.engine.plan import UpRequest, make_up_plan
-from aca_gpu.workflow.notify import reap_message
-from aca_gpu.workflow.status import describe_run
+from aca_gpu.workflow.fleet import reap as reap_flow
+from aca_gpu.workflow.fleet.status import describe_run
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 TABLE = cost.load_prices().label

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from aca_gpu.config import Settings
-from aca_gpu.workflow import validate as v
-from aca_gpu.workflow.staging import stage
-from aca_gpu.workflow.staging.catalogue import Staged, key_of
+from aca_gpu.workflow.env.staging import stage
+from aca_gpu.workflow.env.staging.catalogue import Staged, key_of
+from aca_gpu.workflow.tester import validate as v
 
 DIGEST = "sha256:" + "ab" * 32
 

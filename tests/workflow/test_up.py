@@ -11,12 +11,12 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import teardown as teardown_mod
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.up import up
+from aca_gpu.workflow.tester.up import up
 from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names
 
 UP_KEYS = {

@@ -6,9 +6,9 @@ import pytest
 
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow import drivers
-from aca_gpu.workflow import validate as v
 from aca_gpu.workflow.engine.probe import fatal_text
+from aca_gpu.workflow.preflight import drivers
+from aca_gpu.workflow.tester import validate as v
 
 
 def _plan(**kw: object) -> v.ValidatePlan:

@@ -23,8 +23,9 @@ from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, 
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, RegistryCred, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks, drivers, quota
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.phases import phases_of
@@ -41,7 +42,7 @@ from aca_gpu.workflow.engine.tester_run import (
     start_execution,
     tester_verdict,
 )
-from aca_gpu.workflow.threads import spawn
+from aca_gpu.workflow.preflight import drivers, quota
 
 T = TypeVar("T")
 

@@ -22,8 +22,9 @@ from typing import Any, Protocol, TypeVar
 
 from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted, QuotaError
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import ChildCancel, Waiter
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import ChildCancel, Waiter
+from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine import capacity, failover
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.outcome import (
@@ -34,7 +35,6 @@ from aca_gpu.workflow.engine.outcome import (
     TesterOutcome,
 )
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.threads import spawn, wait_for
 
 T = TypeVar("T")
 LEAVING_GRACE_S = 1.0  # how long a pair waits for its tester once its region is being left

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 
 from aca_gpu.errors import AcaGpuError, NotFound, WaitTimedOut
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
-from aca_gpu.workflow.context import Waiter
-from aca_gpu.workflow.replicas import event_reasons_of
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine.replicas import event_reasons_of
 
 LOG_RECONNECTS = 20
 FINAL_STATUS_WAIT_S = 20.0  # how long an ended stream may wait for the execution's final status

@@ -23,7 +23,7 @@ from aca_gpu.errors import (
 from aca_gpu.gpu.cuda_compat import CompatVerdict
 from aca_gpu.gpu.nvidia_smi_health import HealthReport
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.plan import Pair, Plan, resource_names
 

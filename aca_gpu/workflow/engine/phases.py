@@ -19,8 +19,8 @@ from typing import Any
 
 from aca_gpu.naming import parse_iso_utc
 from aca_gpu.units import duration_text
-from aca_gpu.workflow.drivers import driver_of_event
-from aca_gpu.workflow.replicas import event_owner
+from aca_gpu.workflow.engine.replicas import event_owner
+from aca_gpu.workflow.preflight.drivers import driver_of_event
 
 PULLED = re.compile(
     r'Successfully pulled image "(?P<image>[^"]+)" in (?P<amount>[\d.]+)(?P<unit>ms|s)\b'

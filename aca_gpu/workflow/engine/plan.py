@@ -17,7 +17,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import failover
 
 DEFAULT_MAX_MINUTES = 30

@@ -18,10 +18,10 @@ from aca_gpu.gpu.nvidia_smi import NvidiaSmi
 from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.models import Cloud, ExecResult, ReplicaInfo
 from aca_gpu.output import NullProgress, Progress
-from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Run, Waiter
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Run, Waiter
 from aca_gpu.workflow.engine.outcome import ProbeResult
-from aca_gpu.workflow.replicas import replica_details, safe_events
+from aca_gpu.workflow.engine.replicas import replica_details, safe_events
 
 EXEC_ATTEMPTS = 3
 EXEC_TIMEOUT_S = 180.0

@@ -21,15 +21,16 @@ from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, ContainerRefused, InfraError, NotFound, WaitTimedOut
 from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, ExecResult, ReplicaInfo
-from aca_gpu.workflow import checks, drivers
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
+from aca_gpu.workflow.engine.replicas import event_owner, owner_events, replica_details, safe_events
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
-from aca_gpu.workflow.replicas import event_owner, owner_events, replica_details, safe_events
-from aca_gpu.workflow.threads import spawn
+from aca_gpu.workflow.preflight import drivers
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
 QUERY_END = "ACAGPU_SMI_QUERY_EXIT="

@@ -39,9 +39,9 @@ from typing import Any, Protocol, TypeVar
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud
 from aca_gpu.naming import parse_iso_utc
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S, ExecutionRun, stopper
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
-from aca_gpu.workflow.threads import spawn
 
 USER, PLATFORM = "user", "platform"
 PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet

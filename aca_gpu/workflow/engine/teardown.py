@@ -19,8 +19,8 @@ from typing import TypeVar
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, is_throttled
 from aca_gpu.models import Cloud
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine.outcome import TeardownResult
-from aca_gpu.workflow.threads import spawn
 
 T = TypeVar("T")
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.gpu import tester_result
 from aca_gpu.models import Cloud, ContainerDef, JobSpec
-from aca_gpu.workflow import checks
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict

@@ -1,3 +1,4 @@
-"""Warm environments (`acagpu env`) as a feature: what `env show` reads about one (`detail.py`).
-
-The environment's lifecycle (create, find, renew, delete) is still `workflow/envs.py`."""
+"""Warm environments (`acagpu env`), the one home for them: finding one and the runs inside (`find.py`),
+its lifecycle and `env list` (`lifecycle.py`), what `env show` reads (`detail.py`), a run that borrows
+one (`warm_runtime.py`, the engine's runtime for `--env NAME`), the Azure Files shares its runs mount
+(`shares.py`) and the images staged in its own registry (`staging/`)."""

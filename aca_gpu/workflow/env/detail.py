@@ -14,23 +14,24 @@ from typing import Any
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
-from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import run_from_group
+from aca_gpu.workflow.base.context import run_from_group
+from aca_gpu.workflow.env import lifecycle
+from aca_gpu.workflow.env.find import find_env, run_groups
 from aca_gpu.workflow.spend.so_far import run_spend
 
 
 def show(cloud: Cloud, name: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The `env list` view of `name` plus storages, the runs' spend so far and the idle TTL."""
     now = now or datetime.now(UTC)
-    group, _ = envs.find_env(cloud, name)
-    doc = envs.view(cloud, group, now=now)
+    group, _ = find_env(cloud, name)
+    doc = lifecycle.view(cloud, group, now=now)
     try:
         doc["storages"] = sorted(cloud.environment_storages(group.name, doc["environment"]))
     except AcaGpuError as exc:
         doc["storages"], doc["error"] = None, doc.get("error") or exc.message
     runs: list[dict[str, Any]] = []
     total: float | None = 0.0
-    for run_group in envs.run_groups(cloud, name):
+    for run_group in run_groups(cloud, name):
         spent = run_spend(cloud, run_from_group(run_group), now)
         runs.append(
             {"run_id": run_group.tags.get(naming.TAG_RUN_ID), "phase": spent.phase, **spent.as_dict()}

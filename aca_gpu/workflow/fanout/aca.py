@@ -19,18 +19,19 @@ from typing import Any
 from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs, quota
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
+from aca_gpu.workflow.env import shares
+from aca_gpu.workflow.env.find import find_env
 from aca_gpu.workflow.fanout.backend import AcaShards
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
-from aca_gpu.workflow.workload import shares
+from aca_gpu.workflow.preflight import quota
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
 from aca_gpu.workflow.workload.follow import LOGS_WAIT_S
 from aca_gpu.workflow.workload.outcome import Console
@@ -329,9 +330,9 @@ def fanout_runtime_for(
     board: Board,
     tick_s: float,
 ) -> tuple[Plan, ColdFanoutRuntime | WarmFanoutRuntime]:
-    from aca_gpu.workflow.engine.warm_runtime import moved_to
+    from aca_gpu.workflow.env.warm_runtime import moved_to
 
     if plan.env is None:
         return plan, ColdFanoutRuntime(cloud, waiter, fanout, console, board, tick_s)
-    group, env = envs.find_env(cloud, plan.env)
+    group, env = find_env(cloud, plan.env)
     return moved_to(plan, group), WarmFanoutRuntime(cloud, waiter, group, env, fanout, console, board, tick_s)

@@ -167,7 +167,7 @@ def run(
     import json
 
     from aca_gpu.config import load_settings
-    from aca_gpu.workflow.context import Waiter, open_cloud, resolve_owner
+    from aca_gpu.workflow.base.context import Waiter, open_cloud, resolve_owner
     from aca_gpu.workflow.fanout.run import run_fanout
     from aca_gpu.workflow.fanout.spec import make_fanout
     from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.fanout import ledger
 from aca_gpu.workflow.fanout.live import Board

@@ -29,8 +29,8 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import AuthError, BadInput, PreflightRefused
 from aca_gpu.output import NullProgress, Progress
-from aca_gpu.workflow import notify
-from aca_gpu.workflow.ci_init import ROLE_NAME
+from aca_gpu.workflow.base import notify
+from aca_gpu.workflow.ci.ci_init import ROLE_NAME
 from aca_gpu.workflow.guard import scope
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _clients(settings: Settings) -> Clients:
 def install(settings: Settings, req: InstallRequest, *, progress: Progress | None = None) -> dict[str, Any]:
     from aca_gpu.azure import guard as az
     from aca_gpu.azure import resources
-    from aca_gpu.workflow.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 
     progress = progress or NullProgress()
     location = naming.validate_location(req.location)
@@ -329,7 +329,7 @@ def _guarded_elsewhere(clients: Clients) -> list[str]:
 def uninstall(settings: Settings, *, progress: Progress | None = None, poll: float = 5.0) -> dict[str, Any]:
     """Role assignments first (they outlive the identity otherwise), then the group, verified gone."""
     from aca_gpu.azure import guard as az
-    from aca_gpu.workflow.context import open_cloud
+    from aca_gpu.workflow.base.context import open_cloud
     from aca_gpu.workflow.engine.teardown import teardown_group
 
     progress = progress or NullProgress()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aca_gpu.config import GUID_RE
 from aca_gpu.errors import BadInput, PreflightRefused
-from aca_gpu.workflow.ci_init import ROLE_NAME, role_definition
+from aca_gpu.workflow.ci.ci_init import ROLE_NAME, role_definition
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients

@@ -24,7 +24,7 @@ from aca_gpu import cost, naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
 from aca_gpu.models import Cloud
-from aca_gpu.workflow.context import Run, age_seconds
+from aca_gpu.workflow.base.context import Run, age_seconds
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
 REPLICA_BASIS = "replica lifetimes"

@@ -41,19 +41,21 @@ from aca_gpu.models import (
     ResourceGroupInfo,
 )
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers, envs
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import capacity, executions
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
+from aca_gpu.workflow.engine.replicas import event_owner, event_reasons, replica_details
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
-from aca_gpu.workflow.engine.warm_runtime import WarmRuntime, moved_to
-from aca_gpu.workflow.replicas import event_owner, event_reasons, replica_details
-from aca_gpu.workflow.threads import spawn
-from aca_gpu.workflow.workload import explain, shares
+from aca_gpu.workflow.env import shares
+from aca_gpu.workflow.env.find import find_env
+from aca_gpu.workflow.env.warm_runtime import WarmRuntime, moved_to
+from aca_gpu.workflow.preflight import drivers
+from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
@@ -555,5 +557,5 @@ def runtime_for(
     """Cold (a run-scoped group + environment) or borrowed (`--env`), with the plan moved there."""
     if plan.env is None:
         return plan, AcaWorkloadRuntime(cloud, waiter, spec, console)
-    group, env = envs.find_env(cloud, plan.env)
+    group, env = find_env(cloud, plan.env)
     return moved_to(plan, group), WarmWorkloadRuntime(cloud, waiter, group, env, spec, console)

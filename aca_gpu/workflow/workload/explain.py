@@ -1,7 +1,7 @@
 """Known failures of the user's container, each in one line with what to do (local runtimes and ACA).
 
 A container that never started is `refusal`: an image that could not be pulled is the same
-`ImagePullFailed` as `acagpu local` (`workflow/local.py:image_pull_error`): exit 2, because the
+`ImagePullFailed` as `acagpu local` (`workflow/local/runtime.py:image_pull_error`): exit 2, because the
 image as the user named it cannot be had (no such name or tag, no access: the input is wrong),
 or 7 when its registry could not be reached or turned the pull away for now (network, DNS,
 TLS, rate limit: retry). A failure of this host's container runtime itself (its network
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from aca_gpu.errors import AcaGpuError, InfraError
 from aca_gpu.gpu import runtime_errors
-from aca_gpu.workflow.local import image_pull_error
+from aca_gpu.workflow.local.runtime import image_pull_error
 
 MAX_REASON = 300
 # failures of this host's container runtime itself: exit 7 (infrastructure), never the image's 5

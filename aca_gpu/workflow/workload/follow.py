@@ -27,7 +27,7 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, ExecutionInfo
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.executions import ExecutionRun
 
 STREAM, LOG_ANALYTICS = "stream", "log-analytics"

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from aca_gpu.errors import WaitTimedOut
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import ProbeResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.local_place import LocalPlace
+from aca_gpu.workflow.local.place import LocalPlace
 from aca_gpu.workflow.workload import explain
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
@@ -47,7 +47,7 @@ class LocalWorkloadRuntime(LocalPlace):
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
         """Nothing to create: the container is removed as it exits (`--rm`); one not yet seen gone
-        is this run's place (local_place.py)."""
+        is this run's place (local/place.py)."""
         self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:

@@ -19,7 +19,7 @@ from aca_gpu import cost, naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.gpu.image_ref import parse_image_ref
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import failover
 from aca_gpu.workflow.engine.plan import (
     DEFAULT_MAX_MINUTES,
@@ -204,7 +204,7 @@ class RunSpec:
 
     def share_plan(self, env_name: str) -> dict[str, Any]:
         """What `--create-share` makes when the environment lacks a storage (each is read first)."""
-        from aca_gpu.workflow.workload import shares
+        from aca_gpu.workflow.env import shares
 
         env = naming.EnvNames(env_name)
         account = shares.account_name(self.subscription, env_name) if self.subscription else None

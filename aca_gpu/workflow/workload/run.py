@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.spend import ledger
 from aca_gpu.workflow.workload.masking import masker

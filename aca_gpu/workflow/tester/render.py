@@ -7,9 +7,9 @@ from typing import Any
 
 from aca_gpu.output import Output, count_names
 from aca_gpu.units import duration_text, gpu_seconds_text, usd_text
+from aca_gpu.workflow.base.notify import post, run_message
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.phases import WALL_MARK, container_phases, phase_text
-from aca_gpu.workflow.notify import post, run_message
 
 
 def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:
@@ -197,7 +197,7 @@ def attempt_lines(doc: dict[str, Any], label: str) -> list[str]:
 
 
 def render_validate(doc: dict[str, Any]) -> str:
-    from aca_gpu.workflow import report
+    from aca_gpu.workflow.tester import report
 
     lines = [report.render_text(report.Matrix(tuple(doc["results"])))] if doc["results"] else []
     for row in doc["results"]:

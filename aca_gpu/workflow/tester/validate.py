@@ -15,12 +15,12 @@ from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import drivers
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Prediction, run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan, ValidateRequest, make_validate_plan
-from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.env.warm_runtime import runtime_for
+from aca_gpu.workflow.preflight import drivers
 from aca_gpu.workflow.spend import ledger
 
 ImageInspector = Callable[[ImageRef], dict[str, Any]]
@@ -98,8 +98,8 @@ def staged_digests(cloud: Cloud, plan: Plan, guesses: dict[int, Prediction]) -> 
     when it was staged, stands where the registry was not read (`--no-inspect`, or unreachable)."""
     if plan.env is None:
         return guesses
-    from aca_gpu.workflow.staging.catalogue import key_of
-    from aca_gpu.workflow.staging.stage import staged_in
+    from aca_gpu.workflow.env.staging.catalogue import key_of
+    from aca_gpu.workflow.env.staging.stage import staged_in
 
     found = staged_in(cloud, envs_group(plan.env), plan.env)
     if found is None:
@@ -123,7 +123,7 @@ def envs_group(env: str) -> str:
 def registry_inspector(ref: ImageRef) -> dict[str, Any]:
     """Digest and CUDA env of an image from its registry (Docker Hub, nvcr.io, ACR, any OCI registry)."""
     from aca_gpu.registry.images import inspect_image
-    from aca_gpu.workflow.tags import TagsQuery, default_source
+    from aca_gpu.workflow.preflight.tags import TagsQuery, default_source
 
     query = TagsQuery(repository=ref.repository)
     info = inspect_image(default_source(ref, query), ref.repository, ref.digest or ref.tag or "latest")

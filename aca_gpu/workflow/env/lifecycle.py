@@ -17,13 +17,14 @@ from typing import Any
 from aca_gpu import cost, naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, BadInput, NotFound, PreflightRefused
-from aca_gpu.models import Cloud, EnvInfo, EnvSpec, ResourceGroupInfo
+from aca_gpu.models import Cloud, EnvSpec, ResourceGroupInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import checks
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine.aca_runtime import require_offered
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.teardown import teardown_group
-from aca_gpu.workflow.threads import spawn, wait_for
+from aca_gpu.workflow.env.find import find_env, run_groups, running_replicas, runs_inside
 
 DEFAULT_IDLE_TTL = "7d"
 DEFAULT_GPUS = ("t4",)
@@ -101,64 +102,6 @@ def make_env_plan(
 # ---- reading ---------------------------------------------------------------------------------
 
 
-def find_env(cloud: Cloud, name: str) -> tuple[ResourceGroupInfo, EnvInfo]:
-    """The warm environment `name`, or NotFound / PreflightRefused saying why it cannot be used."""
-    naming.validate_env_name(name)
-    names = naming.EnvNames(name)
-    group = cloud.get_resource_group(names.resource_group)
-    if group is None:
-        raise NotFound(
-            f"no warm environment {name!r} (resource group {names.resource_group} does not exist)",
-            code="EnvironmentNotFound",
-            hint=f"acagpu env create {name} -l REGION",
-        )
-    if not naming.is_env_group(dict(group.tags)):
-        raise PreflightRefused(f"resource group {names.resource_group} is not an acagpu environment")
-    env = cloud.get_environment(names.resource_group, names.environment)
-    if env is None:
-        raise NotFound(
-            f"warm environment {name!r} has no environment {names.environment} (still being created?)",
-            code="EnvironmentNotFound",
-            hint=f"acagpu env create {name} -l {group.location} finishes it",
-        )
-    return group, env
-
-
-def run_groups(cloud: Cloud, name: str) -> list[ResourceGroupInfo]:
-    """The groups of runs that borrow environment `name` (tagged acagpu:env, with a run id); one
-    already deleting is a run that ended (its billing stopped before its group delete was sent)."""
-    return [
-        g
-        for g in cloud.list_resource_groups(naming.TAG_ENV, name)
-        if naming.is_managed(dict(g.tags))
-        and (g.provisioning_state or "") != "Deleting"
-        and not naming.is_env_group(dict(g.tags))
-        and g.tags.get(naming.TAG_RUN_ID)
-    ]
-
-
-def runs_inside(cloud: Cloud, resource_group: str, name: str) -> dict[str, list[str]]:
-    """Run id -> where it is: the groups of runs borrowing the environment, and any app or job in
-    the environment's own group (one without a run id counts too: nobody may remove it unseen)."""
-    runs: dict[str, list[str]] = {}
-    for group in run_groups(cloud, name):
-        runs.setdefault(group.tags[naming.TAG_RUN_ID], []).append(group.name)
-    pieces = [(a.name, a.tags) for a in cloud.list_apps(resource_group)]
-    pieces += [(j.name, j.tags) for j in cloud.list_jobs(resource_group)]
-    for piece, tags in pieces:
-        runs.setdefault(dict(tags).get(naming.TAG_RUN_ID) or "(unknown)", []).append(piece)
-    return runs
-
-
-def running_replicas(cloud: Cloud, resource_group: str, name: str) -> int:
-    """Executions still running for the environment (each holds one GPU replica while it runs)."""
-    count = 0
-    for group in [resource_group, *(g.name for g in run_groups(cloud, name))]:
-        for job in cloud.list_jobs(group):
-            count += sum(1 for e in cloud.list_executions(group, job.name) if not e.finished)
-    return count
-
-
 def _idle_cost(profiles: list[tuple[str, str]]) -> dict[str, Any]:
     dedicated = [t for _, t in profiles if not _serverless(t)]
     example = checks.resolve_profile(DEDICATED_EXAMPLE)
@@ -214,7 +157,7 @@ def view(cloud: Cloud, group: ResourceGroupInfo, *, now: datetime | None = None)
         doc["runs"] = [{"run_id": r, "pieces": sorted(p)} for r, p in sorted(runs.items())]
         doc["replicas_running"] = running_replicas(cloud, group.name, name)
         doc["idle_cost"] = _idle_cost(profiles)
-        from aca_gpu.workflow.staging.stage import listing  # staging reads environments too
+        from aca_gpu.workflow.env.staging.stage import listing  # staging reads environments too
 
         doc["staged"] = listing(cloud, group.name, name)  # the environment's own registry, if any
         if env is None:

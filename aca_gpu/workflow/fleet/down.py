@@ -14,7 +14,7 @@ from aca_gpu import naming
 from aca_gpu.errors import BadInput, NotFound, TeardownIncomplete
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import RunRef, Waiter, age_seconds, find_run
+from aca_gpu.workflow.base.context import RunRef, Waiter, age_seconds, find_run
 from aca_gpu.workflow.engine.teardown import teardown_group
 
 

@@ -24,10 +24,10 @@ from aca_gpu.errors import AcaGpuError, AuthError, BadInput, CloudError, NotFoun
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs
-from aca_gpu.workflow.staging import catalogue
-from aca_gpu.workflow.staging.catalogue import Staged
-from aca_gpu.workflow.workload.shares import account_tags
+from aca_gpu.workflow.env.find import find_env
+from aca_gpu.workflow.env.shares import account_tags
+from aca_gpu.workflow.env.staging import catalogue
+from aca_gpu.workflow.env.staging.catalogue import Staged
 
 SKU = "Standard"
 SKUS = ("Standard", "Premium")  # Premium is what ACR's artifact streaming needs (docs/staging.md)
@@ -47,7 +47,7 @@ class SourceFacts:
 def read_source(ref: ImageRef) -> SourceFacts:
     """Digest and size from the registry's manifests; a missing image or a refusal is exit 2."""
     from aca_gpu.registry.images import pick_platform
-    from aca_gpu.workflow.tags import TagsQuery, default_source
+    from aca_gpu.workflow.preflight.tags import TagsQuery, default_source
 
     source = default_source(ref, TagsQuery(repository=ref.repository))
     try:
@@ -139,7 +139,7 @@ def stage_images(
             f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
             hint=f"add --sku {STREAMING_SKU}",
         )
-    group, env = envs.find_env(cloud, env_name)
+    group, env = find_env(cloud, env_name)
     ops, clients = registry_ops(cloud)
     name = catalogue.registry_name(clients.subscription_id, env_name)
     result = StageResult(env_name, name, group.name)

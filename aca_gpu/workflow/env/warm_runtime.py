@@ -17,13 +17,14 @@ from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, RegistryCred, ResourceGroupInfo
 from aca_gpu.output import Progress
-from aca_gpu.workflow import envs
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.staging.catalogue import Staged, key_of
-from aca_gpu.workflow.staging.stage import staged_in
+from aca_gpu.workflow.env.find import find_env, runs_inside
+from aca_gpu.workflow.env.lifecycle import renew
+from aca_gpu.workflow.env.staging.catalogue import Staged, key_of
+from aca_gpu.workflow.env.staging.stage import staged_in
 
 # ACA's name for the environment's system-assigned identity in a registries entry (UNCONFIRMED: the
 # 2025-07-01 spec documents only 'system' and a user-assigned identity's resource id)
@@ -46,7 +47,7 @@ def placed_plan(cloud: Cloud, plan: Plan) -> Plan:
     the `env` setting) the environment is read (exit 2 when it does not exist), nothing is made."""
     if plan.env is None:
         return plan
-    group, _ = envs.find_env(cloud, plan.env)
+    group, _ = find_env(cloud, plan.env)
     return moved_to(plan, group)
 
 
@@ -55,7 +56,7 @@ def runtime_for(cloud: Cloud, plan: Plan, waiter: Waiter) -> tuple[Plan, AcaRunt
     with the plan moved to the environment's region."""
     if plan.env is None:
         return plan, AcaRuntime(cloud, waiter)
-    group, env = envs.find_env(cloud, plan.env)
+    group, env = find_env(cloud, plan.env)
     return moved_to(plan, group), WarmRuntime(cloud, waiter, group, env)
 
 
@@ -88,7 +89,7 @@ class WarmRuntime(AcaRuntime):
                     hint=f"acagpu env create {plan.env} --gpu ... adds a GPU profile (minutes on Azure)",
                 )
             self.rg = plan.names.resource_group
-            inside = envs.runs_inside(self.cloud, self.group.name, plan.env or "")
+            inside = runs_inside(self.cloud, self.group.name, plan.env or "")
             others = sorted(r for r in inside if r != plan.run_id)
             step.update(f"{self.place.name} in {self.group.location}; other runs inside: {len(others)}")
         self._staged = staged_in(self.cloud, self.group.name, plan.env or "")
@@ -114,7 +115,7 @@ class WarmRuntime(AcaRuntime):
         self._resumed = resumed
         self.rg = plan.names.resource_group
         with progress.step("warm environment") as step:
-            envs.renew(self.cloud, self.group)
+            renew(self.cloud, self.group)
             self._touched = True
             step.update(f"{self.place.name} in {self.group.name} (ready)")
         with progress.step("resource group") as step:
@@ -165,7 +166,7 @@ class WarmRuntime(AcaRuntime):
             try:  # the expiry counts from the end of the last use, not its start
                 group = self.cloud.get_resource_group(self.group.name)
                 if group is not None:
-                    envs.renew(self.cloud, group)
+                    renew(self.cloud, group)
             except AcaGpuError:  # a renewal is best effort; the run is done
                 pass
         return result

@@ -30,9 +30,9 @@ from aca_gpu.gpu.profiles import resolve_profile, valid_aliases
 from aca_gpu.naming import validate_env_name, validate_location
 from aca_gpu.registry.tags import parse_version
 from aca_gpu.resources import template_path
-from aca_gpu.workflow import ci_pins
-from aca_gpu.workflow import lock as locks
-from aca_gpu.workflow import wheel as wheels
+from aca_gpu.workflow.ci import lock as locks
+from aca_gpu.workflow.ci import pins as ci_pins
+from aca_gpu.workflow.ci import wheel as wheels
 
 WORKFLOWS = {  # template -> where it goes in the user's repository
     "validate-cuda-tags.yml": ".github/workflows/acagpu-validate.yml",

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
 from aca_gpu.naming import TAG_MANAGED
+from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine import teardown
-from aca_gpu.workflow.threads import spawn, wait_for
 
 REPORT_EVERY_S = 1.0
 Key = tuple[str, str]

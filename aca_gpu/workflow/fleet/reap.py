@@ -33,12 +33,12 @@ from aca_gpu.naming import (
 )
 from aca_gpu.output import NullProgress, Progress
 from aca_gpu.units import usd_text
-from aca_gpu.workflow.envs import runs_inside
-from aca_gpu.workflow.fleet import Scope, cloud_source, find_groups
-from aca_gpu.workflow.reap_delete import CachedClouds, CloudSource, Deleter, item_key
+from aca_gpu.workflow.base.threads import spawn, wait_for
+from aca_gpu.workflow.env.find import runs_inside
+from aca_gpu.workflow.fleet.groups import Scope, cloud_source, find_groups
+from aca_gpu.workflow.fleet.reap_delete import CachedClouds, CloudSource, Deleter, item_key
 from aca_gpu.workflow.spend import RunSpend
 from aca_gpu.workflow.spend.so_far import UNCOUNTED
-from aca_gpu.workflow.threads import spawn, wait_for
 
 # What a group has cost so far, read from its own subscription: `spend.run_spend` via `group_spend`
 SpendFn = Callable[[Cloud, ResourceGroupInfo, datetime], RunSpend | None]
@@ -303,7 +303,7 @@ def reap(
 def group_spend(cloud: Cloud, group: ResourceGroupInfo, now: datetime) -> RunSpend | None:
     """A run's spend so far by `spend.run_spend`, the function `status` shows it with, so one group
     has one figure; a group whose tag names no known GPU has none (and costs no read)."""
-    from aca_gpu.workflow.context import run_from_group
+    from aca_gpu.workflow.base.context import run_from_group
     from aca_gpu.workflow.spend import run_spend, tagged_profile
 
     if tagged_profile(group.tags) is None:
@@ -334,7 +334,7 @@ def run(
     if scope.uses_graph:
         found = [(g.subscription, g.group) for g in find_groups(settings, scope)]
         return reap(cloud_source(settings), found=found, **options)
-    from aca_gpu.workflow.context import open_cloud
+    from aca_gpu.workflow.base.context import open_cloud
 
     sub = scope.subscriptions[0] if scope.subscriptions else None
     cloud = open_cloud(settings.with_overrides(subscription=sub))

@@ -10,12 +10,12 @@ from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import Run, Waiter
+from aca_gpu.workflow.base.context import Run, Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
 from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import DEFAULT_MAX_MINUTES, UpRequest, make_test_plan, make_up_plan
-from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.spend import ledger
 
 DEFAULT_TIMEOUT_S = DEFAULT_MAX_MINUTES * 60.0

@@ -12,7 +12,7 @@ from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.models import Cloud, FleetGroup
-from aca_gpu.workflow.context import Run, age_seconds, list_runs, run_from_group
+from aca_gpu.workflow.base.context import Run, age_seconds, list_runs, run_from_group
 from aca_gpu.workflow.spend import run_spend
 
 
@@ -45,7 +45,7 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
 def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:
     now = now or datetime.now(UTC)
     runs = sorted(list_runs(cloud), key=lambda r: r.tags.get(naming.TAG_CREATED_AT, ""))
-    from aca_gpu.workflow.envs import list_envs
+    from aca_gpu.workflow.env.lifecycle import list_envs
 
     return {
         "command": "status",
@@ -60,7 +60,7 @@ def fleet_status(
 ) -> dict[str, Any]:
     """The runs (and warm environments) in many subscriptions, found by one Resource Graph query
     (`groups`); each one's phase and spend are then read from its own subscription."""
-    from aca_gpu.workflow.envs import view
+    from aca_gpu.workflow.env.lifecycle import view
 
     now = now or datetime.now(UTC)
     found = [

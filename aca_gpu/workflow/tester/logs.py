@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from aca_gpu.errors import NotFound
 from aca_gpu.models import Cloud, ExecutionInfo
-from aca_gpu.workflow.context import Run
+from aca_gpu.workflow.base.context import Run
 from aca_gpu.workflow.engine.probe import STOPPED
 
 Source = Literal["explorer", "tester"]

@@ -30,13 +30,13 @@ from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import ExecResult
 from aca_gpu.output import Progress
 from aca_gpu.tester import DEFAULT_TESTER_IMAGE
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.engine.outcome import NOTHING_CREATED as NOTHING_CREATED
 from aca_gpu.workflow.engine.outcome import ProbeResult, RunOutcome, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import EXEC_TIMEOUT_S, health_of
-from aca_gpu.workflow.local_place import LocalPlace
+from aca_gpu.workflow.local.place import LocalPlace
 
 if TYPE_CHECKING:
     from aca_gpu.local.probe import LocalTarget
@@ -202,7 +202,7 @@ class LocalRuntime(LocalPlace):
 
     def create_place(self, plan: Plan, progress: Progress, resumed: list[str]) -> None:
         """Nothing to create: containers are removed as they exit (`--rm`); one not yet seen gone
-        is this run's place (local_place.py)."""
+        is this run's place (local/place.py)."""
         self.run_id = plan.run_id
 
     def probe(self, plan: Plan, pair: Pair, waiter: Waiter) -> ProbeResult:

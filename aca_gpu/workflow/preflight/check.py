@@ -16,7 +16,8 @@ from aca_gpu.cost import catalog_prices, load_prices
 from aca_gpu.errors import AcaGpuError, BadInput, PreflightRefused, QuotaError
 from aca_gpu.models import Cloud, UsageInfo
 from aca_gpu.naming import validate_location
-from aca_gpu.workflow import checks, drivers, quota
+from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.preflight import drivers, quota
 
 PROVIDER = "Microsoft.App"
 

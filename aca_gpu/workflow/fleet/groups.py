@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud, FleetGroup
-from aca_gpu.workflow.reap_delete import CachedClouds
+from aca_gpu.workflow.fleet.reap_delete import CachedClouds
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def subscription_ids(settings: Settings, scope: Scope) -> list[str | None]:
 
 def cloud_source(settings: Settings) -> CachedClouds:
     """A Cloud per subscription, opened when first needed, sharing the command's settings."""
-    from aca_gpu.workflow.context import open_cloud
+    from aca_gpu.workflow.base.context import open_cloud
 
     def opener(subscription: str) -> Cloud:
         return open_cloud(settings.with_overrides(subscription=subscription))

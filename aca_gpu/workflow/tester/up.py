@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.context import Waiter
+from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import Plan
-from aca_gpu.workflow.engine.warm_runtime import runtime_for
+from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.spend import ledger
 
 
