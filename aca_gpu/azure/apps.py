@@ -531,14 +531,27 @@ def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
 
 
 def send(
-    clients: Clients, method: str, url: str, action: str, target: str, *, json_body: Any = None
+    clients: Clients,
+    method: str,
+    url: str,
+    action: str,
+    target: str,
+    *,
+    json_body: Any = None,
+    once: bool = False,
 ) -> tuple[int, Any, Mapping[str, str]]:
-    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors."""
+    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors.
+
+    `once`: a request that is not safe to repeat (Jobs_Start): azure-core's RetryPolicy resends a
+    POST after 500/503/504 (and any answer with Retry-After), although ARM may have done the work;
+    with no status retries the caller hears the first failure and decides (it never resends a
+    POST after a lost connection either)."""
     from azure.core.rest import HttpRequest
 
     request = HttpRequest(method, url) if json_body is None else HttpRequest(method, url, json=json_body)
+    options: dict[str, Any] = {"retry_status": 0} if once else {}
     with translate_errors(action, target):
-        response = clients.apps.send_request(request)
+        response = clients.apps.send_request(request, **options)
         text = response.text() if callable(getattr(response, "text", None)) else str(response.text)
     status = int(response.status_code)
     if status >= 400:
@@ -618,7 +631,9 @@ def start_job(
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
             body_out = execution_template(template) if template else None
-            status, body, headers = send(clients, "POST", url, "start job", job, json_body=body_out)
+            status, body, headers = send(
+                clients, "POST", url, "start job", job, json_body=body_out, once=True
+            )
             break
         except InfraError:
             started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
