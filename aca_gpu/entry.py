@@ -12,6 +12,7 @@ to the engine, which treats the run as interrupted.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import itertools
 import json
 import os
@@ -104,8 +105,6 @@ def _leave_now(code: object) -> None:
     """Exit with the command's own code now, not after the threads Python would still wait for
     (its document and last line are already out: flushed, never repeated)."""
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can reach it
             stream.flush()
-        except Exception:  # a closed pipe: nothing more can reach it
-            pass
     os._exit(code if isinstance(code, int) else (0 if code is None else 1))

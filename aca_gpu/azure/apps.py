@@ -337,7 +337,7 @@ def _is_404(exc: BaseException) -> bool:
     return isinstance(exc, HttpResponseError) and exc.status_code == 404
 
 
-def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *, pause: float = 0.5) -> Any:
+def result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *, pause: float = 0.5) -> Any:
     """The created resource. ARM accepted the PUT (`begin_*` returned), so a 404 from the operation's
     final read is its eventual consistency, not a missing resource: read it again for a few seconds.
     Still 404 after that is an infrastructure error, and the PUT is not sent again: a teardown that
@@ -347,12 +347,22 @@ def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *
     except Exception as exc:
         if not _is_404(exc):
             raise
-    for attempt in range(1, READ_AFTER_CREATE_ATTEMPTS + 1):
-        time.sleep(pause * attempt)
+    return read_created(kind, name, get, pause=pause, first_now=False)
+
+
+def read_created(
+    kind: str, name: str, get: Callable[[], T], *, pause: float = 0.5, first_now: bool = True
+) -> T:
+    """`get()` of something ARM has just accepted the create of: a 404 is its eventual consistency
+    (read again for a few seconds), and still 404 after that is InfraError `NotFoundAfterCreate`
+    (exit 7), never "not found" as bad input: things were created."""
+    for attempt in range(0 if first_now else 1, READ_AFTER_CREATE_ATTEMPTS + 1):
+        if attempt:
+            time.sleep(pause * attempt)
         try:
             return get()
         except Exception as exc:
-            if not _is_404(exc):
+            if not _is_404(exc) and not isinstance(exc, NotFound):
                 raise
     waited = pause * sum(range(1, READ_AFTER_CREATE_ATTEMPTS + 1))
     raise InfraError(
@@ -367,7 +377,7 @@ def _create(kind: str, operations: Any, rg: str, name: str, body: Any, to_info: 
 
     def put() -> T:  # a PUT is idempotent: an unreadable answer is sent again
         poller = operations.begin_create_or_update(rg, name, body)
-        return to_info(_result_or_read(poller, kind, name, lambda: operations.get(rg, name)), rg)
+        return to_info(result_or_read(poller, kind, name, lambda: operations.get(rg, name)), rg)
 
     return retrying(f"create {kind}", name, put)
 

@@ -58,8 +58,9 @@ def test_a_start_answered_503_or_delivered_twice_runs_once_and_a_copy_is_stopped
                 ]
             }
         )
-        fan = _acagpu(shell, "run", "--env", "lab", "--yes", "--shards", "2", "--run-id", "once1", "-o", "json",
-                      IMAGE, "--", "sh", "-c", "echo shard $ACAGPU_SHARD_INDEX; sleep 2")  # fmt: skip
+        script = "echo shard $ACAGPU_SHARD_INDEX; sleep 2"
+        fan = _acagpu(shell, "run", "--env", "lab", "--yes", "--shards", "2", "--run-id", "once1",
+                      "-o", "json", IMAGE, "--", "sh", "-c", script)  # fmt: skip
         assert fan.returncode == 0, fan.stderr
         assert sorted(e["fault"] for e in _events(proxy)) == ["duplicate", "status"], _events(proxy)
         billed = _billed(emu, "once1")
