@@ -1,4 +1,5 @@
-"""A start never runs twice, and Ctrl-C while starts are in flight ends the run promptly.
+"""A start never runs twice, Ctrl-C while starts are in flight ends the run promptly, and the
+Log Analytics workspace step of `env create` (and of every cold run) rides out faults.
 
 Jobs_Start is not idempotent. A 503 after ARM accepted the start used to be resent by azure-core's
 retry policy before acagpu looked for the execution by its token (two containers, one attempt in
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 
 from tests.chaos.proxy import ChaosProxy
@@ -26,6 +28,7 @@ from tests.e2e.serving import emulator_get, serve_behind_proxy
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 START = "jobs/[^/]*/start"
+WORKSPACE = "workspaces/log-cae-acagpu-env-lab"
 
 
 def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,6 +47,7 @@ def _billed(emu: dict[str, str], run_id: str) -> dict[str, dict[str, Any]]:
     return {r["parent"]: r for r in rows if r.get("run_id") == run_id}
 
 
+@pytest.mark.slow(12)  # an emulator, the environment, a fan-out and a run: four processes
 def test_a_start_answered_503_or_delivered_twice_runs_once_and_a_copy_is_stopped_and_named(
     tmp_path: Path,
 ) -> None:
@@ -86,13 +90,33 @@ def test_a_start_answered_503_or_delivered_twice_runs_once_and_a_copy_is_stopped
         assert len(_billed(emu, "once2")) == 1, _billed(emu, "once2")
 
 
-def test_ctrl_c_in_a_429_storm_on_starts_cancels_the_shards_and_exits_at_once(tmp_path: Path) -> None:
-    """Every start is refused for ARM's rate (a lasting storm). Ctrl-C: the shards whose starts
-    were in flight are cancelled, not failed (none in `failed_indexes`), and the process exits
-    with 130 right after its document, its job gone."""
+@pytest.mark.slow(10)  # an emulator, the environment, a fan-out held in a 429 storm
+def test_the_workspace_step_rides_out_faults_and_ctrl_c_in_a_429_storm_on_starts_exits_at_once(
+    tmp_path: Path,
+) -> None:
+    """`env create`'s Log Analytics workspace step meets a reset after its PUT, a 404 right after
+    its create, a 502 and then a cut answer on its shared-keys POST (a safe read): none ends the
+    command (0.4: exit 2 "not found", or 7). Then every start is refused for ARM's rate (a lasting
+    storm) and Ctrl-C comes: the shards whose starts were in flight are cancelled, not failed (none
+    in `failed_indexes`), and the process exits with 130 right after its document, its job gone."""
     with serve_behind_proxy(tmp_path) as (emu, proxy, shell):
+        proxy.set_rules(
+            {
+                "rules": [
+                    {"fault": "not_found_after_put", "method": "PUT", "path": WORKSPACE + "$", "gets": 2},
+                    {"fault": "reset", "when": "after", "method": "PUT", "path": WORKSPACE + "$"},
+                    {"fault": "status", "status": 502, "method": "POST", "path": WORKSPACE + "/sharedKeys"},
+                    {"fault": "truncate", "method": "POST", "path": WORKSPACE + "/sharedKeys"},
+                ]
+            }
+        )
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
+        fired = sorted({(e["fault"], e["method"]) for e in _events(proxy)})
+        assert fired == [("not_found_after_put", "GET"), ("not_found_after_put", "PUT"), ("reset", "PUT"),
+                         ("status", "POST"), ("truncate", "POST")], _events(proxy)  # fmt: skip
+        assert json.loads(made.stdout)["state"] == "idle", made.stdout
+
         storm = {"fault": "throttle", "method": "POST", "path": START, "count": 0, "retry_after": 1}
         proxy.set_rules({"rules": [storm]})
         proc = subprocess.Popen(
@@ -102,9 +126,10 @@ def test_ctrl_c_in_a_429_storm_on_starts_cancels_the_shards_and_exits_at_once(tm
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(_events(proxy)) < 3 and proc.poll() is None:
+            before = len(_events(proxy))
+            while time.monotonic() < deadline and len(_events(proxy)) < before + 3 and proc.poll() is None:
                 time.sleep(0.1)
-            assert len(_events(proxy)) >= 3, "the starts never met the storm"
+            assert len(_events(proxy)) >= before + 3, "the starts never met the storm"
             proc.send_signal(signal.SIGINT)
             asked = time.monotonic()
             out, err = proc.communicate(timeout=40)
