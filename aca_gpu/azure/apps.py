@@ -19,7 +19,7 @@ from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.polling import BackoffPolling
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
-from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut, is_throttled
 from aca_gpu.models import (
     FINAL_EXECUTION_STATES,
     AppInfo,
@@ -41,6 +41,7 @@ T = TypeVar("T")
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
 START_ATTEMPTS = 3
+THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
 DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reported, never waited forever
 
 
@@ -632,20 +633,28 @@ def start_job(
     With `template`, this execution runs those containers (image, command, env) instead of the job's
     own: one job, a different workload per start, no PUT (Jobs_Start's JobExecutionTemplate).
 
-    The POST is retried only when it provably started nothing: after a transport failure the
-    executions are listed again, and a new one means the start did happen (no second GPU bill).
+    The POST is sent again only when it provably started nothing (azure-core never resends it:
+    `send(once=True)`): after a failure the executions are listed again, and a new one means the
+    start did happen (no second GPU bill). A 429 is ARM refusing the rate: sent again after its
+    Retry-After (the rate gate holds it) without using up a try, for as long as a fan-out's start.
     """
     version = api_versions.working(api_versions.STABLE)
     url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
     before = {e.name for e in list_executions(clients, rg, job)}
-    for attempt in range(1, START_ATTEMPTS + 1):
+    attempt, patience_ends = 0, clock() + THROTTLED_PATIENCE_S
+    while attempt < START_ATTEMPTS:
+        attempt += 1
         try:
             body_out = execution_template(template) if template else None
             status, body, headers = send(
                 clients, "POST", url, "start job", job, json_body=body_out, once=True
             )
             break
-        except InfraError:
+        except InfraError as exc:
+            if is_throttled(exc) and clock() < patience_ends:
+                attempt -= 1
+                sleep(max(0.05, clients.settings.polling_interval))
+                continue
             started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
             if started:
                 return started[0]

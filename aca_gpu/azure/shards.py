@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from aca_gpu.azure import api_versions
-from aca_gpu.azure.apps import _q, app_path, execution_info, execution_template, list_executions, send
+from aca_gpu.azure.apps import (
+    THROTTLED_PATIENCE_S,
+    _q,
+    app_path,
+    execution_info,
+    execution_template,
+    list_executions,
+    send,
+)
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, usage_infos
 from aca_gpu.azure.translate import retrying, translate_errors
@@ -24,7 +32,6 @@ from aca_gpu.errors import AcaGpuError, CloudError, InfraError, WaitTimedOut, is
 from aca_gpu.models import ContainerDef, ExecutionInfo, MarkedStart, UsageInfo
 
 START_ATTEMPTS = 4
-THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
 LOOK_AFTER_S = 0.5  # a start without an answer: ARM's listing is given this long (x the try) to show it
 
 
