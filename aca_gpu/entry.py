@@ -12,8 +12,10 @@ to the engine, which treats the run as interrupted.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import itertools
 import json
+import os
 import signal
 import sys
 from typing import Any
@@ -80,14 +82,29 @@ def main() -> None:
         from aca_gpu.cli import main as cli_main
     except KeyboardInterrupt:
         interrupted_while_starting()
+    code: object = 0
     try:
         cli_main()
+    except SystemExit as exc:
+        code = exc.code
+        raise
     except KeyboardInterrupt:  # outside the command's own handling (its first or last moments)
         print("error: interrupted", file=sys.stderr, flush=True)
+        code = 130
         raise SystemExit(130) from None
     finally:
         _REDELIVERY["done"] = True
         # the command has reported and set its exit code: a Ctrl-C during the interpreter's exit
-        # (Python's own handler is gone by then) would end it by the signal (-2) instead. Ignored
-        # stays ignored through finalization; SIGTERM still ends a shutdown that hangs.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # (Python's own handler is gone by then) would end it by the signal (-2) instead, and one
+        # ignored would leave a shutdown that waits on a thread with no way out. A press from here
+        # on ends the process at once, with the code the command reported.
+        signal.signal(signal.SIGINT, lambda signum, frame: _leave_now(code))
+
+
+def _leave_now(code: object) -> None:
+    """Exit with the command's own code now, not after the threads Python would still wait for
+    (its document and last line are already out: flushed, never repeated)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can reach it
+            stream.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))

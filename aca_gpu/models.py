@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import threading
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,17 @@ FINAL_EXECUTION_STATES = frozenset({"Succeeded", "Failed", "Stopped", "Degraded"
 
 
 @dataclass(frozen=True)
+class MarkedStart(Record):
+    """A start matched to its execution by its token. `extras`: other executions that carried the
+    same token (a start ARM accepted although its answer said otherwise, sent again after a look
+    that could not yet see it): each was stopped, and is named so the run's record says so."""
+
+    execution: str
+    extras: tuple[str, ...] = ()
+    unanswered: bool = False  # a POST of it failed: a copy may list late (look at every page a while)
+
+
+@dataclass(frozen=True)
 class ExecutionInfo(Record):
     name: str
     status: str | None  # Running, Processing, Succeeded, Failed, Stopped, Degraded, Unknown
@@ -309,11 +323,19 @@ class Cloud(Protocol):
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo: ...
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]: ...
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[ContainerDef] | None, *, key: str, token: str
-    ) -> str: ...  # the execution is found again by `key=token` in its env (None: the job's own template's)
+        self,
+        resource_group: str,
+        job: str,
+        template: Sequence[ContainerDef] | None,
+        *,
+        key: str,
+        token: str,
+        cancel: threading.Event | None = None,
+    ) -> MarkedStart: ...  # found again by `key=token` in its env (None: the job's own template's)
     def executions_marked(
-        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+        self, resource_group: str, job: str, key: str, tokens: Collection[str], *, every: bool = False
     ) -> list[ExecutionInfo]: ...  # newest first, paged only until every token's execution was seen
+    # (`every`: every page, where a token may be on two executions)
     def stop_execution(self, resource_group: str, job: str, execution: str) -> None: ...
     def environment_usages(self, resource_group: str, environment: str) -> list[UsageInfo]: ...
     def make_share_folders(

@@ -19,7 +19,7 @@ from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.polling import BackoffPolling
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
-from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut, is_throttled
 from aca_gpu.models import (
     FINAL_EXECUTION_STATES,
     AppInfo,
@@ -41,6 +41,7 @@ T = TypeVar("T")
 CONSUMPTION = "Consumption"
 JOB_START_TIMEOUT_S = 300.0
 START_ATTEMPTS = 3
+THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
 DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reported, never waited forever
 
 
@@ -337,7 +338,7 @@ def _is_404(exc: BaseException) -> bool:
     return isinstance(exc, HttpResponseError) and exc.status_code == 404
 
 
-def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *, pause: float = 0.5) -> Any:
+def result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *, pause: float = 0.5) -> Any:
     """The created resource. ARM accepted the PUT (`begin_*` returned), so a 404 from the operation's
     final read is its eventual consistency, not a missing resource: read it again for a few seconds.
     Still 404 after that is an infrastructure error, and the PUT is not sent again: a teardown that
@@ -347,12 +348,22 @@ def _result_or_read(poller: Any, kind: str, name: str, get: Callable[[], Any], *
     except Exception as exc:
         if not _is_404(exc):
             raise
-    for attempt in range(1, READ_AFTER_CREATE_ATTEMPTS + 1):
-        time.sleep(pause * attempt)
+    return read_created(kind, name, get, pause=pause, first_now=False)
+
+
+def read_created(
+    kind: str, name: str, get: Callable[[], T], *, pause: float = 0.5, first_now: bool = True
+) -> T:
+    """`get()` of something ARM has just accepted the create of: a 404 is its eventual consistency
+    (read again for a few seconds), and still 404 after that is InfraError `NotFoundAfterCreate`
+    (exit 7), never "not found" as bad input: things were created."""
+    for attempt in range(0 if first_now else 1, READ_AFTER_CREATE_ATTEMPTS + 1):
+        if attempt:
+            time.sleep(pause * attempt)
         try:
             return get()
         except Exception as exc:
-            if not _is_404(exc):
+            if not _is_404(exc) and not isinstance(exc, NotFound):
                 raise
     waited = pause * sum(range(1, READ_AFTER_CREATE_ATTEMPTS + 1))
     raise InfraError(
@@ -367,7 +378,7 @@ def _create(kind: str, operations: Any, rg: str, name: str, body: Any, to_info: 
 
     def put() -> T:  # a PUT is idempotent: an unreadable answer is sent again
         poller = operations.begin_create_or_update(rg, name, body)
-        return to_info(_result_or_read(poller, kind, name, lambda: operations.get(rg, name)), rg)
+        return to_info(result_or_read(poller, kind, name, lambda: operations.get(rg, name)), rg)
 
     return retrying(f"create {kind}", name, put)
 
@@ -531,14 +542,27 @@ def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
 
 
 def send(
-    clients: Clients, method: str, url: str, action: str, target: str, *, json_body: Any = None
+    clients: Clients,
+    method: str,
+    url: str,
+    action: str,
+    target: str,
+    *,
+    json_body: Any = None,
+    once: bool = False,
 ) -> tuple[int, Any, Mapping[str, str]]:
-    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors."""
+    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors.
+
+    `once`: a request that is not safe to repeat (Jobs_Start): azure-core's RetryPolicy resends a
+    POST after 500/503/504 (and any answer with Retry-After), although ARM may have done the work;
+    with no status retries the caller hears the first failure and decides (it never resends a
+    POST after a lost connection either)."""
     from azure.core.rest import HttpRequest
 
     request = HttpRequest(method, url) if json_body is None else HttpRequest(method, url, json=json_body)
+    options: dict[str, Any] = {"retry_status": 0} if once else {}
     with translate_errors(action, target):
-        response = clients.apps.send_request(request)
+        response = clients.apps.send_request(request, **options)
         text = response.text() if callable(getattr(response, "text", None)) else str(response.text)
     status = int(response.status_code)
     if status >= 400:
@@ -609,18 +633,28 @@ def start_job(
     With `template`, this execution runs those containers (image, command, env) instead of the job's
     own: one job, a different workload per start, no PUT (Jobs_Start's JobExecutionTemplate).
 
-    The POST is retried only when it provably started nothing: after a transport failure the
-    executions are listed again, and a new one means the start did happen (no second GPU bill).
+    The POST is sent again only when it provably started nothing (azure-core never resends it:
+    `send(once=True)`): after a failure the executions are listed again, and a new one means the
+    start did happen (no second GPU bill). A 429 is ARM refusing the rate: sent again after its
+    Retry-After (the rate gate holds it) without using up a try, for as long as a fan-out's start.
     """
     version = api_versions.working(api_versions.STABLE)
     url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
     before = {e.name for e in list_executions(clients, rg, job)}
-    for attempt in range(1, START_ATTEMPTS + 1):
+    attempt, patience_ends = 0, clock() + THROTTLED_PATIENCE_S
+    while attempt < START_ATTEMPTS:
+        attempt += 1
         try:
             body_out = execution_template(template) if template else None
-            status, body, headers = send(clients, "POST", url, "start job", job, json_body=body_out)
+            status, body, headers = send(
+                clients, "POST", url, "start job", job, json_body=body_out, once=True
+            )
             break
-        except InfraError:
+        except InfraError as exc:
+            if is_throttled(exc) and clock() < patience_ends:
+                attempt -= 1
+                sleep(max(0.05, clients.settings.polling_interval))
+                continue
             started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
             if started:
                 return started[0]

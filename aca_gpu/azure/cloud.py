@@ -7,6 +7,7 @@ stream reconnects) live here with deadlines; single HTTP calls retry inside azur
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from aca_gpu.models import (
     JobInfo,
     JobSpec,
     LogsDestination,
+    MarkedStart,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
@@ -214,16 +216,30 @@ class AzureCloud:
         return apps.list_executions(self.clients, resource_group, job)
 
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[ContainerDef] | None, *, key: str, token: str
-    ) -> str:
+        self,
+        resource_group: str,
+        job: str,
+        template: Sequence[ContainerDef] | None,
+        *,
+        key: str,
+        token: str,
+        cancel: threading.Event | None = None,
+    ) -> MarkedStart:
         return shards.start_marked(
-            self.clients, resource_group, job, template, key=key, token=token, sleep=self._sleep
+            self.clients,
+            resource_group,
+            job,
+            template,
+            key=key,
+            token=token,
+            sleep=self._sleep,
+            cancel=cancel,
         )
 
     def executions_marked(
-        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+        self, resource_group: str, job: str, key: str, tokens: Collection[str], *, every: bool = False
     ) -> list[ExecutionInfo]:
-        return shards.executions_marked(self.clients, resource_group, job, key, tokens)
+        return shards.executions_marked(self.clients, resource_group, job, key, tokens, every=every)
 
     def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
         shards.stop_execution(self.clients, resource_group, job, execution)

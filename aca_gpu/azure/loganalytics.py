@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aca_gpu.azure.apps import read_created, result_or_read
 from aca_gpu.azure.clients import Clients
-from aca_gpu.azure.translate import translate_errors
+from aca_gpu.azure.translate import retrying, translate_errors
 from aca_gpu.errors import CloudError
 from aca_gpu.models import LogsDestination
 
+WHAT = "Log Analytics workspace"
 TABLE = "ContainerAppConsoleLogs_CL"
 SYSTEM_TABLE = "ContainerAppSystemLogs_CL"
 # the platform's own record that an execution ended (its system log; column names UNCONFIRMED)
@@ -36,18 +38,36 @@ PUBLIC_ENDPOINT = "https://api.loganalytics.io"
 def ensure_workspace(
     clients: Clients, resource_group: str, name: str, location: str, tags: Mapping[str, str]
 ) -> LogsDestination:
-    """Make (or find again) the workspace; its customerId and primary shared key."""
+    """Make (or find again) the workspace; its customerId and primary shared key.
+
+    Each call is retried as every create step's is: the PUT is idempotent (sent again after a lost
+    or unreadable answer), a 404 right after the create is ARM's eventual consistency (read again,
+    then `NotFoundAfterCreate`, exit 7, never "not found" as bad input), and the shared-keys POST
+    only reads (a safe POST: sent again after a reset, a 502 or a cut answer)."""
     body = {
         "location": location,
         "tags": dict(tags),
         "properties": {"sku": {"name": SKU}, "retentionInDays": RETENTION_DAYS},
     }
-    with translate_errors("create Log Analytics workspace", name):
-        clients.loganalytics.workspaces.begin_create_or_update(resource_group, name, body).result()
-        # read back rather than taken from the create's answer: a recording keeps no LRO's first body,
-        # so a replay of this run reads the workspace, as here
-        made = clients.loganalytics.workspaces.get(resource_group, name)
-        keys = clients.loganalytics.shared_keys.get_shared_keys(resource_group, name)
+    ops = clients.loganalytics.workspaces
+
+    def get() -> Any:
+        return ops.get(resource_group, name)
+
+    def put() -> Any:
+        return result_or_read(ops.begin_create_or_update(resource_group, name, body), WHAT, name, get)
+
+    retrying(f"create {WHAT}", name, put)
+    # read back rather than taken from the create's answer: a recording keeps no LRO's first body,
+    # so a replay of this run reads the workspace, as here
+    made = retrying(f"read {WHAT}", name, lambda: read_created(WHAT, name, get))
+    keys = retrying(
+        f"read the shared keys of {WHAT}",
+        name,
+        lambda: read_created(
+            WHAT, name, lambda: clients.loganalytics.shared_keys.get_shared_keys(resource_group, name)
+        ),
+    )
     customer = getattr(made, "customer_id", None)
     key = getattr(keys, "primary_shared_key", None)
     if not customer or not key:

@@ -9,45 +9,62 @@ is read back by that token (`ExecutionInfo.env`), never by listing before and af
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aca_gpu.azure import api_versions
-from aca_gpu.azure.apps import _q, app_path, execution_info, execution_template, list_executions, send
+from aca_gpu.azure.apps import (
+    THROTTLED_PATIENCE_S,
+    _q,
+    app_path,
+    execution_info,
+    execution_template,
+    list_executions,
+    send,
+)
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, usage_infos
 from aca_gpu.azure.translate import retrying, translate_errors
-from aca_gpu.errors import AcaGpuError, CloudError, InfraError, is_throttled
-from aca_gpu.models import ContainerDef, ExecutionInfo, UsageInfo
+from aca_gpu.errors import AcaGpuError, CloudError, InfraError, WaitTimedOut, is_throttled
+from aca_gpu.models import ContainerDef, ExecutionInfo, MarkedStart, UsageInfo
 
 START_ATTEMPTS = 4
-THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
+LOOK_AFTER_S = 0.5  # a start without an answer: ARM's listing is given this long (x the try) to show it
+
+
+def marked_all(clients: Clients, rg: str, job: str, key: str, token: str) -> list[ExecutionInfo]:
+    """Every execution whose template env says `key=token`, newest first: every page is read (the
+    pager follows nextLink), since an older copy of the same start lists after the newer one."""
+    return [info for info in list_executions(clients, rg, job) if info.env.get(key) == token]
 
 
 def find_marked(clients: Clients, rg: str, job: str, key: str, token: str) -> ExecutionInfo | None:
-    """The execution whose template env says `key=token` (listing follows nextLink), if any."""
-    for info in list_executions(clients, rg, job):
-        if info.env.get(key) == token:
-            return info
-    return None
+    """The oldest execution whose template env says `key=token` (every page read), if any."""
+    found = marked_all(clients, rg, job, key, token)
+    return found[-1] if found else None
 
 
 def executions_marked(
-    clients: Clients, rg: str, job: str, key: str, tokens: Collection[str]
+    clients: Clients, rg: str, job: str, key: str, tokens: Collection[str], *, every: bool = False
 ) -> list[ExecutionInfo]:
-    """The job's executions, page by page (the SDK's pager follows `nextLink`), until every one
-    carrying a token of `tokens` was seen: the service lists the newest first, so a fan-out's live
-    attempts are on the first page or two and a listing costs one or two reads, not N/100."""
+    """The job's executions, page by page (the SDK's pager follows `nextLink`), until the page on
+    which every one carrying a token of `tokens` was seen: the service lists the newest first, so a
+    fan-out's live attempts are on the first page or two and a listing costs one or two reads, not
+    N/100. Every execution of a page read is kept (a copy of a start, made a moment before the one
+    its answer named, lists right after it). With `every`, every page: a start that went unanswered
+    may have an older copy further down."""
     wanted = set(tokens)
     found: list[ExecutionInfo] = []
     with translate_errors("list executions of", job):
-        for item in clients.apps.jobs_executions.list(rg, job):
-            info = execution_info(item)
-            found.append(info)
-            wanted.discard(info.env.get(key, ""))
-            if not wanted:
+        for page in clients.apps.jobs_executions.list(rg, job).by_page():
+            for item in page:
+                info = execution_info(item)
+                found.append(info)
+                wanted.discard(info.env.get(key, ""))
+            if not wanted and not every:
                 break
     return found
 
@@ -62,38 +79,67 @@ def start_marked(
     token: str,
     sleep: Callable[[float], None] = time.sleep,
     throttled_wait_s: float = 2.0,
-) -> str:
+    cancel: threading.Event | None = None,
+) -> MarkedStart:
     """Start one execution of `template` (whose env carries `key=token`; None: the job's own
-    template, which carries it) and return its name.
+    template, which carries it) and return it.
 
-    The name comes from the answer; a POST whose answer was lost is looked up by its token before
-    it is sent again, so a start is never paid twice. A 429 that outlived azure-core's own waits
-    (each its Retry-After) is sent again without using up a try: ARM refused the rate, not the start."""
+    Jobs_Start is not idempotent: a POST that ARM accepted but whose answer was a 5xx, a reset or a
+    cut body may have started the execution. So azure-core never sends it again itself (`once`);
+    the execution is looked for by its token (every page of the listing) and the POST is sent again
+    only when none carries it. Should a start still have run twice (the look came before ARM's
+    listing showed the first), every other execution carrying the token is stopped and named in
+    `extras`. A 429 is ARM refusing the rate, not the start: sent again (after its Retry-After,
+    held by the subscription's rate gate) without using up a try. `cancel` (Ctrl-C) ends the
+    waiting between tries: WaitTimedOut("Cancelled")."""
     version = api_versions.working(api_versions.STABLE)
     url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
     body_out = execution_template(template) if template else None
-    attempt, patience_ends = 1, time.monotonic() + THROTTLED_PATIENCE_S
+    attempt, patience_ends, unsure = 1, time.monotonic() + THROTTLED_PATIENCE_S, False
+    last: AcaGpuError | None = None
     while True:
+        if cancel is not None and cancel.is_set():
+            raise WaitTimedOut(f"start job {job}: cancelled", code="Cancelled")
         try:
-            _, body, _ = send(clients, "POST", url, "start job", job, json_body=body_out)
+            _, body, _ = send(clients, "POST", url, "start job", job, json_body=body_out, once=True)
             name = _name(body)
             if name:
-                return name
+                return _checked(clients, rg, job, key, token, name) if unsure else MarkedStart(name)
         except AcaGpuError as exc:
             if is_throttled(exc) and time.monotonic() < patience_ends:
-                sleep(throttled_wait_s)
+                _pause(sleep, throttled_wait_s, cancel)
                 continue
-            if not isinstance(exc, InfraError) or attempt >= START_ATTEMPTS:
+            if not isinstance(exc, InfraError):
                 raise
-        found = retrying("find execution of", job, lambda: find_marked(clients, rg, job, key, token))
+            last = exc
+        unsure = True  # the POST may have started it: look before sending again
+        _pause(sleep, LOOK_AFTER_S * attempt, cancel)
+        found = find_marked(clients, rg, job, key, token)
         if found is not None:
-            return found.name
+            return _checked(clients, rg, job, key, token, found.name)
         if attempt >= START_ATTEMPTS:
+            if last is not None:
+                raise last
             raise InfraError(
                 f"job {job} start not confirmed: no execution carries its token", code="NoExecution"
             )
         attempt += 1
-        sleep(0.2 * attempt)
+
+
+def _pause(sleep: Callable[[float], None], seconds: float, cancel: threading.Event | None) -> None:
+    if cancel is None:
+        sleep(seconds)
+    elif cancel.wait(seconds):
+        raise WaitTimedOut("start job: cancelled", code="Cancelled")
+
+
+def _checked(clients: Clients, rg: str, job: str, key: str, token: str, name: str) -> MarkedStart:
+    """`name`, after a start that was sent more than once or not answered: any other execution that
+    carries the token is the same start run again, and is stopped (never billed twice)."""
+    extras = tuple(info.name for info in marked_all(clients, rg, job, key, token) if info.name != name)
+    for extra in extras:
+        stop_execution(clients, rg, job, extra)
+    return MarkedStart(name, extras, unanswered=True)
 
 
 def _name(body: Any) -> str | None:

@@ -20,7 +20,8 @@ from the seeded generator; default 1), `skip` (eligible requests let through fir
 Faults and their parameters:
 
     throttle             429 + Retry-After: `retry_after` seconds, `retry_after_format` seconds|date
-    status               `status` 500/502/503/504 with `body` arm|none|html
+    status               `status` 500/502/503/504 with `body` arm|none|html; `when` before|after
+                         forwarding (after: the service did the work, the client hears the error)
     reset                connection reset (RST) `when` before|after forwarding upstream
     truncate             forward, then send half the body under the full Content-Length and close
     latency              `seconds` of delay before forwarding
@@ -29,6 +30,8 @@ Faults and their parameters:
     lro_repeat           an operation poll that has finished is answered with its InProgress answer
     empty_200 / non_json_200   a 200 with an empty / non-JSON body, `when` before|after forwarding
     not_found_after_put  a successful PUT is followed by `gets` 404 answers to GETs of that resource
+    duplicate            the request is sent upstream twice (a gateway that resent it); the client
+                         hears the second answer
 
 Each fired fault is appended as one JSON line to `--log`, and listed by GET `/_chaos/events`, so a
 scenario can say which faults it met. GET `/_chaos/traffic` lists every request body and answer
@@ -74,6 +77,7 @@ FAULTS = (
     "empty_200",
     "non_json_200",
     "not_found_after_put",
+    "duplicate",
 )
 # faults decided before the request goes upstream (unless `when` says after)
 PRE = {"throttle", "status", "latency", "reset", "empty_200", "non_json_200"}
@@ -465,6 +469,14 @@ class ChaosProxy:
         body = await req.read()
         url = self.upstream + req.path_qs
         stream = method == "GET" and bool(STREAM_PATH.search(path))
+        twice = self._pick(method, path, {"duplicate"}) if faults and not stream else None
+        if twice is not None:
+            self._record(twice, method, path)
+            with contextlib.suppress(aiohttp.ClientError):
+                async with self._session.request(
+                    method, url, headers=self._headers_up(req), data=body or None, allow_redirects=False
+                ) as first:
+                    await first.read()
         try:
             up = await self._session.request(
                 method, url, headers=self._headers_up(req), data=body or None, allow_redirects=False
@@ -490,10 +502,13 @@ class ChaosProxy:
             answer = self._lro(method, path, up.status, headers, data)
             if answer is not None:
                 return answer
-        rule = self._pick(method, path, {"reset", "truncate", "empty_200", "non_json_200"}, when="after")
+        after = {"reset", "truncate", "empty_200", "non_json_200", "status"}
+        rule = self._pick(method, path, after, when="after")
         if rule is None:
             return web.Response(status=up.status, body=data, headers=headers)
         self._record(rule, method, path, upstream_status=up.status)
+        if rule.fault == "status":
+            return self._pre_answer(req, rule)
         if rule.fault == "reset":
             _hard_reset(req)
             raise _Dropped()

@@ -154,3 +154,48 @@ def test_a_second_ctrl_c_while_the_first_is_reported_still_ends_in_one_line(tmp_
     assert err.strip().splitlines() == [f"error: {entry.MESSAGE}"], err
     doc = json.loads(out)
     assert (doc["command"], doc["error"]["exit_code"]) == ("up", 130)
+
+
+HELD_EXIT = """
+import sys, threading, time
+import aca_gpu.cli
+
+def command(argv=None):
+    # a command that reported (its document is out) while a thread it started still waits: Python
+    # joins it before the process can end
+    threading.Thread(target=time.sleep, args=(120,), name="still-waiting").start()
+    print('{"exit_code": 130}', flush=True)
+    raise SystemExit(130)
+
+aca_gpu.cli.main = command
+from aca_gpu.entry import main
+main()
+"""
+
+
+def test_a_ctrl_c_after_the_document_ends_the_process_at_once_with_its_code() -> None:
+    """A run interrupted under a 429 storm printed its exit-130 document and then waited for a
+    start's thread, and a second Ctrl-C was ignored. A press after the document ends the process
+    at once, with the code the document gave."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_EXIT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.readline()) == {"exit_code": 130}
+        time.sleep(0.3)  # the command has returned: Python waits for the thread
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert out == "" and "Traceback" not in err, (out, err)

@@ -27,6 +27,7 @@ from aca_gpu.models import (
     JobInfo,
     JobSpec,
     LogsDestination,
+    MarkedStart,
     ProfileOffer,
     ReplicaContainerInfo,
     ReplicaInfo,
@@ -248,15 +249,22 @@ class FakeCloud:
 
     # fan-out (workflow/fanout/): an execution per shard, matched by the token in its env
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[Any] | None, *, key: str, token: str
-    ) -> str:
+        self,
+        resource_group: str,
+        job: str,
+        template: Sequence[Any] | None,
+        *,
+        key: str,
+        token: str,
+        cancel: threading.Event | None = None,
+    ) -> MarkedStart:
         runs = self.executions.setdefault((resource_group, job), [])
         name = f"{job}-exec{len(runs) + 1}"
         runs.append(ExecutionInfo(name, "Running", "2026-11-22T12:00:00Z", env={key: token}))
-        return name
+        return MarkedStart(name)
 
     def executions_marked(
-        self, resource_group: str, job: str, key: str, tokens: Collection[str]
+        self, resource_group: str, job: str, key: str, tokens: Collection[str], *, every: bool = False
     ) -> list[ExecutionInfo]:
         return self.list_executions(resource_group, job)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from aca_gpu.gpu.profiles import resolve_profile
-from aca_gpu.models import ReplicaContainerInfo, ReplicaInfo
+from aca_gpu.models import MarkedStart, ReplicaContainerInfo, ReplicaInfo
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.probe_job import probe_container, probe_job
@@ -30,8 +30,15 @@ class SlowStart(FakeCloud):
     began = threading.Event()
 
     def start_job_marked(
-        self, resource_group: str, job: str, template: Sequence[Any] | None, *, key: str, token: str
-    ) -> str:
+        self,
+        resource_group: str,
+        job: str,
+        template: Sequence[Any] | None,
+        *,
+        key: str,
+        token: str,
+        cancel: threading.Event | None = None,
+    ) -> MarkedStart:
         name = super().start_job_marked(resource_group, job, template, key=key, token=token)
 
         def start() -> None:

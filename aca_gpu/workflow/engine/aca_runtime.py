@@ -390,7 +390,9 @@ class AcaRuntime:
 
         def start(token: str) -> TesterRun:
             own = token if template is not None else None  # a kept job's template is its own
-            run = start_execution(cloud, rg, pair.tester, resume=reused, template=template, own_token=own)
+            run = start_execution(
+                cloud, rg, pair.tester, resume=reused, template=template, own_token=own, cancel=waiter.cancel
+            )
             with self._lock:
                 self._testers.append(run)
                 self._tester_jobs.setdefault(pair.tester, []).append(run)

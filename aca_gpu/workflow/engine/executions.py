@@ -12,6 +12,7 @@ and ACA removes a finished replica (and its log) soon after it exits.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 
 from aca_gpu.errors import AcaGpuError, NotFound, WaitTimedOut
-from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo
+from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, MarkedStart
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.replicas import event_reasons_of
 
@@ -54,6 +55,7 @@ class ExecutionRun:
     gone: float | None = None  # when its job was found deleted under it (it billed until then)
     attached_late: bool = False  # its log stream came after its container started: `running` is late
     token: str | None = None  # its ATTEMPT_TOKEN (None: started with its job's own template)
+    extras: tuple[str, ...] = ()  # other executions its start made (stopped): `MarkedStart.extras`
 
     @property
     def seconds(self) -> float:
@@ -90,14 +92,22 @@ def marked(containers: Sequence[ContainerDef], token: str) -> list[ContainerDef]
 
 
 def start_marked(
-    cloud: Cloud, resource_group: str, job: str, containers: Sequence[ContainerDef] | None, token: str
-) -> str:
+    cloud: Cloud,
+    resource_group: str,
+    job: str,
+    containers: Sequence[ContainerDef] | None,
+    token: str,
+    cancel: threading.Event | None = None,
+) -> MarkedStart:
     """The one way acagpu starts an execution it can find again (the probe, the tester, a workload,
     every shard attempt): its env carries `token`, and the execution is the start's answer or, when
-    the answer was lost, the one whose template carries the token. Without `containers` the job's
-    own template runs, which must carry the token already."""
+    the answer was lost, the one whose template carries the token (any other that carries it too
+    was stopped: `extras`). Without `containers` the job's own template runs, which must carry the
+    token already. `cancel` (Ctrl-C) ends a start still waiting to be sent again."""
     template = marked(containers, token) if containers else None
-    return cloud.start_job_marked(resource_group, job, template, key=ATTEMPT_TOKEN, token=token)
+    return cloud.start_job_marked(
+        resource_group, job, template, key=ATTEMPT_TOKEN, token=token, cancel=cancel
+    )
 
 
 def start(
@@ -108,6 +118,7 @@ def start(
     *,
     resume: bool = False,
     own_token: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> ExecutionRun:
     """A new execution running `containers`, started by a token (`start_marked`).
 
@@ -125,7 +136,8 @@ def start(
     if not containers and own_token is None:
         return ExecutionRun(execution=cloud.start_job(resource_group, job, None))
     token = own_token or new_token()
-    return ExecutionRun(execution=start_marked(cloud, resource_group, job, containers, token), token=token)
+    started = start_marked(cloud, resource_group, job, containers, token, cancel)
+    return ExecutionRun(execution=started.execution, token=token, extras=started.extras)
 
 
 def stopper(

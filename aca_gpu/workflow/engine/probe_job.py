@@ -271,7 +271,7 @@ def probe_job(
     requested = time.monotonic()
 
     def start(token: str) -> executions.ExecutionRun:
-        run = executions.start(cloud, resource_group, job, [container], own_token=token)
+        run = executions.start(cloud, resource_group, job, [container], own_token=token, cancel=waiter.cancel)
         if runs is not None:
             runs.append(run)
         return run

@@ -48,6 +48,7 @@ PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet
 PULLING = ("PullingImage", "Creating", "ContainerCreating", "Starting")  # placed, not running yet
 IMAGE_WAIT = ("ImagePullBackOff", "ErrImagePull", "Waiting")  # a pull that failed, waiting to retry
 LOST_AFTER_S = 30.0  # an execution missing from the listing this long after its start is lost
+START_SETTLE_S = 5.0  # after Ctrl-C, how long starts in flight may take to name their execution
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,16 @@ class Attempt:
     seen_running: float | None = None  # the last look that saw it still running
     last_state: str = ""
     exit_code: int | None = None
-    status: str = "starting"  # starting, running, succeeded, failed, stopped (by Ctrl-C)
+    # starting, running, succeeded, failed; stopped (by Ctrl-C), cancelled (Ctrl-C, start in flight)
+    status: str = "starting"
     fault: str | None = None  # user | platform (of a failed attempt)
     reason: str | None = None
     stopped_by_us: bool = False
     missing_since: float | None = None
     verdict: Verdict | None = None  # a watched attempt's end, as its reader judged it
+    # other executions that carried its token (its start run twice by ARM): each stopped, if it
+    # still ran when found, and named here; never billed as the attempt's own
+    extras: list[str] = field(default_factory=list)
     # (start, end) of its container as its log stream saw them (the service accepting the stream,
     # and closing it at the exit), when the backend follows it: the same lifetime a single run has
     stream_clock: Callable[[], tuple[float | None, float | None]] | None = field(default=None, repr=False)
@@ -179,6 +184,7 @@ class Attempt:
             "start_s": None if self.running is None else round(self.running - self.started, 3),
             # the start request on the wall clock (epoch seconds): where it sits on a Gantt chart
             "started_at": round(time.time() - (time.monotonic() - self.started), 3),
+            "extra_executions": list(self.extras),
         }
 
 
@@ -246,7 +252,9 @@ class TaskRunner:
         self._on_change = on_change or (lambda s, a: None)
         self._on_running = on_running or (lambda s, a: None)
         self._on_look = on_look or (lambda: None)  # after each look's ends and starts
-        self._pool = ThreadPoolExecutor(max_workers=max(1, starters), thread_name_prefix="acagpu-start")
+        # starts run in daemon threads, at most `starters` at once: after Ctrl-C a start still
+        # waiting out a 429 storm must never hold the process after its document
+        self._starters = threading.BoundedSemaphore(max(1, starters))
         self._starting: dict[Future[str], tuple[TaskState, Attempt]] = {}
         self._lock = threading.Lock()
         self.errors: list[str] = []  # starts that failed for good (the attempt counts as the platform's)
@@ -278,7 +286,6 @@ class TaskRunner:
         finally:
             if self.cancel.is_set():
                 self.stop_all()
-            self._pool.shutdown(wait=False, cancel_futures=True)
             self._on_look()
         return self.states
 
@@ -318,21 +325,30 @@ class TaskRunner:
             with self._lock:
                 self._by_token[attempt.token] = (state, attempt)
             self.started_at.append(time.monotonic())
-            if self.watch is None:
-                future = self._pool.submit(self.backend.start, state.task, attempt.number, attempt.token)
-            else:  # a daemon thread: a start stuck in a socket never holds the prompt
-                future = spawn(partial(self.backend.start, state.task, attempt.number, attempt.token),
-                               "acagpu-start")  # fmt: skip
+            # a daemon thread: a start stuck in a socket never holds the prompt
+            future = spawn(
+                partial(self._start_one, state.task, attempt.number, attempt.token), "acagpu-start"
+            )
+            if self.watch is not None:
                 future.add_done_callback(lambda _: self._wake.set())
             self._starting[future] = (state, attempt)
             self._on_change(state, attempt)
             free -= 1
+
+    def _start_one(self, task: Task, number: int, token: str) -> str:
+        with self._starters:
+            if self.cancel.is_set():
+                raise WaitTimedOut(f"start of {task.label or task.index}: cancelled", code="Cancelled")
+            return self.backend.start(task, number, token)
 
     def _collect_starts(self) -> None:
         for future in [f for f in self._starting if f.done()]:
             state, attempt = self._starting.pop(future)
             try:
                 attempt.execution = future.result()
+                extras = getattr(self.backend, "extras_of", None)
+                if callable(extras):
+                    attempt.extras += [e for e in extras(attempt.token) if e not in attempt.extras]
                 clock = getattr(self.backend, "stream_clock", None)
                 if callable(clock):
                     attempt.stream_clock = partial(clock, attempt.execution)
@@ -416,11 +432,16 @@ class TaskRunner:
             self._judge(state, attempt, found[1], asked, now)
 
     def _stop_duplicates(self, seen: Mapping[str, tuple[str, Observation]]) -> None:
-        """A start the transport sent twice made two executions with one token: the one the start
-        did not answer with is stopped (a shard never runs twice)."""
+        """A start ARM ran twice made two executions with one token: the one the start did not
+        answer with is stopped if it still runs (a shard never runs twice) and named in its attempt."""
         dup = getattr(self.backend, "duplicates", None)
-        for execution in dup() if callable(dup) else []:
-            self._stop_quietly(execution)
+        for token, execution, finished in dup() if callable(dup) else []:
+            with self._lock:
+                owner = self._by_token.get(token)
+            if owner is not None and execution not in owner[1].extras:
+                owner[1].extras.append(execution)
+            if not finished:
+                self._stop_quietly(execution)
 
     def _judge(self, state: TaskState, attempt: Attempt, seen: Observation, asked: float, now: float) -> None:
         where = seen.states[-1] if seen.states else ""
@@ -528,12 +549,17 @@ class TaskRunner:
     def stop_all(self) -> None:
         """Cancel: every attempt still running is stopped, side by side (billing first); the job's
         delete in teardown stops whatever a stop here could not."""
-        for future in list(self._starting):
-            try:  # a start in flight: its execution is known once it answers (briefly)
-                state, attempt = self._starting[future]
-                attempt.execution = future.result(timeout=5)
+        in_flight = dict(self._starting)
+        futures.wait(list(in_flight), timeout=START_SETTLE_S)  # an answer on its way names its execution
+        for future, (state, attempt) in in_flight.items():
+            try:
+                attempt.execution = future.result(timeout=0) if future.done() else None
             except Exception:
-                pass
+                attempt.execution = None
+            if attempt.execution is None:  # never answered, or refused: cancelled, not failed
+                attempt.ended, attempt.status = attempt.ended or time.monotonic(), "cancelled"
+                attempt.reason = "Interrupted: Ctrl-C while its start was in flight"
+                state.state = "cancelled"  # its job's delete stops it should ARM have started it
         self._starting.clear()
         if self._watching and self.settle_s > 0:  # each reader records how its container ended
             futures.wait(list(self._watching), timeout=self.settle_s)
@@ -626,7 +652,9 @@ def run_execution(
 
     def watch(task: Task, attempt: Attempt) -> Verdict:
         assert attempt.execution is not None
-        return read(started[attempt.execution])
+        run = started[attempt.execution]
+        attempt.extras += list(run.extras)  # its start ran twice: the other was stopped
+        return read(run)
 
     return run_task(
         begin,

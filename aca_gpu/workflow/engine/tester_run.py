@@ -8,6 +8,7 @@ finished job replica and its logs soon after exit, and log streams drop.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
@@ -49,10 +50,15 @@ def start_execution(
     resume: bool,
     template: Sequence[ContainerDef] | None = None,
     own_token: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> TesterRun:
     """A new execution (of `template` when given), or on resume the one still running."""
-    run = executions.start(cloud, resource_group, job, template, resume=resume, own_token=own_token)
-    return TesterRun(execution=run.execution, reused=run.reused, started=run.started, token=run.token)
+    run = executions.start(
+        cloud, resource_group, job, template, resume=resume, own_token=own_token, cancel=cancel
+    )
+    return TesterRun(
+        execution=run.execution, reused=run.reused, started=run.started, token=run.token, extras=run.extras
+    )
 
 
 def follow_result(

@@ -148,6 +148,7 @@ class Fanout:
                 plan, where, job.name, task, name, waiter
             ),
             streams=self.streams,
+            cancel=waiter.cancel,
         )
         self.bucket = bucket_of(self.cloud)
         self.runner = TaskRunner(

@@ -40,6 +40,10 @@ class AttemptResult:
     seconds: float
     gpu_seconds: float
     start_s: float | None = None  # start request to a running container
+    # other executions ARM made of this attempt's one start (stopped if they still ran): see
+    # docs/fanout.md, "Matching executions to shards"
+    extra_executions: tuple[str, ...] = ()
+    started_at: float | None = None  # the start request on the wall clock (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,10 @@ class FanoutResult:
 def _result(doc: dict[str, Any]) -> FanoutResult:
     shards = []
     for s in doc.get("shards") or []:
-        attempts = tuple(AttemptResult(**a) for a in s["attempts"])
+        attempts = tuple(
+            AttemptResult(**{**a, "extra_executions": tuple(a.get("extra_executions") or ())})
+            for a in s["attempts"]
+        )
         shards.append(
             ShardResult(
                 index=s["index"],

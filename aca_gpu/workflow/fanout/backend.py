@@ -35,12 +35,16 @@ class AcaShards:
         *,
         on_started: Callable[[Task, int, str], None] | None = None,
         streams: Mapping[str, ExecutionRun] | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.cloud, self.rg, self.job = cloud, resource_group, job
         self._on_started = on_started
         self._streams = streams if streams is not None else {}  # execution -> its log follower's run
         self._names: dict[str, str] = {}  # token -> the execution its start answered with
-        self._dups: set[str] = set()
+        self._extras: dict[str, list[str]] = {}  # token -> other executions carrying it (stopped)
+        self._dups: list[tuple[str, str, bool]] = []  # (token, execution, ended) found by a listing
+        self._unsure: set[str] = set()  # tokens whose start went unanswered: listed on every page
+        self._cancel = cancel
         self._lock = threading.Lock()
         self.listings = 0
 
@@ -51,17 +55,31 @@ class AcaShards:
 
     def start(self, task: Task, attempt: int, token: str) -> str:
         container = self.template(task, attempt)
-        name = start_marked(self.cloud, self.rg, self.job.name, [container], token)
+        started = start_marked(self.cloud, self.rg, self.job.name, [container], token, self._cancel)
+        name = started.execution
         with self._lock:
             self._names[token] = name
+            self._extras[token] = list(started.extras)
+            if started.unanswered:
+                self._unsure.add(token)
         if self._on_started is not None:
             self._on_started(task, attempt, name)
         return name
 
+    def extras_of(self, token: str) -> list[str]:
+        """The other executions its start found carrying `token` (already stopped)."""
+        with self._lock:
+            return list(self._extras.get(token, ()))
+
     def observe(self, live: Collection[str] = ()) -> Mapping[str, tuple[str, Observation]]:
-        """What the listing says of each attempt; it pages only until every `live` token was seen."""
+        """What the listing says of each attempt; it pages only until every `live` token was seen,
+        or through every page while a live attempt's start went unanswered (an older copy of that
+        start would list after it)."""
         found: dict[str, tuple[str, Observation]] = {}
-        infos = self.cloud.executions_marked(self.rg, self.job.name, TOKEN, live)
+        with self._lock:
+            self._unsure &= set(live)
+            every = bool(self._unsure)
+        infos = self.cloud.executions_marked(self.rg, self.job.name, TOKEN, live, every=every)
         self.listings += 1
         with self._lock:
             names = dict(self._names)
@@ -71,17 +89,20 @@ class AcaShards:
                 continue
             known = names.get(token)
             if known is not None and info.name != known:
-                if not info.finished:
-                    with self._lock:
-                        self._dups.add(info.name)  # the same start twice: the unanswered one goes
+                with self._lock:  # the same start twice: the one not answered with goes
+                    extras = self._extras.setdefault(token, [])
+                    if info.name not in extras:
+                        extras.append(info.name)
+                        self._dups.append((token, info.name, info.finished))
                 continue
             seen = Observation(info.status, info.states, exit_code_of(info), _said(info), info.end_time)
             found[token] = (info.name, seen)
         return found
 
-    def duplicates(self) -> list[str]:
+    def duplicates(self) -> list[tuple[str, str, bool]]:
+        """(token, execution, ended) of each copy of a start found since the last call."""
         with self._lock:
-            found, self._dups = sorted(self._dups), set()
+            found, self._dups = self._dups, []
         return found
 
     def stop(self, execution: str) -> None:

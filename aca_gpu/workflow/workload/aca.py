@@ -177,6 +177,7 @@ class Workload:
                 resume=reused,
                 template=None if token is not None else [job.container],
                 own_token=(None if reused else token) if token is not None else fresh,
+                cancel=waiter.cancel,
             )
             with self._lock:
                 self._testers.append(run)
