@@ -1101,8 +1101,8 @@ def steady_plan(
     settled measurement (then it is skipped, and said).
 
     The first rate (the headline) takes its natural plan whatever follows; a later one takes its
-    own while the rates `after` it keep their least. Short of that a rate shrinks (its own window
-    first, to 1 s, then the warm-up cap, to the periods that must agree), and what comes after it
+    own while the rates `after` it keep their least. Short of that a rate shrinks (its warm-up cap
+    first, to the periods that must agree, then its own window, to 1 s), and what comes after it
     is skipped.
     """
     how = natural_plan(args, name, first)
