@@ -58,7 +58,7 @@ def trace(t: Any, torch: Any, seconds: dict[str, float], n: int) -> dict[str, An
         c = torch.empty(n, n, device=dev, dtype=dt)
         i = 0
 
-        def chunk(calls: int) -> float:
+        def chunk(calls: int, a: Any = a, b: Any = b, c: Any = c, sets: int = sets) -> float:
             nonlocal i
             start.record()
             for _ in range(calls):

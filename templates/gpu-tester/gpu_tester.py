@@ -1126,10 +1126,11 @@ def budget_warning(args: argparse.Namespace, clock: Clock, count: int, warnings:
     left = clock.left()
     if left >= need:
         return
+    order = rate_order(args.dtype_list, True)
     warnings.append(
-        f"the budget leaves {max(left, 0):.1f}s for measuring, under the {need:.0f}s that every rate asked "
-        f"for may take to settle: {rate_order(args.dtype_list, True)[0] if args.dtype_list else 'the headline'} "
-        "goes first; later rates shorten or are skipped, each said below"
+        f"the budget leaves {max(left, 0):.1f}s for measuring, under the {need:.0f}s that every rate "
+        f"asked for may take to settle: {order[0] if order else 'the headline'} goes first; later "
+        "rates shorten or are skipped, each said below"
     )
     say(f"warning: {warnings[-1]}")
 
@@ -1189,7 +1190,8 @@ def measure_device(
         if plan is None:
             skipped.append(f"gpu{index}:{name}:budget")
             need = rate_cost(args, name, first, least=True)
-            say(f"gpu{index} {name}: skipped, the budget has {max(left, 0):.1f}s left and it needs {need:.1f}s")
+            have = max(left, 0)
+            say(f"gpu{index} {name}: skipped, the budget has {have:.1f}s left and it needs {need:.1f}s")
             continue
         natural = natural_plan(args, name, first)
         if k == 0 and (plan.window_s < natural.window_s or plan.warm_max_s < natural.warm_max_s):
