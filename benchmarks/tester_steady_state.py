@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Is the tester's headline steady? Six default runs back to back, an independent loop, a burn.
+"""Is the tester steady, and how fast? Default runs back to back, an independent loop, a burn.
 
 Run on a GPU machine (needs torch with CUDA; stdlib + torch only, like the tester):
 
     python3 benchmarks/tester_steady_state.py --tester templates/gpu-tester/gpu_tester.py \\
         --runs 6 --burn 60
 
-Prints, per run, the headline bf16/fp16 TFLOP/s, burst, warm-up, window, samples and elapsed
-seconds; then the spread of each headline over the runs (max/min − 1), bf16 vs fp16, and the ratio
-of the mean headline to an independent loop that shares no code with the tester: its own operands
-(normal values rounded to bf16, the tester's choice, plus full-mantissa fp16 for the data effect),
-a fixed 6 s warm-up, then three 3 s windows timed with CUDA events, the rate being work over time.
-Last, one `--burn` run: its errors, checks and telemetry rows. JSON of everything goes to --json.
+Prints, per run, every rate's TFLOP/s, the headline's burst, warm-up, window, samples, the elapsed
+seconds and where they went (the tester's `phases`); then the spread of each rate over the runs
+(max/min − 1), bf16 vs fp16, and each rate's mean against an independent loop that shares no code
+with the tester: its own operands (normal values rounded to bf16 for fp16/bf16, the tester's
+choice, plus full-mantissa fp16 for the data effect; plain normal values for tf32/fp32), a fixed
+6 s warm-up, then three 3 s windows timed with CUDA events, the rate being work over time.
+Targets (issue 36): every default run ≤ 20 s, each rate within 1 % of the loop, spread ≤ 1 %.
+Last, one `--burn` run (`--burn 0`: none). JSON of everything goes to --json.
 """
 
 from __future__ import annotations
@@ -74,7 +76,10 @@ def loop(n: int = 8192, warm_s: float = 6.0, window_s: float = 3.0, windows: int
         ("bf16", torch.bfloat16, True),
         ("fp16", torch.float16, True),
         ("fp16_full_mantissa", torch.float16, False),
+        ("tf32", torch.float32, False),
+        ("fp32", torch.float32, False),
     ):
+        torch.backends.cuda.matmul.allow_tf32 = label == "tf32"
 
         def make(dtype: Any = dtype, rounded: bool = rounded) -> Any:
             x = torch.randn(n, n, device=dev, generator=gen)
@@ -90,8 +95,9 @@ def loop(n: int = 8192, warm_s: float = 6.0, window_s: float = 3.0, windows: int
         for _ in range(windows):
             ms, calls = run_for(window_s)
             rates.append(calls * 2 * n**3 / (ms * 1e-3) / 1e12)
-        out[label] = round(sum(rates) / len(rates), 1)
-        out[label + "_windows"] = [round(r, 1) for r in rates]  # type: ignore[assignment]
+        out[label] = round(sum(rates) / len(rates), 2)
+        out[label + "_windows"] = [round(r, 2) for r in rates]  # type: ignore[assignment]
+    torch.backends.cuda.matmul.allow_tf32 = False
     return out
 
 
@@ -110,7 +116,13 @@ def main() -> int:
     for k in range(args.runs):
         doc, wall = tester_run(args.tester, [])
         mm = doc["devices"][0]["matmul"]
-        row = {"wall_s": round(wall, 1), "elapsed_s": doc.get("elapsed_s"), "status": doc["status"]}
+        row = {
+            "wall_s": round(wall, 1),
+            "elapsed_s": doc.get("elapsed_s"),
+            "status": doc["status"],
+            "phases": doc.get("phases"),
+            "skipped": doc.get("skipped"),
+        }
         for d in ("fp32", "tf32", "fp16", "bf16"):
             if d in mm:
                 r = mm[d]
@@ -135,22 +147,26 @@ def main() -> int:
         print(
             f"run {k + 1}: bf16 {row.get('bf16')} fp16 {row.get('fp16')} tf32 {row.get('tf32')}"
             f" fp32 {row.get('fp32')}"
-            f"  elapsed {row['elapsed_s']}s  bf16 {row.get('bf16_detail')}  fp16 {row.get('fp16_detail')}",
+            f"  elapsed {row['elapsed_s']}s wall {row['wall_s']}s  bf16 {row.get('bf16_detail')}"
+            f"  fp16 {row.get('fp16_detail')}  tf32 {row.get('tf32_detail')}  fp32 {row.get('fp32_detail')}"
+            f"  phases {row['phases']}  skipped {row['skipped']}",
             flush=True,
         )
     independent = loop()
     print(f"independent loop: {independent}", flush=True)
-    bf16 = [r["bf16"] for r in runs]
-    fp16 = [r["fp16"] for r in runs]
-    mean_bf16, mean_fp16 = sum(bf16) / len(bf16), sum(fp16) / len(fp16)
-    summary = {
-        "bf16_spread_pct": spread(bf16),
-        "fp16_spread_pct": spread(fp16),
-        "bf16_vs_fp16_pct": round(100 * (mean_bf16 / mean_fp16 - 1), 2),
-        "bf16_vs_loop_pct": round(100 * (mean_bf16 / independent["bf16"] - 1), 2),
-        "fp16_vs_loop_pct": round(100 * (mean_fp16 / independent["fp16"] - 1), 2),
-        "max_elapsed_s": max(r["elapsed_s"] for r in runs),
-    }
+    summary: dict[str, Any] = {}
+    means: dict[str, float] = {}
+    for d in ("bf16", "fp16", "tf32", "fp32"):
+        got = [r[d] for r in runs if d in r]
+        if not got:
+            continue
+        means[d] = sum(got) / len(got)
+        summary[f"{d}_spread_pct"] = spread(got)
+        summary[f"{d}_vs_loop_pct"] = round(100 * (means[d] / independent[d] - 1), 2)
+    if "bf16" in means and "fp16" in means:
+        summary["bf16_vs_fp16_pct"] = round(100 * (means["bf16"] / means["fp16"] - 1), 2)
+    summary["max_elapsed_s"] = max(r["elapsed_s"] for r in runs)
+    summary["max_wall_s"] = max(r["wall_s"] for r in runs)
     print(f"summary: {summary}", flush=True)
     burn = None
     if args.burn:

@@ -28,6 +28,7 @@ from aca_gpu.emulator.state import (
     key,
 )
 from aca_gpu.emulator.timing import DURATIONS, LINGER_FLOOR_S, Clock
+from aca_gpu.emulator.workloads import host_gpus
 from aca_gpu.emulator.workloads.base import Container, ContainerSpec, StartFailure, Workload
 
 log = logging.getLogger(__name__)
@@ -242,6 +243,9 @@ class Runtime:
         for spec in rep.specs:
             self._emit_rep(rep, "ContainerCreated", f"Created container '{spec.name}'")
             self._emit_rep(rep, "ContainerStarted", f"Started container '{spec.name}'")
+        # the host workload's word that this replica shares a GPU (an emulator event, no ACA one)
+        for notice in dict.fromkeys(n for h in started.values() if (n := getattr(h, "notice", None))):
+            self._emit_rep(rep, host_gpus.SHARED_REASON, notice, "Warning")
         if rep.billing is None:
             self._open_billing(
                 rep, real_time=all(getattr(h, "real_process", False) for h in started.values())

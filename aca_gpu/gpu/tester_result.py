@@ -79,6 +79,7 @@ class GpuTelemetry:
     findings: tuple[str, ...] = ()
     dtype: str | None = None
     tflops: float | None = None
+    settled: bool | None = None  # schema 3: False when the headline's warm-up hit its cap unsettled
     pct_of_peak: float | None = None
     at_clock_tflops: float | None = None
     pct_of_clock: float | None = None
@@ -125,6 +126,8 @@ class TesterResult:
     result_grace_s: float | None = None  # how long the tester stays alive after its result line
     burn: dict[str, Any] | None = None  # schema 3 `--burn`: seconds, errors, per-GPU checks and telemetry
     health: HealthReport | None = None  # schema 3: NVML health readings judged like `nvidia-smi -q`
+    skipped: tuple[str, ...] = ()  # what the tester left out: `gpu0:fp32:budget`, `gpu0:bf16:unsupported`
+    warnings: tuple[str, ...] = ()  # tester 1.3: a budget too short for every rate at its settled length
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -194,6 +197,7 @@ def _gpu_telemetry(device: dict[str, Any], position: int, schema: int, top: dict
         findings=_texts(tel.get("findings")),
         dtype=dtype,
         tflops=_float(row.get("tflops")),
+        settled=row.get("settled") if isinstance(row.get("settled"), bool) else None,
         pct_of_peak=_float(row.get("pct_of_peak")),
         at_clock_tflops=_float(row.get("at_clock_tflops")),
         pct_of_clock=_float(row.get("pct_of_clock")),
@@ -317,6 +321,8 @@ def from_document(doc: dict[str, Any]) -> TesterResult:
         result_grace_s=_float(doc.get("result_grace_s")),
         burn=burn,
         health=_health(devices),
+        skipped=_texts(doc.get("skipped")),
+        warnings=_texts(doc.get("warnings")),
         raw=doc,
     )
 
@@ -385,6 +391,8 @@ def _gpu_line(g: GpuTelemetry, simulated: bool) -> str:
         context = [f"{g.pct_of_peak:g}% of peak"] if g.pct_of_peak is not None else []
         if g.pct_of_clock is not None and g.at_clock_tflops is not None and g.sm_clock_mhz:
             context.append(f"{g.pct_of_clock:.0f}% of {g.at_clock_tflops:.0f} at {g.sm_clock_mhz} MHz")
+        if g.settled is False:  # its warm-up hit its cap: the figure may still be moving
+            context.insert(0, "not settled")
         text += f" {g.dtype} {g.tflops:.1f} TFLOP/s" + (f" ({', '.join(context)})" if context else "") + ";"
     if not g.available:
         return text + f" telemetry {g.note or 'unavailable'}" + (" [simulated]" if simulated else "")
@@ -404,9 +412,28 @@ def _gpu_line(g: GpuTelemetry, simulated: bool) -> str:
     return text + (" [simulated]" if simulated else "")
 
 
+def _not_measured(skipped: tuple[str, ...]) -> list[str]:
+    """`gpu0 not measured: fp32, tf32 (the tester's budget ran out)`: what a budget left out, per
+    GPU, so a rate missing from a summary is never a silent gap (a dtype the GPU lacks is not listed:
+    bf16 on a T4 is no omission)."""
+    by_gpu: dict[str, list[str]] = {}
+    for item in skipped:
+        parts = item.split(":")
+        if len(parts) == 3 and parts[2] == "budget":
+            by_gpu.setdefault(parts[0], []).append(parts[1])
+        elif len(parts) == 2 and parts[1] == "budget":  # `allreduce:budget`
+            by_gpu.setdefault("all GPUs", []).append(parts[0])
+    return [
+        f"{where} not measured: {', '.join(names)} (the tester's budget ran out)"
+        for where, names in by_gpu.items()
+    ]
+
+
 def summary_lines(result: TesterResult) -> list[str]:
     """One readable line per GPU measured: headline rate, % of peak and of what its clock allows, the
-    verdict with clocks, power, temperature and active reasons. Empty when no GPU was measured; a
-    run without telemetry says so on each GPU's line. Pure: renderers print these as they are.
+    verdict with clocks, power, temperature and active reasons; then what the tester's budget left
+    out. Empty when no GPU was measured; a run without telemetry says so on each GPU's line. Pure:
+    renderers print these as they are.
     """
-    return [_gpu_line(g, result.simulated) for g in result.gpu_telemetry]
+    lines = [_gpu_line(g, result.simulated) for g in result.gpu_telemetry]
+    return lines + _not_measured(result.skipped) if lines else lines

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any
 
-TESTER_VERSION = "1.2"
+TESTER_VERSION = "1.3"
 # 2 adds telemetry, per-rate clock context, env.cuda_init and result_grace_s; 3 steady-state rates
 # (tflops over a timed window after warm-up; burst_tflops, window_s, warmup_s, settled) and burn
 SCHEMA = 3
@@ -724,12 +724,28 @@ class Steady:
     agree within the tolerances, and the timed window then spans several periods (four seconds for
     the half-precision headline rates, two for fp32/tf32). With two-second windows and a two-period
     rule, six runs on that card spread 3 % (benchmarks/RESULTS.md).
+
+    On an H200 the swing never quite ends under the cap: half-second bins alternate ±3 % for as
+    long as the load lasts, while whole seconds agree within 0.5 % (benchmarks/tester_phases.py).
+    So a rate measured after another on the same card (`follow_on`), which finds it at full load
+    already, needs no cold warm-up: its periods are whole seconds, it is settled when `agree` (2)
+    consecutive periods agree, and the last of them is its window (`warm_max_s` then bounds both).
     """
 
-    def __init__(self, window_s: float, period_s: float, warm_max_s: float) -> None:
+    def __init__(
+        self,
+        window_s: float,
+        period_s: float,
+        warm_max_s: float,
+        *,
+        agree: int = 3,
+        follow_on: bool = False,
+    ) -> None:
         self.window_s = window_s
         self.period_s = period_s
         self.warm_max_s = warm_max_s
+        self.agree = agree
+        self.follow_on = follow_on
         self.chunk_ms = 50.0  # one event-timed chunk: the unit of the best burst
         self.rate_tol = 0.01
         self.clock_tol = 0.02
@@ -748,11 +764,15 @@ def _changed(old: Any, new: Any, tol: float) -> bool:
 
 
 def _settled(chunks: list[tuple[float, float, float]], sampler: Sampler | None, how: Steady) -> bool:
-    """Did the last three periods agree (rate, median SM clock, median power), each with the one
-    before it? Two agreeing periods in a row can be a swing's high and low met halfway; three
-    consecutive ones were not, on the H100 measured. chunks: (t_end, ms, flops)."""
+    """Did the last `how.agree` periods agree (rate, median SM clock, median power), each with the
+    one before it? On a cold card two agreeing periods in a row can be a swing's high and low met
+    halfway; three consecutive ones were not, on the H100 measured (a later rate, on a card at full
+    load already, asks two). chunks: (t_end, ms, flops)."""
     now = chunks[-1][0]
-    spans = [(now - (k + 1) * how.period_s, now - k * how.period_s + (1 if k == 0 else 0)) for k in (2, 1, 0)]
+    spans = [
+        (now - (k + 1) * how.period_s, now - k * how.period_s + (1 if k == 0 else 0))
+        for k in range(how.agree - 1, -1, -1)
+    ]
     rates, clocks, powers = [], [], []
     for lo, hi in spans:
         inside = [(ms, fl) for t, ms, fl in chunks if lo <= t < hi]
@@ -766,7 +786,7 @@ def _settled(chunks: list[tuple[float, float, float]], sampler: Sampler | None, 
         _changed(rates[k], rates[k + 1], how.rate_tol)
         or _changed(clocks[k], clocks[k + 1], how.clock_tol)
         or _changed(powers[k], powers[k + 1], how.power_tol)
-        for k in (0, 1)
+        for k in range(how.agree - 1)
     )
 
 
@@ -805,15 +825,21 @@ def steady_rate(
         warm.append((time.monotonic(), ms, calls * flops))
         if ms < how.chunk_ms / 2:  # sized on a slow first call: longer chunks, fewer sync gaps
             calls = max(1, min(1000, math.ceil(how.chunk_ms * calls / ms)))
-        if warm[-1][0] - began >= 3 * how.period_s and _settled(warm, sampler, how):
+        if warm[-1][0] - began >= how.agree * how.period_s and _settled(warm, sampler, how):
             settled = True
             break
-    warm_s = time.monotonic() - began
-    window_start = time.monotonic()
-    timed: list[float] = []
-    while sum(timed) < how.window_s * 1e3:
-        timed.append(chunk(calls))
-    window_end = time.monotonic()
+    if how.follow_on:  # the last period (agreeing with the one before it, when settled) is the window
+        window_end = warm[-1][0]
+        window_start = window_end - how.period_s
+        timed = [ms for t, ms, _ in warm if t > window_start] or [warm[-1][1]]
+        warm_s = window_start - began
+    else:
+        warm_s = time.monotonic() - began
+        window_start = time.monotonic()
+        timed = []
+        while sum(timed) < how.window_s * 1e3:
+            timed.append(chunk(calls))
+        window_end = time.monotonic()
     samples = sampler.between(window_start, window_end + 1) if sampler is not None else []
     if sampler is not None:
         sampler.stop()
@@ -959,7 +985,7 @@ def bandwidth(torch: Any, dev: Any, quick: bool, free: int, sampler: Sampler | N
     ms = time_gpu(torch, lambda i: dst.copy_(src), target_ms=20, repeats=reps, warm_ms=20, sampler=sampler)
     copy_telemetry = summarize(sampler.samples) if sampler is not None else None
     d2d = 2 * size / (ms * 1e-3) / 1e9
-    hsize = (64 if quick else 256) * MIB
+    hsize = 64 * MIB  # PCIe reaches its rate well below this; pinning 256 MiB cost ~0.3 s a run
     host = torch.randn(hsize // 4).pin_memory()
     dbuf = torch.empty(hsize // 4, device=dev)
     reps = 3 if quick else 5
@@ -1016,19 +1042,97 @@ def device_telemetry(nvml: Nvml | None, why: str | None, props: Any, index: int,
         return None, {"available": False, "reason": f"NVML: {type(exc).__name__}: {exc}"[:200]}
 
 
+# The default run's plan (tester 1.3): the headline rate first, on a card still cold, so a short
+# budget drops the lesser rates, never the one users quote; the card then stays at full load, so the
+# rates after it settle in shorter periods. benchmarks/tester_phases.py traced why (RESULTS.md).
+RATE_ORDER = ("bf16", "fp16", "tf32", "fp32")  # bf16 drops out where the GPU has no native bf16
+COLD_PERIOD_S = 1.0  # the first rate: a cold card's clock swings with a period near a second
+FOLLOW_PERIOD_S = 1.0  # every later rate: whole seconds, which the swing under a cap averages out in
+RATE_OVERHEAD_S = 0.4  # a rate's operands, its first (kernel-loading) calls and its correctness check
+TAIL_S = 1.2  # after the rates: the copies, the telemetry verdict, the result line
+
+
+def rate_order(dtypes: list[str], bf16_ok: bool) -> list[str]:
+    """The order rates are measured in: the headline (bf16, else fp16) first, then the other
+    half-precision rate, tf32 and fp32; only those asked for, bf16 only where it is native."""
+    return [d for d in RATE_ORDER if d in dtypes and (d != "bf16" or bf16_ok)]
+
+
+def natural_plan(args: argparse.Namespace, name: str, first: bool) -> Steady:
+    """One rate's plan when the budget is no constraint.
+
+    The first rate on a card (the headline) starts it from rest: three agreeing one-second periods,
+    at most 6 s (`--quick`: 3.5 s), then its own window of 2 s (1 s for tf32/fp32 when they come
+    first; `--quick` 1 s). Every later rate finds the card at full load: two agreeing one-second
+    periods, the last of them its window, at most 3.2 s (`--quick` 2.2 s). `--window` gives every rate
+    a window of its own of that length after two agreeing periods.
+    """
+    if first:
+        window = 1.0 if args.quick or name not in HEADLINE_DTYPES else 2.0
+        return Steady(args.window or window, COLD_PERIOD_S, 3.5 if args.quick else 6.0)
+    if args.window:
+        return Steady(args.window, FOLLOW_PERIOD_S, 3.2, agree=2)
+    cap = 2.2 if args.quick else 3.2  # --quick: two periods, no third
+    return Steady(FOLLOW_PERIOD_S, FOLLOW_PERIOD_S, cap, agree=2, follow_on=True)
+
+
+def _least_warm(how: Steady) -> float:
+    return how.agree * how.period_s + 0.2
+
+
+def rate_cost(args: argparse.Namespace, name: str, first: bool, *, least: bool = False) -> float:
+    """Seconds one rate takes at most (least: with the shortest warm-up and window it may have)."""
+    how = natural_plan(args, name, first)
+    window = 0.0 if how.follow_on else (1.0 if least else how.window_s)
+    return (_least_warm(how) if least else how.warm_max_s) + window + RATE_OVERHEAD_S
+
+
+def run_estimate(args: argparse.Namespace, count: int = 1) -> float:
+    """What the measurements take at most on `count` GPUs, start-up excluded (for the budget warning)."""
+    order = rate_order(args.dtype_list, True)
+    rates = sum(rate_cost(args, d, i == 0) for i, d in enumerate(order))
+    return count * (rates + TAIL_S)
+
+
 def steady_plan(
-    args: argparse.Namespace, deadline: float, clock: Clock, todo: list[str], name: str
-) -> Steady:
-    """This dtype's share of what is left: the timed window (never under 1 s) and a warm-up cap."""
-    left = min(deadline - time.monotonic(), clock.left() - 2)
-    after = todo[todo.index(name) + 1 :] if name in todo else []
-    headline = name in HEADLINE_DTYPES
-    window = args.window or (1.0 if args.quick else (4.0 if headline else 2.0))
-    own = left / (len(after) + 1)
-    window = max(1.0, min(window, own / 2))
-    period = 0.5 if args.quick else 1.0
-    cap = 2.0 if args.quick else (6.0 if headline else 4.0)  # fp32/tf32 must not eat the headline's time
-    return Steady(window, period, warm_max_s=max(3 * period + 0.2, min(cap, own - window - 0.5)))
+    args: argparse.Namespace, left: float, name: str, after: list[str], first: bool
+) -> Steady | None:
+    """This rate's plan from the `left` seconds, or None when they cannot hold even its shortest
+    settled measurement (then it is skipped, and said).
+
+    The first rate (the headline) takes its natural plan whatever follows; a later one takes its
+    own while the rates `after` it keep their least. Short of that a rate shrinks (its warm-up cap
+    first, to the periods that must agree, then its own window, to 1 s), and what comes after it
+    is skipped.
+    """
+    how = natural_plan(args, name, first)
+    least = rate_cost(args, name, first, least=True)
+    if left < least:
+        return None
+    keep = 0.0 if first else sum(rate_cost(args, d, False, least=True) for d in after)
+    own = min(rate_cost(args, name, first), max(left - keep, least))
+    spare = own - RATE_OVERHEAD_S
+    if not how.follow_on:
+        how.window_s = max(1.0, min(how.window_s, spare - _least_warm(how)))
+        spare -= how.window_s
+    how.warm_max_s = max(_least_warm(how), min(how.warm_max_s, spare))
+    return how
+
+
+def budget_warning(args: argparse.Namespace, clock: Clock, count: int, warnings: list[str]) -> None:
+    """Say before measuring when the budget cannot hold every rate asked for at its settled length:
+    the headline goes first, so what gives is the later rates (shortened, or skipped and listed)."""
+    need = run_estimate(args, count)
+    left = clock.left()
+    if left >= need:
+        return
+    order = rate_order(args.dtype_list, True)
+    warnings.append(
+        f"the budget leaves {max(left, 0):.1f}s for measuring, under the {need:.0f}s that every rate "
+        f"asked for may take to settle: {order[0] if order else 'the headline'} goes first; later "
+        "rates shorten or are skipped, each said below"
+    )
+    say(f"warning: {warnings[-1]}")
 
 
 def measure_device(
@@ -1040,11 +1144,15 @@ def measure_device(
     share: float,
     nvml: Nvml | None = None,
     nvml_why: str | None = "telemetry off",
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
+    warnings = [] if warnings is None else warnings
+    began = time.monotonic()
     dev = torch.device("cuda", index)
     torch.cuda.set_device(dev)
     props = torch.cuda.get_device_properties(dev)
-    free, total = torch.cuda.mem_get_info(dev)
+    free, total = torch.cuda.mem_get_info(dev)  # the first call that needs the CUDA context
+    phases: dict[str, float] = {"context": round(time.monotonic() - began, 2)}
     l2 = int(getattr(props, "L2_cache_size", 0) or 50 * MIB)
     info: dict[str, Any] = {
         "index": index,
@@ -1067,18 +1175,35 @@ def measure_device(
     n = args.size or choose_size(props, args.quick)
     matmul: dict[str, Any] = {"size": n}
     deadline = time.monotonic() + share
-    todo = [d for d in args.dtype_list if d != "bf16" or bf16_native(torch)]
+    native = bf16_native(torch)
+    todo = rate_order(args.dtype_list, native)
     skipped: list[str] = []
+    if "bf16" in args.dtype_list and not native:
+        skipped.append(f"gpu{index}:bf16:unsupported")
+        say(f"gpu{index} bf16: skipped, this GPU has no native bf16")
     measured: list[tuple[str, dict[str, Any]]] = []
     findings: list[str] = []
-    for name in args.dtype_list:
-        if name == "bf16" and not bf16_native(torch):
-            skipped.append(f"gpu{index}:bf16:unsupported")
-            continue
-        if time.monotonic() > deadline or clock.left() < 2:
+    for k, name in enumerate(todo):
+        left = min(deadline - time.monotonic(), clock.left() - TAIL_S)
+        first = len(matmul) == 1  # nothing measured on this card yet: it is still cold
+        plan = steady_plan(args, left, name, todo[k + 1 :], first)
+        if plan is None:
             skipped.append(f"gpu{index}:{name}:budget")
+            need = rate_cost(args, name, first, least=True)
+            have = max(left, 0)
+            say(f"gpu{index} {name}: skipped, the budget has {have:.1f}s left and it needs {need:.1f}s")
             continue
-        row = matmul_dtype(torch, dev, name, n, l2, steady_plan(args, deadline, clock, todo, name), sampler)
+        natural = natural_plan(args, name, first)
+        if k == 0 and (plan.window_s < natural.window_s or plan.warm_max_s < natural.warm_max_s):
+            warnings.append(
+                f"gpu{index} {name}: the budget leaves {max(left, 0):.1f}s, under the "
+                f"{rate_cost(args, name, first):.1f}s its settled rate may take: warm-up capped at "
+                f"{plan.warm_max_s:.1f}s, window {plan.window_s:.1f}s"
+            )
+            say(f"warning: {warnings[-1]}")
+        began = time.monotonic()
+        row = matmul_dtype(torch, dev, name, n, l2, plan, sampler)
+        phases[name] = round(time.monotonic() - began, 2)
         row["pct_of_peak"] = pct(row["tflops"], peak.get(PEAK_KEYS[name]))
         clock_context(row, peak.get(PEAK_KEYS[name]), fp32_ref_mhz if name == "fp32" else ref_mhz)
         matmul[name] = row
@@ -1101,8 +1226,10 @@ def measure_device(
             + telemetry_text(row)
         )
     info["matmul"] = matmul
-    if clock.left() > 2:
+    if clock.left() > 1:
+        began = time.monotonic()
         bw = bandwidth(torch, dev, args.quick, free, sampler)
+        phases["copy"] = round(time.monotonic() - began, 2)
         bw["d2d_pct_of_peak"] = pct(bw["d2d_gbps"], peak.get("mem_bw_gbps"))
         info["bandwidth"] = bw
         if bw.get("telemetry", {}).get("samples"):
@@ -1125,6 +1252,7 @@ def measure_device(
             say(f"gpu{index}   {line}")
     info["telemetry"] = telemetry
     info["skipped"] = skipped
+    info["phases"] = phases
     torch.cuda.empty_cache()
     return info
 
@@ -1378,11 +1506,15 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
         "quick": bool(args.quick),
         "budget_s": args.budget,
         "simulated": False,
+        "warnings": [],
     }
+    phases: dict[str, Any] = {}
+    result["phases"] = phases
     # the driver first (retried in a fresh process), then the image's own toolkit, then torch
     cuda_init_record = cuda_init(reexec)
     cudart = probe_cudart()
     peaks = load_peaks(args.peaks)
+    phases["cuda_init"] = round(time.monotonic() - T0, 2)
     try:
         import torch
     except ImportError as exc:
@@ -1390,6 +1522,7 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
         result["env"]["cuda_init"] = cuda_init_record
         result["telemetry"] = no_telemetry("no torch, nothing measured")
         return result
+    phases["import_torch"] = round(time.monotonic() - T0 - phases["cuda_init"], 2)
     env = environment(torch)
     env["cudart"] = cudart
     env["cuda_init"] = cuda_init_record
@@ -1408,8 +1541,11 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
             + (f", error {cudart['error']}" if cudart.get("error") else "")
         )
 
-    cpu_s = args.cpu_budget or (0.5 if args.quick else min(3.0, args.budget * 0.07))
+    # a baseline for the speed-up figure only: half a second finds the CPU's rate at a size it fills
+    cpu_s = args.cpu_budget or min(0.5, args.budget * 0.05)
+    began = time.monotonic()
     cpu = cpu_baseline(torch, cpu_s)
+    phases["cpu"] = round(time.monotonic() - began, 2)
     result["cpu"] = cpu
     say(f"cpu fp32 matmul n={cpu['size']}: {cpu['gflops']:.1f} GFLOP/s ({cpu['threads']} threads)")
 
@@ -1439,11 +1575,16 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
             f"(more often where a rate's window would hold fewer than {MIN_WINDOW_SAMPLES} samples)"
         )
     count = env["device_count"]
+    budget_warning(args, clock, count, result["warnings"])
     devices: list[dict[str, Any]] = []
     try:
         for index in range(count):
-            share = max(1.0, (clock.left() - (8 if count > 1 else 2)) / (count - index))
-            devices.append(measure_device(torch, index, args, clock, peaks, share, nvml, why))
+            share = max(1.0, (clock.left() - (8 if count > 1 else 0)) / (count - index))
+            began = time.monotonic()
+            devices.append(
+                measure_device(torch, index, args, clock, peaks, share, nvml, why, result["warnings"])
+            )
+            phases[f"gpu{index}"] = {"total": round(time.monotonic() - began, 2), **devices[-1]["phases"]}
     finally:
         if nvml is not None:
             nvml.close()
@@ -1475,7 +1616,9 @@ def run(args: argparse.Namespace, reexec: bool = False) -> dict[str, Any]:
     if count > 1 and not args.no_allreduce:
         if clock.left() > 6:
             try:
+                began = time.monotonic()
                 ar = allreduce(torch, count, args.quick)
+                phases["allreduce"] = round(time.monotonic() - began, 2)
                 say(
                     f"nccl all-reduce x{count} {ar['bytes'] // MIB} MiB: bus {ar['busbw_gbps']:.1f} GB/s "
                     f"(alg {ar['algbw_gbps']:.1f} GB/s) {'ok' if ar['ok'] else 'WRONG SUM'}"
@@ -1551,10 +1694,12 @@ def main(argv: list[str] | None = None) -> int:
     result["elapsed_s"] = round(time.monotonic() - T0, 3)
     result["result_grace_s"] = grace
     code = EXIT_PASS if result["status"] == "pass" else EXIT_FAIL
+    skipped = [s for s in result.get("skipped") or [] if not s.endswith(":unsupported")]
     say(
         f"status: {result['status']}"
         + (f" ({result['reason']})" if result.get("reason") else "")
         + f" in {result['elapsed_s']:.1f}s"
+        + (f"; not measured: {', '.join(skipped)}" if skipped else "")
         + (f"; staying {grace:g}s so this log can still be read" if grace else "")
     )
     say(f"{RESULT_TAG} {json.dumps(result, separators=(',', ':'), sort_keys=True)}")

@@ -191,3 +191,40 @@ def test_a_newer_schema_still_parses() -> None:
         {"schema": 3, "status": "pass", "telemetry": {"available": True}, "new_field": [1]}
     )
     assert result.schema == 3 and result.passed and result.telemetry_available is True
+
+
+def _skipping_doc() -> dict[str, Any]:
+    """A tester 1.3 result whose budget measured bf16 unsettled and left fp32 and tf32 out."""
+    row = {"tflops": 661.2, "settled": False, "ok": True, "rel_err": 1.7e-3, "window_s": 1.0}
+    return {
+        "schema": 3,
+        "tester_version": "1.3",
+        "status": "pass",
+        "gpu": {"name": "NVIDIA H200", "count": 1},
+        "tflops": {"bf16": 661.2, "fp16": 665.0},
+        "devices": [
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "matmul": {"size": 8192, "bf16": row, "fp16": {**row, "tflops": 665.0, "settled": True}},
+                "telemetry": {"available": False, "reason": "off: --telemetry-ms 0"},
+                "skipped": ["gpu0:tf32:budget", "gpu0:fp32:budget"],
+            }
+        ],
+        "skipped": ["gpu0:tf32:budget", "gpu0:fp32:budget"],
+        "warnings": [
+            "the budget leaves 7.6s for measuring, under the 20s that every rate asked for may take"
+        ],
+    }
+
+
+def test_a_summary_says_what_the_budget_left_out_and_an_unsettled_headline() -> None:
+    """Issue 36 item 5: a rate the budget skipped is said wherever a result is summarised."""
+    result = from_document(_skipping_doc())
+    assert result.skipped == ("gpu0:tf32:budget", "gpu0:fp32:budget")
+    assert result.warnings and "budget" in result.warnings[0]
+    lines = summary_lines(result)
+    assert lines[0].startswith("gpu0 NVIDIA H200: bf16 661.2 TFLOP/s (not settled);")
+    assert lines[1] == "gpu0 not measured: tf32, fp32 (the tester's budget ran out)"
+    unsupported = from_document({**_skipping_doc(), "skipped": ["gpu0:bf16:unsupported"]})
+    assert len(summary_lines(unsupported)) == 1  # a dtype the GPU lacks is no omission

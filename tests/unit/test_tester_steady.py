@@ -4,11 +4,11 @@ how each dtype's window and warm-up cap are planned, and the telemetry every win
 The rule (gpu_tester.py `Steady`): the last three one-second periods must each agree with the one
 before on rate (1 %), median SM clock (2 %) and median power (5 %); the window is 4 s for fp16/bf16,
 2 s for fp32/tf32, never under 1 s; every period and window holds at least 5 telemetry samples.
+How each rate's plan is drawn from the budget is tests/unit/test_tester_plan.py's.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
@@ -106,59 +106,30 @@ def test_a_period_without_telemetry_is_judged_on_what_was_read() -> None:
     assert not T._settled(chunks([100.0, 100.0, 103.0]), partial, how())
 
 
-class FakeClock:
-    def __init__(self, left: float) -> None:
-        self._left = left
-
-    def left(self) -> float:
-        return self._left
-
-
-def plan(
-    name: str, *, share: float = 30.0, left: float = 40.0, todo: str = "fp32,tf32,fp16,bf16", **kw: Any
-) -> Any:
-    args = argparse.Namespace(window=kw.get("window", 0.0), quick=kw.get("quick", False))
-    return T.steady_plan(args, time.monotonic() + share, FakeClock(left), todo.split(","), name)
-
-
-def test_default_plan_headline_dtypes_get_the_longest_windows() -> None:
-    fp16 = plan("fp16", todo="fp16,bf16")
-    assert (fp16.window_s, fp16.period_s) == (4.0, 1.0)
-    assert fp16.warm_max_s == pytest.approx(6.0)
-    fp32 = plan("fp32")
-    assert (fp32.window_s, fp32.period_s) == (2.0, 1.0)
-    assert fp32.warm_max_s == pytest.approx(4.0)  # fp32/tf32 must not eat the headline's time
-
-
-def test_quick_plan_and_window_override() -> None:
-    quick = plan("bf16", todo="bf16", quick=True)
-    assert (quick.window_s, quick.period_s, quick.warm_max_s) == (1.0, 0.5, 2.0)
-    asked = plan("fp16", todo="fp16", window=3.0)
-    assert asked.window_s == 3.0
-
-
-def test_a_short_share_shrinks_the_window_but_never_under_a_second() -> None:
-    # 6 s left for fp16 and bf16: each gets 3 s, at most half of it the window
-    tight = plan("fp16", share=6.0, todo="fp16,bf16")
-    assert 1.0 <= tight.window_s <= 1.5
-    # nothing left: the window stays 1 s and the warm-up can still see three periods
-    starved = plan("fp32", share=0.5, left=1.0)
-    assert starved.window_s == 1.0
-    assert starved.warm_max_s == pytest.approx(3 * 1.0 + 0.2)
-    # the run's budget (clock) bounds too, not only the device's share
-    budget = plan("bf16", share=60.0, left=4.0, todo="bf16")
-    assert budget.window_s == 1.0
-
-
 def test_every_period_and_window_gets_at_least_five_samples() -> None:
     """--telemetry-ms up to 5000 is accepted; the steady rate shortens it for its own sampling."""
     assert T.MIN_WINDOW_SAMPLES == 5
-    for steady in (plan("fp16"), plan("fp32"), plan("bf16", quick=True), plan("fp32", share=0.5, left=1.0)):
+    steadies = [
+        T.Steady(2.0, 1.0, 6.0),
+        T.Steady(1.0, 1.0, 3.2, agree=2, follow_on=True),
+        T.Steady(1.0, 0.5, 2.0),
+        T.Steady(1.0, 1.0, 3.2),
+    ]
+    for steady in steadies:
         for requested in (0.005, 0.02, 0.5, 5.0):
             interval = steady.sample_interval(requested)
             assert interval <= requested
             assert min(steady.period_s, steady.window_s) / interval >= 2 * T.MIN_WINDOW_SAMPLES - 1e-9
-    assert plan("fp16").sample_interval(0.02) == 0.02  # the default is left alone
+    assert steadies[0].sample_interval(0.02) == 0.02  # the default is left alone
+
+
+def test_two_agreeing_periods_settle_a_later_rate() -> None:
+    """A rate measured on a card at full load already asks two agreeing periods, not three."""
+    later = T.Steady(1.0, PERIOD, 3.2, agree=2, follow_on=True)
+    steady = readings([(1500, 690.0)] * 2)
+    assert T._settled(chunks([100.0, 100.6]), steady, later)
+    assert not T._settled(chunks([100.0, 101.5]), steady, later)
+    assert not T._settled(chunks([100.0, 100.6]), steady, how())  # a cold card still asks three
 
 
 class FakeEvent:
@@ -187,6 +158,21 @@ class SteadyNvml:
 
     def sample(self, handle: Any) -> tuple[Any, ...]:
         return (1500, 2619, 690.0, 60, 100, 0x4)
+
+
+def test_a_later_rate_takes_its_last_agreeing_period_as_its_window() -> None:
+    """follow_on: no window of its own after the warm-up; the last period is the window."""
+    steady = T.Steady(0.3, 0.3, 1.0, agree=2, follow_on=True)
+    steady.chunk_ms = 5.0
+    steady.rate_tol = 0.5  # host sleeps jitter; this test is about where the window is
+    row = T.steady_rate(
+        FakeTorch, lambda i: time.sleep(0.0005), 1e9, steady, T.Sampler(SteadyNvml(), None, 1.0)
+    )
+    assert row["settled"] is True
+    # the window lies inside the two periods (about 0.3 s each), not after them
+    assert 0.2 <= row["window_s"] <= 0.35
+    assert row["warmup_s"] + row["window_s"] == pytest.approx(0.6, abs=0.15)
+    assert row["telemetry"]["samples"] >= T.MIN_WINDOW_SAMPLES
 
 
 def test_a_steady_rate_samples_its_window_at_least_five_times_even_when_asked_for_one_second() -> None:

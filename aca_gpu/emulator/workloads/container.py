@@ -56,6 +56,8 @@ class SandboxContainer:
         self._stopped = threading.Event()
         self._main: subprocess.Popen[bytes] | None = None
         self.real_process = False  # True when the main process really runs (real seconds, not scaled)
+        # said once in the replica's system log when it starts (the host workload's shared GPU)
+        self.notice: str | None = None
         self._execs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
 

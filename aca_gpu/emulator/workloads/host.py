@@ -3,7 +3,8 @@
 Exec runs real processes with the host's PATH (the real `nvidia-smi` when the driver is installed,
 otherwise "executable file not found", like a container without the driver). A job's main process is
 its real command and args with the template's env, so the zero-build tester (`python -c <bootstrap>`
-with the script in an env var) runs unchanged; an explorer app idles.
+with the script in an env var) runs unchanged; an explorer app idles. A replica on a GPU profile
+gets GPUs of its own on a multi-GPU host (host_gpus.py): CUDA and its `nvidia-smi` see those alone.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aca_gpu.emulator import catalog
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
+from aca_gpu.emulator.workloads.host_gpus import GpuSeats, read_host_gpus, smi_wrapper
 from aca_gpu.emulator.workloads.simulated import is_gpu_tester, replica_folder, sandbox_mounts
 from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
@@ -53,6 +56,7 @@ class HostWorkload:
         self.driver_version = versions[0] if versions else "n/a"
         names = _query_smi("name")
         self._gpu = names[0] if names else None
+        self.seats = GpuSeats(read_host_gpus())
 
     def gpu_name(self, profile_type: str) -> str | None:
         return self._gpu if "gpu" in profile_type.lower() or "a100" in profile_type.lower() else None
@@ -66,6 +70,17 @@ class HostWorkload:
         # a container's /tmp goes with it: what its processes leave there (the zero-build scripts'
         # mkdtemp folders) is removed when the replica stops, as the simulated workload does
         env.update(HOSTNAME=spec.replica, TMPDIR=str(tmp))
+        seat = (
+            self.seats.take(spec.replica, max(1, catalog.gpus(spec.profile_type)))
+            if self.gpu_name(spec.profile_type)
+            else None
+        )
+        if seat is not None:  # its own GPUs: CUDA and the nvidia-smi first on its PATH see them alone
+            env.update(seat.env())
+            real = shutil.which("nvidia-smi", path=env["PATH"])
+            if real is not None:
+                smi_wrapper(root / "bin", real, seat)
+                env["PATH"] = f"{root / 'bin'}{os.pathsep}{env['PATH']}"
         if spec.kind == "job" and is_gpu_tester(spec):
             # the zero-build launch runs `python3` from PATH: this interpreter (the one with torch);
             # the result grace passes on the emulator's scaled clock like every other duration
@@ -73,6 +88,9 @@ class HostWorkload:
             env[GRACE_ENV] = f"{result_grace_s(env) * max(0.0, time_scale):g}"
         container = SandboxContainer(name=spec.name, env=env, cwd=root)
         container.on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
+        if seat is not None:
+            container.notice = seat.notice(len(self.seats.gpus))
+            container.on_stop(lambda: self.seats.give_back(spec.replica))
         if spec.kind != "job":
             container.idle()
             return container
