@@ -184,6 +184,12 @@ def stage_images(
             image = str(ref)
             with progress.step(f"import {image}") as step:
                 source_registry, source_image, target = catalogue.target_of(image)
+                size = facts[image].size_bytes
+                step.update(  # the wait says what it waits for: ARM's copy, minutes for GB images
+                    "the registry copies it server-side"
+                    + (f" ({size / 1e9:.2f} GB)" if size else "")
+                    + f", followed until it ends (at most {ops.IMPORT_DEADLINE_S / 60:.0f} min)"
+                )
                 ops.import_image(clients, group.name, name, source_registry, source_image, target)
                 fact, before = facts[image], staged.get(image)
                 kept = before is not None and before.target == target and before.digest == fact.digest
