@@ -22,7 +22,7 @@ from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.errors import WaitTimedOut
 from aca_gpu.naming import run_tags
 
-SCALE = 0.02  # a 3.3 GB import (60 emulated s) lasts ~1.2 s; ACR's Retry-After (5 s) becomes 1 s
+SCALE = 0.02  # a 3.3 GB import (60 emulated s) lasts ~1.2 s, polled every 0.05 s
 TORCH = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
 RG = "rg-acagpu-longops"
 REGISTRY = "acagpulongops1"
