@@ -176,7 +176,7 @@ def stage_images(
         _refuse_assignment(ops, clients, name, group.name)
         tier = sku or (reg.sku if reg is not None and reg.sku in SKUS else SKU)
         if stream and tier != STREAMING_SKU:
-            why = f"registry {name} is {tier}" if reg else f"ACR's artifact streaming is not offered on {tier}"
+            why = f"registry {name} is {tier}" if reg else f"artifact streaming is not offered on {tier}"
             raise BadInput(
                 f"--stream needs a {STREAMING_SKU} registry: {why}",
                 hint=f"add --sku {STREAMING_SKU}" + (" (a change of tier, asked first)" if reg else ""),
