@@ -95,9 +95,7 @@ def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
     shell = _shell(emu, home)
     figures: dict[str, float] = {}
     for command in ("up", "test", "validate"):
-        args = [command, "--env", "lab"]
-        if command != "test":  # `test --env` makes a run of its own and asks nothing
-            args += ["--yes"]
+        args = [command, "--env", "lab", "--yes"]  # `test --env` makes a run of its own: it asks too
         if command == "validate":
             args += ["--image", IMAGE, "--gpu", "t4"]
         doc = _json(shell, *args)
