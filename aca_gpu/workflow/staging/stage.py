@@ -4,11 +4,13 @@ Order matters, and everything that can refuse does so before anything exists: ea
 from its registry (a tag that does not exist, or a registry that refuses us, is exit 2 with the
 fix), the registry name is checked (names are global: one taken in another subscription is exit 2),
 and the caller's right to assign `AcrPull` is read (exit 2 with the command an administrator can
-run). Then: the registry (made on request, Standard, tagged like the environment's group, no admin
-user), the environment's system-assigned identity with `AcrPull` on that registry alone, and one
-server-side import per image (ARM's importImage, no Docker). Each is read before it is made, so a
-second run makes only what is missing. The registry sits in the environment's group and goes with
-it (`env delete`, reap, the guard); a half-made one goes the same way. An import that fails on its
+run). Then the question (the CLI's one `--yes` rule: a registry bills a fixed fee per day for its
+tier, and the question names it, the tier and any change of tier), and: the registry (made on
+request, Standard unless `--sku` says otherwise; an existing one keeps its tier and its tags, the
+catalogue among them), the environment's system-assigned identity with `AcrPull` on that registry
+alone, and one server-side import per image (ARM's importImage, no Docker). Each is read before it
+is made, so a second run makes only what is missing. The registry sits in the environment's group
+and goes with it (`env delete`, reap, the guard); a half-made one goes the same way. An import that fails on its
 source (with --no-inspect nothing read it first) is exit 2: a registry made by this call for images
 none of which arrived is deleted again, and images that did arrive are recorded before it says so.
 """
@@ -183,8 +185,6 @@ def stage_images(
             )
         change = _tier_change(reg, tier)
         approve(_question(name, group.name, reg, tier, len(refs)))
-        if change:
-            result.notes.append(change)
         # an update keeps the registry's own tags: its catalogue of what is staged is among them
         tags = {**(dict(reg.tags) if reg is not None else {}), **account_tags(dict(group.tags))}
         if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != tier:
