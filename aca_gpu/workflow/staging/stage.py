@@ -10,9 +10,10 @@ request, Standard unless `--sku` says otherwise; an existing one keeps its tier 
 catalogue among them), the environment's system-assigned identity with `AcrPull` on that registry
 alone, and one server-side import per image (ARM's importImage, no Docker). Each is read before it
 is made, so a second run makes only what is missing. The registry sits in the environment's group
-and goes with it (`env delete`, reap, the guard); a half-made one goes the same way. An import that fails on its
-source (with --no-inspect nothing read it first) is exit 2: a registry made by this call for images
-none of which arrived is deleted again, and images that did arrive are recorded before it says so.
+and goes with it (`env delete`, reap, the guard); a half-made one goes the same way. An import that
+fails on its source (with --no-inspect nothing read it first) is exit 2: a registry made by this
+call for images none of which arrived is deleted again, and images that did arrive are recorded
+before it says so.
 """
 
 from __future__ import annotations
