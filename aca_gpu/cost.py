@@ -354,3 +354,49 @@ def table_summary(table: PriceTable, location: str | None = None) -> dict[str, A
         "unconfirmed": sorted(name for name, row in rows.items() if row.get("unconfirmed")),
         "dedicated": table.dedicated_mapping,
     }
+
+
+@dataclass(frozen=True)
+class RegistryRate:
+    """A container registry's fixed fee per day for its tier: billed whether it is used or not, so it
+    is what an environment holding one costs while idle (its GPU profiles cost nothing then)."""
+
+    sku: str
+    meter: str
+    usd_per_day: float
+    included_gib: int | None
+    source: str
+    unconfirmed: str | None = None
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.usd_per_day / 24
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sku": self.sku,
+            "meter": self.meter,
+            "usd_per_day": self.usd_per_day,
+            "included_gib": self.included_gib,
+            "source": self.source,
+            "unconfirmed": self.unconfirmed,
+        }
+
+
+def registry_daily(sku: str, prices: PriceTable | None = None) -> RegistryRate:
+    """The tier's daily meter (`Standard Registry Unit`, 1/Day) from the price table; a refreshed
+    cache without registry meters (the refresh reads ACA's) falls back to the bundled table's."""
+    table = prices or load_prices()
+    block = table.doc.get("registry") or bundled_prices().doc.get("registry") or {}
+    row = (block.get("tiers") or {}).get(sku)
+    if row is None:
+        raise BadInput(f"the price table has no container registry meter for tier {sku!r}")
+    included = row.get("included_gib")
+    return RegistryRate(
+        sku,
+        str(row.get("meter", "")),
+        float(row["price"]),
+        int(included) if included is not None else None,
+        str(row.get("source", "")),
+        row.get("unconfirmed"),
+    )

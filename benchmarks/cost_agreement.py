@@ -57,7 +57,7 @@ def _journeys(kinds: list[str], runs: int, run_seconds: float = 1.0) -> list[tup
             found.append((f"bench{n}", ["up", "--gpu", "t4", "--run-id", f"bench{n}", "--yes"]))
         if "warm" in kinds:
             found.append((f"wup{n}", ["up", "--env", "lab", "--run-id", f"wup{n}", "--yes"]))
-            found.append((f"wtest{n}", ["test", "--env", "lab"]))
+            found.append((f"wtest{n}", ["test", "--env", "lab", "--yes"]))
             validate = ["validate", "--env", "lab", "--image", IMAGE, "--gpu", "t4", "--yes"]
             found.append((f"wval{n}", validate))
         if "run" in kinds:

@@ -246,7 +246,14 @@ def staged_timings(args: argparse.Namespace) -> None:
                 sku = "Premium" if model else "Standard"
                 # with streaming, the stage asks ACR's conversion and waits for it (docs/staging.md)
                 stage_images(
-                    cloud, "bench", images, NullProgress(), inspect=False, sku=sku, stream=bool(model)
+                    cloud,
+                    "bench",
+                    images,
+                    NullProgress(),
+                    inspect=False,
+                    sku=sku,
+                    stream=bool(model),
+                    approve=lambda question: None,  # a benchmark of its own emulator: nothing to ask
                 )
                 label = "up --env (staged, streamed)" if model else "up --env (staged)"
                 rows.setdefault(label, []).append(_flow(emu, cloud, settings, args.poll, label, f"s{i}"))

@@ -19,12 +19,15 @@ from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.guard import ASSIGNMENT_NAMESPACE, AUTH, AUTH_API, _call, caller_object_id
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import or_none, retrying, translate_errors
-from aca_gpu.errors import AcaGpuError, BadInput, NotFound
+from aca_gpu.errors import AcaGpuError, BadInput, NotFound, WaitTimedOut
 
 # an import whose operation failed on its source: ACR answers InvalidParameters (UNCONFIRMED: the
 # failure's wire form was not recorded) with the registry's words (`manifest unknown`)
 IMPORT_SOURCE_CODES = frozenset({"InvalidParameters", "ImportSourceNotFound"})
 _NOISE = re.compile(r"^Image import failed:\s*|\s*\((?:InvalidParameters|ImportSourceNotFound)\)$")
+# how long one import may run: ACR copies a multi-GB image in minutes (the emulator's model: ~60 MB/s,
+# so 30 GB in ~9 min); past this the import is reported still running, exit 4
+IMPORT_DEADLINE_S = 3600.0
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"  # built-in AcrPull
 ASSIGN_ACTION = "Microsoft.Authorization/roleAssignments/write"
 
@@ -104,7 +107,8 @@ def delete_registry(clients: Clients, rg: str, name: str) -> None:
 def import_image(
     clients: Clients, rg: str, name: str, source_registry: str, source_image: str, target: str
 ) -> None:
-    """ARM's import: the registry copies the image server-side; waits for the copy (an LRO)."""
+    """ARM's import: the registry copies the image server-side; waits for the copy (an LRO polled
+    until it ends, empty 202s and all, or until IMPORT_DEADLINE_S passes: exit 4, the copy may still land)."""
     body = {
         "source": {"registryUri": source_registry, "sourceImage": source_image},
         "targetTags": [target],
@@ -112,7 +116,13 @@ def import_image(
     }
     try:
         with translate_errors("import image into", name):
-            clients.registry.registries.begin_import_image(rg, name, body).result()
+            poller = clients.registry.registries.begin_import_image(rg, name, body)
+            poller.result(timeout=IMPORT_DEADLINE_S)
+            if not poller.done():
+                raise WaitTimedOut(
+                    f"import of {source_image} into {name}: still running after {IMPORT_DEADLINE_S:.0f} s",
+                    hint="staging again follows a new import; `acagpu env show` lists what arrived",
+                )
     except AcaGpuError as exc:
         if exc.code not in IMPORT_SOURCE_CODES:
             raise

@@ -7,6 +7,11 @@ clients do not retry in step), within a budget of tens of seconds. azure-core's 
 (inside this policy) still owns throttling and 5xx; this policy never resends what it answered
 with a status. Past the budget the read fails as `UnreadableAnswer`, an infrastructure error that
 the Azure layer does not send again (translate.NOT_RESENT): no backoff is multiplied.
+
+An empty 202 is not unreadable: it is how ARM says an asynchronous operation still runs (the
+recordings: a delete's Location answered 92 empty 202s over ~9 min before its 204; ACR's importImage
+polls the same way for minutes). The LRO poller reads it and looks again; resending it here would
+spend the read budget on an operation that is merely long and fail it as lost (exit 7).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ def unreadable(method: str, url: str, status: int, body: bytes) -> str | None:
     if method != "GET" or not 200 <= status < 300 or status == 204:
         return None
     if not body.strip():
+        if status == 202:  # Accepted: the operation is still running, the poller looks again
+            return None
         return None if any(part in url.lower() for part in _MAY_BE_EMPTY) else f"an empty {status}"
     try:  # every ARM read answers JSON; a cut-off or foreign (proxy, captive portal) body is no answer
         json.loads(body)

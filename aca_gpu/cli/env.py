@@ -22,8 +22,7 @@ def env() -> None:
 def _line(doc: dict[str, Any]) -> str:
     profiles = ", ".join(p["type"] for p in doc.get("profiles", []) if p["type"] != "Consumption") or "-"
     runs = ", ".join(r["run_id"] for r in doc.get("runs", [])) or "none"
-    idle = doc.get("idle_cost") or {}
-    cost = f"${idle.get('usd_per_hour', 0):.2f}/h idle" if idle else "idle cost unknown"
+    cost = lifecycle.idle_text(doc.get("idle_cost"))
     expiry = "expired" if doc.get("expired") else f"expires {doc.get('expires_at')}"
     text = (
         f"{doc['name']:<14} {doc['state']:<8} {doc['location']:<14} {profiles}  runs: {runs}  "

@@ -6,7 +6,7 @@ from typing import Any, TextIO
 
 import click
 
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud
@@ -20,7 +20,11 @@ def image() -> None:
 
 def _render(doc: dict[str, Any]) -> Any:
     def human(stream: TextIO) -> None:
-        print(f"registry {doc['registry']} ({doc['login_server']}) in {doc['resource_group']}", file=stream)
+        tier = f", {doc['sku']}" if doc.get("sku") else ""
+        where = f"{doc['login_server']}{tier}"
+        print(f"registry {doc['registry']} ({where}) in {doc['resource_group']}", file=stream)
+        for change in doc.get("changed") or []:
+            print(f"changed: {change}", file=stream)
         for item in doc["images"]:
             size = f", {item['bytes'] / 1e9:.2f} GB" if item.get("bytes") else ""
             streamed = ", streaming artifact" if item.get("streaming") == "converted" else ""
@@ -43,15 +47,15 @@ def _render(doc: dict[str, Any]) -> Any:
 @click.option(
     "--sku",
     type=click.Choice(["Standard", "Premium"]),
-    default="Standard",
-    show_default=True,
-    help="The registry's tier; Premium is what ACR's artifact streaming needs (docs/staging.md).",
+    help="The registry's tier (default: the registry's own, Standard for a new one); another tier than "
+    "the registry's is a change, asked first. Premium is what ACR's artifact streaming needs.",
 )
 @click.option(
     "--stream",
     is_flag=True,
     help="Have ACR convert each image into a streaming artifact and wait for it (needs --sku Premium).",
 )
+@click.option("--yes", is_flag=True, help="Do not ask before creating or re-tiering the registry.")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @output_options
 def stage(
@@ -59,15 +63,24 @@ def stage(
     images: tuple[str, ...],
     env_name: str,
     inspect: bool,
-    sku: str,
+    sku: str | None,
     stream: bool,
+    yes: bool,
     subscription: str | None,
 ) -> None:
     """Import IMAGES into the environment's registry (made on request) so its runs pull them by tag
-        from the same region, with the environment's managed identity. Exit 2 before anything is made
-        when an image, the registry name or your right to assign AcrPull says it cannot work, or when
-    --stream is asked of a registry that is not Premium."""
+    from the same region, with the environment's managed identity. Staging adds to what is staged.
+    The registry bills a fixed fee per day for its tier: it asks before making the registry or
+    changing its tier (--yes). Exit 2 before anything is made when an image, the registry name or
+    your right to assign AcrPull says it cannot work, or when --stream is asked of a registry that
+    is not Premium."""
     cloud = open_cloud(command_settings(subscription))
-    result = stage_images(cloud, env_name, images, output, inspect=inspect, sku=sku, stream=stream)
+
+    def approve(question: str) -> None:
+        confirm(question, yes=yes, refusal=f"not staging images in environment {env_name}")
+
+    result = stage_images(
+        cloud, env_name, images, output, inspect=inspect, sku=sku, stream=stream, approve=approve
+    )
     doc = {"schema": 1, **result.as_dict()}
     output.emit(doc, _render(doc))

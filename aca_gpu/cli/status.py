@@ -12,6 +12,7 @@ from aca_gpu.cli.runopts import command_settings
 from aca_gpu.output import Output
 from aca_gpu.units import duration_text, usd_text
 from aca_gpu.workflow.base.context import open_cloud
+from aca_gpu.workflow.env.lifecycle import idle_text
 from aca_gpu.workflow.fleet.groups import Scope, cloud_source, find_groups
 from aca_gpu.workflow.fleet.status import fleet_status
 from aca_gpu.workflow.fleet.status import status as run_status
@@ -30,14 +31,13 @@ def _phase(run: dict[str, Any]) -> str:
 def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
     runs = doc["runs"]
     for env in (doc.get("environments") or {}).get("warm") or []:
-        idle = (env.get("idle_cost") or {}).get("usd_per_hour")
         inside = ", ".join(r["run_id"] for r in env.get("runs") or []) or "no run"
         expiry = (
             "expired (reap removes it when idle)"
             if env.get("expired")
             else f"expires {env.get('expires_at')}"
         )
-        cost = f"{usd_text(idle)}/h idle" if isinstance(idle, int | float) else "idle cost unknown"
+        cost = idle_text(env.get("idle_cost"))
         print(
             f"warm environment {env['name']} ({env['location']}): {env['state']}, {inside}, {expiry}, {cost}",
             file=stream,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from aca_gpu import naming
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import run_options, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud, resolve_owner
-from aca_gpu.workflow.tester.render import finish, render_up
-from aca_gpu.workflow.tester.test import run_test, test_in_env
+from aca_gpu.workflow.tester.render import finish, render_plan, render_up
+from aca_gpu.workflow.tester.test import run_test, test_env_plan, test_in_env
 
 
 @click.command(name="test")
@@ -25,6 +25,7 @@ from aca_gpu.workflow.tester.test import run_test, test_in_env
     "made and removed).",
 )
 @click.option("--gpu", help="With --env: GPU alias (default: settings, else t4).")
+@click.option("--yes", is_flag=True, help="With --env: do not ask before creating billable resources.")
 @output_options
 def test_cmd(
     output: Output,
@@ -34,26 +35,27 @@ def test_cmd(
     start_timeout: str,
     env_name: str | None,
     gpu: str | None,
+    yes: bool,
 ) -> None:
-    """Start the tester job of a kept run, follow it, and report its result."""
+    """Start the tester job of a kept run, follow it, and report its result. With --env it makes a
+    run of its own (a GPU job), so it asks first, as `up` does (--yes)."""
     deadline = naming.parse_ttl(timeout).total_seconds()
     start = naming.parse_ttl(start_timeout).total_seconds()
-    cloud = open_cloud(settings)
     if env_name is not None:
-        outcome = test_in_env(
-            cloud,
+        plan = test_env_plan(
             settings,
             env_name,
-            output,
-            waiter_for(settings),
             owner=resolve_owner(settings),
             gpu=gpu,
             run_id=ref.run_id,
             start_timeout=start,
             timeout=deadline,
         )
-        finish(output, outcome, render_up)
+        question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
+        confirm(question, yes=yes, refusal="not creating billable resources")
+        finish(output, test_in_env(open_cloud(settings), plan, output, waiter_for(settings)), render_up)
         return
+    cloud = open_cloud(settings)
     run = find_run(cloud, ref)
     outcome = run_test(
         cloud,

@@ -297,7 +297,12 @@ class Faults:
 
 def pull_error(fault: Fault, image: str) -> str:
     """The registry's text for a `pull` fault's `error=`, about this image (its registry's host)."""
+    return pull_error_text(fault.param("error", "notfound"), image)
+
+
+def pull_error_text(kind: str, image: str) -> str:
+    """PULL_ERRORS[kind] about this image: a fault's, or a missing image's (pulls.py)."""
     first = image.split("/", 1)[0]
     named = "/" in image and ("." in first or ":" in first) and first != "docker.io"
     host = first if named else "registry-1.docker.io"
-    return PULL_ERRORS[fault.param("error", "notfound")].format(image=image, host=host)
+    return PULL_ERRORS[kind].format(image=image, host=host)

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from aca_gpu.emulator.faults import pull_error_text
+from aca_gpu.emulator.providers.registry import sources
 from aca_gpu.emulator.state import Environment, Registry, Replica, StagedImage, State
 from aca_gpu.emulator.timing import AZURE_2026, image_pull_seconds, image_size_gb
 
@@ -250,9 +252,16 @@ def pull_plan(runtime: Any, rep: Replica, env: Environment | None, image: str) -
                     host,
                     same_region,
                 )
-    elif host.endswith(REGISTRY_SUFFIX):
-        same_region = True  # an ACR the emulator does not hold: assumed near, as before
-        origin = image.split("/", 1)[1]
+    else:
+        # judged as the registry's importImage judges it: a name no registry has fails its pull
+        # (`nvida/cuda:…` as Docker Hub answers it); a registry the emulator does not model is not
+        # judged (sources.unchecked)
+        judged = sources.pull_refusal(image)
+        if judged is not None:
+            refused = pull_error_text(judged[0], image)
+        if host.endswith(REGISTRY_SUFFIX):
+            same_region = True  # an ACR the emulator does not hold: assumed near, as before
+            origin = image.split("/", 1)[1]
     if not refused and model.cache and env is not None:
         last = env.pulled.get((rep.profile_type, image))
         if last is not None and clock.emulated(clock.now() - last) <= model.cache_ttl_s:

@@ -51,3 +51,21 @@ def test_a_container_killed_by_sigkill_keeps_137_with_the_reason() -> None:
     (line,) = [x for x in result.stderr.splitlines() if "container exited" in x]
     assert line.startswith("  container exited with code 137: killed by SIGKILL") and "--memory" in line
     assert not [x for x in result.stderr.splitlines() if x.startswith("error:")]
+
+
+def test_a_mistyped_image_fails_its_pull_as_docker_hub_answers_it() -> None:
+    """The emulator ran any image name (`nvida/cuda:…`, `nosuch/image:1` exit 0) while its own
+    registry import refused the same names: a job's pull now judges the image as the import does,
+    and a name Docker Hub has no repository for fails as containerd relays Docker Hub's answer."""
+    from aca_gpu.emulator.providers.registry import sources
+
+    image = "nvida/cuda:12.4.1-base-ubuntu22.04"
+    assert sources.unknown_source(image) is not None  # the import refuses the same name
+    assert sources.unknown_source("nosuch/image:1") is not None
+    result = _run("-o", "json", image, "--", "true")
+    assert result.exit_code == 2, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["status"], doc["container"]["status"]) == ("bad_input", "refused"), doc
+    assert doc["error"]["code"] == "ImagePullFailed", doc["error"]
+    assert f'failed to resolve reference "{image}": pull access denied' in doc["error"]["message"], doc
+    assert doc["cost"]["usd_estimate"] == 0.0 and doc["teardown"]["billing_stopped"] is True

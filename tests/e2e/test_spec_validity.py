@@ -152,9 +152,10 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
     )
     _run("env", "create", "spec", "--gpu", "t4", "-l", "eastus", "--yes")
     # staging: the name check, the registry, the environment's identity, AcrPull, ARM's import
-    _run("image", "stage", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "--env", "spec", "--no-inspect")
+    torch = "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"
+    _run("image", "stage", torch, "--env", "spec", "--no-inspect", "--yes")
     _run("up", "--yes", "--env", "spec", "--max-minutes", "5")
-    _run("test", "--env", "spec", "--timeout", "5m")
+    _run("test", "--env", "spec", "--timeout", "5m", "--yes")
     # a container gone before its log stream is read: its lines come from Log Analytics' query API
     emu.set_faults("linger:seconds=0")
     result = CliRunner().invoke(

@@ -95,9 +95,7 @@ def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
     shell = _shell(emu, home)
     figures: dict[str, float] = {}
     for command in ("up", "test", "validate"):
-        args = [command, "--env", "lab"]
-        if command != "test":  # `test --env` makes a run of its own and asks nothing
-            args += ["--yes"]
+        args = [command, "--env", "lab", "--yes"]  # `test --env` makes a run of its own: it asks too
         if command == "validate":
             args += ["--image", IMAGE, "--gpu", "t4"]
         doc = _json(shell, *args)
@@ -117,10 +115,10 @@ def test_test_env_names_only_the_image_it_ran(served: Served) -> None:
     """Smaller: `test --env` named the explorer image, which it never runs, as the one it tested."""
     emu, home = served
     shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
-    doc = _json(shell, "test", "--env", "lab")
+    doc = _json(shell, "test", "--env", "lab", "--yes")
     unrun = doc["results"][0]["image"]  # the pair's explorer image: no container of it started
     assert doc["explorer"]["image"] is None and doc["explorer"]["status"] == "not-run", doc["explorer"]
-    done = _run(shell, "test", "--env", "lab")
+    done = _run(shell, "test", "--env", "lab", "--yes")
     assert done.returncode == 0, done.stderr
     assert unrun not in done.stdout + done.stderr, done.stderr
     assert doc["tester_image"] in done.stderr, done.stderr
@@ -237,7 +235,7 @@ def test_a_short_run_at_the_emulators_defaults_matches_its_bill_and_never_prints
     figure within 20 % of its bill plus 0.2 s, and `test --env`'s line never `$0.00`."""
     emu, home = served
     shell = _shell(emu, home)
-    tested = _run(shell, "test", "--env", "lab", "--run-id", "t0")
+    tested = _run(shell, "test", "--env", "lab", "--yes", "--run-id", "t0")
     assert tested.returncode == 0, tested.stderr
     (line,) = [ln for ln in tested.stdout.splitlines() if ln.strip().startswith("cost ")]
     assert "$0.00," not in line and "$0.00 " not in line, line
@@ -255,7 +253,7 @@ def test_a_tester_shorter_than_a_look_is_not_counted_zero(served: Served) -> Non
     was taken from its replayed first line. The stream is now attached while the image pulls and
     its acceptance is the container's start."""
     emu, home = served
-    doc = _json(_shell(emu, home), "test", "--env", "lab", "--run-id", "t1")
+    doc = _json(_shell(emu, home), "test", "--env", "lab", "--yes", "--run-id", "t1")
     billed = _billed_wall_gpu_seconds(emu, "t1")
     assert abs(float(doc["cost"]["gpu_seconds"]) - billed) <= 0.5 * billed, (doc["cost"], billed)
 

@@ -54,7 +54,7 @@ def test_staging_an_image_that_does_not_exist_fails_and_leaves_nothing(tmp_path:
         name = registry_name(emu["ACAGPU_SUBSCRIPTION"], "lab")
 
         refused = _run(
-            shell, "image", "stage", "nosuch/image:1", "--env", "lab", "--no-inspect", "-o", "json"
+            shell, "image", "stage", "nosuch/image:1", "--env", "lab", "--no-inspect", "--yes", "-o", "json"
         )
         assert refused.returncode == 2, refused.stdout + refused.stderr
         error = json.loads(refused.stdout)["error"]
@@ -65,9 +65,8 @@ def test_staging_an_image_that_does_not_exist_fails_and_leaves_nothing(tmp_path:
 
         # an image the emulator knows still stages; then an unknown one next to it leaves the
         # known one staged and recorded, and the registry in place
-        both = _run(
-            shell, "image", "stage", TORCH, "nosuch/image:1", "--env", "lab", "--no-inspect", "-o", "json"
-        )
+        stage = ("image", "stage", TORCH, "nosuch/image:1", "--env", "lab", "--no-inspect", "--yes")
+        both = _run(shell, *stage, "-o", "json")
         assert both.returncode == 2, both.stdout + both.stderr
         assert _registry_status(emu, name) == 200
         shown = json.loads(_run(shell, "env", "show", "lab", "-o", "json").stdout)

@@ -59,7 +59,7 @@ def test_a_staged_same_region_pull_is_faster_than_docker_hub(tmp_path: Path, dur
         assert made.returncode == 0, made.stderr
         public = _pull(shell)
         assert public["from"] == "docker.io", public
-        staged = _run(shell, "image", "stage", IMAGE, "--env", "lab", "--no-inspect")
+        staged = _run(shell, "image", "stage", IMAGE, "--env", "lab", "--no-inspect", "--yes")
         assert staged.returncode == 0, staged.stderr
         near = _pull(shell)
         assert near["from"].endswith(".azurecr.io"), near

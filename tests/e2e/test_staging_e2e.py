@@ -66,14 +66,14 @@ def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_pat
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
 
-        staged = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        staged = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--yes", "-o", "json")
         assert staged.returncode == 0, staged.stderr
         stage = _doc(staged)
         server = stage["login_server"]
         assert server.endswith(".azurecr.io")
         assert stage["created"] == [f"registry {stage['registry']} (Standard)"]
         assert [i["staged_as"] for i in stage["images"]] == [f"{server}/{TORCH}"]
-        again = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        again = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--yes", "-o", "json")
         assert again.returncode == 0 and _doc(again)["created"] == [], again.stderr  # nothing made twice
 
         shown = _doc(_run(shell, "env", "show", "lab", "-o", "json"))
@@ -143,7 +143,7 @@ def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path
         assert made.returncode == 0, made.stderr
         name = registry_name(sub, "lab")
 
-        refused = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        refused = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--yes", "-o", "json")
         assert refused.returncode == 2, refused.stderr
         error = _doc(refused)["error"]
         assert "AcrPull" in error["message"] and "Role Based Access Control Administrator" in error["hint"]
@@ -176,7 +176,7 @@ def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path
             timeout=10,
         )
         assert taken.status_code in (200, 201), taken.text
-        clash = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "-o", "json")
+        clash = _run(shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--yes", "-o", "json")
         assert clash.returncode == 2, clash.stderr
         assert "taken elsewhere" in _doc(clash)["error"]["message"], clash.stdout
         assert _arm_get(emu, path, "2025-11-01").status_code == 404
@@ -216,7 +216,7 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
         path = _registry_path(sub, "rg-acagpu-env-lab", registry_name(sub, "lab"))
 
         refused = _run(
-            shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--stream", "-o", "json"
+            shell, "image", "stage", TORCH, "--env", "lab", "--no-inspect", "--stream", "--yes", "-o", "json"
         )
         assert refused.returncode == 2, refused.stderr
         error = _doc(refused)["error"]
@@ -224,7 +224,7 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
         assert _arm_get(emu, path, "2025-11-01").status_code == 404  # nothing was made
 
         # Premium alone converts nothing: a conversion is requested, not implied by the SKU
-        args = ("image", "stage", TORCH, "--env", "lab", "--no-inspect", "--sku", "Premium")
+        args = ("image", "stage", TORCH, "--env", "lab", "--no-inspect", "--sku", "Premium", "--yes")
         plain = _run(shell, *args, "-o", "json")
         assert plain.returncode == 0 and _doc(plain)["images"][0]["streaming"] == "off", plain.stderr
         first = _run(shell, "up", "--env", "lab", "--yes", "-o", "json")
@@ -277,6 +277,7 @@ def test_a_failed_streaming_conversion_is_one_line_and_the_image_stays_staged(tm
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
         args = ("image", "stage", TORCH, "--env", "lab", "--no-inspect", "--sku", "Premium", "--stream")
+        args += ("--yes",)
         failed = _run(shell, *args, "-o", "json")
         assert failed.returncode == 7, failed.stderr
         assert "ended Failed" in _doc(failed)["error"]["message"], failed.stdout

@@ -38,6 +38,10 @@ def show(cloud: Cloud, name: str, *, now: datetime | None = None) -> dict[str, A
         )
         total = None if total is None or spent.usd is None else total + spent.usd
     idle = doc.get("idle_cost") or {}
+    if doc.get("storages") and idle.get("basis"):  # `run --create-share`: Azure Files bills what it stores
+        idle["basis"] += (
+            f"; storage(s) {', '.join(doc['storages'])} bill per GB stored (Azure Files; not in this figure)"
+        )
     doc["spend"] = {
         "runs": runs,
         "runs_usd_estimate": None if total is None else round(total, 4),
@@ -78,9 +82,7 @@ def render(doc: dict[str, Any]) -> str:
     total = spend.get("runs_usd_estimate")
     storages = doc.get("storages")
     replicas = doc.get("replicas_running")
-    idle_text = (
-        f"${idle['usd_per_hour']:.2f}/h idle" if idle.get("usd_per_hour") is not None else "idle cost unknown"
-    )
+    idle_text = lifecycle.idle_text(idle)
     lines = [
         f"environment {doc['name']}: {doc['environment']} in {doc['resource_group']}",
         f"  state          {doc['state']}" + ("  (expired)" if doc.get("expired") else ""),

@@ -19,6 +19,7 @@ from aca_gpu.config import Settings
 from aca_gpu.errors import AcaGpuError, BadInput, NotFound, PreflightRefused
 from aca_gpu.models import Cloud, EnvSpec, ResourceGroupInfo
 from aca_gpu.output import Progress
+from aca_gpu.units import usd_text
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine.aca_runtime import require_offered
@@ -102,20 +103,48 @@ def make_env_plan(
 # ---- reading ---------------------------------------------------------------------------------
 
 
-def _idle_cost(profiles: list[tuple[str, str]]) -> dict[str, Any]:
+def _idle_cost(profiles: list[tuple[str, str]], staged: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the environment costs while no replica runs: dedicated nodes by the hour, and the
+    registry `image stage` made by the day for its tier, used or not (docs/environments.md)."""
     dedicated = [t for _, t in profiles if not _serverless(t)]
     example = checks.resolve_profile(DEDICATED_EXAMPLE)
-    if dedicated:
-        hourly = sum(cost.price_per_hour(t) for t in dedicated)
-        return {
-            "usd_per_hour": round(hourly, 2),
-            "basis": f"dedicated profile(s) {', '.join(dedicated)} bill a node while the environment exists",
-        }
+    hourly = sum(cost.price_per_hour(t) for t in dedicated)
+    basis = (
+        f"dedicated profile(s) {', '.join(dedicated)} bill a node while the environment exists"
+        if dedicated
+        else "serverless-only: its GPU profiles bill only while a replica runs "
+        f"(a dedicated {example.type} profile would add ≈${cost.price_per_hour(example):.2f}/h)"
+    )
+    registry: dict[str, Any] | None = None
+    name, sku = (staged or {}).get("registry"), str((staged or {}).get("sku") or "")
+    if sku:
+        try:
+            rate = cost.registry_daily(sku)
+        except BadInput:
+            basis += f"; registry {name} ({sku}) bills a daily fee the price table does not hold"
+        else:
+            hourly += rate.usd_per_hour
+            registry = {"name": name, **rate.as_dict()}
+            basis += (
+                f"; registry {name} ({sku}) bills ${rate.usd_per_day:.2f}/day whether used or not "
+                f"({rate.meter}, {rate.included_gib} GiB stored included)"
+            )
     return {
-        "usd_per_hour": 0.0,
-        "basis": "serverless-only: bills only while a replica runs "
-        f"(a dedicated {example.type} profile would add ≈${cost.price_per_hour(example):.2f}/h)",
+        "usd_per_hour": round(hourly, 4),
+        "usd_per_day": round(hourly * 24, 2),
+        "registry": registry,
+        "basis": basis,
     }
+
+
+def idle_text(idle: dict[str, Any] | None) -> str:
+    """`$0.00/h idle`, or per day where a daily fee (a registry) makes the hourly figure round to
+    nothing useful: `$0.67/day idle`."""
+    if not idle or idle.get("usd_per_hour") is None:
+        return "idle cost unknown"
+    if idle.get("registry") and idle.get("usd_per_day") is not None:
+        return f"{usd_text(idle['usd_per_day'])}/day idle"
+    return f"{usd_text(idle['usd_per_hour'])}/h idle"
 
 
 def _serverless(profile_type: str) -> bool:
@@ -156,10 +185,10 @@ def view(cloud: Cloud, group: ResourceGroupInfo, *, now: datetime | None = None)
         runs = runs_inside(cloud, group.name, name)
         doc["runs"] = [{"run_id": r, "pieces": sorted(p)} for r, p in sorted(runs.items())]
         doc["replicas_running"] = running_replicas(cloud, group.name, name)
-        doc["idle_cost"] = _idle_cost(profiles)
         from aca_gpu.workflow.env.staging.stage import listing  # staging reads environments too
 
         doc["staged"] = listing(cloud, group.name, name)  # the environment's own registry, if any
+        doc["idle_cost"] = _idle_cost(profiles, doc["staged"])
         if env is None:
             doc["state"] = "incomplete"
         elif (env.provisioning_state or "") != "Succeeded":

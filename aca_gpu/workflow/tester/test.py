@@ -14,7 +14,13 @@ from aca_gpu.workflow.base.context import Run, Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
 from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
-from aca_gpu.workflow.engine.plan import DEFAULT_MAX_MINUTES, UpRequest, make_test_plan, make_up_plan
+from aca_gpu.workflow.engine.plan import (
+    DEFAULT_MAX_MINUTES,
+    Plan,
+    UpRequest,
+    make_test_plan,
+    make_up_plan,
+)
 from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.spend import ledger
 
@@ -47,24 +53,26 @@ def run_test(
     return outcome
 
 
-def test_in_env(
-    cloud: Cloud,
+def test_env_plan(
     settings: Settings,
     env: str,
-    progress: Progress,
-    waiter: Waiter,
     *,
     owner: str,
     gpu: str | None = None,
     run_id: str | None = None,
     start_timeout: float = DEFAULT_START_TIMEOUT_S,
     timeout: float = DEFAULT_TIMEOUT_S,
-) -> RunOutcome:
-    """The tester alone inside warm environment `env` (no probe): its job is made and removed."""
+) -> Plan:
+    """The plan of the tester alone inside warm environment `env` (no probe): what `test --env`
+    makes (its tester job) and may spend, shown before it is confirmed."""
     minutes = max(1, int(timeout // 60))
     request = UpRequest(gpu=gpu, run_id=run_id, env=env, max_minutes=minutes)
     plan = make_up_plan(settings, request, owner=owner)
-    plan = replace(plan, command="test", probe=False, start_timeout_s=start_timeout)
+    return replace(plan, command="test", probe=False, start_timeout_s=start_timeout)
+
+
+def test_in_env(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
+    """Run `test_env_plan`'s plan: its job is made and removed."""
     placed, runtime = runtime_for(cloud, plan, waiter)
     outcome = run_plan(placed, runtime, progress, waiter)
     ledger.record(cloud, outcome)

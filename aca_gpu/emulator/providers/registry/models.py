@@ -148,9 +148,7 @@ def missing_image(ctx: Ctx, source: str) -> str | None:
     """Why the emulator's image model says `source` cannot be read, or None."""
     if ctx.faults.fire("pull", path=source) is not None:
         return f"manifest unknown: {source}"
-    if source.lower().startswith(("nvidia/cuda:latest", "docker.io/nvidia/cuda:latest")):
-        return f"manifest unknown: {source} (nvidia/cuda has no latest tag)"
-    return sources.unknown_source(source)
+    return sources.unknown_source(source)  # a job's pull judges it the same way (pulls.py)
 
 
 def image_size_bytes(source: str) -> int:

@@ -30,7 +30,11 @@ def _op_url(ctx: Ctx, req: web.Request, rg: str, name: str, op_id: str) -> str:
 
 
 def _retry_after(ctx: Ctx) -> dict[str, str]:
-    return {"Retry-After": str(max(1, round(ctx.clock.scaled(RETRY_AFTER_S))))}
+    """ACR's pause between polls (UNCONFIRMED: 5 s), on the scaled clock. Retry-After is whole
+    seconds: where the scaled pause is under one, none is sent and the client polls at its own
+    interval, as a header of 1 would make every poll wait longer than the operation itself lasts."""
+    scaled = ctx.clock.scaled(RETRY_AFTER_S)
+    return {"Retry-After": str(round(scaled))} if scaled >= 1 else {}
 
 
 async def check_name(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:

@@ -2,13 +2,19 @@
 decides what exists from what it knows, and fails the import of anything else as Azure does.
 
 Known (docs/emulator.md, UNCONFIRMED where guessed):
-- an image the size table models (`timing.IMAGE_SIZES_GB`: PyTorch, CUDA, cuDNN, vLLM, NIM, ...);
+- an image of a repository the size table's images live in (`MODELLED_REPOSITORIES`: nvidia/cuda,
+  pytorch/pytorch, ... on Docker Hub, nvcr.io's NVIDIA and NIM ones), by its exact name: a typo
+  (`nvida/cuda`) is not CUDA;
 - a Docker Hub official image from a short list of common bases (`PUBLIC_REPOSITORIES`);
 - an image in this machine's Podman storage (the one its containers run from);
 - an image in a registry on this machine's loopback (a test's own registry), asked over HTTP: a
   404 for the manifest is missing, any other answer (a 401 from a registry behind token auth
-  included) is taken to exist.
-Anything else (`nosuch/image:1`) fails the import, as a missing source does on Azure.
+  included) is taken to exist;
+- any image of a registry the emulator does not model (a private ACR it does not hold, ghcr.io,
+  mcr.microsoft.com, ...): it cannot read them, so it takes them to exist (`unchecked`).
+Anything else on Docker Hub or nvcr.io (`nosuch/image:1`, `nvida/cuda:12.4.1-base-ubuntu22.04`)
+fails the import, as a missing source does on Azure, and a job's pull the same way
+(`pull_refusal`, emulator/pulls.py).
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ import time
 import urllib.error
 import urllib.request
 
-from aca_gpu.emulator.timing import IMAGE_SIZES_GB
 from aca_gpu.emulator.workloads.podman import podman_binary
 
 # Docker Hub repositories the emulator takes to exist without a manifest (UNCONFIRMED list: the
@@ -41,6 +46,17 @@ PUBLIC_REPOSITORIES = frozenset(
         "library/hello-world",
     }
 )
+# the repositories of the images `timing.IMAGE_SIZES_GB` models, by registry (UNCONFIRMED list: the
+# GPU images acagpu's users are known to run; NIM's repositories are all under nim/)
+MODELLED_REPOSITORIES = {
+    "docker.io": frozenset(
+        {"nvidia/cuda", "nvidia/cudagl", "pytorch/pytorch", "tensorflow/tensorflow", "vllm/vllm-openai"}
+    ),
+    "nvcr.io": frozenset(
+        {"nvidia/cuda", "nvidia/pytorch", "nvidia/tensorflow", "nvidia/tritonserver", "nvidia/nemo"}
+    ),
+}
+_MODELLED_PREFIXES = {"nvcr.io": ("nim/",)}
 _DOCKER_HUB = ("docker.io", "registry-1.docker.io", "index.docker.io")
 _LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 _PODMAN_TTL_S = 5.0
@@ -62,9 +78,21 @@ def _split(full: str) -> tuple[str, str, str]:
     return host.lower(), repository.lower(), ref
 
 
-def _modelled(full: str) -> bool:
-    lowered = full.lower()
-    return any(word in lowered for words, _size in IMAGE_SIZES_GB for word in words)
+def _modelled(host: str, repository: str) -> bool:
+    registry = "docker.io" if host in _DOCKER_HUB else host
+    prefixes = _MODELLED_PREFIXES.get(registry, ())
+    return repository in MODELLED_REPOSITORIES.get(registry, ()) or repository.startswith(prefixes)
+
+
+def _local(host: str) -> bool:
+    return host.split(":")[0] in _LOOPBACK or host.startswith("[::1]")
+
+
+def unchecked(full: str) -> bool:
+    """Whether `full` is in a registry the emulator does not model, so it cannot say whether the image
+    exists (it takes it to exist): not Docker Hub, not nvcr.io, not on this machine."""
+    host = _split(full)[0]
+    return not _local(host) and host not in _DOCKER_HUB and host not in MODELLED_REPOSITORIES
 
 
 def _in_podman(full: str) -> bool:
@@ -114,13 +142,32 @@ def _loopback_answer(host: str, repository: str, ref: str) -> str | None:
 
 def unknown_source(full: str) -> str | None:
     """Why the import of `full` fails (the registry's words), or None when the emulator knows it."""
+    refused = pull_refusal(full)
+    return None if refused is None else refused[1]
+
+
+def pull_refusal(full: str) -> tuple[str, str] | None:
+    """(kind, why) the import or a job's pull of `full` fails, or None. `kind` names the `pull`
+    fault's wording it reads as on a job (faults.PULL_ERRORS): `denied` for a Docker Hub repository
+    that does not exist (Docker Hub answers an unknown repository with its refusal, containerd's
+    `pull access denied, repository does not exist or may require authorization`), `notfound` for a
+    missing tag or another registry's missing image, `unreachable` for a loopback registry that does
+    not answer."""
     host, repository, ref = _split(full)
-    if host.split(":")[0] in _LOOPBACK or host.startswith("[::1]"):
-        return _loopback_answer(host, repository, ref)
-    if _modelled(full):
+    if host == "localhost" and _in_podman(full):  # Podman names its own images localhost/...
+        return None
+    if _local(host):
+        why = _loopback_answer(host, repository, ref)
+        if why is None:
+            return None
+        return ("notfound" if why.startswith("manifest unknown") else "unreachable"), why
+    if host in _DOCKER_HUB and repository == "nvidia/cuda" and ref.lower() == "latest":
+        return "notfound", f"manifest unknown: {full} (nvidia/cuda has no latest tag)"
+    if unchecked(full) or _modelled(host, repository):
         return None
     if host in _DOCKER_HUB and repository in PUBLIC_REPOSITORIES:
         return None
     if _in_podman(full):
         return None
-    return f"manifest unknown: {full} was not found in {host} (the emulator knows no such image)"
+    kind = "denied" if host in _DOCKER_HUB else "notfound"
+    return kind, f"manifest unknown: {full} was not found in {host} (the emulator knows no such image)"

@@ -4,22 +4,25 @@ Order matters, and everything that can refuse does so before anything exists: ea
 from its registry (a tag that does not exist, or a registry that refuses us, is exit 2 with the
 fix), the registry name is checked (names are global: one taken in another subscription is exit 2),
 and the caller's right to assign `AcrPull` is read (exit 2 with the command an administrator can
-run). Then: the registry (made on request, Standard, tagged like the environment's group, no admin
-user), the environment's system-assigned identity with `AcrPull` on that registry alone, and one
-server-side import per image (ARM's importImage, no Docker). Each is read before it is made, so a
-second run makes only what is missing. The registry sits in the environment's group and goes with
-it (`env delete`, reap, the guard); a half-made one goes the same way. An import that fails on its
-source (with --no-inspect nothing read it first) is exit 2: a registry made by this call for images
-none of which arrived is deleted again, and images that did arrive are recorded before it says so.
+run). Then the question (the CLI's one `--yes` rule: a registry bills a fixed fee per day for its
+tier, and the question names it, the tier and any change of tier), and: the registry (made on
+request, Standard unless `--sku` says otherwise; an existing one keeps its tier and its tags, the
+catalogue among them), the environment's system-assigned identity with `AcrPull` on that registry
+alone, and one server-side import per image (ARM's importImage, no Docker). Each is read before it
+is made, so a second run makes only what is missing. The registry sits in the environment's group
+and goes with it (`env delete`, reap, the guard); a half-made one goes the same way. An import that
+fails on its source (with --no-inspect nothing read it first) is exit 2: a registry made by this
+call for images none of which arrived is deleted again, and images that did arrive are recorded
+before it says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aca_gpu import naming
+from aca_gpu import cost, naming
 from aca_gpu.errors import AcaGpuError, AuthError, BadInput, CloudError, NotFound, PreflightRefused
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.models import Cloud
@@ -77,7 +80,10 @@ class StageResult:
     registry: str
     resource_group: str
     login_server: str = ""
+    sku: str = ""
     created: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    imported: list[str] = field(default_factory=list)  # what this call imported (images: all staged)
     images: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -87,7 +93,10 @@ class StageResult:
             "registry": self.registry,
             "resource_group": self.resource_group,
             "login_server": self.login_server,
+            "sku": self.sku,
             "created": list(self.created),
+            "changed": list(self.changed),
+            "imported": list(self.imported),
             "images": list(self.images),
             "notes": list(self.notes),
         }
@@ -125,16 +134,22 @@ def stage_images(
     progress: Progress,
     *,
     inspect: bool = True,
-    sku: str = SKU,
+    sku: str | None = None,
     stream: bool = False,
+    approve: Callable[[str], None],
 ) -> StageResult:
-    """Stage every image (see the module doc); returns what was made and where each image is."""
+    """Stage every image (see the module doc); returns what was made and where each image is.
+
+    `sku` None keeps an existing registry's tier (Standard for a new one); another tier than the
+    registry's is a change that `approve` is asked about, as is a new registry: `approve(question)`
+    returns when it may go ahead and raises when not (the CLI's one `--yes` rule), before anything
+    is made or changed."""
     refs = [parse_image_ref(i) for i in dict.fromkeys(i.strip() for i in images if i.strip())]
     if not refs:
         raise BadInput("name at least one image to stage")
-    if sku not in SKUS:
+    if sku is not None and sku not in SKUS:
         raise BadInput(f"--sku {sku}: one of {', '.join(SKUS)}")
-    if stream and sku != STREAMING_SKU:
+    if stream and sku not in (None, STREAMING_SKU):
         raise BadInput(
             f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
             hint=f"add --sku {STREAMING_SKU}",
@@ -162,13 +177,27 @@ def stage_images(
                     hint=f"delete that registry, or use another environment name than {env_name}",
                 )
         _refuse_assignment(ops, clients, name, group.name)
-        tags = account_tags(dict(group.tags))
-        if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != sku:
-            step.update(f"{'creating' if reg is None else 'updating'} in {group.location} ({sku})")
-            reg = ops.put_registry(clients, group.name, name, group.location, sku, tags)
-            if reg is not None:
-                result.created.append(f"registry {name} ({sku})")
+        tier = sku or (reg.sku if reg is not None and reg.sku in SKUS else SKU)
+        if stream and tier != STREAMING_SKU:
+            why = f"registry {name} is {tier}" if reg else f"artifact streaming is not offered on {tier}"
+            raise BadInput(
+                f"--stream needs a {STREAMING_SKU} registry: {why}",
+                hint=f"add --sku {STREAMING_SKU}" + (" (a change of tier, asked first)" if reg else ""),
+            )
+        change = _tier_change(reg, tier)
+        approve(_question(name, group.name, reg, tier, len(refs)))
+        # an update keeps the registry's own tags: its catalogue of what is staged is among them
+        tags = {**(dict(reg.tags) if reg is not None else {}), **account_tags(dict(group.tags))}
+        if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != tier:
+            step.update(f"{'creating' if reg is None else 'updating'} in {group.location} ({tier})")
+            made = reg is None
+            reg = ops.put_registry(clients, group.name, name, group.location, tier, tags)
+            if made:
+                result.created.append(f"registry {name} ({tier})")
+            elif change:
+                result.changed.append(f"registry {name} ({change})")
         result.login_server = reg.login_server
+        result.sku = reg.sku
         step.update(f"{reg.login_server} ({reg.sku})")
     with progress.step("environment identity (AcrPull)") as step:
         principal = ops.environment_identity(clients, group.name, env.name)
@@ -177,6 +206,8 @@ def stage_images(
         ops.assign_acr_pull(clients, reg.id, principal)
         step.update(f"{principal} may pull from {name}")
     staged = catalogue.read(reg.tags)
+    if reg.sku != STREAMING_SKU:  # artifact streaming is a Premium feature: none is served below it
+        staged = {k: replace(v, streaming=False) for k, v in staged.items()}
     had_images = bool(staged)
     imported: list[str] = []  # what arrived in this call (a failed conversion leaves them staged)
     try:
@@ -184,6 +215,12 @@ def stage_images(
             image = str(ref)
             with progress.step(f"import {image}") as step:
                 source_registry, source_image, target = catalogue.target_of(image)
+                size = facts[image].size_bytes
+                step.update(  # the wait says what it waits for: ARM's copy, minutes for GB images
+                    "the registry copies it server-side"
+                    + (f" ({size / 1e9:.2f} GB)" if size else "")
+                    + f", followed until it ends (at most {ops.IMPORT_DEADLINE_S / 60:.0f} min)"
+                )
                 ops.import_image(clients, group.name, name, source_registry, source_image, target)
                 fact, before = facts[image], staged.get(image)
                 kept = before is not None and before.target == target and before.digest == fact.digest
@@ -196,12 +233,12 @@ def stage_images(
                 )
                 step.update(staged[image].ref(reg.login_server))
             imported.append(image)
-            if not stream:
-                result.images.append(staged[image].as_dict(reg.login_server))
         if stream:
             for ref in refs:
                 staged[str(ref)] = _convert(clients, reg.login_server, staged[str(ref)], progress)
-                result.images.append(staged[str(ref)].as_dict(reg.login_server))
+        result.imported = list(imported)
+        # staging adds to what is staged: the document lists everything the registry now holds
+        result.images = [s.as_dict(reg.login_server) for s in sorted(staged.values(), key=lambda s: s.image)]
     except AcaGpuError:
         # nothing half-made: a registry this call made for images none of which arrived goes again;
         # otherwise the images that did arrive are recorded before the failure is reported
@@ -216,6 +253,31 @@ def stage_images(
         raise
     _record(ops, clients, group, name, reg, staged, progress)
     return result
+
+
+def _tier_change(reg: Any, tier: str) -> str:
+    """`Standard -> Premium` when the registry exists in another tier than the one staging needs."""
+    if reg is None or not reg.sku or reg.sku == tier:
+        return ""
+    ends = "; artifact streaming ends" if reg.sku == STREAMING_SKU else ""
+    return f"{reg.sku} -> {tier}, as --sku asked{ends}"
+
+
+def _question(name: str, rg: str, reg: Any, tier: str, count: int) -> str:
+    """What `image stage` asks before it makes or changes anything billable (the one --yes rule)."""
+    daily = cost.registry_daily(tier)
+    fee = f"${daily.usd_per_day:.2f}/day while it exists, used or not"
+    images = f"import {count} image(s)"
+    if reg is None:
+        return f"Create container registry {name} ({tier}, {fee}) in {rg} and {images}?"
+    if reg.sku and reg.sku != tier:
+        before = cost.registry_daily(reg.sku)
+        ends = " Artifact streaming ends with Premium." if reg.sku == STREAMING_SKU else ""
+        return (
+            f"Change container registry {name} from {reg.sku} (${before.usd_per_day:.2f}/day) to {tier} "
+            f"({fee}) and {images}?{ends}"
+        )
+    return f"Into container registry {name} ({tier}, {fee}): {images}?"
 
 
 def _convert(clients: Any, login_server: str, item: Staged, progress: Progress) -> Staged:
@@ -260,9 +322,9 @@ def _record(
         step.update(f"{len(staged)} image(s) in {name}")
 
 
-def staged_in(cloud: Cloud, resource_group: str, env_name: str) -> tuple[str, dict[str, Staged]] | None:
-    """(login server, image -> Staged) of the environment's registry; None when it has none (or
-    this cloud cannot say). A read error is not a run's failure: it pulls from the public registry."""
+def registry_in(cloud: Cloud, resource_group: str, env_name: str) -> Any | None:
+    """The environment's registry (acr_registry.RegistryInfo), None when it has none (or this cloud
+    cannot say). A read error is not a run's failure: it pulls from the public registry."""
     try:
         ops, clients = registry_ops(cloud)
         reg = ops.get_registry(
@@ -270,18 +332,25 @@ def staged_in(cloud: Cloud, resource_group: str, env_name: str) -> tuple[str, di
         )
     except AcaGpuError:
         return None
-    if reg is None or not reg.login_server:
-        return None
-    return reg.login_server, catalogue.read(reg.tags)
+    return reg if reg is not None and reg.login_server else None
+
+
+def staged_in(cloud: Cloud, resource_group: str, env_name: str) -> tuple[str, dict[str, Staged]] | None:
+    """(login server, image -> Staged) of the environment's registry; None when it has none."""
+    reg = registry_in(cloud, resource_group, env_name)
+    return None if reg is None else (reg.login_server, catalogue.read(reg.tags))
 
 
 def listing(cloud: Cloud, resource_group: str, env_name: str) -> dict[str, Any] | None:
-    """What `env show` prints about staging: the registry and each image's copy, digest and size."""
-    found = staged_in(cloud, resource_group, env_name)
-    if found is None:
+    """What `env show` prints about staging: the registry, its tier and each image's copy, digest
+    and size (the tier is what the registry costs per day, idle or not)."""
+    reg = registry_in(cloud, resource_group, env_name)
+    if reg is None:
         return None
-    server, staged = found
+    staged = catalogue.read(reg.tags)
     return {
-        "login_server": server,
-        "images": [s.as_dict(server) for s in sorted(staged.values(), key=lambda s: s.image)],
+        "registry": reg.name,
+        "sku": reg.sku,
+        "login_server": reg.login_server,
+        "images": [s.as_dict(reg.login_server) for s in sorted(staged.values(), key=lambda s: s.image)],
     }
