@@ -107,7 +107,17 @@ def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, st
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_get(emu, "inventory")["replicas"]) < 3:
         time.sleep(0.2)
-    time.sleep(1.5)  # the client has looked since: it knows them running
+    looked = time.monotonic()
+    # a second shell sees the run going: 3 shards started, 3 queued behind them (the job says 6)
+    watched = _acagpu(shell, "status", "-o", "json")
+    assert watched.returncode == 0, watched.stderr
+    (run,) = [r for r in json.loads(watched.stdout)["runs"] if r["run_id"] == "figc"]
+    assert run["phase"] in ("starting", "running"), run
+    shards = run["shards"]
+    assert (shards["total"], shards["queued"], shards["starting"] + shards["running"]) == (6, 3, 3), run
+    time.sleep(
+        max(0.0, 1.5 - (time.monotonic() - looked))
+    )  # the client has looked since: it knows them running
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

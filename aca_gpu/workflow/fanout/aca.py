@@ -14,8 +14,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
+from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
 from aca_gpu.output import Progress
@@ -134,6 +136,8 @@ class Fanout:
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
         job = job_spec(self.fanout.job_run(), plan, pair, where)
+        # how many shards it starts: `status` in another shell counts those not started yet as queued
+        job = replace(job, tags={**job.tags, naming.TAG_SHARDS: str(len(self.fanout.indexes))})
         self.job_name = job.name
         ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing
