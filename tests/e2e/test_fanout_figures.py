@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import requests
 
+from aca_gpu.workflow.fanout.outcome import render_fanout
 from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -125,6 +126,9 @@ def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, st
     doc = json.loads(out)
     states = sorted(s["status"] for s in doc["shards"])
     assert states == ["cancelled"] * 3 + ["stopped"] * 3, (states, err)  # O4: not "failed"
+    # the closing lines (the same document rendered) say what cancelled means, never "None"
+    closing = render_fanout(doc)
+    assert "None" not in closing and closing.count("never started (Ctrl-C came first)") == 3, closing
     assert doc["summary"]["failed"] == 0 and doc["summary"]["failed_indexes"] == [], doc["summary"]
     assert sorted(doc["summary"]["unfinished_indexes"]) == list(range(6))  # --rerun-failed runs them
 

@@ -230,7 +230,10 @@ def render_fanout(doc: dict[str, Any]) -> str:
             continue
         whose = {"user": "the container", "platform": "the platform"}.get(shard["fault"] or "", "")
         code = f"exit {shard['exit_code']}" if shard["exit_code"] is not None else "no exit code"
-        lines.append(f"  [{shard['index']}] {shard['status']}: {code}; {shard['reason']}"
+        if shard["status"] == "cancelled" and shard["exit_code"] is None:
+            code = "never started (Ctrl-C came first)"  # what `cancelled` means: docs/fanout.md
+        why = f"; {shard['reason']}" if shard.get("reason") else ""
+        lines.append(f"  [{shard['index']}] {shard['status']}: {code}{why}"
                      + (f" ({whose}'s failure)" if whose else ""))  # fmt: skip
     cost = doc["cost"]
     lines.append(
