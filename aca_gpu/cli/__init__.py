@@ -194,7 +194,7 @@ class LazyGroup(SuggestingGroup):
         except AcaGpuError as exc:
             if debug:
                 raise
-            _report(argv, exc.message, exc.exit_code, exc.code, exc.hint)
+            _report(argv, exc.message, exc.exit_code, exc.kind, exc.hint)
             return exc.exit_code
         except click.UsageError as exc:
             from aca_gpu.cli.options import command_name
