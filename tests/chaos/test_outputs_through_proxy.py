@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import requests
 
 from tests.chaos.proxy import ChaosProxy
@@ -32,6 +33,7 @@ def _fired(proxy: ChaosProxy) -> list[str]:
     return [f"{e['fault']} {e['path']}" for e in answer.json()["events"]]
 
 
+@pytest.mark.slow(15)  # an emulator, a warm environment, 4 shards, and the lost file's 3.5 s of retries
 def test_a_file_cut_on_the_way_is_fetched_again_and_one_never_arriving_is_named_not_left_empty(
     tmp_path: Path,
 ) -> None:

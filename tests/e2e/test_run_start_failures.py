@@ -59,7 +59,6 @@ def test_a_container_killed_by_sigkill_keeps_137_with_the_reason() -> None:
     # how its image arrived, on the platform's (scaled) clock, said as such
     (image,) = [x for x in result.stderr.splitlines() if x.startswith("  image ")]
     assert (
-        image.split(None, 1)[1].startswith("pulled from myacr.azurecr.io in ")
-        and "(platform clock)" in image
+        image.split(None, 1)[1].startswith("pulled from myacr.azurecr.io in ") and "(platform clock)" in image
     )
     assert not [x for x in result.stderr.splitlines() if x.startswith("error:")]
