@@ -220,8 +220,21 @@ def check_settings(settings: Settings) -> Settings:
                 hint="bearer tokens are only sent over TLS; the emulator serves https",
             )
     if settings.ca_bundle is not None:
-        check_ca_bundle(settings.ca_bundle)
+        try:
+            check_ca_bundle(settings.ca_bundle)
+        except BadInput as exc:  # the emulator removes its CA when it stops
+            if exc.hint is None and urlsplit(settings.arm_endpoint or "").hostname in LOCAL_HOSTS:
+                exc.hint = EMULATOR_GONE_HINT
+            raise
     return settings
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+EMULATOR_GONE_HINT = (
+    "start it again (`acagpu emulator serve --env-file FILE`) and source FILE: each start has its own "
+    "port, CA and token; or unset the ACAGPU_ARM_ENDPOINT, ACAGPU_CA_BUNDLE and ACAGPU_TOKEN it set "
+    "to use Azure"
+)
 
 
 def check_ca_bundle(path: str, what: str = "ACAGPU_CA_BUNDLE") -> str:

@@ -29,8 +29,14 @@ class AcaGpuError(Exception):
         self.code = code  # ARM error code or another machine-readable reason, when there is one
         self.hint = hint  # what the user can do next, shown under the message
 
+    @property
+    def kind(self) -> str:
+        """The machine-readable code a document shows: ARM's or acagpu's own, else the error's
+        kind (`Interrupted`, `BadInput`, ...), so `error.code` is never null for a script to test."""
+        return self.code or type(self).__name__
+
     def as_dict(self) -> dict[str, object]:
-        return {"message": self.message, "code": self.code, "exit_code": self.exit_code, "hint": self.hint}
+        return {"message": self.message, "code": self.kind, "exit_code": self.exit_code, "hint": self.hint}
 
 
 class BadInput(AcaGpuError):

@@ -41,6 +41,17 @@ class StorageAccountInfo(Record):
 
 
 @dataclass(frozen=True)
+class ShareDownload(Record):
+    """What a download from an Azure Files share brought back: every file written (complete, under
+    its own name) and every file or folder that did not arrive after its retries, with why, so a
+    caller can count what arrived and name what did not."""
+
+    written: tuple[Path, ...] = ()
+    missed: tuple[tuple[str, str], ...] = ()  # (share path, why), in the order met
+    retries: int = 0  # transfers sent again after a transient failure
+
+
+@dataclass(frozen=True)
 class FleetGroup(Record):
     """A resource group found across subscriptions (Resource Graph), with the environments in it."""
 
@@ -342,8 +353,13 @@ class Cloud(Protocol):
         self, resource_group: str, account: str, share: str, folders: Sequence[str]
     ) -> None: ...
     def download_share_folders(
-        self, resource_group: str, account: str, share: str, folders: Mapping[str, Path]
-    ) -> list[Path]: ...  # each share folder's files under its local folder (Azure Files data plane)
+        self,
+        resource_group: str,
+        account: str,
+        share: str,
+        folders: Mapping[str, Path],
+        on_retry: Callable[[str], None] | None = None,
+    ) -> ShareDownload: ...  # each share folder's files under its local folder (Azure Files data plane)
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
     def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None: ...

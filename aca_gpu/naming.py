@@ -22,6 +22,7 @@ TAG_ENV = "acagpu:env"  # on a run's jobs inside a warm environment: the environ
 TAG_IDLE_TTL = "acagpu:idle-ttl"  # a warm environment's idle TTL in seconds; expires-at renews by it
 TAG_LAST_USED = "acagpu:last-used"
 KIND_ENV = "env"
+TAG_SHARDS = "acagpu:shards"  # on a fan-out's job: how many shards it starts (`status` counts them)
 TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
 
 ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")

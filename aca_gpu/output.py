@@ -33,6 +33,9 @@ TYPICAL_SECONDS: dict[str, str] = {
     "probe start": "image pull, on Azure typically 1-3 min",
     "tester start": "image pull, on Azure typically 1-3 min",
     "test run": "typically under 1 min",
+    # `run`'s one container, from its start request to its end: the start is what is typical
+    "container": "its start (placement, image pull) on Azure typically 10 s-3 min, a staged image sooner; "
+    "then your command's own time",
     "teardown": "on Azure typically 5-12 min",
     "wake explorer": "a kept run's explorer is stopped between uses; on Azure typically 1-3 min",
 }

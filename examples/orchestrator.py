@@ -5,8 +5,9 @@
 One shard per item: each gets its item as `ACAGPU_ITEM` (and its index as `ACAGPU_SHARD_INDEX`),
 prints its answer, and the results come back in item order. The script fails (exit 1) naming the
 items whose shards failed, which is what an orchestrator's task should do so that its own retry
-or alert takes over. Settings come from the usual places (`ACAGPU_*`, `acagpu config`); against
-`acagpu emulator serve`, source its env file first.
+or alert takes over. Settings come from the usual places (`ACAGPU_*`, the config file
+`~/.config/acagpu/config.toml`: docs/cli.md); against `acagpu emulator serve`, source its env file
+first.
 """
 
 from __future__ import annotations

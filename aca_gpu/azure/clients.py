@@ -17,8 +17,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from aca_gpu import recording
-from aca_gpu.config import Settings
-from aca_gpu.errors import AuthError
+from aca_gpu.config import EMULATOR_GONE_HINT, LOCAL_HOSTS, Settings
+from aca_gpu.errors import AuthError, InfraError
 
 if TYPE_CHECKING:
     from azure.core.credentials import AccessToken, AccessTokenInfo, TokenCredential
@@ -114,7 +114,8 @@ def resolve_subscription(
         "no Azure subscription: pass --subscription, set ACAGPU_SUBSCRIPTION or AZURE_SUBSCRIPTION_ID, "
         "or run `az login`",
         code="NoSubscription",
-        hint="az login && az account set --subscription <id>",
+        hint="az login && az account set --subscription <id>; for `acagpu emulator serve`, "
+        "source the env file it wrote first (`. FILE`)",
     )
 
 
@@ -267,4 +268,28 @@ class Clients:
 
 
 def make_clients(settings: Settings, subscription: str | None = None) -> Clients:
+    emulator_listening(settings.arm_endpoint)
     return Clients(settings, resolve_subscription(settings, subscription))
+
+
+def emulator_listening(endpoint: str | None) -> None:
+    """An ARM endpoint on this machine is an emulator's: when nothing listens there any more (it was
+    stopped, or this shell sourced an older start's env file), say so at once, rather than after
+    the 30 s of retries a real, briefly unreachable ARM deserves. Anything else is left to them."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(endpoint or "")
+    if url.hostname not in LOCAL_HOSTS:
+        return
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=2.0).close()
+    except ConnectionRefusedError:
+        raise InfraError(
+            f"nothing listens at ACAGPU_ARM_ENDPOINT {endpoint} (connection refused): the emulator "
+            "it names is not running",
+            code="EmulatorNotRunning",
+            hint=EMULATOR_GONE_HINT,
+        ) from None
+    except OSError:
+        return

@@ -45,6 +45,7 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    ShareDownload,
     StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
@@ -253,9 +254,14 @@ class AzureCloud:
         shards.make_folders(self.clients, resource_group, account, share, folders)
 
     def download_share_folders(
-        self, resource_group: str, account: str, share: str, folders: Mapping[str, Path]
-    ) -> list[Path]:
-        return shards.download(self.clients, resource_group, account, share, folders)
+        self,
+        resource_group: str,
+        account: str,
+        share: str,
+        folders: Mapping[str, Path],
+        on_retry: Callable[[str], None] | None = None,
+    ) -> ShareDownload:
+        return shards.download(self.clients, resource_group, account, share, folders, on_retry)
 
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]:
         return preview.list_execution_replicas(self.clients, resource_group, job, execution)

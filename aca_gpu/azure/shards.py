@@ -29,7 +29,7 @@ from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, usage_infos
 from aca_gpu.azure.translate import retrying, translate_errors
 from aca_gpu.errors import AcaGpuError, CloudError, InfraError, WaitTimedOut, is_throttled
-from aca_gpu.models import ContainerDef, ExecutionInfo, MarkedStart, UsageInfo
+from aca_gpu.models import ContainerDef, ExecutionInfo, MarkedStart, ShareDownload, UsageInfo
 
 START_ATTEMPTS = 4
 LOOK_AFTER_S = 0.5  # a start without an answer: ARM's listing is given this long (x the try) to show it
@@ -219,12 +219,27 @@ def make_folders(clients: Clients, rg: str, account: str, share: str, folders: S
                 raise InfraError(f"share {share}: folder {path} could not be made: {exc}") from None
 
 
-def download(clients: Clients, rg: str, account: str, share: str, folders: Mapping[str, Path]) -> list[Path]:
-    """Each share folder's files into its local folder (the key is read once for all of them)."""
+def download(
+    clients: Clients,
+    rg: str,
+    account: str,
+    share: str,
+    folders: Mapping[str, Path],
+    on_retry: Callable[[str], None] | None = None,
+) -> ShareDownload:
+    """Each share folder's files into its local folder (the key is read once for all of them); a
+    folder or file that did not arrive is named and the others still come."""
     from aca_gpu.azure.fileshare import download_tree
 
     key, endpoint = _share_access(clients, rg, account)
     written: list[Path] = []
+    missed: list[tuple[str, str]] = []
+    retries = 0
     for prefix, dest in folders.items():
-        written += download_tree(account, key, share, prefix, dest, endpoint=endpoint, verify=clients.verify)
-    return written
+        got = download_tree(
+            account, key, share, prefix, dest, endpoint=endpoint, verify=clients.verify, on_retry=on_retry
+        )
+        written += got.written
+        missed += got.missed
+        retries += got.retries
+    return ShareDownload(tuple(written), tuple(missed), retries)

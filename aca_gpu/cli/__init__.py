@@ -18,6 +18,7 @@ import click
 
 from aca_gpu import __version__
 from aca_gpu.cli.current import CURRENT_OUTPUT, EXIT_INTERRUPTED
+from aca_gpu.cli.suggest import SuggestingGroup
 from aca_gpu.errors import EXIT_BAD_INPUT, EXIT_FAILURE, AcaGpuError
 
 FORMATS = ("table", "json", "tsv")  # output.FORMATS, repeated so `--help` need not import it
@@ -139,7 +140,7 @@ def _peek_command(args: list[str]) -> str:
     return " ".join(words)
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(name for name in COMMANDS if _available(name))
 
@@ -193,7 +194,7 @@ class LazyGroup(click.Group):
         except AcaGpuError as exc:
             if debug:
                 raise
-            _report(argv, exc.message, exc.exit_code, exc.code, exc.hint)
+            _report(argv, exc.message, exc.exit_code, exc.kind, exc.hint)
             return exc.exit_code
         except click.UsageError as exc:
             from aca_gpu.cli.options import command_name

@@ -69,7 +69,11 @@ def exit_code_for(result: CompatVerdict) -> int:
 
 @click.command()
 @click.option("--image", required=True, help="Image reference, e.g. nvidia/cuda:12.1.1-runtime-ubuntu22.04.")
-@click.option("--driver", required=True, help="Host NVIDIA driver version, e.g. 535.104.05.")
+@click.option(
+    "--driver",
+    help="Host NVIDIA driver version, e.g. 535.104.05 (default: ACA's current one: the last a GPU "
+    "replica reported to acagpu here, else the bundled 580.159.04).",
+)
 @click.option(
     "--require",
     "require",
@@ -81,7 +85,7 @@ def exit_code_for(result: CompatVerdict) -> int:
     help="Never ask the registry (an nvidia/cuda image whose tag hides its CUDA stays unknown).",
 )
 @output_options
-def compat(output: Output, image: str, driver: str, require: str | None, offline: bool) -> None:
+def compat(output: Output, image: str, driver: str | None, require: str | None, offline: bool) -> None:
     """Judge an image's CUDA version against a host driver using NVIDIA's published tables.
 
     Verdicts: ok (driver supports it natively), minor-compat (same major, above the family floor:
@@ -90,13 +94,20 @@ def compat(output: Output, image: str, driver: str, require: str | None, offline
     refuse to start the container. Exit codes: 0 ok, minor-compat or unknown (the same rule as `up`
     and `validate`), 5 incompatible or refused, 2 bad input.
     """
+    source = None
+    if driver is None:  # the question is "on ACA": judged against its current driver, and said
+        from aca_gpu.workflow.preflight.drivers import latest_driver
+
+        driver, source = latest_driver()
     ref = parse_image_ref(image)
     result = replace(verdict(ref, driver, require), image=image.strip())
     if result.verdict == "unknown" and ref.is_nvidia_cuda and require is None and not offline:
         result = from_registry(ref, driver, output) or result
     if result.verdict == "unknown":
         output.warn(f"cannot tell the CUDA version of {result.image}: {result.reason.split(';')[0]}")
-    output.emit(result.as_dict(), render_verdict(result))
+    doc = {**result.as_dict(), "driver_source": source or "--driver"}
+    shown = render_verdict(result) + (f"\n  driver from:        {source}" if source else "")
+    output.emit(doc, shown)
     code = exit_code_for(result)
     if code:
         output.error(failure(result))

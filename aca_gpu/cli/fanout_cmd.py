@@ -101,8 +101,15 @@ def run_fanout_command(
         fanout = replace(
             fanout, run=replace(fanout.run, plan=placed_plan(open_cloud(settings), fanout.run.plan))
         )
+    shown, quota = fanout, None
+    if not flags["emulator"]:  # P as the run's preflight will clamp it to the free GPU quota
+        from aca_gpu.workflow.fanout.clamp import planned
+
+        shown, clamp = planned(open_cloud(settings), fanout)
+        quota = {"said": clamp.said, **(clamp.doc or {})}
     doc = {"schema": 1, "command": "run", "mode": "fanout", "status": "planned",
-           **fanout.run.as_dict(), **fanout.as_dict()}  # fmt: skip
+           **shown.run.as_dict(), **shown.as_dict()}  # fmt: skip
+    doc["shards"]["quota"] = quota
     if flags["dry_run"]:
         output.emit(doc, render_plan(doc))
         return
@@ -134,6 +141,7 @@ def render_plan(doc: dict[str, Any]) -> str:
         render_run_plan(doc),
         f"  shards         {shards['started']} of {shards['count']} ({which}); "
         f"at most {shards['parallel']} at once" + (" (one per --map item)" if shards["map"] else ""),
+        *([f"  GPU quota      {shards['quota']['said']}"] if shards.get("quota") else []),
         f"  retries        {shards['retries']} for a failed container"
         + (f" (exit {shards['retry_on_exit']})" if shards["retry_on_exit"] else "")
         + f"; {shards['platform_retries']} for the platform's failures",

@@ -98,7 +98,11 @@ def confirm(question: str | Callable[[], str], *, yes: bool, refusal: str) -> No
     if yes:
         return
     if not sys.stdin.isatty():
-        raise BadInput(f"{refusal} without --yes: stdin is not a terminal, so nobody can confirm")
+        raise BadInput(
+            f"{refusal} without --yes: stdin is not a terminal, so nobody can confirm",
+            code="ConfirmationRequired",
+            hint="add --yes to go ahead without a question",
+        )
     text = question() if callable(question) else question
     try:
         agreed = click.confirm(text, default=False, err=True)

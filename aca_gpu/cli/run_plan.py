@@ -31,7 +31,9 @@ def render_run_plan(doc: dict[str, Any]) -> str:
     lines += [
         f"  image          {work['image']}",
         f"  command        {command}",
-        f"  size           {work['cpu']:g} vCPU, {work['memory']}",
+        f"  size           {work['cpu']:g} vCPU, {work['memory']}"
+        if work["cpu"] is not None
+        else f"  size           {work.get('size')}",
     ]
     if work["env"]:
         lines.append(f"  env            {', '.join(sorted(work['env']))}")

@@ -20,12 +20,17 @@ from aca_gpu.workflow.spend.so_far import UNCOUNTED
 
 
 def _phase(run: dict[str, Any]) -> str:
-    """`running (1 of 3 executions)` while a run's executions run; the phase alone otherwise."""
+    """The phase and how far it is: `building (environment InProgress)`, `queued (shards 20: queued
+    12 · ended 8)`, `running (1 of 3 executions)`."""
+    phase = str(run["phase"])
+    if run.get("phase_detail"):
+        return f"{phase} ({run['phase_detail']})"
     counted = run.get("executions") or {}
-    live, ended = counted.get("running") or 0, counted.get("ended") or 0
+    live = (counted.get("running") or 0) + (counted.get("starting") or 0)
+    ended = counted.get("ended") or 0
     if live and live + ended > 1:
-        return f"{run['phase']} ({live} of {live + ended} executions)"
-    return str(run["phase"])
+        return f"{phase} ({live} of {live + ended} executions)"
+    return phase
 
 
 def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
@@ -81,7 +86,8 @@ def _runs_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
             ]
         )
     headers = ["RUN", "GROUP", "LOCATION", "GPU", "AGE", "EXPIRES", "PHASE", "SPEND≈"]
-    return table(headers, rows, stream=stream, right=("AGE", "EXPIRES", "SPEND≈"))
+    # the phase folds rather than loses its bracket: how far a run is matters most to who watches it
+    return table(headers, rows, stream=stream, wrap="PHASE", right=("AGE", "EXPIRES", "SPEND≈"))
 
 
 @click.command()

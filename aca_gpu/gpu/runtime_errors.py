@@ -102,6 +102,15 @@ UNREACHABLE_MARKERS = (
 # runc and crun: the program could not be executed at all, before it printed anything
 _EXEC_FAILED = re.compile(r"^(exec \S.*|.*exec user process caused.*): exec format error$", re.IGNORECASE)
 
+# what to do about an image that could not be pulled, where it was pulled: this host's runtime
+# logs in with `podman login`/`docker login`; ACA pulls with the job's registry settings
+PULL_NAMED = "name the image in full (docker.io/nvidia/cuda:TAG) and check that the tag exists"
+PULL_FIX = f"{PULL_NAMED}; a private registry needs credentials (`podman login` or `docker login` here)"
+ACA_PULL_FIX = (
+    f"{PULL_NAMED}; ACA pulls a private registry's image with --registry-identity, or with "
+    "--registry-username and --registry-password-env"
+)
+
 
 @dataclass(frozen=True)
 class RuntimeFinding:
@@ -521,9 +530,7 @@ def image_pull(text: str) -> RuntimeFinding | None:
     return RuntimeFinding(
         IMAGE_PULL_FAILED,
         "the image could not be pulled: no such image or tag, or no access to it",
-        "name the image in full (docker.io/nvidia/cuda:TAG) and check that the tag exists; a private "
-        "registry needs credentials (here `podman login`/`docker login`; on ACA --registry-identity, "
-        "or --registry-username with --registry-password-env)",
+        PULL_FIX,
         _clip(said),
         gpu=False,
     )

@@ -479,7 +479,14 @@ class ChaosProxy:
                     await first.read()
         try:
             up = await self._session.request(
-                method, url, headers=self._headers_up(req), data=body or None, allow_redirects=False
+                method,
+                url,
+                headers=self._headers_up(req),
+                data=body or None,
+                allow_redirects=False,
+                # a header the client did not send would break a signature over it (Azure Files'
+                # SharedKey signs Content-Type, which aiohttp adds to a body-less PUT)
+                skip_auto_headers=("Content-Type",),
             )
         except aiohttp.ClientError as exc:
             return web.Response(status=502, text=f"chaos proxy: upstream unreachable: {exc}\n")

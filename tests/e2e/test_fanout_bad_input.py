@@ -76,6 +76,12 @@ def test_parallel_that_the_quota_can_never_serve_is_refused_before_anything_exis
     ) as emu:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
         shell.pop("ACAGPU_ENV", None)
+        # a plan writes nothing: in a subscription without Microsoft.App it does not register it to
+        # read the quota (the SDK would), and says the run will
+        plan = _run(
+            tmp_path, "--dry-run", "--shards", "4", "--parallel", "2", "busybox", "--", "true", env=shell
+        )
+        assert plan.returncode == 0 and "quota not read: Microsoft.App is not registered" in plan.stdout, plan
         done = _run(tmp_path, "--yes", "--shards", "4", "--parallel", "2", "busybox", "--", "true", env=shell)
         _refused(done, "the GPU quota of region eastus is 0")
         assert "hint:" in done.stderr and "Quota" in done.stderr  # how to raise it

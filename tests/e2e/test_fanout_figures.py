@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
+from aca_gpu.workflow.fanout.outcome import render_fanout
 from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -107,12 +109,60 @@ def test_ctrl_c_labels_running_shards_stopped_not_failed(lab: tuple[dict[str, st
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(_get(emu, "inventory")["replicas"]) < 3:
         time.sleep(0.2)
-    time.sleep(1.5)  # the client has looked since: it knows them running
+    looked = time.monotonic()
+    # a second shell sees the run going: 3 shards started, 3 queued behind them (the job says 6)
+    watched = _acagpu(shell, "status", "-o", "json")
+    assert watched.returncode == 0, watched.stderr
+    (run,) = [r for r in json.loads(watched.stdout)["runs"] if r["run_id"] == "figc"]
+    assert run["phase"] in ("starting", "running"), run
+    shards = run["shards"]
+    assert (shards["total"], shards["queued"], shards["starting"] + shards["running"]) == (6, 3, 3), run
+    time.sleep(
+        max(0.0, 1.5 - (time.monotonic() - looked))
+    )  # the client has looked since: it knows them running
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     doc = json.loads(out)
     states = sorted(s["status"] for s in doc["shards"])
     assert states == ["cancelled"] * 3 + ["stopped"] * 3, (states, err)  # O4: not "failed"
+    # the closing lines (the same document rendered) say what cancelled means, never "None"
+    closing = render_fanout(doc)
+    assert "None" not in closing and closing.count("never started (Ctrl-C came first)") == 3, closing
     assert doc["summary"]["failed"] == 0 and doc["summary"]["failed_indexes"] == [], doc["summary"]
     assert sorted(doc["summary"]["unfinished_indexes"]) == list(range(6))  # --rerun-failed runs them
+
+
+def _faults(emu: dict[str, str], spec: str) -> None:
+    answer = requests.put(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/faults",
+        data=spec,
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+    answer.raise_for_status()
+
+
+def test_dry_run_plans_what_the_quota_lets_run_at_once_as_the_run_itself_would(
+    lab: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    """`--parallel 50` where 4 GPUs are free: the plan says 4 at once and 250 rounds, not 50 and 20,
+    cold (the region's usages) and warm (the environment's), and nothing is created."""
+    emu, shell = lab
+    plan = ("--dry-run", "--shards", "1000", "--parallel", "50", SANDBOX, "--", "true")
+    _faults(emu, "quota:region=eastus,profile=T4,limit=4")
+    try:
+        cold = _acagpu(shell, "run", "-o", "json", *plan)
+        warm = _acagpu(shell, "run", "--env", "lab", *plan)
+    finally:
+        _faults(emu, "")
+    assert cold.returncode == 0, cold.stderr
+    doc = json.loads(cold.stdout)
+    assert (doc["shards"]["parallel"], doc["fanout_price"]["rounds_at_parallel"]) == (4, 250), doc
+    assert doc["shards"]["quota"]["said"].startswith("4 at once, not 50: region eastus has 4 of 4"), doc
+    assert (doc["shards"]["quota"]["asked"], doc["shards"]["quota"]["parallel"]) == (50, 4)
+    assert warm.returncode == 0, warm.stderr
+    assert "at most 4 at once" in warm.stdout and "250 rounds" in warm.stdout, warm.stdout
+    assert "GPU quota      4 at once, not 50: environment cae-acagpu-env-lab" in warm.stdout, warm.stdout
+    assert not _get(emu, "inventory")["jobs"]  # a plan creates nothing

@@ -42,6 +42,12 @@ def test_an_image_aca_cannot_pull_is_image_pull_failed_not_a_refused_gpu(
     assert doc["cost"]["usd_estimate"] == 0.0 and doc["teardown"]["billing_stopped"] is True
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.stderr
+    # ACA's own way to a private registry, not this host's `podman login`; and a container that never
+    # started printed nothing: no wait for Log Analytics, no word of it
+    hint = doc["error"]["hint"]
+    if error == "notfound":
+        assert "--registry-identity" in hint and "login" not in hint, hint
+    assert "Log Analytics" not in result.stderr and not doc["output"].get("notes"), result.stderr
 
 
 def test_a_container_killed_by_sigkill_keeps_137_with_the_reason() -> None:
@@ -50,6 +56,11 @@ def test_a_container_killed_by_sigkill_keeps_137_with_the_reason() -> None:
     assert result.stdout == "started\n"
     (line,) = [x for x in result.stderr.splitlines() if "container exited" in x]
     assert line.startswith("  container exited with code 137: killed by SIGKILL") and "--memory" in line
+    # how its image arrived, on the platform's (scaled) clock, said as such
+    (image,) = [x for x in result.stderr.splitlines() if x.startswith("  image ")]
+    assert (
+        image.split(None, 1)[1].startswith("pulled from myacr.azurecr.io in ") and "(platform clock)" in image
+    )
     assert not [x for x in result.stderr.splitlines() if x.startswith("error:")]
 
 

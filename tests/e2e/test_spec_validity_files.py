@@ -130,7 +130,7 @@ def test_results_requests_are_file_service_spec_operations(sent: list[Sent], tmp
         written = download_tree(
             account, key, share, "run", tmp_path, endpoint=endpoint, verify=server.ca_bundle
         )
-        assert [p.read_text() for p in written] == ["0\n", "1\n"]
+        assert [p.read_text() for p in written.written] == ["0\n", "1\n"]
         client.get_file_client("run/1/i.txt").get_file_properties()
         client.get_file_client("run/1/i.txt").delete_file()
         client.get_directory_client("run/1").delete_directory()

@@ -75,7 +75,7 @@ def test_the_account_file_endpoint_is_the_emulator_and_a_tree_comes_back_as_writ
         ACCOUNT, key, SHARE, "run1", tmp_path / "out", endpoint=endpoint, verify=server.ca_bundle
     )
     out = tmp_path / "out"
-    assert [p.relative_to(out).as_posix() for p in written] == [
+    assert [p.relative_to(out).as_posix() for p in written.written] == [
         "0/i.txt", "1/i.txt", "2/deep/big.bin", "2/empty", "2/i.txt"
     ]  # fmt: skip
     assert [(out / f"{s}/i.txt").read_text() for s in range(3)] == ["0\n", "1\n", "2\n"]
@@ -88,7 +88,7 @@ def test_the_account_file_endpoint_is_the_emulator_and_a_tree_comes_back_as_writ
     assert props.size == len(big)
     # a folder nobody wrote is an empty result, not an error
     assert download_tree(ACCOUNT, key, SHARE, "run1/9", tmp_path / "none", endpoint=endpoint,
-                         verify=server.ca_bundle) == []  # fmt: skip
+                         verify=server.ca_bundle).written == ()  # fmt: skip
 
 
 def test_listing_pages_with_next_marker(
@@ -201,7 +201,7 @@ def test_a_shell_line_without_podman_writes_to_the_share_folder_its_mount_names(
     found = _shards_write(aca, server, key, endpoint, "busybox:1.36", [6, 7])
     assert [f["status"] for f in found] == ["Succeeded", "Failed"], [f.get("reason") for f in found]
     written = download_tree(ACCOUNT, key, SHARE, "r1", tmp_path, endpoint=endpoint, verify=server.ca_bundle)
-    assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written] == [
+    assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written.written] == [
         ("6/i.txt", "6\n"), ("7/i.txt", "7\n")
     ]  # fmt: skip
 
@@ -219,7 +219,7 @@ def test_what_a_job_container_writes_to_its_mount_is_what_download_tree_brings_b
     found = _shards_write(aca, server, key, endpoint, test_image, [0, 7])
     assert [f["status"] for f in found] == ["Succeeded", "Failed"], [f.get("reason") for f in found]
     written = download_tree(ACCOUNT, key, SHARE, "r1", tmp_path, endpoint=endpoint, verify=server.ca_bundle)
-    assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written] == [
+    assert [(p.relative_to(tmp_path).as_posix(), p.read_text()) for p in written.written] == [
         ("0/i.txt", "0\n"), ("7/i.txt", "7\n")
     ]  # fmt: skip
 
@@ -233,7 +233,8 @@ def test_a_new_account_of_a_deleted_ones_name_starts_with_an_empty_share(
     ).upload_file(b"from the first account")
     arm.resource_groups.begin_delete("rg-files").result()  # the group takes its account and shares
     endpoint, key = _account(arm, storage)
-    assert download_tree(ACCOUNT, key, SHARE, "", tmp_path, endpoint=endpoint, verify=server.ca_bundle) == []
+    got = download_tree(ACCOUNT, key, SHARE, "", tmp_path, endpoint=endpoint, verify=server.ca_bundle)
+    assert got.written == ()
 
 
 def test_a_share_sas_reads_and_lists_within_its_permissions_and_window(
@@ -250,7 +251,7 @@ def test_a_share_sas_reads_and_lists_within_its_permissions_and_window(
     written = download_tree(
         ACCOUNT, "", SHARE, "r1", tmp_path, endpoint=endpoint, verify=server.ca_bundle, sas=read_list
     )
-    assert [p.read_text() for p in written] == ["7\n"]
+    assert [p.read_text() for p in written.written] == ["7\n"]
 
     reader = share_client(ACCOUNT, "", SHARE, endpoint=endpoint, verify=server.ca_bundle, sas=read_list)
     with pytest.raises(HttpResponseError) as no_write:  # a permission the SAS does not give

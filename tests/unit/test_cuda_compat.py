@@ -277,6 +277,7 @@ CONTRACT_KEYS = {
     "image",
     "cuda_version",
     "driver_version",
+    "driver_source",  # --driver, or where ACA's current driver was read without it
     "verdict",
     "min_driver",
     "require_check",

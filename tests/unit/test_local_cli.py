@@ -48,3 +48,20 @@ def test_a_runtime_that_is_not_installed_is_bad_input() -> None:
     assert json.loads(result.stdout)["error"]["message"] == (
         "--runtime apptainer: apptainer (or singularity) is not installed"
     )
+
+
+def test_a_local_runs_plan_claims_no_replica_size_it_never_applies() -> None:
+    """The document said `8 vCPU, 56Gi` (a T4 replica's) for a container the local runtime runs
+    unlimited: what it did not apply, it does not claim."""
+    import json
+
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["run", "--runtime", "podman", "--dry-run", "-o", "json", "busybox", "--", "true"]
+    )
+    assert result.exit_code == 0, result.output
+    work = json.loads(result.stdout)["workload"]
+    assert (work["cpu"], work["memory"]) == (None, None) and work["size"].startswith("not limited"), work

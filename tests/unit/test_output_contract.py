@@ -180,3 +180,14 @@ def test_tsv_of_a_listing_prints_its_rows_like_az() -> None:
     rows = [line.split("\t") for line in out.splitlines()]
     assert len(rows) > 3 and rows[0] != ["1", "profiles"], out
     assert any("Consumption-GPU-NC8as-T4" in row for row in rows), out
+
+
+def test_a_refusal_for_want_of_yes_and_an_interrupt_carry_a_code_a_script_can_test() -> None:
+    """`error.code` was null for both: a script could tell them apart only by parsing the message."""
+    from aca_gpu.errors import Interrupted
+
+    code, out, err = _run("up", "-o", "json")  # CliRunner's stdin is no terminal
+    error = json.loads(out)["error"]
+    assert (code, error["code"], error["exit_code"]) == (2, "ConfirmationRequired", 2), out
+    assert error["hint"] and "--yes" in error["hint"] and "hint: add --yes" in err
+    assert Interrupted("interrupted: run r1 stopped").as_dict()["code"] == "Interrupted"

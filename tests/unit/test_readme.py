@@ -47,3 +47,35 @@ def test_links_into_the_reference_name_a_section() -> None:
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for fragment in re.findall(r"commands\.md#([a-z0-9-]+)", page.read_text(encoding="utf-8")):
             assert fragment in anchors, (page.name, fragment)
+
+
+def test_the_docs_and_examples_cite_only_commands_that_exist_and_no_section_they_lack() -> None:
+    """A newcomer follows what the docs name: `acagpu config` (no such command) and a "§10" whose
+    document is not in the repository sent one nowhere."""
+    from aca_gpu.cli import COMMANDS
+
+    texts = {p: p.read_text(encoding="utf-8") for p in [ROOT / "README.md", *ROOT.glob("docs/*.md"),
+                                                         *ROOT.glob("examples/*.py")]}  # fmt: skip
+    cited = {(p.name, m) for p, t in texts.items() for m in re.findall(r"`acagpu ([a-z][a-z-]*)", t)}
+    assert {c for c in cited if c[1] not in COMMANDS} == set()
+    sections = {(p.name, m) for p, t in texts.items() for m in re.findall(r"§ ?\d+", t)}
+    assert sections == set(), "cite a section by a link or a heading of this repository"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["stauts"], "No such command 'stauts'. Did you mean 'status'?"),
+        (["env", "lsit"], "No such command 'lsit'. Did you mean 'list'?"),
+        (["image", "stge"], "No such command 'stge'. Did you mean 'stage'?"),
+        (["xyzzy"], "No such command 'xyzzy'."),
+    ],
+)
+def test_a_mistyped_command_gets_the_nearest_one_as_a_mistyped_flag_does(args: list[str], said: str) -> None:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"error: {said}", result.stderr

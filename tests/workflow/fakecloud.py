@@ -32,6 +32,7 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    ShareDownload,
     StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
@@ -280,9 +281,14 @@ class FakeCloud:
         return None
 
     def download_share_folders(
-        self, resource_group: str, account: str, share: str, folders: Mapping[str, Path]
-    ) -> list[Path]:
-        return []
+        self,
+        resource_group: str,
+        account: str,
+        share: str,
+        folders: Mapping[str, Path],
+        on_retry: Callable[[str], None] | None = None,
+    ) -> ShareDownload:
+        return ShareDownload()
 
     # data plane
     def exec(

@@ -47,7 +47,9 @@ def test_up_keep_then_down_removes_everything(fake: FakeCloud) -> None:
     assert "rg-acagpu-r2" in fake.groups
     code, out, err = _run("down", "--run-id", "r2", "--yes", "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
+    doc = json.loads(out)
+    assert doc["teardown"] == {"status": "deleted", "verified": True, "billing_stopped": True}
+    assert isinstance(doc["age_seconds"], int), doc  # whole seconds, as `status` says it (not 73.622809)
     assert not fake.groups
 
 

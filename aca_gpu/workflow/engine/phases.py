@@ -212,6 +212,23 @@ def phase_text(phases: Mapping[str, Any]) -> str:
     return text
 
 
+def arrival_text(pull: Mapping[str, Any] | None, asked: str | None = None) -> str:
+    """How one container's image arrived, from the platform's own pull event (`container.platform
+    .image_pull` of a run's document): `pulled from docker.io in 42s (platform clock)`, `cached on
+    the node`, `streamed from REGISTRY ...`; a staged copy is named. Said also when nothing said it."""
+    if not pull:
+        return "not reported (the platform's pull event was not read)"
+    image = str(pull.get("image") or "")
+    staged = f"; the environment's staged copy {image}" if asked and image and image != asked else ""
+    if pull.get("how") == "cached":
+        return f"cached on the node (no pull){staged}"
+    verb = "streamed" if pull.get("how") == "streamed" else "pulled"
+    source = f" from {pull['from']}" if pull.get("from") else ""
+    took = f" in {fmt_s(float(pull['seconds']))} {PLATFORM_MARK}" if pull.get("seconds") is not None else ""
+    detail = _pull_detail({"pull_bytes": pull.get("bytes"), "pull_mb_per_s": pull.get("mb_per_s")})
+    return f"{verb}{source}{took}{detail}{staged}"
+
+
 def pull_text(row: Mapping[str, Any]) -> str | None:
     """The pull of the image under test (the probe's), for a matrix cell: `pull 72s (1.6 GB, 22.4
     MB/s) in eastus`; None when nobody said how long it took."""

@@ -14,6 +14,7 @@ from typing import Any
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
+from aca_gpu.units import usd_text
 from aca_gpu.workflow.base.context import run_from_group
 from aca_gpu.workflow.env import lifecycle
 from aca_gpu.workflow.env.find import find_env, run_groups
@@ -69,7 +70,7 @@ def render(doc: dict[str, Any]) -> str:
     inside = (
         ", ".join(
             f"{r['run_id']} ({r['phase']}, "
-            + ("spend unknown" if r.get("usd_estimate") is None else f"${r['usd_estimate']:.4f} so far")
+            + ("spend unknown" if r.get("usd_estimate") is None else f"{usd_text(r['usd_estimate'])} so far")
             + ")"
             for r in runs
         )
@@ -96,7 +97,7 @@ def render(doc: dict[str, Any]) -> str:
         "  spend          "
         + idle_text
         + "; runs inside so far: "
-        + ("unknown" if total is None else f"${total:.4f}")
+        + ("unknown" if total is None else usd_text(total))
         + " (estimate)",
         f"  owner          {doc.get('owner')}, created {doc.get('created_at')}",
     ]

@@ -14,10 +14,12 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
-from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo, UsageInfo
+from aca_gpu import naming
+from aca_gpu.errors import AcaGpuError, QuotaError, WaitTimedOut
+from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
@@ -29,17 +31,12 @@ from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.env.find import find_env
 from aca_gpu.workflow.fanout.backend import AcaShards
+from aca_gpu.workflow.fanout.clamp import read_clamp
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
-from aca_gpu.workflow.preflight import quota
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
 from aca_gpu.workflow.workload.follow import LOGS_WAIT_S
 from aca_gpu.workflow.workload.outcome import Console
-
-QUOTA_HINT = (
-    "request more GPUs for the environment on its Quota page in the Azure portal (Managed Environment "
-    "Consumption T4/NCA100 GPUs), or for the region through Quotas → Azure Container Apps"
-)
 
 
 class _Follower(Workload):
@@ -74,54 +71,20 @@ class Fanout:
         self.followers: list[threading.Thread] = []  # each shard attempt's log follower
 
     # -- preflight: P against the GPU quota -------------------------------------------------------
-    def _usages(self, plan: Plan) -> tuple[list[UsageInfo], str]:
+    def clamp_parallel(self, plan: Plan, progress: Progress) -> None:
         place = getattr(self, "place", None)
         group = getattr(self, "group", None)
-        if isinstance(place, EnvInfo) and isinstance(group, ResourceGroupInfo):
-            try:
-                found = self.cloud.environment_usages(group.name, place.name)
-                profile = plan.pairs[0].profile
-                if any(quota.matches(u, profile) for u in found):
-                    return found, f"environment {place.name}"
-            except AcaGpuError:
-                pass
-        return self.cloud.usages(plan.location), f"region {plan.location}"
-
-    def clamp_parallel(self, plan: Plan, progress: Progress) -> None:
-        profile = plan.pairs[0].profile
-        asked = self.fanout.parallel
+        where = (
+            (group, place) if isinstance(place, EnvInfo) and isinstance(group, ResourceGroupInfo) else None
+        )
         with progress.step("parallel shards (GPU quota)") as step:
-            try:
-                usages, scope = self._usages(plan)
-            except AcaGpuError as exc:
-                step.update(f"{asked} (quota not read: {exc.message})")
-                return
-            usage = next((u for u in usages if quota.matches(u, profile)), None)
-            if usage is None:
-                step.update(f"{asked} (no GPU usage matched in {scope}: not clamped)")
-                return
-            free = int(usage.limit - usage.current)
-            self.clamp = {
-                "asked": asked, "quota_limit": usage.limit, "quota_used": usage.current,
-                "usage": usage.name, "scope": scope,
-            }  # fmt: skip
-            if usage.limit < 1:
+            clamp = read_clamp(self.cloud, plan, self.fanout.parallel, where)
+            step.update(clamp.said)
+            self.clamp = clamp.doc
+            if clamp.refusal is not None:
                 step.status = "fail"
-                raise PreflightRefused(
-                    f"--parallel {asked}: the GPU quota of {scope} is {usage.limit:g} "
-                    f"{profile.type} GPUs (usage {usage.name}), so no shard can ever run",
-                    code="QuotaCannotServe",
-                    hint=QUOTA_HINT,
-                )
-            self.limit = max(1, min(asked, free))
-            self.clamp["parallel"] = self.limit
-            if self.limit < asked:
-                step.update(
-                    f"{self.limit} at once, not {asked}: {scope} has {max(0, free)} of "
-                    f"{usage.limit:g} {profile.type} GPUs free ({usage.name}); {QUOTA_HINT}"
-                )
-            else:
-                step.update(f"{self.limit} at once ({max(0, free)} of {usage.limit:g} GPUs free in {scope})")
+                raise clamp.refusal
+            self.limit = clamp.parallel
 
     # -- the work ---------------------------------------------------------------------------------
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
@@ -135,6 +98,8 @@ class Fanout:
         if waiter.cancel.is_set():
             raise WaitTimedOut("cancelled before the job was created", code="Cancelled")
         job = job_spec(self.fanout.job_run(), plan, pair, where)
+        # how many shards it starts: `status` in another shell counts those not started yet as queued
+        job = replace(job, tags={**job.tags, naming.TAG_SHARDS: str(len(self.fanout.indexes))})
         self.job_name = job.name
         ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)  # a create answered after Ctrl-C starts nothing

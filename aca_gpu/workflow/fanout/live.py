@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
+from aca_gpu.output import terminal_width
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.tasks import Attempt, TaskState
 
@@ -90,6 +91,8 @@ class Board:
         self.consoles: dict[int, ShardConsole] = {}
         self.mask: Callable[[str], str] | None = None  # the run's --secret-env values hidden
         self._ended = False  # a shard ended since the last line: the next look prints one
+        self._said_gpu_s = 0.0
+        self.terminal = terminal
 
     def console(self, index: int) -> ShardConsole:
         with self._lock:
@@ -127,9 +130,17 @@ class Board:
         return found
 
     def gpu_seconds(self) -> float:
-        return sum(s.gpu_seconds for s in self.states)
+        """So far, never less than a line already said: a running attempt counts to now, and its
+        end, once known from the platform, may come a moment before the look that said it (the
+        document's figure is the measured one)."""
+        with self._lock:
+            self._said_gpu_s = max(self._said_gpu_s, sum(s.gpu_seconds for s in self.states))
+            return self._said_gpu_s
 
-    def line(self) -> str:
+    def line(self, width: int | None = None) -> str:
+        """The counts, then GPU-seconds, cost and ETA. On a terminal narrower than the whole line, the
+        counts that are 0 go first, then the money and the ETA move to the front, so what a person
+        watches for is never what the terminal cuts off."""
         c = self.counts()
         gpu_s = self.gpu_seconds()
         done = c["succeeded"] + c["failed"]
@@ -137,12 +148,18 @@ class Board:
         eta = "?"
         if done:
             eta = f"{max(0.0, elapsed / done * (len(self.states) - done)):.0f}s"
-        return (
-            f"shards {len(self.states)}: queued {c['queued']} · starting {c['starting']} · "
-            f"running {c['running']} · retrying {c['retrying']} · succeeded {c['succeeded']} · "
-            f"failed {c['failed']} | {gpu_seconds_text(gpu_s)} ≈ {usd_text(gpu_s * self.usd_per_s)} | "
-            f"ETA {eta}"
-        )
+        money = f"{gpu_seconds_text(gpu_s)} ≈ {usd_text(gpu_s * self.usd_per_s)}"
+        names = ("queued", "starting", "running", "retrying", "succeeded", "failed")
+        counts = " · ".join(f"{k} {c[k]}" for k in names)
+        full = f"shards {len(self.states)}: {counts} | {money} | ETA {eta}"
+        if width is None or len(full) <= width:
+            return full
+        counts = " · ".join(f"{k} {c[k]}" for k in names if c[k]) or "none yet"
+        short = f"shards {len(self.states)}: {counts} | {money} | ETA {eta}"
+        if len(short) <= width:
+            return short
+        first = f"ETA {eta} | {money} | shards {len(self.states)}: {counts}"
+        return first if len(first) <= width else first[: max(1, width - 1)] + "…"
 
     def tick(self, *, force: bool = False) -> None:
         if not self.live or not self.states:
@@ -153,4 +170,4 @@ class Board:
         if force and now - self._last < 0.5:
             return
         self._last = now
-        self.print_line("stderr", self.line())
+        self.print_line("stderr", self.line(terminal_width(self._err()) if self.terminal else None))

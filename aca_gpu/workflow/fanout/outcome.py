@@ -65,7 +65,7 @@ class FanoutOutcome(WorkloadOutcome):
     def exit_code(self) -> int:
         if self.interrupted or self.error is not None or not self.teardown.clean:
             return super(WorkloadOutcome, self).exit_code
-        error = self.shards_error()
+        error = self.shards_error() or self.outputs_error()
         if error is not None:
             return error.exit_code
         if not self.states:  # the work never ran (an error the engine caught in the pair)
@@ -75,7 +75,25 @@ class FanoutOutcome(WorkloadOutcome):
     def failure(self) -> AcaGpuError | None:
         if self.interrupted or self.error is not None or not self.teardown.clean:
             return super(WorkloadOutcome, self).failure()
-        return self.shards_error() or (None if self.states else super(WorkloadOutcome, self).failure())
+        return (
+            self.shards_error()
+            or self.outputs_error()
+            or (None if self.states else super(WorkloadOutcome, self).failure())
+        )
+
+    def outputs_error(self) -> AcaGpuError | None:
+        """`--output-dir` files that did not arrive: the shards' work is done and on the share, but a
+        script reading DIR must not take exit 0 for "everything is here" (exit 7)."""
+        if not self.outputs or not self.outputs.get("error"):
+            return None
+        out = self.outputs
+        hint = None
+        if out.get("account"):  # what is on the share can still be fetched (Azure CLI)
+            hint = (
+                f"az storage file download-batch --account-name {out['account']} --source {out['share']}"
+                f" --pattern '{out['folder']}/*' --destination {out['dir']}"
+            )
+        return InfraError(f"outputs: {out['error']}", code="OutputsNotDownloaded", hint=hint)
 
     @property
     def status(self) -> str:
@@ -212,7 +230,10 @@ def render_fanout(doc: dict[str, Any]) -> str:
             continue
         whose = {"user": "the container", "platform": "the platform"}.get(shard["fault"] or "", "")
         code = f"exit {shard['exit_code']}" if shard["exit_code"] is not None else "no exit code"
-        lines.append(f"  [{shard['index']}] {shard['status']}: {code}; {shard['reason']}"
+        if shard["status"] == "cancelled" and shard["exit_code"] is None:
+            code = "never started (Ctrl-C came first)"  # what `cancelled` means: docs/fanout.md
+        why = f"; {shard['reason']}" if shard.get("reason") else ""
+        lines.append(f"  [{shard['index']}] {shard['status']}: {code}{why}"
                      + (f" ({whose}'s failure)" if whose else ""))  # fmt: skip
     cost = doc["cost"]
     lines.append(
@@ -221,7 +242,7 @@ def render_fanout(doc: dict[str, Any]) -> str:
     if doc.get("outputs"):
         out = doc["outputs"]
         lines.append(f"  outputs: {out.get('files', 0)} files in {out.get('dir')}"
-                     + (f" ({out['error']})" if out.get("error") else ""))  # fmt: skip
+                     + (f"; {out['error']}" if out.get("error") else ""))  # fmt: skip
     teardown = doc["teardown"]
     lines.append(f"  teardown: {teardown.get('status')}")
     if doc["summary"]["failed_indexes"] and doc["exit_code"] not in (0, 130):

@@ -87,7 +87,7 @@ def run_fanout(
     if fanout.output_dir is not None and outcome.states:
         from aca_gpu.workflow.fanout.outputs import download
 
-        outcome.outputs = download(cloud, runtime, fanout, outcome)
+        outcome.outputs = download(cloud, runtime, fanout, outcome, output)
     spend_ledger.record(cloud, outcome)
     if request is not None:
         ledger.save(request, fanout_options(fanout), outcome.document())

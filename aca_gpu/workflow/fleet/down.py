@@ -44,7 +44,7 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
         "command": "down",
         "run_id": run.run_id,
         "resource_group": run.resource_group,
-        "age_seconds": age_seconds(run.tags),
+        "age_seconds": None if (age := age_seconds(run.tags)) is None else round(age),  # as `status`
     }
     dedicated = _dedicated(run.tags.get(naming.TAG_GPU))
     with progress.step(f"delete {run.resource_group}") as step:

@@ -36,8 +36,10 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "expires_at": tags.get(naming.TAG_EXPIRES_AT),
         "age_seconds": None if age is None else round(age),
         "expires_in_seconds": None if expires is None else round((expires - now).total_seconds()),
-        "phase": spend.phase,
+        "phase": spend.phase,  # every phase is in docs/status.md
+        "phase_detail": spend.phase_detail,
         "executions": spend.executions.as_dict(),
+        "shards": spend.executions.shards,  # a fan-out's shards: total, queued, starting, ...
         "cost": spend.as_dict(),
     }
 

@@ -62,6 +62,17 @@ def known_driver(profile_type: str, location: str, path: Path | None = None) -> 
     return BUNDLED_DRIVER, BUNDLED_SOURCE
 
 
+def latest_driver(path: Path | None = None) -> tuple[str, str]:
+    """(driver, where it came from) for a question about ACA with no profile or region in it
+    (`compat` without `--driver`): the newest driver seen on any profile, else the bundled one."""
+    seen = sorted((v for v in _load(path or cache_path()).values() if v.get("driver")),
+                  key=lambda v: v.get("seen_at", ""))  # fmt: skip
+    if not seen:
+        return BUNDLED_DRIVER, BUNDLED_SOURCE
+    how = f" ({seen[-1]['how']})" if seen[-1].get("how") else ""
+    return seen[-1]["driver"], f"ACA's latest seen here, at {seen[-1].get('seen_at', '?')}{how}"
+
+
 def remember_driver(
     profile_type: str, location: str, driver: str, path: Path | None = None, *, how: str = ""
 ) -> None:

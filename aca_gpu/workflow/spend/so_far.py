@@ -25,6 +25,7 @@ from aca_gpu.errors import AcaGpuError
 from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run, age_seconds
+from aca_gpu.workflow.spend.phase import Phase, Seen, execution_state, judge
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
 REPLICA_BASIS = "replica lifetimes"
@@ -39,13 +40,15 @@ class Executions:
     """How many job executions a run has, running and ended, whatever its jobs are called (a probe
     and a tester, a `run`'s workload, the shards of a fan-out)."""
 
-    running: int = 0
+    running: int = 0  # live, a container of it running
     ended: int = 0
     apps: int = 0  # container apps: only `up --keep` leaves one (the CUDA explorer)
     stopped_apps: int = 0  # of them, stopped now: their earlier replica lives are not in the figure
+    starting: int = 0  # live, no container of it running yet (placement, image pull)
+    shards: dict[str, int] | None = None  # a fan-out's shards by state (phase.shard_counts)
 
     def as_dict(self) -> dict[str, int]:
-        return {"running": self.running, "ended": self.ended}
+        return {"starting": self.starting, "running": self.running, "ended": self.ended}
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class RunSpend:
     estimate: cost.CostEstimate | None
     basis: str
     executions: Executions = Executions()
+    phase_detail: str | None = None  # how far the phase is: `environment InProgress`, `shards 20: ...`
 
     @property
     def usd(self) -> float | None:
@@ -113,30 +117,35 @@ def execution_seconds(start_time: str | None, end_time: str | None, now: datetim
     return max(0.0, (end - start).total_seconds())
 
 
-def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[str, float, Executions]:
+def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, float, Executions]:
     """(phase, GPU replica-seconds so far, executions) from every app and job in the run's group."""
     rg = run.resource_group
     if (run.group.provisioning_state or "").lower() == "deleting":
-        return "deleting", 0.0, Executions()
-    phase, seconds, stopped = "empty", 0.0, 0
+        return Phase("deleting"), 0.0, Executions()
+    seconds, app_states = 0.0, []
     apps = cloud.list_apps(rg)
     for app in apps:
         if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
-            phase = "stopped" if phase == "empty" else phase  # a kept run between smi/exec uses
-            stopped += 1
+            app_states.append("stopped")
             continue
         replicas = cloud.list_app_replicas(rg, app.name)
         running = any(r.running_state == "Running" for r in replicas)
-        phase = "running" if running else ("starting" if phase != "running" else phase)
+        app_states.append("running" if running else "starting")
         seconds += age if running else 0.0  # an upper bound: from the run's creation
-    found = [e for job in cloud.list_jobs(rg) for e in cloud.list_executions(rg, job.name)]
-    live = sum(1 for e in found if not e.finished)
-    if live:
-        phase = "running"
-    elif found and phase == "empty":
-        phase = "ended"
+    jobs = tuple((job, tuple(cloud.list_executions(rg, job.name))) for job in cloud.list_jobs(rg))
+    found = [e for _, executions in jobs for e in executions]
+    environment = None
+    if not apps and not jobs:  # a cold run's environment, while it is made (minutes on Azure)
+        made = cloud.get_environment(rg, naming.RunNames(run.run_id).environment)
+        environment = None if made is None else (made.provisioning_state or "unknown")
+    phase = judge(Seen(tuple(app_states), jobs, environment))
+    live = [execution_state(e) for e in found if not e.finished]
     seconds += sum(execution_seconds(e.start_time, e.end_time, now) for e in found)
-    return phase, seconds, Executions(live, len(found) - live, len(apps), stopped)
+    counted = Executions(
+        live.count("running"), len(found) - len(live), len(apps), app_states.count("stopped"),
+        starting=live.count("starting"), shards=phase.shards,
+    )  # fmt: skip
+    return phase, seconds, counted
 
 
 def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
@@ -146,19 +155,26 @@ def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:
     unread: str | None = None
     counted = Executions()
     try:
-        phase, gpu_seconds, counted = _observe(cloud, run, now, age)
+        seen, gpu_seconds, counted = _observe(cloud, run, now, age)
+        phase, detail = seen.name, seen.detail
     except AcaGpuError as exc:
-        phase, gpu_seconds, unread = f"unknown ({exc.code or 'error'})", 0.0, exc.code or "error"
+        phase, detail, gpu_seconds, unread = (
+            f"unknown ({exc.code or 'error'})",
+            None,
+            0.0,
+            exc.code or "error",
+        )
+    said = {"phase_detail": detail}
     if profile is None:
-        return RunSpend(phase, gpu_seconds, None, None, "unknown GPU", counted)
+        return RunSpend(phase, gpu_seconds, None, None, "unknown GPU", counted, **said)
     node = not profile.serverless
     if unread is not None and not node:
         why = f"unknown: its replicas could not be read ({unread})"
-        return RunSpend(phase, gpu_seconds, None, None, why, counted)
+        return RunSpend(phase, gpu_seconds, None, None, why, counted, **said)
     billed = age if node else gpu_seconds
     try:
         estimate = cost.run_spend(profile, billed, run.group.location)
     except AcaGpuError as exc:  # a price table without this profile's meters: no figure, said so
-        return RunSpend(phase, gpu_seconds, None, None, f"no price: {exc.message}", counted)
+        return RunSpend(phase, gpu_seconds, None, None, f"no price: {exc.message}", counted, **said)
     basis = f"{NODE_BASIS if node else REPLICA_BASIS} so far; {estimate.basis}"
-    return RunSpend(phase, gpu_seconds, billed if node else None, estimate, basis, counted)
+    return RunSpend(phase, gpu_seconds, billed if node else None, estimate, basis, counted, **said)

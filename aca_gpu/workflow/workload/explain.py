@@ -62,11 +62,14 @@ def refusal(
     failure is recognised in, else `fallback` or the last line.
 
     With `reasons` each line is the platform's `Reason: message` (ACA's system events), and the
-    reason stays before a recognised summary (`ContainerCreateFailure: the image requires ...`).
+    reason stays before a recognised summary (`ContainerCreateFailure: the image requires ...`);
+    a pull's hint is then ACA's (its registry flags), not this host's `podman login`.
     """
     for line in reversed(said):
         pulled = image_pull_error(image, _pull_words(line))
         if pulled is not None:
+            if reasons and pulled.hint == runtime_errors.PULL_FIX:
+                pulled.hint = runtime_errors.ACA_PULL_FIX
             return Explained(_one_line(pulled.message), pulled.hint, pulled)
     for line in reversed(said):  # the runtime's final error, not a warning it printed on the way
         found = runtime_errors.first(line)

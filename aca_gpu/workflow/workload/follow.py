@@ -135,7 +135,7 @@ def follow_execution(
             exited = closes["at"] if clean and not closes["fresh"] else None
             run.ended = run.ended or exited or time.monotonic()
             followed.stream_complete = clean
-            if not clean:
+            if not clean and not _never_started(run, info, shown):
                 place = logs_workspace()
                 _from_log_analytics(cloud, job, run, waiter, place, shown, deliver, say, logs_wait_s)
                 followed.from_logs = followed.count(LOG_ANALYTICS)
@@ -212,6 +212,14 @@ def _from_log_analytics(
         say(f"Log Analytics had no line of the container within {wait_s:.0f} s{said} (it may print none)")
     else:
         say(f"{fresh} line(s) came from Log Analytics")
+
+
+def _never_started(run: ExecutionRun, info: ExecutionInfo, shown: Counter[tuple[str, str]]) -> bool:
+    """The platform lists the ended execution's replica with no exit code for its container, and no
+    look or stream saw it run or print: it never started (an image it could not pull), so it has no
+    line anywhere and Log Analytics is not waited for (its refusal is said once, by the run). An
+    execution listed without its replicas is not known to be such: its lines are still looked for."""
+    return run.running is None and not shown and bool(info.states) and not info.exit_codes
 
 
 def _seen_running(run: ExecutionRun, at: float | None = None) -> None:

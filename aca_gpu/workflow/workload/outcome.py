@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.engine.phases import arrival_text
 from aca_gpu.workflow.workload.plan import RunSpec, replica_price
 
 MAX_LINES = 5000  # per stream, in the JSON document
@@ -256,6 +257,9 @@ def render_run(doc: dict[str, Any]) -> str:
         lines.append("  container refused: it never started (the error below says why)")  # once, not twice
     elif container.get("reason"):
         lines.append(f"  container {container.get('status')}: {container.get('reason')}")
+    pull = (container.get("platform") or {}).get("image_pull")
+    if doc.get("runtime") == "aca" and (pull or container.get("status") in ("exited", "timeout", "stopped")):
+        lines.append(f"  image          {arrival_text(pull, (doc.get('workload') or {}).get('image'))}")
     usd = cost.get("usd_estimate")
     if isinstance(usd, int | float) and doc.get("runtime") == "aca":
         lines.append(

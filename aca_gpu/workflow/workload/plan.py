@@ -37,6 +37,12 @@ RESERVED_ENV = ("CONTAINER_APP_", "ACAGPU_")  # set by the platform or by acagpu
 DOCKER_HUB = "index.docker.io"
 
 
+LOCAL_SIZE = (
+    "not limited: the container takes what this machine's runtime gives it (--cpu/--memory size an "
+    "ACA replica)"
+)
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """The `run` flags as typed; None means "use the setting or default"."""
@@ -177,6 +183,8 @@ class RunSpec:
             doc["create_share"] = self.share_plan(plan.env)
         if self.local:
             doc.update({"location": "local", "gpus": self.gpus, "container": pair.tester})
+            # an ACA replica's size: a local container is given no limit, so none is claimed
+            doc["workload"].update({"cpu": None, "memory": None, "size": LOCAL_SIZE})
         else:
             doc.update(
                 {
