@@ -12,6 +12,7 @@ test-tools` installs under the virtual environment (`$VENV/azurite`), else `azur
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import socket
@@ -75,6 +76,7 @@ class Azurite:
             cwd=self._folder,  # what Azurite writes beside its data (debug logs) goes with the folder
             start_new_session=True,  # a Ctrl-C meant for the emulator's caller is not Azurite's
         )
+        atexit.register(self.stop)  # an emulator whose loop never got to its cleanup leaves none
         self._wait_listening()
 
     def _wait_listening(self) -> None:
@@ -93,6 +95,7 @@ class Azurite:
         raise AzuriteMissing(f"Azurite did not listen on port {self.port} within {START_TIMEOUT_S:.0f} s")
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         if self._proc.poll() is None:
             self._proc.terminate()
             try:

@@ -36,6 +36,7 @@ class QueueOutcome(WorkloadOutcome):
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     ran: bool = False  # the watch began (the job existed)
+    account: str | None = None  # the environment's storage account holding the run's queues
 
     def failed_indexes(self) -> list[int]:
         assert self.queue is not None
@@ -120,6 +121,7 @@ class QueueOutcome(WorkloadOutcome):
             "exit_code_from": "acagpu",
             **self.spec.as_dict(),
             **self.queue.as_dict(),
+            "storage_account": self.account,
             "summary": {**self.counts, "failed_indexes": self.failed_indexes() if self.ran else [],
                         "duplicate_successes": self.duplicates},  # fmt: skip
             "items": self.item_docs(),
@@ -154,6 +156,7 @@ def run_queue(cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *,
     if runtime.job is not None and not runtime.done.wait(WAIT_FOR_WORK_S):
         outcome.errors.append("the queue's watch had not ended when the run did")
     outcome.ran = runtime.job is not None
+    outcome.account = runtime.account
     outcome.results = dict(runtime.results)
     outcome.deliveries = {k: list(v) for k, v in runtime.deliveries.items()}
     outcome.counts = runtime.counts()
