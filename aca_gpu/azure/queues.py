@@ -21,8 +21,8 @@ from azure.storage.queue import QueueServiceClient
 
 from aca_gpu.azure import recorder
 from aca_gpu.azure.clients import Clients
-from aca_gpu.azure.shards import account_key
 from aca_gpu.azure.resources import as_json
+from aca_gpu.azure.shards import account_key
 from aca_gpu.azure.translate import retrying
 from aca_gpu.errors import InfraError
 from aca_gpu.models import QueueMessage
@@ -88,9 +88,11 @@ class StorageQueues:
             )
             return [
                 QueueMessage(
-                    id=str(m.id), pop_receipt=str(m.pop_receipt), text=str(m.content),
+                    id=str(m.id),
+                    pop_receipt=str(m.pop_receipt),
+                    text=str(m.content),
                     dequeue_count=int(m.dequeue_count or 1),
-                )  # fmt: skip
+                )
                 for m in found
             ]
         except AzureError as exc:
@@ -118,7 +120,9 @@ def storage_queues(clients: Clients, rg: str, account: str) -> StorageQueues:
     key = account_key(clients, rg, account)
     props = as_json(
         retrying(
-            "read storage account", account, lambda: clients.storage.storage_accounts.get_properties(rg, account)
+            "read storage account",
+            account,
+            lambda: clients.storage.storage_accounts.get_properties(rg, account),
         )
     )
     endpoints: Any = (props.get("properties") or props).get("primaryEndpoints") or {}

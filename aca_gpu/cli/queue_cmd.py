@@ -54,7 +54,9 @@ def run_queue_command(
 
     given = [f"--{k.replace('_', '-')}" for k in FANOUT_ONLY if flags.get(k) not in (None, 0, ())]
     if given:
-        raise BadInput(f"--workers drains a queue: {', '.join(given)} belong to a fan-out (--shards/--map alone)")
+        raise BadInput(
+            f"--workers drains a queue: {', '.join(given)} belong to a fan-out (--shards/--map alone)"
+        )
     if flags.get("retries"):
         raise BadInput("--workers retries an item by its deliveries: use --max-deliveries, not --retries")
     if image is None:
@@ -78,7 +80,9 @@ def run_queue_command(
     scope = emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
     with scope as active:
         if flags["emulator"]:
-            queue = replace(queue, run=replace(queue.run, plan=emulated_plan(queue.run.plan, flags["time_scale"])))
+            queue = replace(
+                queue, run=replace(queue.run, plan=emulated_plan(queue.run.plan, flags["time_scale"]))
+            )
         outcome = run_queue(open_cloud(active), queue, output, waiter_for(active))
     result = outcome.document()
     output.emit(result, lambda _stdout: print(render_queue(result), file=output.stderr, flush=True))

@@ -27,8 +27,8 @@ from aiohttp import web
 from aca_gpu.emulator import control, versions
 from aca_gpu.emulator.arm import ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
-from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
 from aca_gpu.emulator.azurite import Azurite
+from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
 from aca_gpu.emulator.dataplane import files, queues
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
@@ -231,9 +231,7 @@ class EmulatorServer:
 
     async def _start_queues(self) -> queues.QueueProxy:
         """Azurite for the queue data plane (seconds to start: off the loop), behind the proxy."""
-        azurite = await asyncio.to_thread(
-            Azurite, cert=self.workdir / CERT_FILE, key=self.workdir / KEY_FILE
-        )
+        azurite = await asyncio.to_thread(Azurite, cert=self.workdir / CERT_FILE, key=self.workdir / KEY_FILE)
         self.azurite = azurite
         return queues.QueueProxy(
             azurite_endpoint=azurite.endpoint,

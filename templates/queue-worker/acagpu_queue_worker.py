@@ -59,7 +59,9 @@ class Identity:
             if time.time() < self._until - 300:
                 return self._token
             query = urllib.parse.urlencode({"resource": STORAGE, "api-version": "2019-08-01"})
-            req = urllib.request.Request(f"{self.endpoint}?{query}", headers={"X-IDENTITY-HEADER": self.header})
+            req = urllib.request.Request(
+                f"{self.endpoint}?{query}", headers={"X-IDENTITY-HEADER": self.header}
+            )
             with urllib.request.urlopen(req, timeout=30) as answer:
                 doc = json.loads(answer.read())
             self._token = str(doc["access_token"])
@@ -107,7 +109,9 @@ class Queues:
             raise RuntimeError(f"put on {queue}: HTTP {status} {data[:200]!r}")
 
     def receive(self, queue: str, visibility_s: int) -> dict[str, Any] | None:
-        status, _, data = self.call("GET", f"{queue}/messages?numofmessages=1&visibilitytimeout={visibility_s}")
+        status, _, data = self.call(
+            "GET", f"{queue}/messages?numofmessages=1&visibilitytimeout={visibility_s}"
+        )
         if status != 200:
             raise RuntimeError(f"receive on {queue}: HTTP {status} {data[:200]!r}")
         found = ET.fromstring(data).find("QueueMessage")
@@ -116,7 +120,9 @@ class Queues:
         return {child.tag: child.text or "" for child in found}
 
     def renew(self, queue: str, message: dict[str, Any], visibility_s: int) -> bool:
-        query = urllib.parse.urlencode({"popreceipt": message["PopReceipt"], "visibilitytimeout": visibility_s})
+        query = urllib.parse.urlencode(
+            {"popreceipt": message["PopReceipt"], "visibilitytimeout": visibility_s}
+        )
         status, headers, _ = self.call("PUT", f"{queue}/messages/{message['MessageId']}?{query}", b"")
         receipt = {k.lower(): v for k, v in headers.items()}.get("x-ms-popreceipt")
         if status == 204 and receipt:
@@ -159,14 +165,15 @@ def run_item(argv: list[str], item: str, index: int) -> tuple[int, str, float]:
         sys.stdout.flush()
         tail = (tail + line)[-TAIL_BYTES:]
     code = proc.wait()
-    return code, tail.decode("utf-8", errors="replace"), time.monotonic() - started
+    return code, tail.decode("utf-8", errors="replace"), round(time.monotonic() - started, 3)
 
 
 def main(argv: list[str]) -> int:
     if not argv:
         say("no command to run (the job's args are the command)")
         return 2
-    settings = {k: os.environ.get(k, "") for k in ("ACAGPU_QUEUE_ENDPOINT", "ACAGPU_QUEUE", "ACAGPU_RESULTS_QUEUE", "ACAGPU_POISON_QUEUE")}  # fmt: skip
+    names = ("ACAGPU_QUEUE_ENDPOINT", "ACAGPU_QUEUE", "ACAGPU_RESULTS_QUEUE", "ACAGPU_POISON_QUEUE")
+    settings = {k: os.environ.get(k, "") for k in names}
     missing = [k for k, v in settings.items() if not v]
     if missing or "IDENTITY_ENDPOINT" not in os.environ:
         say(f"missing settings: {', '.join(missing) or 'IDENTITY_ENDPOINT (no managed identity)'}")
@@ -175,7 +182,8 @@ def main(argv: list[str]) -> int:
     most = int(os.environ.get("ACAGPU_MAX_DELIVERIES") or 3)
     worker = os.environ.get("CONTAINER_APP_JOB_EXECUTION_NAME") or os.environ.get("HOSTNAME", "")
     queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity())
-    work, results, poison = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"], settings["ACAGPU_POISON_QUEUE"]
+    work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
+    poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
 
     def result(index: int, status: str, delivery: int, **extra: Any) -> None:
@@ -202,9 +210,11 @@ def main(argv: list[str]) -> int:
             queues.delete(work, message)
             continue
         if delivery > most:
-            say(f"item {index}: delivered {delivery} times (more than {most}): to the poison queue, not run")
+            say(f"item {index}: delivered {delivery} times (over {most}): to the poison queue, not run")
             queues.put(poison, message["MessageText"])
-            result(index, "poisoned", delivery, reason=f"delivered {delivery} times; its workers ended mid-item")
+            result(
+                index, "poisoned", delivery, reason=f"delivered {delivery} times; its workers ended mid-item"
+            )
             queues.delete(work, message)
             continue
         renewer = Renewer(queues, work, message, visibility)
@@ -214,15 +224,15 @@ def main(argv: list[str]) -> int:
         with renewer.lock:
             done += 1
             if code == 0:
-                result(index, "succeeded", delivery, exit_code=0, output=tail, seconds=round(seconds, 3))
+                result(index, "succeeded", delivery, exit_code=0, output=tail, seconds=seconds)
                 queues.delete(work, message)
             elif delivery >= most:
                 queues.put(poison, message["MessageText"])
-                result(index, "poisoned", delivery, exit_code=code, output=tail, seconds=round(seconds, 3),
-                       reason=f"failed {delivery} times (exit {code})")  # fmt: skip
+                why = f"failed {delivery} times (exit {code})"
+                result(index, "poisoned", delivery, exit_code=code, output=tail, seconds=seconds, reason=why)
                 queues.delete(work, message)
             else:
-                result(index, "failed", delivery, exit_code=code, output=tail, seconds=round(seconds, 3))
+                result(index, "failed", delivery, exit_code=code, output=tail, seconds=seconds)
                 queues.renew(work, message, 0)  # visible again now: the next worker takes it
 
 

@@ -85,7 +85,11 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
                 assert (item["status"], item["exit_code"], item["deliveries"]) == ("poisoned", 1, 3)
                 continue
             k = item["index"]
-            assert (item["status"], item["exit_code"], item["output"]) == ("succeeded", 0, f"item {k}: ok-{k}\n")
+            assert (item["status"], item["exit_code"], item["output"]) == (
+                "succeeded",
+                0,
+                f"item {k}: ok-{k}\n",
+            )
         summary = doc["summary"]
         assert (summary["succeeded"], summary["poisoned"], summary["failed_indexes"]) == (19, 1, [7])
         assert 1 <= summary["workers_started"] <= 3 and summary["duplicate_successes"] == 0

@@ -45,7 +45,9 @@ def _error(status: int, code: str, message: str) -> web.Response:
 class QueueProxy:
     """Authenticates a queue request against the emulated account, then forwards it to Azurite."""
 
-    def __init__(self, *, azurite_endpoint: str, ca_bundle: str, storage_token: Any, storage_caller: Any) -> None:
+    def __init__(
+        self, *, azurite_endpoint: str, ca_bundle: str, storage_token: Any, storage_caller: Any
+    ) -> None:
         self.azurite = azurite_endpoint.rstrip("/")
         self._ssl = ssl.create_default_context(cafile=ca_bundle)
         self._token = storage_token  # () -> a fresh bearer token for Azurite

@@ -51,8 +51,17 @@ def _seconds(execution: ExecutionInfo, now: datetime) -> float:
 class QueueRuntime(WarmWorkloadRuntime):
     """Inside a warm environment: the run brings its queues and one Event job."""
 
-    def __init__(self, cloud: Cloud, waiter: Waiter, group: ResourceGroupInfo, env: EnvInfo,
-                 queue: QueueSpec, console: Console, say: Callable[[str], None], tick_s: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cloud: Cloud,
+        waiter: Waiter,
+        group: ResourceGroupInfo,
+        env: EnvInfo,
+        queue: QueueSpec,
+        console: Console,
+        say: Callable[[str], None],
+        tick_s: float,
+    ) -> None:
         WarmWorkloadRuntime.__init__(self, cloud, waiter, group, env, queue.run, console)
         self.queue, self.say, self.tick_s = queue, say, tick_s
         self.results: dict[int, dict[str, Any]] = {}  # index -> its final result (or last failure)

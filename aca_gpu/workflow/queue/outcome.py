@@ -40,7 +40,9 @@ class QueueOutcome(WorkloadOutcome):
 
     def failed_indexes(self) -> list[int]:
         assert self.queue is not None
-        return [k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"]
+        return [
+            k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"
+        ]
 
     def items_error(self) -> AcaGpuError | None:
         if not self.ran:
@@ -85,7 +87,7 @@ class QueueOutcome(WorkloadOutcome):
             "gpu_seconds": round(replica_s * profile.gpu_count, 3),
             "replica_seconds": round(replica_s, 3),
             "usd_estimate": round(per_s * replica_s, 6),
-            "basis": "estimate: every worker execution's lifetime (ARM's start and end) x the replica's price",
+            "basis": "estimate: each worker execution's lifetime (ARM's start to end) x the replica's price",
         }
 
     def item_docs(self) -> list[dict[str, Any]]:
@@ -101,7 +103,9 @@ class QueueOutcome(WorkloadOutcome):
                     "exit_code": last.get("exit_code") if last else None,
                     "output": last.get("output") if last else None,
                     "seconds": last.get("seconds") if last else None,
-                    "deliveries": max((int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0),
+                    "deliveries": max(
+                        (int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0
+                    ),
                     "worker": last.get("worker") if last else None,
                     "reason": last.get("reason") if last else None,
                 }
@@ -122,8 +126,11 @@ class QueueOutcome(WorkloadOutcome):
             **self.spec.as_dict(),
             **self.queue.as_dict(),
             "storage_account": self.account,
-            "summary": {**self.counts, "failed_indexes": self.failed_indexes() if self.ran else [],
-                        "duplicate_successes": self.duplicates},  # fmt: skip
+            "summary": {
+                **self.counts,
+                "failed_indexes": self.failed_indexes() if self.ran else [],
+                "duplicate_successes": self.duplicates,
+            },
             "items": self.item_docs(),
             "workers": self.workers,
             "phases": dict(self.phases),
@@ -136,7 +143,9 @@ class QueueOutcome(WorkloadOutcome):
         }
 
 
-def run_queue(cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *, tick_s: float = 1.0) -> QueueOutcome:
+def run_queue(
+    cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *, tick_s: float = 1.0
+) -> QueueOutcome:
     """Drain every item of `queue`; never raises for the cloud's failures (they are in the outcome)."""
     from dataclasses import replace
 
@@ -183,6 +192,8 @@ def render_queue(doc: dict[str, Any]) -> str:
         code = f"exit {item['exit_code']}" if item["exit_code"] is not None else "no exit code"
         lines.append(f"  [{item['index']}] {item['status']}: {code}; {item['reason'] or ''}".rstrip("; "))
     cost = doc["cost"]
-    lines.append(f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)")
+    lines.append(
+        f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
+    )
     lines.append(f"  teardown: {doc['teardown'].get('status')}")
     return "\n".join(lines)

@@ -6,9 +6,10 @@ job that KEDA's azure-queue rule scales) drain it, one item after another, so a 
 start once for many items. What differs is only how the items reach a container; the item is
 `ACAGPU_ITEM` either way (and its index `ACAGPU_ITEM_INDEX`).
 
-A message carries `{"i": index, "item": text}` as base64 (XML-safe); the Storage service takes
-64 KiB a message, so an item may be 48 KiB (its base64 and the envelope fit). A larger one is
-refused here, with the hint to pass a path or a key instead.
+A message carries `{"i": index, "item": text}` (JSON, UTF-8) as base64 (XML-safe); the Storage
+service takes 64 KiB a message, so an item may be up to ~48 KiB (what fits after base64 and the
+envelope). An item whose message would be larger is refused here, with the hint to pass a path or
+a key instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from aca_gpu.workflow.fanout.spec import read_items
 from aca_gpu.workflow.workload.plan import RunSpec
 
 MAX_MESSAGE_BYTES = 64 * 1024  # Azure Storage queues: one message, as the service counts it
-MAX_ITEM_BYTES = 48 * 1024  # what fits in a message after base64 and the envelope
 MAX_WORKERS = 1000  # an Event job's maxExecutions (ACA's documented upper bound is not lower)
 DEFAULT_DELIVERIES = 3
 DEFAULT_VISIBILITY_S = 60  # renewed every 20 s while an item runs (the worker)
@@ -91,7 +91,8 @@ class QueueSpec:
 
 
 def encode(index: int, item: str) -> str:
-    return base64.b64encode(json.dumps({"i": index, "item": item}).encode()).decode("ascii")
+    text = json.dumps({"i": index, "item": item}, ensure_ascii=False, separators=(",", ":"))
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
 def decode(text: str) -> dict[str, Any]:
@@ -131,13 +132,14 @@ def make_queue_spec(
         raise BadInput(f"--max-deliveries {max_deliveries}: use 1 to 100")
     if not 0 <= warm <= workers:
         raise BadInput(f"--warm {warm}: 0 to --workers ({workers})")
-    items = read_items(map_file)
+    items = read_items(map_file, max_item_bytes=None)
     for k, item in enumerate(items):
-        size = len(item.encode("utf-8"))
-        if size > MAX_ITEM_BYTES:
+        size = len(encode(k, item))
+        if size > MAX_MESSAGE_BYTES:
             raise BadInput(
-                f"--map {map_file}: item {k} is {size} bytes, over {MAX_ITEM_BYTES} for one queue message "
-                "(64 KiB after base64): pass a path or a key instead and read the data in the command"
+                f"--map {map_file}: item {k} would be a {size}-byte queue message (base64), over the "
+                f"{MAX_MESSAGE_BYTES} one message may hold: pass a path or a key instead and read the data "
+                "in the command"
             )
     return QueueSpec(
         run=run,

@@ -48,7 +48,9 @@ def worker_container(container: ContainerDef, queue: QueueSpec, endpoint: str) -
     env = {**container.env, **worker_env(queue, endpoint)}
     for name, value in env.items():
         if len(value.encode("utf-8")) > MAX_ENV_VALUE:
-            raise BadInput(f"{name} would be {len(value)} bytes, over the {MAX_ENV_VALUE}-byte limit kept for ACA")
+            raise BadInput(
+                f"{name} would be {len(value)} bytes, over the {MAX_ENV_VALUE}-byte limit kept for ACA"
+            )
     return replace(
         container,
         command=("/bin/sh", "-c", LAUNCH, LAUNCH_NAME),
