@@ -244,8 +244,8 @@ def test_queue_modes_event_job_is_a_spec_valid_job(tmp_path: Any) -> None:
     request = RunRequest(image="busybox", command=("true",), env_name="lab", run_id="q1")
     queue = make_queue_spec(make_run_spec(Settings(), request, owner="me"), map_file=str(items), workers=3)
     container = ContainerDef(name="main", image="busybox", cpu=8, memory="56Gi", args=("true",))
-    job = JobSpec(resource_group="rg", name="run-q1", location="eastus", environment_id="/env",
-                  workload_profile_name="gpu", container=container, tags={"acagpu:managed": "true"})  # fmt: skip
+    where = {"resource_group": "rg", "location": "eastus", "environment_id": "/env"}
+    job = JobSpec(name="run-q1", workload_profile_name="gpu", container=container, tags={}, **where)
     body = job_body(event_job(job, queue, "acct1", "https://acct1.queue.core.windows.net/"))
     base = "https://x/subscriptions/s/resourceGroups/rg/providers/Microsoft.App"
     problems, seen = check([("PUT", f"{base}/jobs/run-q1?api-version=2026-07-01", body)])
