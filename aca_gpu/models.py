@@ -209,6 +209,42 @@ class JobSpec(Record):
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     registries: tuple[RegistryCred, ...] = ()
     volumes: tuple[tuple[str, str], ...] = ()  # (volume name, environment storage name): Azure Files
+    # an Event job (queue mode): KEDA's azure-queue rule instead of a manual trigger, with a
+    # system-assigned identity that the rule and the containers sign in with
+    event: EventTrigger | None = None
+
+
+@dataclass(frozen=True)
+class EventTrigger(Record):
+    """An Event job's trigger: the `azure-queue` scale rule on one queue of one storage account."""
+
+    account: str
+    queue: str
+    queue_length: int = 1  # messages per execution KEDA aims at
+    min_executions: int = 0
+    max_executions: int = 10
+    polling_interval_s: int = 30
+
+
+@dataclass(frozen=True)
+class QueueMessage(Record):
+    id: str
+    pop_receipt: str
+    text: str
+    dequeue_count: int = 1
+
+
+class Queues(Protocol):
+    """One storage account's queues (the Storage queue data plane), signed with the account key."""
+
+    endpoint: str  # the account's queue endpoint (primaryEndpoints.queue), for the workers
+
+    def create(self, queue: str) -> None: ...
+    def delete(self, queue: str) -> None: ...  # a missing queue is no error
+    def send(self, queue: str, texts: Sequence[str]) -> None: ...
+    def receive(self, queue: str, count: int, visibility_s: int) -> list[QueueMessage]: ...
+    def delete_message(self, queue: str, message: QueueMessage) -> None: ...
+    def length(self, queue: str) -> int | None: ...  # approximate count; None: no such queue
 
 
 @dataclass(frozen=True)
@@ -363,6 +399,7 @@ class Cloud(Protocol):
     def list_execution_replicas(self, resource_group: str, job: str, execution: str) -> list[ReplicaInfo]: ...
     def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None: ...
+    def queues(self, resource_group: str, account: str) -> Queues: ...
     def create_storage_account(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
     ) -> StorageAccountInfo: ...

@@ -27,6 +27,7 @@ from aca_gpu.models import (
     ContainerDef,
     EnvInfo,
     EnvSpec,
+    EventTrigger,
     ExecutionInfo,
     JobInfo,
     JobSpec,
@@ -150,6 +151,31 @@ def app_body(spec: AppSpec) -> dict[str, Any]:
     }
 
 
+def _event_trigger(event: EventTrigger) -> dict[str, Any]:
+    """KEDA's azure-queue rule, signed in with the job's system identity: no key in the template."""
+    return {
+        "replicaCompletionCount": 1,
+        "parallelism": 1,
+        "scale": {
+            "minExecutions": event.min_executions,
+            "maxExecutions": event.max_executions,
+            "pollingInterval": event.polling_interval_s,
+            "rules": [
+                {
+                    "name": "queue",
+                    "type": "azure-queue",
+                    "metadata": {
+                        "accountName": event.account,
+                        "queueName": event.queue,
+                        "queueLength": str(event.queue_length),
+                    },
+                    "identity": "system",
+                }
+            ],
+        },
+    }
+
+
 def job_body(spec: JobSpec) -> dict[str, Any]:
     configuration: dict[str, Any] = {
         "triggerType": "Manual",
@@ -157,11 +183,14 @@ def job_body(spec: JobSpec) -> dict[str, Any]:
         "replicaRetryLimit": spec.retry_limit,
         "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
     }
+    if spec.event is not None:
+        del configuration["manualTriggerConfig"]
+        configuration.update(triggerType="Event", eventTriggerConfig=_event_trigger(spec.event))
     if spec.secrets:
         configuration["secrets"] = [{"name": k, "value": v} for k, v in spec.secrets.items()]
     if spec.registries:
         configuration["registries"] = [_registry_body(r) for r in spec.registries]
-    return {
+    body: dict[str, Any] = {
         "location": spec.location,
         "tags": dict(spec.tags),
         "properties": {
@@ -171,6 +200,9 @@ def job_body(spec: JobSpec) -> dict[str, Any]:
             "template": {"containers": [container_body(spec.container)], **_volumes(spec)},
         },
     }
+    if spec.event is not None:
+        body["identity"] = {"type": "SystemAssigned"}
+    return body
 
 
 # ---- response records ------------------------------------------------------------------------

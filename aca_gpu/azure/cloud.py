@@ -42,6 +42,7 @@ from aca_gpu.models import (
     LogsDestination,
     MarkedStart,
     ProfileOffer,
+    Queues,
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
@@ -271,6 +272,11 @@ class AzureCloud:
 
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None:
         return storage.get_storage_account(self.clients, resource_group, name)
+
+    def queues(self, resource_group: str, account: str) -> Queues:
+        from aca_gpu.azure.queues import storage_queues
+
+        return storage_queues(self.clients, resource_group, account)
 
     def create_storage_account(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]

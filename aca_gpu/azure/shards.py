@@ -174,14 +174,20 @@ def environment_usages(clients: Clients, rg: str, environment: str) -> list[Usag
 # ---- the results share (Azure Files data plane) ---------------------------------------------------
 
 
-def _share_access(clients: Clients, rg: str, account: str) -> tuple[str, str | None]:
-    """The account's first key (held in memory for the call only) and its file endpoint."""
+def account_key(clients: Clients, rg: str, account: str) -> str:
+    """The account's first key, from listKeys (held in memory by the caller only)."""
     listed = retrying(
         "list storage account keys", account, lambda: clients.storage.storage_accounts.list_keys(rg, account)
     )
     keys = [k for k in (as_json(listed).get("keys") or []) if k.get("value")]
     if not keys:
         raise CloudError(f"storage account {account} answered no key", code="StorageAccountKeyMissing")
+    return str(keys[0]["value"])
+
+
+def _share_access(clients: Clients, rg: str, account: str) -> tuple[str, str | None]:
+    """The account's first key (held in memory for the call only) and its file endpoint."""
+    key = account_key(clients, rg, account)
     props = as_json(
         retrying(
             "read storage account",
@@ -191,7 +197,7 @@ def _share_access(clients: Clients, rg: str, account: str) -> tuple[str, str | N
     )
     endpoints = (props.get("properties") or props).get("primaryEndpoints") or {}
     file_endpoint = endpoints.get("file") if isinstance(endpoints, Mapping) else None
-    return str(keys[0]["value"]), str(file_endpoint) if file_endpoint else None
+    return key, str(file_endpoint) if file_endpoint else None
 
 
 def make_folders(clients: Clients, rg: str, account: str, share: str, folders: Sequence[str]) -> None:

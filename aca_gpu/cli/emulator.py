@@ -158,6 +158,14 @@ def emulator() -> None:
     show_default=True,
     help="How many subscriptions to emulate (one tenant; Resource Graph sees them all).",
 )
+@click.option(
+    "--storage",
+    type=click.Choice(["none", "azurite"]),
+    default="none",
+    show_default=True,
+    help="Serve the storage accounts' queues through Azurite (Microsoft's Storage emulator; "
+    "`make test-tools` installs it): needed by `acagpu run --workers`.",
+)
 @_env_file_option("Also write the ACAGPU_* variables to this file (mode 0600: it holds the token).")
 @output_options
 def serve(
@@ -171,9 +179,11 @@ def serve(
     durations: str,
     pull_model: str,
     subscription_count: int,
+    storage: str,
     env_file: Path | None,
 ) -> None:
     """Serve until Ctrl-C; print the `export ACAGPU_...` lines a second shell needs."""
+    from aca_gpu.emulator.azurite import AzuriteMissing
     from aca_gpu.emulator.server import EmulatorServer
 
     _check_env_file(env_file)
@@ -192,12 +202,15 @@ def serve(
         durations=durations,
         pulls=pull_model,
         subscriptions=subscription_count,
+        storage=storage,
     )
     try:
         server.start()
     except RuntimeError as exc:
         server.stop()  # removes the temporary CA folder
         cause = exc.__cause__
+        if isinstance(cause, AzuriteMissing):
+            raise BadInput(f"--storage azurite: {cause}") from None
         if isinstance(cause, OSError):
             raise BadInput(f"--port {port}: cannot listen on 127.0.0.1 ({cause.strerror or cause})") from None
         raise

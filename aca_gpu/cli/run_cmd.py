@@ -10,6 +10,7 @@ import click
 
 from aca_gpu.cli.fanout_cmd import fanout_options, is_fanout, run_fanout_command
 from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.queue_cmd import is_queue, queue_options, run_queue_command
 from aca_gpu.cli.run_plan import render_run_plan
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
@@ -123,6 +124,7 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
 @click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @fanout_options
+@queue_options
 @output_options
 def run(output: Output, image: str | None, command: tuple[str, ...], **flags: Any) -> None:
     """Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.
@@ -141,6 +143,9 @@ def run(output: Output, image: str | None, command: tuple[str, ...], **flags: An
 
     if command[:1] == ("--",):  # `IMAGE -- COMMAND`: the separator is not part of the command
         command = command[1:]
+    if is_queue(flags):  # --map ITEMS --workers P: a queue that P workers drain (docs/queue.md)
+        run_queue_command(output, image, command, flags, lambda i, c: _request(i, c, flags))
+        return
     if is_fanout(flags):  # --shards, --map, --rerun-failed: one execution per shard (docs/fanout.md)
         run_fanout_command(output, image, command, flags, lambda i, c: _request(i, c, flags))
         return

@@ -10,6 +10,7 @@ from pathlib import Path
 from aiohttp import web
 
 from aca_gpu.emulator.auth import TokenMinter
+from aca_gpu.emulator.dataplane.queues import QueueProxy
 from aca_gpu.emulator.faults import Faults
 from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
@@ -33,6 +34,7 @@ class Ctx:
     fleet: dict[str, Ctx] = field(default_factory=dict)
     throttle: Throttle = field(default_factory=Throttle)  # ARM's per-subscription token buckets
     storages: Path | None = None  # where the Azure Files shares' folders live (share_folders.py)
+    queues: QueueProxy | None = None  # the Storage queue data plane (Azurite behind it), when started
 
     @property
     def ws_endpoint(self) -> str:

@@ -24,6 +24,8 @@ from aiohttp import web
 from aca_gpu.emulator.arm import json_response
 
 ARM_AUDIENCES = ("https://management.core.windows.net/", "https://management.azure.com/")
+# Azure Storage's audience: a job's worker signs in to the queue with it (dataplane/queues.py)
+STORAGE_AUDIENCES = ("https://storage.azure.com/",)
 STATIC_LIFETIME_S = 30 * 24 * 3600  # the static token outlives any emulator run
 MINTED_LIFETIME_S = 3600
 IDENTITY_PATH = "/msi/token"
@@ -76,6 +78,18 @@ class ArmTokens:
             return None
         return str(claims.get("oid") or self.object_id)
 
+    def storage_caller(self, header: str | None) -> str | None:
+        """The object id a bearer token minted for Azure Storage speaks for, or None."""
+        if not header or not header.startswith("Bearer "):
+            return None
+        try:
+            claims = jwt.decode(
+                header[len("Bearer ") :], self._key, algorithms=["HS256"], audience=list(STORAGE_AUDIENCES)
+            )
+        except jwt.PyJWTError:
+            return None
+        return str(claims.get("oid") or self.object_id)
+
 
 def _error(status: int, message: str) -> web.Response:
     return json_response({"statusCode": status, "message": message}, status=status)
@@ -97,7 +111,7 @@ def token_endpoint(
         return _error(400, f"api-version must be {IDENTITY_API_VERSION}.")
     resource = req.query.get("resource", "").strip()
     audience = resource.removesuffix("/.default")
-    if audience.rstrip("/") + "/" not in ARM_AUDIENCES:
+    if audience.rstrip("/") + "/" not in ARM_AUDIENCES + STORAGE_AUDIENCES:
         return _error(400, f"No identity is configured for the resource '{resource}'.")
     audience = audience.rstrip("/") + "/"
     token = tokens.mint(audience, object_id=principal)

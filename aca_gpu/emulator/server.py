@@ -27,13 +27,20 @@ from aiohttp import web
 from aca_gpu.emulator import control, versions
 from aca_gpu.emulator.arm import ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
+from aca_gpu.emulator.azurite import Azurite
 from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
-from aca_gpu.emulator.dataplane import files
+from aca_gpu.emulator.dataplane import files, queues
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
-from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
+from aca_gpu.emulator.identity import (
+    ARM_AUDIENCES,
+    IDENTITY_PATH,
+    STORAGE_AUDIENCES,
+    ArmTokens,
+    token_endpoint,
+)
 from aca_gpu.emulator.loop_thread import start_loop_thread, stop_loop_thread
-from aca_gpu.emulator.providers.app import schedule
+from aca_gpu.emulator.providers.app import keda, schedule
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
 from aca_gpu.emulator.providers.app.identity import principal_for_secret
 from aca_gpu.emulator.providers.app.urls import ROUTES as APP_ROUTES
@@ -55,7 +62,7 @@ from aca_gpu.emulator.state import State
 from aca_gpu.emulator.throttle import Throttle
 from aca_gpu.emulator.throttle import admit as admit_request
 from aca_gpu.emulator.timing import DURATION_SETS, Clock
-from aca_gpu.emulator.tls import make_tls
+from aca_gpu.emulator.tls import CERT_FILE, KEY_FILE, make_tls
 from aca_gpu.emulator.workloads.base import Workload
 
 log = logging.getLogger(__name__)
@@ -73,6 +80,7 @@ ARM_ROUTES: list[Route] = [
     *LOGS_ROUTES,
 ]
 MAX_SUBSCRIPTIONS = 64
+STORAGE_KINDS = ("none", "azurite")  # who serves the Storage queue data plane (azurite.py)
 
 
 def subscription_ids(count: int) -> list[str]:
@@ -109,6 +117,7 @@ class EmulatorServer:
         subscriptions: int = 1,
         durations: str = "recorded",
         pulls: str | None = None,
+        storage: str = "none",
     ) -> None:
         if not 1 <= subscriptions <= MAX_SUBSCRIPTIONS:
             raise ValueError(f"subscriptions must be 1..{MAX_SUBSCRIPTIONS}")
@@ -119,6 +128,10 @@ class EmulatorServer:
         if durations not in DURATION_SETS:
             raise ValueError(f"durations must be one of {', '.join(DURATION_SETS)}")
         self.durations = durations
+        if storage not in STORAGE_KINDS:
+            raise ValueError(f"storage must be one of {', '.join(STORAGE_KINDS)}")
+        self.storage = storage
+        self.azurite: Azurite | None = None
         self.pull_model = PullModel.parse(pulls)  # ValueError names a bad parameter
         self.host, self.port = host, port
         self._own_workdir = workdir is None
@@ -185,6 +198,7 @@ class EmulatorServer:
         ssl_ctx, ca_path = make_tls(self.workdir)
         self.ca_bundle = str(ca_path)
         self.ctx.ca_bundle = self.ca_bundle
+        proxy = await self._start_queues() if self.storage == "azurite" else None
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         app.on_response_prepare.append(_drop_default_content_type)
@@ -200,6 +214,7 @@ class EmulatorServer:
         for ctx in self.ctx.fleet.values():
             ctx.endpoint = self.endpoint
             ctx.ca_bundle = self.ca_bundle
+            ctx.queues = proxy
         self._ticker = asyncio.create_task(self._tick_forever())
 
     async def _tick_forever(self) -> None:
@@ -209,9 +224,21 @@ class EmulatorServer:
                 for ctx in list(self.ctx.fleet.values()):
                     await ctx.runtime.tick()
                     schedule.fire_due(ctx)
+                    await keda.poll(ctx)
             except Exception:
                 log.exception("emulator tick failed")
             await asyncio.sleep(TICK_S)
+
+    async def _start_queues(self) -> queues.QueueProxy:
+        """Azurite for the queue data plane (seconds to start: off the loop), behind the proxy."""
+        azurite = await asyncio.to_thread(Azurite, cert=self.workdir / CERT_FILE, key=self.workdir / KEY_FILE)
+        self.azurite = azurite
+        return queues.QueueProxy(
+            azurite_endpoint=azurite.endpoint,
+            ca_bundle=self.ca_bundle,
+            storage_token=lambda: self.tokens.mint(STORAGE_AUDIENCES[0]),
+            storage_caller=self.tokens.storage_caller,
+        )
 
     async def _astop(self) -> None:
         if self._ticker is not None:
@@ -219,6 +246,11 @@ class EmulatorServer:
         if self.ctx is not None:
             for ctx in self.ctx.fleet.values():
                 ctx.runtime.stop_all()
+            if self.ctx.queues is not None:
+                await self.ctx.queues.close()
+        if self.azurite is not None:
+            await asyncio.to_thread(self.azurite.stop)
+            self.azurite = None
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -372,6 +404,11 @@ class EmulatorServer:
             params = route.match(req.method, path)
             if params is not None:
                 return await self._arm(req, route, params)
+        queue_path = queues.split(path)
+        if queue_path is not None and ctx.queues is not None:  # a storage account's queues (Azurite)
+            account = files.find_account(ctx, queue_path[0])
+            if account is not None:
+                return await ctx.queues.serve(req, account, queue_path[1])
         if not path.lower().startswith("/subscriptions"):  # a storage account's Azure Files share
             served = await files.serve(ctx, req, self.workdir / "storages")
             if served is not None:

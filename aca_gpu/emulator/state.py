@@ -225,6 +225,7 @@ class Job:
     delete_done_at: float | None = None
     identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
     schedule_mark: datetime | None = None  # the last emulated minute the schedule trigger looked at
+    poll_at: float | None = None  # an Event job's next KEDA poll (clock time; providers/app/keda.py)
 
 
 @dataclass

@@ -1,4 +1,8 @@
-"""A throwaway CA (trustme) and a 127.0.0.1 server certificate, written where clients can read the CA."""
+"""A throwaway CA (trustme) and a 127.0.0.1 server certificate, written where clients can read the CA.
+
+The server certificate and its key are written too (`server-cert.pem`, `server-key.pem`): Azurite,
+which serves the Storage queue data plane beside the emulator, speaks HTTPS with the same
+certificate, so a container that trusts the emulator's CA trusts it as well."""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import ssl
 from pathlib import Path
 
 import trustme
+
+CERT_FILE, KEY_FILE = "server-cert.pem", "server-key.pem"
 
 
 def make_tls(workdir: Path) -> tuple[ssl.SSLContext, Path]:
@@ -16,4 +22,6 @@ def make_tls(workdir: Path) -> tuple[ssl.SSLContext, Path]:
     cert.configure_cert(ctx)
     ca_path = workdir / "emulator-ca.pem"
     ca.cert_pem.write_to_path(str(ca_path))
+    cert.cert_chain_pems[0].write_to_path(str(workdir / CERT_FILE))
+    cert.private_key_pem.write_to_path(str(workdir / KEY_FILE))
     return ctx, ca_path

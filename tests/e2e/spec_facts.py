@@ -56,11 +56,30 @@ CONTAINER_APP = {
 }
 CONTAINER_APP_PATCH = {"props": {"tags": TAGS, "properties": CONTAINER_APP_PROPERTIES}}
 
+# JobConfigurationEventTriggerConfig, JobScale, JobScaleRule (`identity`: a user-assigned identity's
+# resource id, or 'system') and Job.identity (ManagedServiceIdentity), read in azure-mgmt-appcontainers
+# 5.1.0's models: queue mode's Event job
+JOB_SCALE_RULE = {"props": {"name": S, "type": S, "metadata": TAGS, "identity": S}}
+EVENT_TRIGGER = {
+    "props": {
+        "replicaCompletionCount": S,
+        "parallelism": S,
+        "scale": {
+            "props": {
+                "pollingInterval": S,
+                "minExecutions": S,
+                "maxExecutions": S,
+                "rules": {"items": JOB_SCALE_RULE},
+            }
+        },
+    }
+}
 JOB = {
     "required": ["location"],
     "props": {
         "location": S,
         "tags": TAGS,
+        "identity": {"required": ["type"], "props": {"type": S}},
         "properties": {
             "props": {
                 "environmentId": S,
@@ -72,6 +91,7 @@ JOB = {
                         "replicaTimeout": S,
                         "replicaRetryLimit": S,
                         "manualTriggerConfig": {"props": {"replicaCompletionCount": S, "parallelism": S}},
+                        "eventTriggerConfig": EVENT_TRIGGER,
                         # RegistryCredentials (openapi.json): a staged image is pulled with an identity
                         "registries": {
                             "items": {

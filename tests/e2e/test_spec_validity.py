@@ -229,3 +229,28 @@ def test_the_checker_catches_what_the_spec_forbids() -> None:
     assert "containerApps/a/scale: no such operation" in text
     assert "api-version '2023-05-01'" in text
     assert "outside the isolated calls" in text
+
+
+def test_queue_modes_event_job_is_a_spec_valid_job(tmp_path: Any) -> None:
+    """`run --workers`'s Event job (azure-queue rule, system identity), as `job_body` makes it."""
+    from aca_gpu.azure.apps import job_body
+    from aca_gpu.config import Settings
+    from aca_gpu.models import ContainerDef, JobSpec
+    from aca_gpu.workflow.queue.spec import make_queue_spec
+    from aca_gpu.workflow.queue.worker import event_job
+    from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
+
+    items = tmp_path / "items.txt"
+    items.write_text("a\nb\n")
+    request = RunRequest(image="busybox", command=("true",), env_name="lab", run_id="q1")
+    queue = make_queue_spec(make_run_spec(Settings(), request, owner="me"), map_file=str(items), workers=3)
+    container = ContainerDef(name="main", image="busybox", cpu=8, memory="56Gi", args=("true",))
+    where = {"resource_group": "rg", "location": "eastus", "environment_id": "/env"}
+    job = JobSpec(name="run-q1", workload_profile_name="gpu", container=container, tags={}, **where)
+    body = job_body(event_job(job, queue, "acct1", "https://acct1.queue.core.windows.net/"))
+    base = "https://x/subscriptions/s/resourceGroups/rg/providers/Microsoft.App"
+    problems, seen = check([("PUT", f"{base}/jobs/run-q1?api-version=2026-07-01", body)])
+    assert problems == [] and seen == {"Jobs_CreateOrUpdate": 1}
+    body["properties"]["configuration"]["eventTriggerConfig"]["scale"]["rules"][0]["auth"] = [{}]
+    problems, _ = check([("PUT", f"{base}/jobs/run-q1?api-version=2026-07-01", body)])
+    assert problems and "auth: not a writable property" in problems[0]  # the table knows no key auth

@@ -107,8 +107,9 @@ class FanoutSpec:
         }
 
 
-def read_items(path: str) -> tuple[str, ...]:
-    """--map FILE: a JSON array (strings, or values written as JSON), else one item per line."""
+def read_items(path: str, *, max_item_bytes: int | None = MAX_ITEM_BYTES) -> tuple[str, ...]:
+    """--map FILE: a JSON array (strings, or values written as JSON), else one item per line.
+    `max_item_bytes` None: the caller checks sizes itself (queue mode's items travel in messages)."""
     try:
         text = Path(path).read_text(encoding="utf-8") if path != "-" else _stdin()
     except (OSError, UnicodeDecodeError) as exc:
@@ -127,7 +128,7 @@ def read_items(path: str) -> tuple[str, ...]:
         raise BadInput(f"--map {path}: no items (give one per line, or a JSON array)")
     for k, item in enumerate(items):
         size = len(item.encode("utf-8"))
-        if size > MAX_ITEM_BYTES:
+        if max_item_bytes is not None and size > max_item_bytes:
             raise BadInput(
                 f"--map {path}: item {k} is {size} bytes, over {MAX_ITEM_BYTES} for one env value "
                 "(pass a path or a key instead and read the data inside the shard)"

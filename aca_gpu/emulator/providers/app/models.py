@@ -538,6 +538,8 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
             cron.parse(str(expression))
         except cron.CronError as exc:
             raise InvalidProperty(f"Invalid cron expression '{expression}': {exc}.") from None
+    if config["triggerType"] == "Event" and not (config.get("eventTriggerConfig") or {}).get("scale"):
+        raise InvalidProperty(MSG_JOB_CONFIG.format(field="eventTriggerConfig.scale"))
     template = defaults.job_template(props.get("template") or {})
     _check_template(template)
     from aca_gpu.emulator.providers.app.storages import check_volumes
@@ -577,7 +579,9 @@ def create_or_update_job(ctx: Ctx, rg: str, name: str, body: dict[str, Any]) -> 
 
 
 def _parallelism(config: dict[str, Any]) -> int:
-    trigger = "scheduleTriggerConfig" if config.get("triggerType") == "Schedule" else "manualTriggerConfig"
+    trigger = {"Schedule": "scheduleTriggerConfig", "Event": "eventTriggerConfig"}.get(
+        str(config.get("triggerType")), "manualTriggerConfig"
+    )
     return int((config.get(trigger) or {}).get("parallelism") or 1)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from aca_gpu.emulator.arm import ArmError, ConflictError, NotFoundError, iso_z, resource_not_found, utc_now
 from aca_gpu.emulator.catalog import normalize_location
 from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.dataplane import queues
 from aca_gpu.emulator.providers.resources import models as rg_models
 from aca_gpu.emulator.share_folders import share_folder
 from aca_gpu.emulator.state import StorageAccount, key
@@ -120,6 +121,8 @@ def account_body(ctx: Ctx, account: StorageAccount) -> dict[str, Any]:
     endpoints = {s: f"https://{account.name}.{s}.core.windows.net/" for s in services}
     if ctx.endpoint:  # the emulator serves the File service itself, path-style (dataplane/files.py)
         endpoints["file"] = f"{ctx.endpoint}/{account.name}/"
+    if ctx.endpoint and ctx.queues is not None:  # Azurite serves the queues, behind the emulator
+        endpoints["queue"] = queues.endpoint_of(ctx.endpoint, account.name)
     return {
         "id": account_id(ctx, account),
         "name": account.name,

@@ -1,0 +1,106 @@
+"""`acagpu run --map ITEMS --workers P`: queue mode, the items drained by P workers (docs/queue.md).
+
+Parse, build the QueueSpec (bad input: exit 2 before anything exists), confirm, call `run_queue`,
+render. Everything else lives in `workflow/queue/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any, TypeVar
+
+import click
+
+from aca_gpu.cli.options import confirm
+from aca_gpu.errors import BadInput
+from aca_gpu.output import Output
+
+F = TypeVar("F", bound=Callable[..., Any])
+# fan-out flags that mean nothing to a queue run (one execution per shard is what it replaces)
+FANOUT_ONLY = ("shards", "parallel", "rerun_failed", "retry_on_exit", "output_dir")
+
+
+def queue_options(func: F) -> F:
+    """The queue-mode flags of `acagpu run` (docs/queue.md)."""
+    options = [
+        click.option("--workers", type=int, metavar="P",
+                     help="Queue mode: --map's items go on a Storage queue that at most P workers drain, "
+                     "one item after another (an Event job; needs --env)."),
+        click.option("--max-deliveries", type=click.IntRange(1, 100), default=3, show_default=True,
+                     help="With --workers: an item tried this often goes to the run's poison queue."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def is_queue(flags: dict[str, Any]) -> bool:
+    return flags.get("workers") is not None
+
+
+def run_queue_command(
+    output: Output, image: str | None, command: tuple[str, ...], flags: dict[str, Any], make_request: Any
+) -> None:
+    """The queue branch of `acagpu run` (its own exit code; see workflow/queue/outcome.py)."""
+    from dataclasses import replace
+
+    from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
+    from aca_gpu.workflow.base.context import open_cloud, resolve_owner
+    from aca_gpu.workflow.env.warm_runtime import placed_plan
+    from aca_gpu.workflow.queue.outcome import render_queue, run_queue
+    from aca_gpu.workflow.queue.spec import make_queue_spec
+    from aca_gpu.workflow.workload.plan import make_run_spec
+
+    given = [f"--{k.replace('_', '-')}" for k in FANOUT_ONLY if flags.get(k) not in (None, 0, ())]
+    if given:
+        raise BadInput(
+            f"--workers drains a queue: {', '.join(given)} belong to a fan-out (--shards/--map alone)"
+        )
+    if flags.get("retries"):
+        raise BadInput("--workers retries an item by its deliveries: use --max-deliveries, not --retries")
+    if image is None:
+        raise BadInput("missing IMAGE: acagpu run --map ITEMS --workers P [OPTIONS] IMAGE -- COMMAND ...")
+    settings = command_settings(flags["subscription"])
+    spec = make_run_spec(settings, make_request(image, command), owner=resolve_owner(settings))
+    queue = make_queue_spec(
+        spec, map_file=flags.get("map_file"), workers=flags["workers"], max_deliveries=flags["max_deliveries"]
+    )
+    if queue.run.plan.env is not None and not flags["emulator"]:
+        queue = replace(queue, run=replace(queue.run, plan=placed_plan(open_cloud(settings), queue.run.plan)))
+    doc = {"schema": 1, "command": "run", "mode": "queue", "status": "planned",
+           **queue.run.as_dict(), **queue.as_dict()}  # fmt: skip
+    if flags["dry_run"]:
+        output.emit(doc, render_plan(doc))
+        return
+    for warning in queue.run.warnings:
+        output.warn(warning)
+    confirm(render_plan(doc) + "\nCreate these billable resources?", yes=flags["yes"] or flags["emulator"],
+            refusal="not creating billable resources")  # fmt: skip
+    scope = emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
+    with scope as active:
+        if flags["emulator"]:
+            queue = replace(
+                queue, run=replace(queue.run, plan=emulated_plan(queue.run.plan, flags["time_scale"]))
+            )
+        outcome = run_queue(open_cloud(active), queue, output, waiter_for(active))
+    result = outcome.document()
+    output.emit(result, lambda _stdout: print(render_queue(result), file=output.stderr, flush=True))
+    if outcome.exit_code:
+        raise SystemExit(outcome.exit_code)
+
+
+def render_plan(doc: dict[str, Any]) -> str:
+    from aca_gpu.cli.run_plan import render_run_plan
+
+    queue, price = doc["queue"], doc["queue_price"]
+    return "\n".join(
+        [
+            render_run_plan(doc),
+            f"  queue mode     {queue['items']} items on a Storage queue, at most {queue['workers']} workers "
+            f"(an Event job, KEDA polls every {queue['polling_interval_s']} s); poison after "
+            f"{queue['max_deliveries']} deliveries",
+            f"  queue price    ${price['usd_per_second_per_worker']:.7f}/s a worker, "
+            f"${price['usd_per_second_at_workers']:.7f}/s at --workers (workers bill from start to exit)",
+        ]
+    )

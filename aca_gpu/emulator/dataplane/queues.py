@@ -1,0 +1,127 @@
+"""The Storage queue data plane of the emulated accounts: checked here, served by Azurite.
+
+An account's `primaryEndpoints.queue` is `https://127.0.0.1:PORT/_queue/{account}/` (path-style, as
+the file endpoint is). A request must be signed as on Azure: SharedKey with one of the account's
+keys (what acagpu sends, the key read by listKeys), or a bearer token for Azure Storage's audience
+from the identity endpoint (what a job's worker sends, its managed identity's). Once it passes, it
+goes on to Azurite, which keeps the queues and answers; Azurite sees the emulator's own storage
+token, since it knows one account and checks no signature of ours.
+
+Azurite checks no role assignment, and neither does this proxy: a token of any identity the
+emulator minted may use any queue (UNCONFIRMED that acagpu's grant at the queue's scope is enough
+on Azure; docs/emulator.md).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+from urllib.parse import unquote
+
+import aiohttp
+from aiohttp import web
+
+from aca_gpu.emulator.dataplane import files_auth
+from aca_gpu.emulator.state import StorageAccount
+
+PREFIX = "/_queue/"
+_HOP = {"transfer-encoding", "connection", "content-length", "keep-alive", "server", "date"}
+
+
+def endpoint_of(base: str, account: str) -> str:
+    return f"{base}{PREFIX}{account}/"
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    body = (
+        '<?xml version="1.0" encoding="utf-8"?>'
+        f"<Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    )
+    return web.Response(
+        status=status, text=body, content_type="application/xml", headers={"x-ms-error-code": code}
+    )
+
+
+class QueueProxy:
+    """Authenticates a queue request against the emulated account, then forwards it to Azurite."""
+
+    def __init__(
+        self, *, azurite_endpoint: str, ca_bundle: str, storage_token: Any, storage_caller: Any
+    ) -> None:
+        self.azurite = azurite_endpoint.rstrip("/")
+        self._ssl = ssl.create_default_context(cafile=ca_bundle)
+        self._token = storage_token  # () -> a fresh bearer token for Azurite
+        self._caller = storage_caller  # (header) -> object id or None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self._ssl))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _refusal(self, req: web.Request, account: StorageAccount) -> web.Response | None:
+        header = req.headers.get("Authorization", "")
+        if not header:
+            return _error(401, "NoAuthenticationInformation", "Server failed to authenticate the request.")
+        if header.startswith("Bearer "):
+            if self._caller(header) is None:
+                return _error(401, "InvalidAuthenticationInfo", "The token is not valid for Azure Storage.")
+            return None
+        why = files_auth.verify(
+            header,
+            method=req.method,
+            headers=req.headers,
+            query=req.query,
+            account=account.name,
+            keys=account.keys,
+            raw_path=req.raw_path.split("?", 1)[0],
+        )
+        if why is None:
+            return None
+        return _error(
+            403,
+            "AuthenticationFailed",
+            "Server failed to authenticate the request. Make sure the value of Authorization header is "
+            f"formed correctly including the signature. ({why})",
+        )
+
+    async def serve(self, req: web.Request, account: StorageAccount, rest: str) -> web.StreamResponse:
+        refused = self._refusal(req, account)
+        if refused is not None:
+            return refused
+        body = await req.read()
+        headers = {k: v for k, v in req.headers.items() if k.lower().startswith("x-ms-")}
+        if req.content_type:
+            headers["Content-Type"] = req.content_type
+        headers["Authorization"] = f"Bearer {self._token()}"
+        url = f"{self.azurite}/{rest}"
+        async with self._http().request(
+            req.method, url, params=list(req.query.items()), data=body or None, headers=headers
+        ) as answer:
+            data = await answer.read()
+            out = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+            return web.Response(status=answer.status, body=data, headers=out)
+
+    async def queue_length(self, queue: str) -> int | None:
+        """Azure's approximate message count (invisible messages counted), or None when unreadable."""
+        url = f"{self.azurite}/{queue}"
+        headers = {"Authorization": f"Bearer {self._token()}", "x-ms-version": "2021-02-12"}
+        try:
+            async with self._http().get(url, params={"comp": "metadata"}, headers=headers) as answer:
+                if answer.status != 200:
+                    return None
+                return int(answer.headers.get("x-ms-approximate-messages-count", "0"))
+        except (aiohttp.ClientError, ValueError, OSError):
+            return None
+
+
+def split(path: str) -> tuple[str, str] | None:
+    """(account, the rest of the path) of a queue data-plane path, or None."""
+    if not path.startswith(PREFIX):
+        return None
+    account, _, rest = path.removeprefix(PREFIX).partition("/")
+    return unquote(account), rest

@@ -1,0 +1,199 @@
+"""A queue run's end: every item's result in item order, one exit code, one JSON document.
+
+Exit codes (docs/queue.md): 0 only when every item succeeded. acagpu's own codes come first, as
+for every run (130 Ctrl-C, 2/3 refused before anything ran, 6 something left behind, 7 the
+platform). Then the items: 1 when any item was poisoned (its command failed K times, or its
+workers ended mid-item K times) or has no result; the document and the last lines name them. An
+item's exit code is never acagpu's: with N items there is no one code to pass on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.models import Cloud
+from aca_gpu.output import Output
+from aca_gpu.units import gpu_seconds_text, usd_text
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.queue.spec import QueueSpec
+from aca_gpu.workflow.spend import ledger as spend_ledger
+from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
+from aca_gpu.workflow.workload.plan import replica_price
+
+WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watch to end
+
+
+@dataclass
+class QueueOutcome(WorkloadOutcome):
+    queue: QueueSpec | None = None
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    deliveries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    ran: bool = False  # the watch began (the job existed)
+    account: str | None = None  # the environment's storage account holding the run's queues
+
+    def failed_indexes(self) -> list[int]:
+        assert self.queue is not None
+        return [
+            k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"
+        ]
+
+    def items_error(self) -> AcaGpuError | None:
+        if not self.ran:
+            return None
+        failed = self.failed_indexes()
+        if not failed:
+            return None
+        shown = ", ".join(map(str, failed[:20])) + (" ..." if len(failed) > 20 else "")
+        return AcaGpuError(
+            f"{len(failed)} of {len(self.results) if self.queue is None else len(self.queue.items)} items "
+            f"did not succeed: {shown}",
+            code="ItemsFailed",
+        )
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+            return super(WorkloadOutcome, self).exit_code
+        error = self.items_error()
+        return error.exit_code if error is not None else 0
+
+    def failure(self) -> AcaGpuError | None:
+        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+            return super(WorkloadOutcome, self).failure()
+        return self.items_error()
+
+    @property
+    def status(self) -> str:
+        if self.exit_code == 0:
+            return "ok"
+        if self.ran and self.failed_indexes() and not self.interrupted and self.error is None:
+            return "items_failed"
+        return super().status
+
+    def cost(self) -> dict[str, Any]:
+        assert self.queue is not None
+        work = self.queue.run.workload
+        profile = self.plan.pairs[0].profile
+        per_s, _ = replica_price(profile, work.cpu, work.memory_gib, self.plan.location)
+        replica_s = self.gpu_seconds
+        return {
+            "gpu_seconds": round(replica_s * profile.gpu_count, 3),
+            "replica_seconds": round(replica_s, 3),
+            "usd_estimate": round(per_s * replica_s, 6),
+            "basis": "estimate: each worker execution's lifetime (ARM's start to end) x the replica's price",
+        }
+
+    def item_docs(self) -> list[dict[str, Any]]:
+        assert self.queue is not None
+        found = []
+        for k, item in enumerate(self.queue.items):
+            last = self.results.get(k)
+            found.append(
+                {
+                    "index": k,
+                    "item": item,
+                    "status": last["status"] if last else "not_done",
+                    "exit_code": last.get("exit_code") if last else None,
+                    "output": last.get("output") if last else None,
+                    "seconds": last.get("seconds") if last else None,
+                    "deliveries": max(
+                        (int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0
+                    ),
+                    "worker": last.get("worker") if last else None,
+                    "reason": last.get("reason") if last else None,
+                }
+            )
+        return found
+
+    def document(self) -> dict[str, Any]:
+        assert self.queue is not None and self.spec is not None
+        error = self.failure()
+        return {
+            "schema": 1,
+            "command": "run",
+            "mode": "queue",
+            "run_id": self.plan.run_id,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "exit_code_from": "acagpu",
+            **self.spec.as_dict(),
+            **self.queue.as_dict(),
+            "storage_account": self.account,
+            "summary": {
+                **self.counts,
+                "failed_indexes": self.failed_indexes() if self.ran else [],
+                "duplicate_successes": self.duplicates,
+            },
+            "items": self.item_docs(),
+            "workers": self.workers,
+            "phases": dict(self.phases),
+            "timings": dict(self.timings),
+            "cost": self.cost(),
+            "teardown": self.teardown.as_dict(),
+            "attempts": [a.as_dict() for a in self.attempts],
+            "errors": self.errors[-20:],
+            "error": error.as_dict() if error is not None else None,
+        }
+
+
+def run_queue(
+    cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *, tick_s: float = 1.0
+) -> QueueOutcome:
+    """Drain every item of `queue`; never raises for the cloud's failures (they are in the outcome)."""
+    from dataclasses import replace
+
+    from aca_gpu.workflow.queue.aca import queue_runtime_for
+
+    console = Console(False, lambda: output.stdout, lambda: output.stderr)
+
+    def say(text: str) -> None:
+        if not output.is_json:
+            print(f"  {text}", file=output.stderr, flush=True)
+
+    plan, runtime = queue_runtime_for(cloud, queue.run.plan, waiter, queue, console, say, tick_s)
+    queue = replace(queue, run=replace(queue.run, plan=plan))
+    runtime.queue = queue
+    outcome = QueueOutcome(plan=plan, runtime="aca", spec=queue.run, console=console, queue=queue)
+    Engine(plan, runtime, output, waiter, outcome=outcome).run()
+    if runtime.job is not None and not runtime.done.wait(WAIT_FOR_WORK_S):
+        outcome.errors.append("the queue's watch had not ended when the run did")
+    outcome.ran = runtime.job is not None
+    outcome.account = runtime.account
+    outcome.results = dict(runtime.results)
+    outcome.deliveries = {k: list(v) for k, v in runtime.deliveries.items()}
+    outcome.counts = runtime.counts()
+    outcome.duplicates = runtime.duplicates
+    outcome.errors += runtime.errors
+    outcome.workers = [
+        {"execution": e.name, "status": e.status, "start_time": e.start_time, "end_time": e.end_time}
+        for e in sorted(runtime.executions.values(), key=lambda e: e.start_time or "")
+    ]
+    spend_ledger.record(cloud, outcome)
+    return outcome
+
+
+def render_queue(doc: dict[str, Any]) -> str:
+    """The last lines on a terminal: counts, the items that did not succeed, cost, teardown."""
+    s = doc["summary"]
+    lines = [
+        f"run {doc['run_id']}: {s.get('succeeded', 0)} of {s.get('items', 0)} items succeeded "
+        f"({s.get('workers_started', 0)} workers)"
+    ]
+    for item in doc["items"]:
+        if item["status"] == "succeeded":
+            continue
+        code = f"exit {item['exit_code']}" if item["exit_code"] is not None else "no exit code"
+        lines.append(f"  [{item['index']}] {item['status']}: {code}; {item['reason'] or ''}".rstrip("; "))
+    cost = doc["cost"]
+    lines.append(
+        f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
+    )
+    lines.append(f"  teardown: {doc['teardown'].get('status')}")
+    return "\n".join(lines)

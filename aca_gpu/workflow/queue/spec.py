@@ -1,0 +1,152 @@
+"""Queue mode (`acagpu run --map ITEMS --workers P`), checked before anything exists (exit 2).
+
+`--map` alone is a fan-out: one execution per item, each paying its own start. With `--workers P`
+the items go on a Storage queue of the run instead and at most P workers (executions of one Event
+job that KEDA's azure-queue rule scales) drain it, one item after another, so a worker pays its
+start once for many items. What differs is only how the items reach a container; the item is
+`ACAGPU_ITEM` either way (and its index `ACAGPU_ITEM_INDEX`).
+
+A message carries `{"i": index, "item": text}` (JSON, UTF-8) as base64 (XML-safe); the Storage
+service takes 64 KiB a message, so an item may be up to ~48 KiB (what fits after base64 and the
+envelope). An item whose message would be larger is refused here, with the hint to pass a path or
+a key instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aca_gpu.errors import BadInput
+from aca_gpu.workflow.fanout.spec import read_items
+from aca_gpu.workflow.workload.plan import RunSpec
+
+MAX_MESSAGE_BYTES = 64 * 1024  # Azure Storage queues: one message, as the service counts it
+MAX_WORKERS = 1000  # an Event job's maxExecutions (ACA's documented upper bound is not lower)
+DEFAULT_DELIVERIES = 3
+DEFAULT_VISIBILITY_S = 60  # renewed every 20 s while an item runs (the worker)
+DEFAULT_POLLING_S = 30  # ACA's default pollingInterval for an Event job
+QUEUE_LENGTH = 1  # KEDA's queueLength: one worker per waiting item, up to P
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    run: RunSpec
+    items: tuple[str, ...]
+    workers: int  # P: the Event job's maxExecutions
+    max_deliveries: int = DEFAULT_DELIVERIES  # K: a message delivered more often goes to the poison queue
+    visibility_s: int = DEFAULT_VISIBILITY_S
+    polling_s: int = DEFAULT_POLLING_S
+    warm: int = 0  # minExecutions: workers kept waiting
+
+    @property
+    def run_id(self) -> str:
+        return self.run.plan.run_id
+
+    @property
+    def work_queue(self) -> str:
+        return f"acagpu-{self.run_id}"
+
+    @property
+    def results_queue(self) -> str:
+        return f"acagpu-{self.run_id}-results"
+
+    @property
+    def poison_queue(self) -> str:
+        return f"acagpu-{self.run_id}-poison"
+
+    @property
+    def queues(self) -> tuple[str, str, str]:
+        return self.work_queue, self.results_queue, self.poison_queue
+
+    def messages(self) -> list[str]:
+        return [encode(k, item) for k, item in enumerate(self.items)]
+
+    def price(self) -> dict[str, Any]:
+        """Per second of one worker, at P, and the floor's cost per hour (--warm)."""
+        per_s = float(self.run.price()["usd_per_second"])
+        return {
+            "usd_per_second_per_worker": round(per_s, 7),
+            "usd_per_second_at_workers": round(per_s * min(self.workers, len(self.items)), 7),
+            "warm_floor_usd_per_hour": round(per_s * 3600 * self.warm, 4),
+            "rounds_at_workers": math.ceil(len(self.items) / self.workers),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queue": {
+                "items": len(self.items),
+                "workers": self.workers,
+                "max_deliveries": self.max_deliveries,
+                "visibility_timeout_s": self.visibility_s,
+                "polling_interval_s": self.polling_s,
+                "warm": self.warm,
+                "queues": list(self.queues),
+            },
+            "queue_price": self.price(),
+        }
+
+
+def encode(index: int, item: str) -> str:
+    text = json.dumps({"i": index, "item": item}, ensure_ascii=False, separators=(",", ":"))
+    return base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def decode(text: str) -> dict[str, Any]:
+    """A worker's result message: {"i", "status", "delivery", "worker", "exit_code", ...}."""
+    doc = json.loads(base64.b64decode(text))
+    if not isinstance(doc, dict) or not isinstance(doc.get("i"), int):
+        raise ValueError("not a result of this run")
+    return doc
+
+
+def make_queue_spec(
+    run: RunSpec,
+    *,
+    map_file: str | None,
+    workers: int,
+    max_deliveries: int = DEFAULT_DELIVERIES,
+    visibility_s: int = DEFAULT_VISIBILITY_S,
+    polling_s: int = DEFAULT_POLLING_S,
+    warm: int = 0,
+) -> QueueSpec:
+    """Every queue-mode value checked (BadInput, one line) before anything is created."""
+    if map_file is None:
+        raise BadInput("--workers P drains --map ITEMS through a queue: give --map FILE too")
+    if run.local:
+        raise BadInput("--workers runs on ACA: leave out --runtime (local runtimes run one container)")
+    if run.plan.env is None:
+        raise BadInput(
+            "--workers needs a warm environment (--env NAME): the queues live in its storage account"
+        )
+    if not run.workload.command:
+        raise BadInput(
+            "--workers needs the command after `--` (IMAGE -- CMD ...): the worker runs it once per item"
+        )
+    if not 1 <= workers <= MAX_WORKERS:
+        raise BadInput(f"--workers {workers}: use 1 to {MAX_WORKERS}")
+    if not 1 <= max_deliveries <= 100:
+        raise BadInput(f"--max-deliveries {max_deliveries}: use 1 to 100")
+    if not 0 <= warm <= workers:
+        raise BadInput(f"--warm {warm}: 0 to --workers ({workers})")
+    items = read_items(map_file, max_item_bytes=None)
+    for k, item in enumerate(items):
+        size = len(encode(k, item))
+        if size > MAX_MESSAGE_BYTES:
+            raise BadInput(
+                f"--map {map_file}: item {k} would be a {size}-byte queue message (base64), over the "
+                f"{MAX_MESSAGE_BYTES} one message may hold: pass a path or a key instead and read the data "
+                "in the command"
+            )
+    return QueueSpec(
+        run=run,
+        items=items,
+        workers=workers,
+        max_deliveries=max_deliveries,
+        visibility_s=visibility_s,
+        polling_s=polling_s,
+        warm=warm,
+    )

@@ -1,0 +1,240 @@
+"""acagpu's queue worker: drains a run's Azure Storage queue inside the user's own image.
+
+Injected the way the zero-build tester is (its source in an environment variable, a one-line
+bootstrap runs it with the image's `python3`), so it needs the standard library only. One message
+at a time:
+
+1. receive it with a visibility timeout (`ACAGPU_VISIBILITY_S`), renewed every third of it while
+   the item runs, so a long item is not handed to a second worker;
+2. a message already delivered more than `ACAGPU_MAX_DELIVERIES` times goes to the poison queue
+   unrun (its earlier workers died with it);
+3. run the command (this script's arguments) with the item in `ACAGPU_ITEM` and its index in
+   `ACAGPU_ITEM_INDEX`; its lines go to this container's log, the last few KiB to the result;
+4. put the result (exit code, output tail, seconds, delivery) on the results queue; on success
+   delete the message; on failure make it visible again at once, or, at its last delivery, move it
+   to the poison queue;
+5. exit 0 when the queue has nothing visible (twice, a second apart).
+
+It signs in with the job's managed identity (`IDENTITY_ENDPOINT`/`IDENTITY_HEADER`, the token's
+audience Azure Storage). Settings: ACAGPU_QUEUE_ENDPOINT (the account's queue endpoint),
+ACAGPU_QUEUE, ACAGPU_RESULTS_QUEUE, ACAGPU_POISON_QUEUE.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+from typing import Any
+
+VERSION = "2021-02-12"
+STORAGE = "https://storage.azure.com/"
+TAIL_BYTES = 2048
+PREFIX = "acagpu-worker:"
+
+
+def say(text: str) -> None:
+    print(f"{PREFIX} {text}", file=sys.stderr, flush=True)
+
+
+class Identity:
+    """The managed identity's token for Azure Storage, fetched again before it expires."""
+
+    def __init__(self) -> None:
+        self.endpoint = os.environ["IDENTITY_ENDPOINT"]
+        self.header = os.environ["IDENTITY_HEADER"]
+        self._token, self._until = "", 0.0
+        self._lock = threading.Lock()
+
+    def token(self) -> str:
+        with self._lock:
+            if time.time() < self._until - 300:
+                return self._token
+            query = urllib.parse.urlencode({"resource": STORAGE, "api-version": "2019-08-01"})
+            req = urllib.request.Request(
+                f"{self.endpoint}?{query}", headers={"X-IDENTITY-HEADER": self.header}
+            )
+            with urllib.request.urlopen(req, timeout=30) as answer:
+                doc = json.loads(answer.read())
+            self._token = str(doc["access_token"])
+            self._until = float(doc.get("expires_on") or time.time() + 600)
+            return self._token
+
+
+class Queues:
+    """The few Storage queue REST calls the worker makes (with retries on 5xx, 429 and resets)."""
+
+    def __init__(self, endpoint: str, identity: Identity) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.identity = identity
+
+    def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+        for attempt in range(6):
+            req = urllib.request.Request(
+                f"{self.endpoint}/{path}",
+                method=method,
+                data=body,
+                headers={
+                    "Authorization": f"Bearer {self.identity.token()}",
+                    "x-ms-version": VERSION,
+                    "Content-Type": "application/xml",
+                },
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=30) as answer:
+                    return answer.status, dict(answer.headers), answer.read()
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500 and exc.code != 429:
+                    return exc.code, dict(exc.headers), exc.read()
+                why = f"HTTP {exc.code}"
+            except (urllib.error.URLError, OSError) as exc:
+                why = str(exc)
+            pause = min(8.0, 0.5 * 2**attempt)
+            say(f"{method} {path.split('?')[0]}: {why}; again in {pause:g} s")
+            time.sleep(pause)
+        raise RuntimeError(f"{method} {path.split('?')[0]}: the queue service did not answer")
+
+    def put(self, queue: str, text: str) -> None:
+        body = f"<QueueMessage><MessageText>{text}</MessageText></QueueMessage>".encode()
+        status, _, data = self.call("POST", f"{queue}/messages", body)
+        if status != 201:
+            raise RuntimeError(f"put on {queue}: HTTP {status} {data[:200]!r}")
+
+    def receive(self, queue: str, visibility_s: int) -> dict[str, Any] | None:
+        status, _, data = self.call(
+            "GET", f"{queue}/messages?numofmessages=1&visibilitytimeout={visibility_s}"
+        )
+        if status != 200:
+            raise RuntimeError(f"receive on {queue}: HTTP {status} {data[:200]!r}")
+        found = ET.fromstring(data).find("QueueMessage")
+        if found is None:
+            return None
+        return {child.tag: child.text or "" for child in found}
+
+    def renew(self, queue: str, message: dict[str, Any], visibility_s: int) -> bool:
+        query = urllib.parse.urlencode(
+            {"popreceipt": message["PopReceipt"], "visibilitytimeout": visibility_s}
+        )
+        status, headers, _ = self.call("PUT", f"{queue}/messages/{message['MessageId']}?{query}", b"")
+        receipt = {k.lower(): v for k, v in headers.items()}.get("x-ms-popreceipt")
+        if status == 204 and receipt:
+            message["PopReceipt"] = receipt
+            return True
+        return False
+
+    def delete(self, queue: str, message: dict[str, Any]) -> None:
+        query = urllib.parse.urlencode({"popreceipt": message["PopReceipt"]})
+        self.call("DELETE", f"{queue}/messages/{message['MessageId']}?{query}")
+
+
+class Renewer(threading.Thread):
+    """Keeps the message invisible while its item runs (every third of the visibility timeout)."""
+
+    def __init__(self, queues: Queues, queue: str, message: dict[str, Any], visibility_s: int) -> None:
+        super().__init__(daemon=True)
+        self.queues, self.queue, self.message, self.visibility_s = queues, queue, message, visibility_s
+        self.lock = threading.Lock()  # the pop receipt changes with each renewal
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(max(1.0, self.visibility_s / 3)):
+            with self.lock:
+                if not self.queues.renew(self.queue, self.message, self.visibility_s):
+                    say(f"message {self.message['MessageId']}: its visibility could not be renewed")
+
+
+def run_item(argv: list[str], item: str, index: int) -> tuple[int, str, float]:
+    env = dict(os.environ, ACAGPU_ITEM=item, ACAGPU_ITEM_INDEX=str(index))
+    started = time.monotonic()
+    tail = b""
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        return 127, f"{argv[0]}: {exc.strerror or exc}", 0.0
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.buffer.write(f"[{index}] ".encode() + line)
+        sys.stdout.flush()
+        tail = (tail + line)[-TAIL_BYTES:]
+    code = proc.wait()
+    return code, tail.decode("utf-8", errors="replace"), round(time.monotonic() - started, 3)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        say("no command to run (the job's args are the command)")
+        return 2
+    names = ("ACAGPU_QUEUE_ENDPOINT", "ACAGPU_QUEUE", "ACAGPU_RESULTS_QUEUE", "ACAGPU_POISON_QUEUE")
+    settings = {k: os.environ.get(k, "") for k in names}
+    missing = [k for k, v in settings.items() if not v]
+    if missing or "IDENTITY_ENDPOINT" not in os.environ:
+        say(f"missing settings: {', '.join(missing) or 'IDENTITY_ENDPOINT (no managed identity)'}")
+        return 2
+    visibility = int(os.environ.get("ACAGPU_VISIBILITY_S") or 60)
+    most = int(os.environ.get("ACAGPU_MAX_DELIVERIES") or 3)
+    worker = os.environ.get("CONTAINER_APP_JOB_EXECUTION_NAME") or os.environ.get("HOSTNAME", "")
+    queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity())
+    work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
+    poison = settings["ACAGPU_POISON_QUEUE"]
+    empty, done = 0, 0
+
+    def result(index: int, status: str, delivery: int, **extra: Any) -> None:
+        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, **extra}
+        queues.put(results, base64.b64encode(json.dumps(doc).encode()).decode())
+
+    while True:
+        message = queues.receive(work, visibility)
+        if message is None:
+            empty += 1
+            if empty >= 2:
+                say(f"the queue is empty: {done} item(s) taken here, exiting")
+                return 0
+            time.sleep(1.0)
+            continue
+        empty = 0
+        delivery = int(message.get("DequeueCount") or 1)
+        try:
+            body = json.loads(base64.b64decode(message["MessageText"]))
+            index, item = int(body["i"]), str(body["item"])
+        except (ValueError, KeyError, TypeError):
+            say(f"message {message['MessageId']} is not an acagpu item: to the poison queue")
+            queues.put(poison, message["MessageText"])
+            queues.delete(work, message)
+            continue
+        if delivery > most:
+            say(f"item {index}: delivered {delivery} times (over {most}): to the poison queue, not run")
+            queues.put(poison, message["MessageText"])
+            result(
+                index, "poisoned", delivery, reason=f"delivered {delivery} times; its workers ended mid-item"
+            )
+            queues.delete(work, message)
+            continue
+        renewer = Renewer(queues, work, message, visibility)
+        renewer.start()
+        code, tail, seconds = run_item(argv, item, index)
+        renewer.stop.set()
+        with renewer.lock:
+            done += 1
+            if code == 0:
+                result(index, "succeeded", delivery, exit_code=0, output=tail, seconds=seconds)
+                queues.delete(work, message)
+            elif delivery >= most:
+                queues.put(poison, message["MessageText"])
+                why = f"failed {delivery} times (exit {code})"
+                result(index, "poisoned", delivery, exit_code=code, output=tail, seconds=seconds, reason=why)
+                queues.delete(work, message)
+            else:
+                result(index, "failed", delivery, exit_code=code, output=tail, seconds=seconds)
+                queues.renew(work, message, 0)  # visible again now: the next worker takes it
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

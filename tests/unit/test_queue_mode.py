@@ -1,0 +1,119 @@
+"""Queue mode's pure parts: KEDA's start rule, the checks before anything exists, the Event job's
+body, the worker's container and the worker's own refusal without its settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aca_gpu.azure.apps import job_body
+from aca_gpu.config import Settings
+from aca_gpu.emulator.providers.app.keda import wanted
+from aca_gpu.errors import BadInput
+from aca_gpu.models import ContainerDef, JobSpec
+from aca_gpu.workflow.queue import worker
+from aca_gpu.workflow.queue.spec import MAX_MESSAGE_BYTES, decode, encode, make_queue_spec
+from aca_gpu.workflow.workload.plan import RunRequest, RunSpec, make_run_spec
+
+
+def _run(**kw: object) -> RunSpec:
+    request = RunRequest(image="busybox", command=("sh", "-c", "true"), env_name="lab", run_id="q1", **kw)  # type: ignore[arg-type]
+    return make_run_spec(Settings(), request, owner="me")
+
+
+def _items(tmp_path: Path, *items: str) -> str:
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(list(items)))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("messages", "length", "running", "least", "most", "starts"),
+    [
+        (20, 1, 0, 0, 3, 3),  # capped by maxExecutions
+        (20, 1, 3, 0, 3, 0),  # all P running: none more
+        (2, 1, 1, 0, 3, 1),  # invisible (in-flight) messages count: 2 wanted, 1 runs
+        (0, 1, 0, 0, 3, 0),  # an empty queue starts nothing
+        (0, 1, 0, 2, 3, 2),  # the warm floor (minExecutions) with nothing waiting
+        (7, 5, 0, 0, 10, 2),  # queueLength 5: ceil(7 / 5)
+    ],
+)
+def test_keda_starts_what_the_queue_wants_within_min_and_max(
+    messages: int, length: int, running: int, least: int, most: int, starts: int
+) -> None:
+    assert wanted(messages, length, running, least=least, most=most) == starts
+
+
+def test_queue_mode_refusals_before_anything_exists(tmp_path: Path) -> None:
+    items = _items(tmp_path, "a", "b")
+    with pytest.raises(BadInput, match="give --map FILE too"):
+        make_queue_spec(_run(), map_file=None, workers=2)
+    with pytest.raises(BadInput, match="needs a warm environment"):
+        spec = make_run_spec(
+            Settings(), RunRequest(image="busybox", command=("true",), run_id="q1"), owner="me"
+        )
+        make_queue_spec(spec, map_file=items, workers=2)
+    with pytest.raises(BadInput, match="needs the command after"):
+        no_command = make_run_spec(
+            Settings(), RunRequest(image="busybox", env_name="lab", run_id="q1"), owner="me"
+        )
+        make_queue_spec(no_command, map_file=items, workers=2)
+    with pytest.raises(BadInput, match="--workers 0"):
+        make_queue_spec(_run(), map_file=items, workers=0)
+    # the largest item that fits: its message (envelope and base64) is exactly 64 KiB
+    fits = "x" * (MAX_MESSAGE_BYTES * 3 // 4 - len('{"i":1,"item":""}'))
+    assert len(encode(1, fits)) == MAX_MESSAGE_BYTES
+    assert make_queue_spec(_run(), map_file=_items(tmp_path, "a", fits), workers=2).items[1] == fits
+    with pytest.raises(BadInput, match=r"item 1 would be a 65540-byte queue message .*, over the 65536"):
+        make_queue_spec(_run(), map_file=_items(tmp_path, "a", fits + "x"), workers=2)
+    # the limit is the message's: an item of characters that take 3 bytes each is refused sooner
+    with pytest.raises(BadInput, match=r"item 1 would be a .*-byte queue message"):
+        make_queue_spec(_run(), map_file=_items(tmp_path, "a", "€" * 20000), workers=2)
+
+
+def test_a_queue_spec_names_its_queues_and_messages_by_item(tmp_path: Path) -> None:
+    queue = make_queue_spec(_run(), map_file=_items(tmp_path, "a", "b"), workers=4, max_deliveries=5)
+    assert queue.queues == ("acagpu-q1", "acagpu-q1-results", "acagpu-q1-poison")
+    assert [decode(m) for m in queue.messages()] == [{"i": 0, "item": "a"}, {"i": 1, "item": "b"}]
+    assert queue.as_dict()["queue"]["max_deliveries"] == 5
+
+
+def test_the_event_job_has_the_queue_rule_a_system_identity_and_the_worker(tmp_path: Path) -> None:
+    queue = make_queue_spec(_run(), map_file=_items(tmp_path, "a"), workers=4)
+    base = JobSpec(
+        resource_group="rg-acagpu-q1", name="run-q1", location="eastus", environment_id="/env",
+        workload_profile_name="gpu", tags={}, container=ContainerDef(
+            name="main", image="busybox", cpu=8, memory="56Gi", args=("sh", "-c", "true"), env={"A": "1"}
+        ),
+    )  # fmt: skip
+    body = job_body(worker.event_job(base, queue, "acct1", "https://acct1.queue.core.windows.net/"))
+    config = body["properties"]["configuration"]
+    assert config["triggerType"] == "Event" and "manualTriggerConfig" not in config
+    scale = config["eventTriggerConfig"]["scale"]
+    assert (scale["minExecutions"], scale["maxExecutions"], scale["pollingInterval"]) == (0, 4, 30)
+    (rule,) = scale["rules"]
+    assert rule["type"] == "azure-queue" and rule["identity"] == "system"
+    assert rule["metadata"] == {"accountName": "acct1", "queueName": "acagpu-q1", "queueLength": "1"}
+    assert "auth" not in rule and "secrets" not in config  # no key anywhere in the template
+    assert body["identity"] == {"type": "SystemAssigned"}
+    (container,) = body["properties"]["template"]["containers"]
+    assert container["command"][:2] == ["/bin/sh", "-c"] and container["args"] == ["sh", "-c", "true"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["A"] == "1" and env["ACAGPU_QUEUE"] == "acagpu-q1" and worker.SRC_ENV in env
+
+
+def test_the_worker_refuses_to_start_without_its_settings() -> None:
+    script = worker.script_path()
+    ran = subprocess.run(
+        [sys.executable, str(script), "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert ran.returncode == 2
+    assert "missing settings: ACAGPU_QUEUE_ENDPOINT" in ran.stderr
