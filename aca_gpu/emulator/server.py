@@ -32,6 +32,7 @@ from aca_gpu.emulator.dataplane import files
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
 from aca_gpu.emulator.identity import ARM_AUDIENCES, IDENTITY_PATH, ArmTokens, token_endpoint
+from aca_gpu.emulator.ingress import Ingress
 from aca_gpu.emulator.loop_thread import start_loop_thread, stop_loop_thread
 from aca_gpu.emulator.providers.app import schedule
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
@@ -142,6 +143,7 @@ class EmulatorServer:
         self._started = threading.Event()
         self._startup_error: BaseException | None = None
         self.ctx: Ctx | None = None
+        self.ingress = Ingress(host)  # apps' HTTP endpoints (emulator/ingress/)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def _build(self) -> Ctx:
@@ -209,6 +211,7 @@ class EmulatorServer:
                 for ctx in list(self.ctx.fleet.values()):
                     await ctx.runtime.tick()
                     schedule.fire_due(ctx)
+                await self.ingress.sync(self.ctx.fleet.values())
             except Exception:
                 log.exception("emulator tick failed")
             await asyncio.sleep(TICK_S)
@@ -219,6 +222,7 @@ class EmulatorServer:
         if self.ctx is not None:
             for ctx in self.ctx.fleet.values():
                 ctx.runtime.stop_all()
+        await self.ingress.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -299,6 +303,7 @@ class EmulatorServer:
     async def _areset(self) -> None:
         assert self.ctx is not None
         self.ctx.faults.clear()
+        await self.ingress.close()  # listeners reopen for the apps of the fresh state
         directory = State()
         for ctx in self.ctx.fleet.values():
             ctx.runtime.stop_all()
@@ -482,6 +487,8 @@ class EmulatorServer:
             for rep in ex.replicas.values():
                 lines += [line.text for lines_ in rep.logs.values() for line in lines_]
             return json_response({"execution": ex.name, "status": ex.status, "lines": lines})
+        if name == "ingress" and req.method == "GET":  # each app's FQDN and its loopback URL
+            return json_response({"apps": self.ingress.describe()})
         if name == "faults" and req.method == "GET":
             return json_response(self.ctx.faults.describe())
         if name == "faults" and req.method in ("POST", "PUT"):

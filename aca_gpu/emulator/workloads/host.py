@@ -16,7 +16,12 @@ from pathlib import Path
 
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
-from aca_gpu.emulator.workloads.simulated import is_gpu_tester, replica_folder, sandbox_mounts
+from aca_gpu.emulator.workloads.simulated import (
+    is_gpu_tester,
+    replica_folder,
+    sandbox_mounts,
+    serve_for_real,
+)
 from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
 
@@ -73,6 +78,9 @@ class HostWorkload:
             env[GRACE_ENV] = f"{result_grace_s(env) * max(0.0, time_scale):g}"
         container = SandboxContainer(name=spec.name, env=env, cwd=root)
         container.on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
+        if spec.kind == "app" and spec.ingress_port and (spec.command or spec.args):
+            serve_for_real(container, spec)  # a served model on this host's GPU, behind the ingress
+            return container
         if spec.kind != "job":
             container.idle()
             return container
