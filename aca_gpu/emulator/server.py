@@ -208,10 +208,11 @@ class EmulatorServer:
         while True:
             try:
                 assert self.ctx is not None
+                # the ingress first: a served replica still loading is kept from this tick's scale-in
+                await self.ingress.sync(self.ctx.fleet.values())
                 for ctx in list(self.ctx.fleet.values()):
                     await ctx.runtime.tick()
                     schedule.fire_due(ctx)
-                await self.ingress.sync(self.ctx.fleet.values())
             except Exception:
                 log.exception("emulator tick failed")
             await asyncio.sleep(TICK_S)

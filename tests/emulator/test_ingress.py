@@ -21,7 +21,7 @@ from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import StaticCredential, app_body, make_env, make_rg, wait_for
 
 RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
-STANDIN = '''
+STANDIN = """
 import http.server, json, sys, time
 time.sleep(float(sys.argv[2]))
 class H(http.server.BaseHTTPRequestHandler):
@@ -34,7 +34,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     def log_message(self, *args): pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-'''
+"""
 
 
 def free_port() -> int:
@@ -88,6 +88,7 @@ def slow_server(tmp_path: Path) -> Iterator[EmulatorServer]:
         yield server
 
 
+@pytest.mark.slow(4)
 def test_a_request_wakes_an_app_at_zero_and_reaches_its_real_process(
     slow_server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -126,7 +127,8 @@ def test_a_request_held_past_the_cutoff_is_answered_504(server: EmulatorServer, 
     make_env(aca)
     port = free_port()
     never = [sys.executable, "-c", "import time; time.sleep(60)"]
-    aca.container_apps.begin_create_or_update(RG, "stuck", served_app(server.subscription, port, never)).result()
+    body = served_app(server.subscription, port, never)
+    aca.container_apps.begin_create_or_update(RG, "stuck", body).result()
     started = time.monotonic()
     answer = requests.get(ingress(server)["url"] + "/", timeout=30)
     assert answer.status_code == 504 and answer.text == "upstream request timeout"

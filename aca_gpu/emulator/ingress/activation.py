@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.providers.app import models
 from aca_gpu.emulator.state import App, Replica, Revision
@@ -24,6 +26,10 @@ REQUEST_TIMEOUT_S = 240.0
 DEFAULT_COOLDOWN_S = 300.0  # Scale.cooldownPeriod's default
 LOOK_S = 0.05  # wall seconds between looks at a held request's replica (UNCONFIRMED: ACA's own pace)
 PROBE_TIMEOUT_S = 1.0
+# Wall-clock floor of the cooldown: scaled, 300 s is 1.5 wall s at 0.005 and a short cooldown a
+# few ms, less than a real client's pause before it sends again; the replica its first request woke
+# would be gone before the retry came, which no client on Azure sees (the clocks would meet).
+COOLDOWN_FLOOR_S = 1.0
 # what a held request gets at the cut-off, and a request to a stopped or deleted app (UNCONFIRMED:
 # Envoy's own answers; no recording shows ACA's)
 CUTOFF_STATUS, CUTOFF_TEXT = 504, "upstream request timeout"
@@ -37,6 +43,7 @@ class Held:
     inflight: int = 0
     ready: set[str] = field(default_factory=set)
     woken: int = 0  # how many times a request woke the app from zero
+    looked: float = 0.0  # when `settle` last probed a replica no request was waiting for
 
 
 def active_revision(app: App) -> Revision | None:
@@ -52,8 +59,24 @@ def cooldown_s(rev: Revision) -> float:
         return DEFAULT_COOLDOWN_S
 
 
+def scale_in_at(ctx: Ctx, rev: Revision) -> float:
+    """When the revision goes back to zero if no request comes: the cooldown from now, on the
+    scaled clock, never less than COOLDOWN_FLOOR_S wall seconds."""
+    return max(ctx.clock.after_seconds(cooldown_s(rev)), ctx.clock.now() + COOLDOWN_FLOOR_S)
+
+
 def scales_to_zero(rev: Revision) -> bool:
     return models.desired_replicas(rev.template)[1]
+
+
+def probe_window_s(template: dict[str, Any]) -> float:
+    """How long a replica may load before its startup probe gives up: periodSeconds x
+    failureThreshold of the startup probe (ACA's defaults, 10 s x 3, without one)."""
+    containers = template.get("containers") or [{}]
+    for probe in containers[0].get("probes") or []:
+        if isinstance(probe, dict) and str(probe.get("type") or "").lower() == "startup":
+            return float(probe.get("periodSeconds") or 10) * float(probe.get("failureThreshold") or 3)
+    return 30.0
 
 
 def probe_of(template: dict[str, Any], port: int) -> tuple[int, str | None]:
@@ -130,13 +153,52 @@ class Activation:
             held.inflight -= 1
             rev = active_revision(app)
             if held.inflight == 0 and rev is not None and scales_to_zero(rev) and rev.replicas:
-                rev.scale_in_at = ctx.clock.after_seconds(cooldown_s(rev))
+                rev.scale_in_at = scale_in_at(ctx, rev)
 
     @staticmethod
     def _pause_scale_in(app: App) -> None:
         rev = active_revision(app)
         if rev is not None:
             rev.scale_in_at = None
+
+    async def settle(self, ctx: Ctx, app: App) -> None:
+        """Before each tick: a revision whose replica is still loading is not scaled in by the
+        cooldown; the cooldown starts once a replica answers its probe (or after the startup probe's
+        window, in real seconds: the process loads on the real clock while the cooldown runs on the
+        scaled one, and a cooldown scaled to milliseconds would kill every model mid-load)."""
+        rev = active_revision(app)
+        if rev is None or not rev.replicas or not scales_to_zero(rev):
+            return
+        held = self.of(ctx, app)
+        if held.inflight:
+            rev.scale_in_at = None
+            return
+        live = [r for r in rev.replicas.values() if not r.gone]
+        if any(r.name in held.ready for r in live):
+            if rev.scale_in_at is None:
+                rev.scale_in_at = scale_in_at(ctx, rev)
+            return
+        now = time.monotonic()
+        if now - held.looked >= LOOK_S * 4:
+            held.looked = now
+            port, path = probe_of(rev.template, models.served_port(app))
+            for rep in live:
+                if rep.phase == "Running" and await probe_passes(port, path, app.name):
+                    held.ready.add(rep.name)
+                    rev.scale_in_at = scale_in_at(ctx, rev)
+                    return
+        window = probe_window_s(rev.template)
+        loading = [
+            r
+            for r in live
+            if r.phase != "Running"
+            or r.started_at is None
+            or (utc_now() - r.started_at).total_seconds() < window
+        ]
+        if loading:
+            rev.scale_in_at = None  # held until it answers or its probe's window has passed
+        elif rev.scale_in_at is None:
+            rev.scale_in_at = scale_in_at(ctx, rev)
 
     def wake(self, ctx: Ctx, app: App, rev: Revision, held: Held) -> None:
         """A request to a revision at zero replicas: the scaler asks for one (its phases follow at

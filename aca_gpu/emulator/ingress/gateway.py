@@ -116,6 +116,7 @@ class Ingress:
         for k, (ctx, app) in wanted.items():
             if k not in self._listeners:
                 await self._open(k, ctx, app)
+            await self.activation.settle(ctx, app)
 
     async def _open(self, k: tuple[str, str, str], ctx: Ctx, app: App) -> None:
         rg, name = app.rg, app.name
