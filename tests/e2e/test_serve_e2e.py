@@ -85,3 +85,20 @@ def test_serve_answers_measures_and_leaves_nothing(emulator: EmulatorServer, tmp
     inventory = emulator.inventory()
     assert not [r for r in inventory["replicas"] if r["owner"] == "serve-sv1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
+
+
+def test_the_python_api_serves_in_a_block_and_deletes_on_exit(
+    emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    import acagpu
+
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = free_port()
+    with acagpu.serve(
+        IMAGE, ["python3", str(script), str(port), "0.2"], port=port, cooldown=20, run_id="api1"
+    ) as app:
+        assert app.get("/").status == 200
+        assert requests.get(app.url, timeout=30).json() == {"model": "ready"}
+    assert not [a for a in emulator.inventory()["apps"] if a.get("name") == "serve-api1"]
+    assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
