@@ -50,6 +50,14 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
         if subscription:
             print(f"subscription {subscription}", file=stream)
         print(_runs_table(group, stream), file=stream)
+        for run in group:  # a served app: where it answers and how many replicas bill now
+            served = run.get("served")
+            if served:
+                print(
+                    f"served {run['run_id']}: {served.get('url') or served.get('error')}, "
+                    f"{served.get('replicas')} replica(s) running",
+                    file=stream,
+                )
     from aca_gpu.cost import load_prices
 
     print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)

@@ -13,6 +13,7 @@ from typing import Any
 from aca_gpu import naming
 from aca_gpu.models import Cloud, FleetGroup
 from aca_gpu.workflow.context import Run, age_seconds, list_runs, run_from_group
+from aca_gpu.workflow.serve.view import served_view
 from aca_gpu.workflow.spend import run_spend
 
 
@@ -39,6 +40,7 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "phase": spend.phase,
         "executions": spend.executions.as_dict(),
         "cost": spend.as_dict(),
+        "served": served_view(cloud, rg, dict(tags)),  # a served app's URL and replicas (serve/view.py)
     }
 
 

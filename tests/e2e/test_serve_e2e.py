@@ -81,6 +81,10 @@ def test_serve_answers_measures_and_leaves_nothing(emulator: EmulatorServer, tmp
         assert abs(cycle["sum_s"] - cycle["end_to_end_s"]) <= 2.0
     assert measured["measurement"]["warm"]["ok"] == 5
 
+    runs = {r["run_id"]: r for r in acagpu("status")["runs"]}
+    assert runs["sv1"]["served"]["url"] == served["url"]
+    assert runs["sv1"]["served"]["app"] == "serve-sv1"
+
     acagpu("down", "--run-id", "sv1", "--yes")
     inventory = emulator.inventory()
     assert not [r for r in inventory["replicas"] if r["owner"] == "serve-sv1"]

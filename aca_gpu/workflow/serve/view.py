@@ -1,0 +1,38 @@
+"""What `status` shows of a served run: its app's URL and how many replicas run now.
+
+A served run's group names its app (`acagpu:served`); the app's FQDN and replicas are read live, so
+`status` says whether the app is at zero (billing nothing) or serving, and where it answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError
+from aca_gpu.models import Cloud
+from aca_gpu.workflow.serve.plan import TAG_SERVED
+
+
+def served_view(cloud: Cloud, resource_group: str, tags: dict[str, str]) -> dict[str, Any] | None:
+    """{app, url, fqdn, replicas} of a served run; None for any other run. A read that fails says
+    so in the view rather than failing `status`."""
+    app = tags.get(TAG_SERVED)
+    if not app:
+        return None
+    clients = getattr(cloud, "clients", None)
+    view: dict[str, Any] = {"app": app, "url": None, "fqdn": None, "replicas": None}
+    if clients is None:
+        return view
+    from aca_gpu.azure import served
+
+    try:
+        found = served.read_served(clients, resource_group, app)
+        if found is None:
+            view["error"] = "app not found (deleted, or not made yet)"
+            return view
+        view["fqdn"] = found.fqdn
+        view["url"] = served.url_of(clients, found.fqdn) if found.fqdn else None
+        view["replicas"] = len(cloud.list_app_replicas(resource_group, app))
+    except AcaGpuError as exc:
+        view["error"] = exc.message
+    return view
