@@ -18,12 +18,14 @@ from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
 
 IMAGE = "python:3.12-slim"
+SECRET = "tok-3f9a1c"
 STANDIN = """
-import http.server, sys, time
+import http.server, os, sys, time
 time.sleep(float(sys.argv[2]))  # the model loads
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = b'{"model": "ready"}'
+        secret = len(os.environ.get("MODEL_TOKEN", ""))  # its length only: the value is never printed
+        body = b'{"model": "ready", "token_length": %d}' % secret
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -60,18 +62,23 @@ def free_port() -> int:
 
 
 @pytest.mark.slow(10)
-def test_serve_answers_measures_and_leaves_nothing(emulator: EmulatorServer, tmp_path: Path) -> None:
+def test_serve_answers_measures_and_leaves_nothing(
+    emulator: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     script = tmp_path / "standin.py"
     script.write_text(STANDIN, encoding="utf-8")
     port = str(free_port())
+    monkeypatch.setenv("MODEL_TOKEN", SECRET)
     acagpu("env", "create", "lab", "--yes")
     served = acagpu(
         "serve", "--env", "lab", "--run-id", "sv1", "--port", port, "--cooldown", "20", "--yes",
+        "--secret-env", "MODEL_TOKEN",
         IMAGE, "--", "python3", str(script), port, "1",
     )  # fmt: skip
     assert served["status"] == "serving" and served["first_answer"]["status"] == 200
     answer = requests.get(served["url"] + "/", timeout=30)
-    assert answer.status_code == 200 and answer.json() == {"model": "ready"}
+    assert answer.status_code == 200 and answer.json() == {"model": "ready", "token_length": len(SECRET)}
+    assert SECRET not in json.dumps(served)
 
     measured = acagpu("serve", "--run-id", "sv1", "--measure", "2", "--requests", "5")
     cycles = measured["measurement"]["cycles"]
@@ -103,6 +110,6 @@ def test_the_python_api_serves_in_a_block_and_deletes_on_exit(
         IMAGE, ["python3", str(script), str(port), "0.2"], port=port, cooldown=20, run_id="api1"
     ) as app:
         assert app.get("/").status == 200
-        assert requests.get(app.url, timeout=30).json() == {"model": "ready"}
+        assert requests.get(app.url, timeout=30).json()["model"] == "ready"
     assert not [a for a in emulator.inventory()["apps"] if a.get("name") == "serve-api1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
