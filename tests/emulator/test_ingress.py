@@ -9,6 +9,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,32 @@ def test_a_request_held_past_the_cutoff_is_answered_504(server: EmulatorServer, 
     answer = requests.get(ingress(server)["url"] + "/", timeout=30)
     assert answer.status_code == 504 and answer.text == "upstream request timeout"
     assert 240 * 0.002 <= time.monotonic() - started < 10
+
+
+def test_the_host_workload_runs_a_served_apps_command_and_idles_an_explorer(tmp_path: Path) -> None:
+    """`--workload host`: a served app's command runs on this host (a model server on its GPU);
+    an app without ingress still idles, as the explorer does."""
+    from aca_gpu.emulator.workloads.base import ContainerSpec
+    from aca_gpu.emulator.workloads.host import HostWorkload
+
+    workload = HostWorkload(workdir=tmp_path)
+    spec = ContainerSpec(
+        name="main",
+        image="python:3.12-slim",
+        command=(),
+        args=("python3", "-c", "print('serving')"),
+        env={},
+        profile_type="Consumption-GPU-NC8as-T4",
+        kind="app",
+        replica="r1",
+        ingress_port=8000,
+    )
+    served = workload.start(spec, time_scale=0.01)
+    explorer = workload.start(replace(spec, ingress_port=0, replica="r2"), time_scale=0.01)
+    try:
+        wait_for(lambda: served.exit_code is not None, timeout=20, what="the served command to end")
+        assert served.logs() == ["serving"] and served.exit_code == 0
+        assert explorer.exit_code is None and explorer.logs() == []
+    finally:
+        served.stop()
+        explorer.stop()
