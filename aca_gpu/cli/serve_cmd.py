@@ -18,6 +18,14 @@ from aca_gpu.units import duration_text
 def render_serve(doc: dict[str, Any]) -> str:
     """The human summary (stderr keeps stdout for the document)."""
     lines = [f"serve {doc['run_id']}: {doc['status']}"]
+    work, res = doc.get("workload"), doc.get("resources") or {}
+    if work:  # the plan (--dry-run): what would be made
+        lines += [
+            f"  image          {work['image']}",
+            f"  command        {' '.join(work['command']) or '(the image default)'}",
+            f"  place          {doc.get('env') or doc.get('location')}: group {res.get('resource_group')}, "
+            f"app {res.get('app')}",
+        ]
     if doc.get("url"):
         lines.append(f"  url            {doc['url']}")
     price = doc.get("price") or {}
