@@ -14,6 +14,7 @@ import pytest
 import requests
 from click.testing import CliRunner
 
+import acagpu as api
 from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
 
@@ -101,15 +102,34 @@ def test_serve_answers_measures_and_leaves_nothing(
 def test_the_python_api_serves_in_a_block_and_deletes_on_exit(
     emulator: EmulatorServer, tmp_path: Path
 ) -> None:
-    import acagpu
-
     script = tmp_path / "standin.py"
     script.write_text(STANDIN, encoding="utf-8")
     port = free_port()
-    with acagpu.serve(
-        IMAGE, ["python3", str(script), str(port), "0.2"], port=port, cooldown=20, run_id="api1"
+    acagpu("env", "create", "lab", "--yes")
+    with api.serve(
+        IMAGE, ["python3", str(script), str(port), "0.2"], env="lab", port=port, cooldown=20, run_id="api1"
     ) as app:
         assert app.get("/").status == 200
         assert requests.get(app.url, timeout=30).json()["model"] == "ready"
     assert not [a for a in emulator.inventory()["apps"] if a.get("name") == "serve-api1"]
+    assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
+
+
+def test_a_served_app_past_its_ttl_is_reaped(emulator: EmulatorServer, tmp_path: Path) -> None:
+    """A served app is a run: once its TTL has passed, `reap` (as the guard) deletes it, billing first."""
+    import time
+
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = str(free_port())
+    acagpu("env", "create", "lab", "--yes")
+    served = acagpu(
+        "serve", "--env", "lab", "--run-id", "ttl1", "--ttl", "1s", "--port", port, "--yes",
+        IMAGE, "--", "python3", str(script), port, "0.1",
+    )  # fmt: skip
+    assert served["status"] == "serving"
+    time.sleep(1.2)
+    reaped = acagpu("reap", "--yes")
+    assert "rg-acagpu-ttl1" in json.dumps(reaped)
+    assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-ttl1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
