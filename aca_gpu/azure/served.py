@@ -52,6 +52,8 @@ class ServedInfo:
     fqdn: str | None
     target_port: int | None
     cooldown_s: int | None
+    cpu: float = 0.0  # what the app's container asks for: its replicas are billed for it
+    memory_gib: float = 0.0
 
 
 def startup_probe(path: str, port: int, load_timeout_s: int) -> dict[str, Any]:
@@ -100,12 +102,21 @@ def served_info(obj: Any, rg: str) -> ServedInfo:
     doc = as_json(obj)
     props = doc.get("properties") or {}
     ingress = (props.get("configuration") or {}).get("ingress") or {}
-    scale = (props.get("template") or {}).get("scale") or {}
+    template = props.get("template") or {}
+    scale = template.get("scale") or {}
+    resources = ((template.get("containers") or [{}])[0] or {}).get("resources") or {}
+    try:
+        cpu = float(resources.get("cpu") or 0.0)
+        memory = float(str(resources.get("memory") or "0").removesuffix("Gi"))
+    except ValueError:
+        cpu, memory = 0.0, 0.0
     return ServedInfo(
         app=app_info(obj, rg),
         fqdn=ingress.get("fqdn") or None,
         target_port=ingress.get("targetPort"),
         cooldown_s=scale.get("cooldownPeriod"),
+        cpu=cpu,
+        memory_gib=memory,
     )
 
 

@@ -53,9 +53,11 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
         for run in group:  # a served app: where it answers and how many replicas bill now
             served = run.get("served")
             if served:
+                spent = served.get("usd_estimate")
                 print(
                     f"served {run['run_id']}: {served.get('url') or served.get('error')}, "
-                    f"{served.get('replicas')} replica(s) running",
+                    f"{served.get('replicas')} replica(s) running"
+                    + (f", replicas ≈{usd_text(spent)} so far" if isinstance(spent, int | float) else ""),
                     file=stream,
                 )
     from aca_gpu.cost import load_prices

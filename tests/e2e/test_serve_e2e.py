@@ -92,6 +92,8 @@ def test_serve_answers_measures_and_leaves_nothing(
     runs = {r["run_id"]: r for r in acagpu("status")["runs"]}
     assert runs["sv1"]["served"]["url"] == served["url"]
     assert runs["sv1"]["served"]["app"] == "serve-sv1"
+    # the replicas' time so far, from the app's events: three starts (first answer, two cycles)
+    assert runs["sv1"]["served"]["replicas_seen"] >= 3 and runs["sv1"]["served"]["usd_estimate"] > 0
 
     acagpu("down", "--run-id", "sv1", "--yes")
     inventory = emulator.inventory()
