@@ -19,7 +19,11 @@ from aca_gpu.workflow.status import status as run_status
 
 
 def _phase(run: dict[str, Any]) -> str:
-    """`running (1 of 3 executions)` while a run's executions run; the phase alone otherwise."""
+    """`running (1 of 3 executions)` while a run's executions run; the phase alone otherwise; a
+    served app's replicas (it has no executions)."""
+    served = run.get("served")
+    if served and isinstance(served.get("replicas"), int):
+        return f"serving ({served['replicas']} replicas)" if served["replicas"] else "served, at zero"
     counted = run.get("executions") or {}
     live, ended = counted.get("running") or 0, counted.get("ended") or 0
     if live and live + ended > 1:
