@@ -245,7 +245,10 @@ def serve(
     except KeyboardInterrupt:
         outcome.interrupted = True
         waiter.cancel.set()
-        outcome.error = Interrupted("interrupted: tearing down what this command made")
+        outcome.error = Interrupted(
+            f"interrupted: what this command made is torn down (billing first); if anything is left, "
+            f"acagpu down --run-id {spec.run_id} --yes removes it"
+        )
         outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
     except AcaGpuError as exc:
         outcome.error = exc
