@@ -4,7 +4,9 @@
     result = acagpu.map("ghcr.io/me/embed:1", items, command=["python", "embed.py"], env="lab")
 
 `run` and `map` fan work out over ACA GPU job executions through the same engine as
-`acagpu run --shards/--map` (docs/fanout.md); they return a typed `FanoutResult`.
+`acagpu run --shards/--map` (docs/fanout.md); they return a typed `FanoutResult`. `serve` is a
+context manager: `with acagpu.serve(IMAGE, env="lab") as app: app.url; app.measure(3)`, the app
+deleted when the block ends (docs/serve.md).
 """
 
 from aca_gpu import __version__
@@ -17,6 +19,7 @@ from aca_gpu.workflow.fanout.api import (
     map,
     run,
 )
+from aca_gpu.workflow.serve.api import ServedApp, serve
 
 __all__ = [
     "AcaGpuError",
@@ -24,8 +27,10 @@ __all__ = [
     "BadInput",
     "FanoutFailed",
     "FanoutResult",
+    "ServedApp",
     "ShardResult",
     "__version__",
     "map",
     "run",
+    "serve",
 ]

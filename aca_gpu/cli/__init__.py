@@ -66,6 +66,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "local:local",
         "Run the nvidia-smi probe and the gpu-tester on this machine's Docker, Podman or Apptainer.",
     ),
+    "serve": (
+        "serve_cmd:serve",
+        "Serve IMAGE over HTTPS on a GPU, scale to zero when idle, measure its cold start.",
+    ),
     "run": (
         "run_cmd:run",
         "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",

@@ -21,7 +21,10 @@ from aca_gpu.workflow.spend.so_far import UNCOUNTED
 
 def _phase(run: dict[str, Any]) -> str:
     """The phase and how far it is: `building (environment InProgress)`, `queued (shards 20: queued
-    12 · ended 8)`, `running (1 of 3 executions)`."""
+    12 · ended 8)`, `running (1 of 3 executions)`; a served app's replicas (it has no executions)."""
+    served = run.get("served")
+    if served and isinstance(served.get("replicas"), int):
+        return f"serving ({served['replicas']} replicas)" if served["replicas"] else "served, at zero"
     phase = str(run["phase"])
     if run.get("phase_detail"):
         return f"{phase} ({run['phase_detail']})"
@@ -55,6 +58,16 @@ def render_runs(doc: dict[str, Any], stream: TextIO) -> None:
         if subscription:
             print(f"subscription {subscription}", file=stream)
         print(_runs_table(group, stream), file=stream)
+        for run in group:  # a served app: where it answers and how many replicas bill now
+            served = run.get("served")
+            if served:
+                spent = served.get("usd_estimate")
+                print(
+                    f"served {run['run_id']}: {served.get('url') or served.get('error')}, "
+                    f"{served.get('replicas')} replica(s) running"
+                    + (f", replicas ≈{usd_text(spent)} so far" if isinstance(spent, int | float) else ""),
+                    file=stream,
+                )
     from aca_gpu.cost import load_prices
 
     print(f"SPEND≈: list-price estimate of the GPU time billed so far ({load_prices().label})", file=stream)

@@ -60,6 +60,7 @@ def container_specs(
     extra_env: dict[str, str] | None = None,
     secrets: dict[str, str] | None = None,
     place: Environment | None = None,
+    ingress_port: int = 0,
 ) -> list[ContainerSpec]:
     specs = []
     for c in template.get("containers") or []:
@@ -84,6 +85,7 @@ def container_specs(
                 kind=kind,
                 replica=replica,
                 mounts=volume_mounts(place, template, c),
+                ingress_port=ingress_port,
             )
         )
     return specs
@@ -161,6 +163,7 @@ class Runtime:
         retry_limit: int | None = None,
         extra_env: dict[str, str] | None = None,
         secrets: dict[str, str] | None = None,
+        ingress_port: int = 0,
     ) -> Replica:
         rep = Replica(
             name=name,
@@ -179,6 +182,7 @@ class Runtime:
                 extra_env=extra_env,
                 secrets=secrets,
                 place=self.state.envs.get(key(env_rg, env)),
+                ingress_port=ingress_port,
             ),
             run_id=run_id,
             retry_limit=retry_limit,

@@ -39,6 +39,7 @@ from aca_gpu.emulator.identity import (
     ArmTokens,
     token_endpoint,
 )
+from aca_gpu.emulator.ingress import Ingress
 from aca_gpu.emulator.loop_thread import start_loop_thread, stop_loop_thread
 from aca_gpu.emulator.providers.app import keda, schedule
 from aca_gpu.emulator.providers.app.exceptions import ServerError, Throttled
@@ -155,6 +156,7 @@ class EmulatorServer:
         self._started = threading.Event()
         self._startup_error: BaseException | None = None
         self.ctx: Ctx | None = None
+        self.ingress = Ingress(host)  # apps' HTTP endpoints (emulator/ingress/)
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def _build(self) -> Ctx:
@@ -221,6 +223,8 @@ class EmulatorServer:
         while True:
             try:
                 assert self.ctx is not None
+                # the ingress first: a served replica still loading is kept from this tick's scale-in
+                await self.ingress.sync(self.ctx.fleet.values())
                 for ctx in list(self.ctx.fleet.values()):
                     await ctx.runtime.tick()
                     schedule.fire_due(ctx)
@@ -251,6 +255,7 @@ class EmulatorServer:
         if self.azurite is not None:
             await asyncio.to_thread(self.azurite.stop)
             self.azurite = None
+        await self.ingress.close()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -331,6 +336,7 @@ class EmulatorServer:
     async def _areset(self) -> None:
         assert self.ctx is not None
         self.ctx.faults.clear()
+        await self.ingress.close()  # listeners reopen for the apps of the fresh state
         directory = State()
         for ctx in self.ctx.fleet.values():
             ctx.runtime.stop_all()
@@ -519,6 +525,8 @@ class EmulatorServer:
             for rep in ex.replicas.values():
                 lines += [line.text for lines_ in rep.logs.values() for line in lines_]
             return json_response({"execution": ex.name, "status": ex.status, "lines": lines})
+        if name == "ingress" and req.method == "GET":  # each app's FQDN and its loopback URL
+            return json_response({"apps": self.ingress.describe()})
         if name == "faults" and req.method == "GET":
             return json_response(self.ctx.faults.describe())
         if name == "faults" and req.method in ("POST", "PUT"):

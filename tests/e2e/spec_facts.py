@@ -41,13 +41,42 @@ CONTAINER = {
 }
 CONTAINERS = {"items": CONTAINER}
 SCALE = {"props": {"minReplicas": S, "maxReplicas": S, "cooldownPeriod": S, "pollingInterval": S}}
+# a served app (`acagpu serve`), from azure-mgmt-appcontainers 5.1.0's models of the same file:
+# ContainerAppProbe (+ ContainerAppProbeHttpGet, `port` required), ScaleRule/HttpScaleRule (metadata
+# is a string map), Ingress (`fqdn` readOnly) and Secret
+PROBE = {
+    "props": {
+        "type": S,
+        "httpGet": {"required": ["port"], "props": {"path": S, "port": S, "scheme": S}},
+        "tcpSocket": {"required": ["port"], "props": {"port": S}},
+        "initialDelaySeconds": S,
+        "periodSeconds": S,
+        "failureThreshold": S,
+        "successThreshold": S,
+        "timeoutSeconds": S,
+    }
+}
+SERVED_CONTAINERS = {"items": {"props": {**CONTAINER["props"], "probes": {"items": PROBE}}}}
+HTTP_RULE = {"props": {"name": S, "http": {"props": {"metadata": {"map": S}}}}}
+SERVED_SCALE = {"props": {**SCALE["props"], "rules": {"items": HTTP_RULE}}}
+INGRESS = {"props": {"external": S, "targetPort": S, "transport": S, "allowInsecure": S}}
+APP_SECRET = {"props": {"name": S, "value": S}}
+APP_REGISTRY = {"props": {"server": S, "username": S, "passwordSecretRef": S, "identity": S}}
 
 CONTAINER_APP_PROPERTIES = {
     "props": {
         "environmentId": S,
         "workloadProfileName": S,
-        "configuration": {"props": {"activeRevisionsMode": S, "maxInactiveRevisions": S}},
-        "template": {"props": {"containers": CONTAINERS, "scale": SCALE, "revisionSuffix": S}},
+        "configuration": {
+            "props": {
+                "activeRevisionsMode": S,
+                "maxInactiveRevisions": S,
+                "ingress": INGRESS,
+                "secrets": {"items": APP_SECRET},
+                "registries": {"items": APP_REGISTRY},
+            }
+        },
+        "template": {"props": {"containers": SERVED_CONTAINERS, "scale": SERVED_SCALE, "revisionSuffix": S}},
     }
 }
 CONTAINER_APP = {

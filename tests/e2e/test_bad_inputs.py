@@ -297,6 +297,13 @@ CASES = [
     c("run", "--yes", "--max-minutes", "0", "busybox", says="--max-minutes"),
     c("run", "--yes", "--cpu", "-1", "busybox", says="--cpu"),
     c("run", "--yes", "--runtime", "bogus", "busybox", says="--runtime"),
+    # -- serve --------------------------------------------------------------------------------
+    c("serve", "--yes", says="IMAGE is required"),
+    c("serve", "--yes", "--load-timeout", "50m", IMAGE, says="--load-timeout"),
+    c("serve", "--yes", "--min-replicas", "3", "--max-replicas", "2", IMAGE, says="--min-replicas"),
+    c("serve", "--yes", "--health", "health", IMAGE, says="--health"),
+    c("serve", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_X", IMAGE, says="ACAGPU_TEST_UNSET_X"),
+    c("serve", "--measure", "2", says="IMAGE is required"),
     # -- the group itself ----------------------------------------------------------------------
     c("nope", says="No such command"),
     c("ci nope", says="No such command"),

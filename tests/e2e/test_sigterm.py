@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
     env = {
@@ -48,3 +50,39 @@ def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
     assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
     assert "Traceback" not in text
     assert not [p for p in os.listdir(tmp_path) if p.startswith("acagpu-emulator-")], os.listdir(tmp_path)
+
+
+@pytest.mark.slow(6)
+def test_sigterm_while_serve_waits_for_its_first_answer_tears_it_down(tmp_path: Path) -> None:
+    """A model that never answers: `serve` is waiting for its first answer when signalled; what it
+    made is scaled to zero and deleted, one document, exit 130."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "ACAGPU_PROGRESS_S": "0.5"}
+    env.pop("ACAGPU_CONFIG", None)
+    never = [sys.executable, "-c", "import time; time.sleep(60)"]
+    args = ["serve", "--emulator", "--time-scale", "0.002", "--run-id", "sig1", "-o", "json", "python:3.12"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aca_gpu", *args, "--", *never],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            seen.append(line)
+            if "waiting for first answer" in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(seen) + err
+    assert proc.returncode == 130, text
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and doc["kept"] is False, doc
+    assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
+    assert "Traceback" not in text, text

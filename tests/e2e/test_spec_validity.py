@@ -11,7 +11,9 @@ the only other exception.
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -166,6 +168,22 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
     _run("env", "list")
     # a fan-out: one job, an execution per shard with its own template, the environment's usages
     _run("run", "--yes", "--env", "spec", "--shards", "3", "--parallel", "2", "--logs", "none", "busybox")
+    # a served app: external ingress, an HTTP scale rule, a startup probe, a secret (acagpu serve)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    os.environ["SPEC_MODEL_TOKEN"] = "spec-secret"
+    try:  # -o json before IMAGE: what follows IMAGE is the container's command
+        served = CliRunner().invoke(
+            cli,
+            ["serve", "--yes", "--env", "spec", "--run-id", "spsv", "--port", port, "--secret-env",
+             "SPEC_MODEL_TOKEN", "-o", "json", "python:3.12-slim", "--",
+             "python3", "-m", "http.server", port],
+        )  # fmt: skip
+        assert served.exit_code == 0, served.stderr
+    finally:
+        del os.environ["SPEC_MODEL_TOKEN"]
+    _run("down", "--run-id", "spsv", "--yes")
     _run("env", "delete", "spec", "--yes")
     problems, seen = check(sent)
     starts = [body for method, url, body in sent if method == "POST" and url.split("?")[0].endswith("/start")]

@@ -28,6 +28,9 @@ class ContainerSpec:
     # (storage key, mount path, read-only): the environment's Azure Files storages it mounts
     mounts: tuple[tuple[str, str, bool], ...] = ()
     gpu_health: str = ""  # a `gpu` fault's `health=` (ecc, remap, pcie, throttle; `+` joins several)
+    # an app with external ingress: the port its container serves on, so its command runs for real
+    # (a served model) instead of idling as an explorer does; 0 for every other container
+    ingress_port: int = 0
 
 
 class StartFailure(Exception):

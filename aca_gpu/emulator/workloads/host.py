@@ -19,7 +19,12 @@ from aca_gpu.emulator import catalog
 from aca_gpu.emulator.workloads.base import ContainerSpec
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.host_gpus import GpuSeats, read_host_gpus, smi_wrapper
-from aca_gpu.emulator.workloads.simulated import is_gpu_tester, replica_folder, sandbox_mounts
+from aca_gpu.emulator.workloads.simulated import (
+    is_gpu_tester,
+    replica_folder,
+    sandbox_mounts,
+    serve_for_real,
+)
 from aca_gpu.emulator.workloads.tester_sim import GRACE_ENV, result_grace_s
 from aca_gpu.resources import template_path
 
@@ -91,6 +96,9 @@ class HostWorkload:
         if seat is not None:
             container.notice = seat.notice(len(self.seats.gpus))
             container.on_stop(lambda: self.seats.give_back(spec.replica))
+        if spec.kind == "app" and spec.ingress_port and (spec.command or spec.args):
+            serve_for_real(container, spec)  # a served model on this host's GPU, behind the ingress
+            return container
         if spec.kind != "job":
             container.idle()
             return container

@@ -110,6 +110,23 @@ def _shim(smi_config: Path) -> str:
     )
 
 
+def serve_for_real(container: SandboxContainer, spec: ContainerSpec, bin_dir: Path | None = None) -> None:
+    """A served app's main process, for real: `python`/`python3` is this interpreter (a stock Python
+    image's), found first in PATH; the process shares this machine's network (no namespace of its
+    own), so two such apps on one target port collide, which the ingress says (docs/emulator.md)."""
+    argv = list(spec.command + spec.args)
+    here = str(Path(sys.executable).parent)
+    front = f"{bin_dir}:{here}" if bin_dir is not None else here
+    container.env["PATH"] = f"{front}:{container.env.get('PATH', BASE_PATH)}"
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    exe = shutil.which(argv[0], path=container.env["PATH"]) if "/" not in argv[0] else argv[0]
+    if exe is None:
+        container.fail_to_run(f'exec: "{argv[0]}": executable file not found in $PATH')
+        return
+    container.run_process([exe, *argv[1:]])
+
+
 class SimulatedWorkload:
     """Implements the `Workload` protocol with emulated GPUs on the host's own userland."""
 
@@ -188,6 +205,10 @@ class SimulatedWorkload:
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them
             container.run_streams(argv, container.env)
+        elif spec.kind == "app" and spec.ingress_port and (spec.command or spec.args):
+            # a served app (external ingress): its command runs for real in the sandbox and listens
+            # on the host's loopback, where the emulator's ingress forwards (emulator/ingress/)
+            serve_for_real(container, spec, bin_dir)
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS

@@ -13,6 +13,7 @@ from typing import Any
 from aca_gpu import naming
 from aca_gpu.models import Cloud, FleetGroup
 from aca_gpu.workflow.base.context import Run, age_seconds, list_runs, run_from_group
+from aca_gpu.workflow.serve.view import served_view
 from aca_gpu.workflow.spend import run_spend
 
 
@@ -41,6 +42,7 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "executions": spend.executions.as_dict(),
         "shards": spend.executions.shards,  # a fan-out's shards: total, queued, starting, ...
         "cost": spend.as_dict(),
+        "served": served_view(cloud, rg, dict(tags)),  # a served app's URL and replicas (serve/view.py)
     }
 
 

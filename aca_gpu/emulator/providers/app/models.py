@@ -433,12 +433,26 @@ def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
             template=rev.template,
             run_id=run_id(ctx, app.rg, app.tags),
             name=name,
+            secrets=job_secrets(app.configuration),  # an app's secretRef env values, as a job's
+            ingress_port=served_port(app),
         )
         if app.placement == "wpfull":
             unplaceable(rev.replicas[name])
     if scale_to_zero:
         cooldown = float((rev.template.get("scale") or {}).get("cooldownPeriod") or 300)
         rev.scale_in_at = ctx.clock.after_seconds(cooldown + 60.0)
+
+
+def served_port(app: App) -> int:
+    """The port an app with external ingress serves on (its container's command runs for real and
+    the emulator's ingress forwards to it: emulator/ingress/); 0 for an app without one."""
+    ingress = (app.configuration or {}).get("ingress") or {}
+    if not isinstance(ingress, dict) or not ingress.get("external"):
+        return 0
+    try:
+        return int(ingress.get("targetPort") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 WORKLOAD_PROFILE_FULL = "WorkLoad Profile Full"

@@ -1,0 +1,302 @@
+"""`acagpu serve`: place (cold, or a warm environment with `--env`) → container app with external
+ingress, an HTTP scale rule and a startup probe → the first answer → URL, phases, price per hour.
+
+A served app is a run: its group carries the run's tags (TTL, owner, run id) plus the app's name,
+so `down --run-id`, `status`, `reap` and the guard treat it like any run. The place comes from the
+engine's runtimes (`AcaRuntime`, `WarmRuntime`: preflight, group, environment, staged images), and
+a failure or Ctrl-C before the app answers tears down what this command made, billing first (the
+app scaled to zero, then the run's group deleted). Once it answers, the app is kept until its TTL
+or `acagpu down --run-id NAME --yes`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aca_gpu.errors import AcaGpuError, BadInput, Interrupted, NotFound, WaitTimedOut
+from aca_gpu.models import AppSpec, Cloud, ContainerDef, RegistryCred
+from aca_gpu.output import Progress
+from aca_gpu.units import duration_text
+from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine.outcome import TeardownResult
+from aca_gpu.workflow.env.warm_runtime import runtime_for
+from aca_gpu.workflow.serve import http
+from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
+from aca_gpu.workflow.serve.phases import cycle_phases
+from aca_gpu.workflow.serve.plan import ServeSpec
+from aca_gpu.workflow.workload.aca import CONTAINER, REGISTRY_SECRET
+
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class ServeOutcome:
+    """What `serve` did: the app, its URL, the first answer and its phases, a measurement."""
+
+    spec: ServeSpec
+    url: str | None = None
+    fqdn: str | None = None
+    resource_group: str | None = None
+    first_answer: dict[str, Any] | None = None
+    measurement: dict[str, Any] | None = None
+    teardown: TeardownResult | None = None
+    error: AcaGpuError | None = None
+    interrupted: bool = False
+    attached: bool = False  # `--run-id NAME --measure N`: an app already served, measured only
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        if self.error is not None:
+            return "failed"
+        return "measured" if self.measurement is not None else "serving"
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return self.error.exit_code if self.error is not None else 0
+
+    def document(self) -> dict[str, Any]:
+        spec = self.spec
+        price = spec.run.price()
+        doc: dict[str, Any] = {
+            "schema": 1,
+            "command": "serve",
+            "status": self.status,
+            "run_id": spec.run_id,
+            "app": spec.app,
+            "resource_group": self.resource_group,
+            "url": self.url,
+            "fqdn": self.fqdn,
+            "settings": spec.settings(),
+            "price": {
+                "usd_per_hour": price.get("usd_per_hour"),
+                "basis": str(price.get("basis", "")).split("; ceiling")[0],
+                "while": "a replica runs; at zero replicas nothing bills",
+            },
+            "first_answer": self.first_answer,
+            "measurement": self.measurement,
+            "plan": spec.as_dict(),
+            "kept": self.status in ("serving", "measured"),
+            "delete": f"acagpu down --run-id {spec.run_id} --yes",
+            "teardown": self.teardown.as_dict() if self.teardown is not None else None,
+            "notes": list(self.notes),
+            "error": self.error.as_dict() if self.error is not None else None,
+            "exit_code": self.exit_code,
+        }
+        return doc
+
+
+def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
+    """The app's ARM spec: the container (a staged copy's name where the environment has one),
+    `-e` values, `--secret-env` values as app secrets that env vars reference, the pull's identity."""
+    from aca_gpu.azure.served import ServedAppSpec
+
+    work = spec.run.workload
+    image = runtime._deployed(work.image) if hasattr(runtime, "_deployed") else work.image
+    registries: tuple[RegistryCred, ...] = (
+        runtime._registries(image) if hasattr(runtime, "_registries") else ()
+    )
+    secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
+    if work.registry is not None:
+        reg = work.registry
+        if reg.identity:
+            registries = (RegistryCred(reg.server, identity=reg.identity),)
+        elif work.registry_password is not None:
+            secrets[REGISTRY_SECRET] = work.registry_password
+            registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
+    container = ContainerDef(
+        name=CONTAINER,
+        image=image,
+        cpu=work.cpu,
+        memory=work.memory,
+        args=work.command,
+        env=dict(work.env),
+        secret_env=dict(work.secrets),
+    )
+    app = AppSpec(
+        resource_group=where.resource_group,
+        name=spec.app,
+        location=where.location,
+        environment_id=where.environment_id,
+        workload_profile_name=where.profile_name,
+        container=container,
+        tags=dict(where.tags),
+        min_replicas=spec.min_replicas,
+        max_replicas=spec.max_replicas,
+    )
+    return ServedAppSpec(
+        app=app,
+        port=spec.port,
+        concurrency=spec.concurrency,
+        cooldown_s=spec.cooldown_s,
+        health_path=spec.health,
+        load_timeout_s=spec.load_timeout_s,
+        secrets=secrets,
+        registries=registries,
+    )
+
+
+def clients_of(cloud: Cloud) -> Any:
+    found = getattr(cloud, "clients", None)
+    if found is None:
+        raise BadInput("serving needs Azure (or the emulator): this cloud has no ARM clients")
+    return found
+
+
+def target_of(spec: ServeSpec, rg: str, url: str, location: str, verify: str | bool) -> Target:
+    return Target(
+        resource_group=rg,
+        app=spec.app,
+        url=url,
+        health=spec.health,
+        cooldown_s=spec.cooldown_s,
+        load_timeout_s=float(spec.run.plan.start_timeout_s + spec.load_timeout_s),
+        usd_per_hour=float(spec.run.price().get("usd_per_hour") or 0.0),
+        location=location,
+        verify=verify,
+    )
+
+
+def first_answer(
+    cloud: Cloud, target: Target, waiter: Waiter, progress: Progress, since: float
+) -> dict[str, Any]:
+    """Wait for the app's first answer (saying what it waits for), with its phases since `since`."""
+    with progress.step("first answer") as step:
+        step.update(
+            f"GET {target.url}{target.health}: waiting for a replica to be placed, pull the image, "
+            f"start and answer (up to {duration_text(target.load_timeout_s)})"
+        )
+        attempts, end = cold_request(target, waiter.cancel.is_set)
+        if waiter.cancel.is_set():
+            raise KeyboardInterrupt
+        last = attempts[-1]
+        if not last.ok:
+            step.status = "fail"
+            raise WaitTimedOut(
+                f"no answer from {target.url}{target.health} within {duration_text(target.load_timeout_s)} "
+                f"(last: {last.status or last.error})",
+                code="NoAnswer",
+                hint="`acagpu logs --run-id ...` and the app's system events say why; "
+                "--load-timeout gives a slow model longer",
+            )
+        first_byte = last.sent + last.first_byte_s if last.first_byte_s is not None else None
+        events = cloud.system_events(target.resource_group, app=target.app, tail=200)
+        doc = cycle_phases(events, target.app, sent=since, first_byte=first_byte, end=end)
+        doc.update(status=last.status, attempts=len(attempts))
+        doc["cut_off_attempts"] = sum(1 for a in attempts if a.status in CUTOFF_STATUSES)
+        step.update(f"{last.status} after {duration_text(doc['end_to_end_s'])} ({len(attempts)} request(s))")
+        return doc
+
+
+def _teardown(
+    cloud: Cloud, runtime: Any, spec: ServeSpec, plan: Any, rg: str, progress: Progress
+) -> TeardownResult:
+    """Billing first: the app scaled to zero (when it exists), then the run's place removed."""
+    try:
+        if cloud.get_app(rg, spec.app) is not None:
+            with progress.step("scale to zero") as step:
+                cloud.scale_app(rg, spec.app, 0, 0)
+                step.update(f"{spec.app}: min and max replicas 0 (billing stopped)")
+    except AcaGpuError as exc:
+        progress.warn(f"could not scale {spec.app} to zero before deleting it: {exc.message}")
+    result: TeardownResult = runtime.remove_place(plan, progress)
+    return result
+
+
+def serve(
+    cloud: Cloud, spec: ServeSpec, progress: Progress, waiter: Waiter, *, verify: str | bool = True
+) -> ServeOutcome:
+    """Deploy, wait for the first answer, measure when asked (module doc)."""
+    from aca_gpu.azure import served
+
+    plan, runtime = runtime_for(cloud, spec.run.plan, waiter)
+    spec = replace(spec, run=replace(spec.run, plan=plan))
+    outcome = ServeOutcome(spec, resource_group=plan.names.resource_group)
+    clients = clients_of(cloud)
+    try:
+        runtime.preflight(plan, progress)
+        runtime.create_place(plan, progress, [])
+        where = runtime._where(plan, plan.pairs[0])
+        outcome.resource_group = where.resource_group
+        since = time.time()
+        with progress.step("container app") as step:
+            step.update(
+                f"{spec.app}: external ingress on port {spec.port}, "
+                f"{spec.min_replicas}-{spec.max_replicas} replicas"
+            )
+            info = served.create_served_app(clients, served_spec(spec, runtime, where))
+            if not info.fqdn:
+                raise NotFound(f"container app {spec.app} has no ingress FQDN", code="NoIngress")
+            outcome.fqdn = info.fqdn
+            outcome.url = served.url_of(clients, info.fqdn)
+            step.update(outcome.url)
+        target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
+        outcome.first_answer = first_answer(cloud, target, waiter, progress, since)
+        if spec.measure:
+            outcome.measurement = measure(
+                cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
+            )
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        waiter.cancel.set()
+        outcome.error = Interrupted(
+            f"interrupted: what this command made is torn down (billing first); if anything is left, "
+            f"acagpu down --run-id {spec.run_id} --yes removes it"
+        )
+        outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+    except AcaGpuError as exc:
+        outcome.error = exc
+        if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
+            waiter.cancel.clear()
+            outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+    return outcome
+
+
+def measure_served(
+    cloud: Cloud, spec: ServeSpec, progress: Progress, waiter: Waiter, *, verify: str | bool = True
+) -> ServeOutcome:
+    """`serve --run-id NAME --measure N`: measure an app already served (nothing is made or deleted)."""
+    from aca_gpu.azure import served
+
+    clients = clients_of(cloud)
+    rg = spec.run.plan.names.resource_group
+    outcome = ServeOutcome(spec, resource_group=rg, attached=True)
+    found = served.read_served(clients, rg, spec.app)
+    if found is None or not found.fqdn:
+        outcome.error = NotFound(
+            f"run {spec.run_id} serves no app ({spec.app} not found in {rg})",
+            code="ResourceNotFound",
+            hint="`acagpu status` lists runs; `acagpu serve IMAGE --run-id ...` serves one",
+        )
+        return outcome
+    outcome.fqdn = found.fqdn
+    outcome.url = served.url_of(clients, found.fqdn)
+    spec = replace(
+        spec, cooldown_s=int(found.cooldown_s or spec.cooldown_s), port=int(found.target_port or spec.port)
+    )
+    outcome.spec = spec
+    location = cloud.get_resource_group(rg)
+    target = target_of(
+        spec, rg, outcome.url, location.location if location else spec.run.plan.location, verify
+    )
+    try:
+        outcome.measurement = measure(
+            cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
+        )
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        outcome.notes.append(f"the app is kept; `acagpu down --run-id {spec.run_id} --yes` deletes it")
+    except AcaGpuError as exc:
+        outcome.error = exc
+    return outcome
+
+
+def answer_once(url: str, verify: str | bool = True) -> http.Answer:
+    """One GET (the Python API's `app.get()`)."""
+    return http.get(url, timeout=60.0, verify=verify)

@@ -1,0 +1,137 @@
+"""`acagpu serve --env lab` of a real stdlib HTTP model stand-in (it loads for a second) against
+the emulator: a real GET at the printed URL answers; `--measure 2` waits for zero replicas each
+cycle and its phases add up to the end-to-end time; `down` leaves nothing and nothing bills."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from click.testing import CliRunner
+
+import acagpu as api
+from aca_gpu.cli import cli
+from aca_gpu.emulator.server import EmulatorServer
+
+IMAGE = "python:3.12-slim"
+SECRET = "tok-3f9a1c"
+STANDIN = """
+import http.server, os, sys, time
+time.sleep(float(sys.argv[2]))  # the model loads
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        secret = len(os.environ.get("MODEL_TOKEN", ""))  # its length only: the value is never printed
+        body = b'{"model": "ready", "token_length": %d}' % secret
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+@pytest.fixture
+def emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    """Scale 0.01: the ingress cut-off is 2.4 wall s, the cooldown of 20 s is 0.2 wall s."""
+    with EmulatorServer(time_scale=0.01, registered=True, workdir=tmp_path / "emu") as server:
+        for key, value in server.client_env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.05")
+        monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
+        yield server
+
+
+def acagpu(*args: str) -> dict[str, Any]:
+    """The command's JSON document (`-o json` before IMAGE: what follows IMAGE is its command)."""
+    where = args.index(IMAGE) if IMAGE in args else len(args)
+    result = CliRunner().invoke(cli, [*args[:where], "-o", "json", *args[where:]])
+    assert result.exit_code == 0, (result.exit_code, result.output, result.stderr)
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow(10)
+def test_serve_answers_measures_and_leaves_nothing(
+    emulator: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = str(free_port())
+    monkeypatch.setenv("MODEL_TOKEN", SECRET)
+    acagpu("env", "create", "lab", "--yes")
+    served = acagpu(
+        "serve", "--env", "lab", "--run-id", "sv1", "--port", port, "--cooldown", "20", "--yes",
+        "--secret-env", "MODEL_TOKEN",
+        IMAGE, "--", "python3", str(script), port, "1",
+    )  # fmt: skip
+    assert served["status"] == "serving" and served["first_answer"]["status"] == 200
+    answer = requests.get(served["url"] + "/", timeout=30)
+    assert answer.status_code == 200 and answer.json() == {"model": "ready", "token_length": len(SECRET)}
+    assert SECRET not in json.dumps(served)
+
+    measured = acagpu("serve", "--run-id", "sv1", "--measure", "2", "--requests", "5")
+    cycles = measured["measurement"]["cycles"]
+    assert [c["status"] for c in cycles] == [200, 200]
+    for cycle in cycles:
+        assert cycle["woke_from_zero"], cycle
+        assert abs(cycle["sum_s"] - cycle["end_to_end_s"]) <= 2.0
+    assert measured["measurement"]["warm"]["ok"] == 5
+
+    runs = {r["run_id"]: r for r in acagpu("status")["runs"]}
+    assert runs["sv1"]["served"]["url"] == served["url"]
+    assert runs["sv1"]["served"]["app"] == "serve-sv1"
+    # the replicas' time so far, from the app's events: three starts (first answer, two cycles)
+    assert runs["sv1"]["served"]["replicas_seen"] >= 3 and runs["sv1"]["served"]["usd_estimate"] > 0
+
+    acagpu("down", "--run-id", "sv1", "--yes")
+    inventory = emulator.inventory()
+    assert not [r for r in inventory["replicas"] if r["owner"] == "serve-sv1"]
+    assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
+
+
+def test_the_python_api_serves_in_a_block_and_deletes_on_exit(
+    emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = free_port()
+    acagpu("env", "create", "lab", "--yes")
+    with api.serve(
+        IMAGE, ["python3", str(script), str(port), "0.2"], env="lab", port=port, cooldown=20, run_id="api1"
+    ) as app:
+        assert app.get("/").status == 200
+        assert requests.get(app.url, timeout=30).json()["model"] == "ready"
+    assert not [a for a in emulator.inventory()["apps"] if a.get("name") == "serve-api1"]
+    assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
+
+
+def test_a_served_app_past_its_ttl_is_reaped(emulator: EmulatorServer, tmp_path: Path) -> None:
+    """A served app is a run: once its TTL has passed, `reap` (as the guard) deletes it, billing first."""
+    import time
+
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = str(free_port())
+    acagpu("env", "create", "lab", "--yes")
+    served = acagpu(
+        "serve", "--env", "lab", "--run-id", "ttl1", "--ttl", "1s", "--port", port, "--yes",
+        IMAGE, "--", "python3", str(script), port, "0.1",
+    )  # fmt: skip
+    assert served["status"] == "serving"
+    time.sleep(1.2)
+    reaped = acagpu("reap", "--yes")
+    assert "rg-acagpu-ttl1" in json.dumps(reaped)
+    assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-ttl1"]
+    assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
