@@ -16,7 +16,7 @@ from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import DEFAULT_MAX_MINUTES, UpRequest, make_test_plan, make_up_plan
 from aca_gpu.workflow.engine.warm_runtime import runtime_for
-from aca_gpu.workflow.spend import ledger
+from aca_gpu.workflow.spend import ledger, record
 
 DEFAULT_TIMEOUT_S = DEFAULT_MAX_MINUTES * 60.0
 DEFAULT_START_TIMEOUT_S = 15 * 60.0
@@ -44,6 +44,7 @@ def run_test(
     )
     outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
     ledger.record(cloud, outcome)
+    record.kept(cloud, outcome)  # the kept run's group carries what it has cost (spend/record.py)
     return outcome
 
 
