@@ -162,7 +162,31 @@ class Attempt:
         if self.running is None:
             return lives.Lifetime(0.0)
         window = lives.arm_window(*self.arm_times)
-        return lives.judged(self.measured_seconds, lost=self.lost, window=window)
+        lost = list(self.lost)
+        if self.stream_clock is not None and self.run_end is not None and not self._times()[1]:
+            lost.append(  # followed, but its stream did not see the exit: the looks' precision only
+                "its log stream did not see its exit (it dropped, or its status could not be read), "
+                "so its end is ARM's whole-second endTime between two looks"
+            )
+        return lives.judged(self.measured_seconds, lost=lost, window=window)
+
+    def _times(self) -> tuple[float | None, float | None]:
+        """(start, end) its followed log stream witnessed and the looks allow; None where not."""
+        if self.stream_clock is None or self.running is None:
+            return None, None
+        seen_end = self.ended or time.monotonic()
+        end = self.run_end if self.run_end is not None else seen_end
+        began, exited = self.stream_clock()
+        start = began if began is not None and self.started <= began <= end else None
+        # a look that saw it still running after the stream closed: that close was no exit
+        late_look = self.seen_running is not None and exited is not None and exited < self.seen_running
+        if (
+            exited is None
+            or late_look
+            or not (self.running if start is None else start) <= exited <= seen_end
+        ):
+            exited = None
+        return start, exited
 
     @property
     def measured_seconds(self) -> float:
@@ -175,18 +199,11 @@ class Attempt:
         what the looks allow is not taken."""
         if self.running is None:
             return 0.0
-        start = self.running
         seen_end = self.ended or time.monotonic()
         end = self.run_end if self.run_end is not None else seen_end
-        if self.stream_clock is not None:
-            began, exited = self.stream_clock()
-            if began is not None and self.started <= began <= end:
-                start = began
-            # a look that saw it still running after the stream closed: that close was no exit
-            late_look = self.seen_running is not None and exited is not None and exited < self.seen_running
-            if exited is not None and start <= exited <= seen_end and not late_look:
-                end = exited
-        return max(RAN_AT_LEAST_S, end - start)  # it ran: never 0
+        began, exited = self._times()
+        start = began if began is not None else self.running
+        return max(RAN_AT_LEAST_S, (exited if exited is not None else end) - start)  # it ran: never 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
