@@ -77,6 +77,8 @@ def main() -> None:
                 diff = 100 * (figure - billed) / billed if billed else float("nan")
                 print(f"{name:9} {kind:6} {figure:7.3f} {billed:7.3f} {diff:+6.0f}  "
                       f"{cost.get('gpu_seconds_quality', '(not said)')}", flush=True)  # fmt: skip
+                for note in cost.get("gpu_seconds_notes") or []:
+                    print(f"    {note}")
 
 
 if __name__ == "__main__":
