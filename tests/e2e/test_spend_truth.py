@@ -102,6 +102,8 @@ def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
             args += ["--image", IMAGE, "--gpu", "t4"]
         doc = _json(shell, *args)
         figures[doc["run_id"]] = float(doc["cost"]["gpu_seconds"])
+        # issue 36 item 8: `phases."nvidia-smi"` was negative in 3 of 6 `up -o json` at this polling
+        assert all(v is None or v >= 0 for v in doc["phases"].values()), (command, doc["phases"])
     billed = {rid: _billed_wall_gpu_seconds(emu, rid) for rid in figures}
     for rid, measured in figures.items():
         assert billed[rid] > 0.2, (rid, billed)
@@ -297,19 +299,16 @@ def _three_figures(emu: dict[str, str], shell: dict[str, str], docs: list[dict[s
             rid, estimate, billed)  # fmt: skip
 
 
-@pytest.mark.slow(20)
+@pytest.mark.slow(12)
 def test_acagpu_the_ledger_and_cost_management_bill_one_clock(served: Served) -> None:
     """Item F: for one `up --env` acagpu said 1.06 GPU-seconds, Cost Management ≈ 1 GPU-s and the
     ledger 51.35 (emulated seconds), and sandboxed `sh -c` shards were billed scaled. Every figure
     is now wall seconds (the clock of ARM's timestamps): the three agree, for simulated containers
-    (up) and real processes (shards), within one look per container. At the default polling, `up`'s
-    phases are never negative (item 8: `phases."nvidia-smi"` was, in 3 of 6 runs)."""
+    (up) and real processes (shards), within one look per container."""
     emu, home = served
-    shell = _shell(emu, home)
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.2")  # the figures come from the streams
     up = _json(shell, "up", "--env", "lab", "--run-id", "one1", "--yes")
-    assert all(v is None or v >= 0 for v in up["phases"].values()), up["phases"]
-    fast = shell | {"ACAGPU_POLLING_INTERVAL": "0.2"}  # the shards' figures come from their streams
-    ran = _run(fast, "run", "-o", "json", "--env", "lab", "--yes", "--run-id", "one2", "--shards", "2",
+    ran = _run(shell, "run", "-o", "json", "--env", "lab", "--yes", "--run-id", "one2", "--shards", "2",
                IMAGE, "--", "sh", "-c", "sleep 1")  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
     rows = [r for r in _billing(emu)["replicas"] if r["run_id"] == "one2"]
