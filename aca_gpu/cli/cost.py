@@ -37,7 +37,7 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
                 print(f"subscription {subscription}", file=stream)
             print(_cost_table(group, stream), file=stream)
         for note, named in _notes(runs):  # one sentence once, with the runs it is about
-            print(f"{', '.join(named)}: {note}", file=stream)
+            print(f"{_named(named, len(runs))}: {note}", file=stream)
         tables = _tables(runs)
         if tables:
             print(f"estimate: acagpu's list-price estimate at each run's end ({tables})", file=stream)
@@ -72,6 +72,19 @@ def _notes(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         if r["note"]:
             found.setdefault(r["note"], []).append(r["run_id"])
     return list(found.items())
+
+
+NAMED_MAX = 4  # run ids a footnote spells out before it counts the rest
+
+
+def _named(run_ids: list[str], shown: int) -> str:
+    """Which runs a footnote is about, in a few words: `every run above (49)` or `a, b, c and 46
+    more` (a footnote once listed 49 run ids on one line); `-o json` has each run's own note."""
+    if len(run_ids) > 1 and len(run_ids) == shown:
+        return f"every run above ({shown})"
+    if len(run_ids) <= NAMED_MAX:
+        return ", ".join(run_ids)
+    return f"{', '.join(run_ids[: NAMED_MAX - 1])} and {len(run_ids) - NAMED_MAX + 1} more"
 
 
 def _tables(runs: list[dict[str, Any]]) -> str:

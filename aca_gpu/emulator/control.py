@@ -70,14 +70,27 @@ def inventory(ctx: Ctx) -> dict[str, Any]:
     return doc
 
 
+# the one clock every money figure is on (docs/emulator.md "Costs and clocks")
+BILLING_CLOCK = (
+    "wall seconds: the clock of ARM's timestamps, of Cost Management and of any client's own "
+    "measure; a simulated replica's `emulated_seconds` (wall / time scale) is what its life stands "
+    "for on Azure's one-speed clock, never billed; a real process (a `sh -c` line, a Podman "
+    "container, the host's GPU work) lives in real seconds, so its two figures are equal"
+)
+
+
 def billing(ctx: Ctx) -> dict[str, Any]:
+    """Each replica's billed life and GPU-seconds, on the one clock Cost Management prices
+    (wall seconds), so the ledger, the bill and acagpu's own figure are the same number; the
+    emulated seconds a simulated life stands for are beside it, labelled, for a reader who wants
+    Azure-sized figures."""
     now = ctx.clock.now()
     rows: list[dict[str, Any]] = []
     runs: dict[str, dict[str, Any]] = {}
     for rec in ctx.state.billing:
         wall = (rec.ended_wall if rec.ended_wall is not None else now) - rec.started_wall
-        seconds = wall if rec.real_time else ctx.clock.emulated(wall)
-        gpu_seconds = round(seconds * rec.gpus, 3)
+        emulated = wall if rec.real_time else ctx.clock.emulated(wall)
+        gpu_seconds = round(wall * rec.gpus, 3)
         rows.append(
             {
                 "run_id": rec.run_id,
@@ -88,17 +101,24 @@ def billing(ctx: Ctx) -> dict[str, Any]:
                 "profile_type": rec.profile_type,
                 "location": rec.location,
                 "gpus": rec.gpus,
+                "lived": "real process" if rec.real_time else "simulated (scaled clock)",
                 "wall_seconds": round(wall, 4),
-                "seconds": round(seconds, 3),
+                "seconds": round(wall, 3),
                 "gpu_seconds": gpu_seconds,
+                "emulated_seconds": round(emulated, 3),
+                "emulated_gpu_seconds": round(emulated * rec.gpus, 3),
                 "running": rec.ended_wall is None,
             }
         )
-        run = runs.setdefault(rec.run_id or "-", {"gpu_seconds": 0.0, "replicas": 0})
+        run = runs.setdefault(
+            rec.run_id or "-", {"gpu_seconds": 0.0, "emulated_gpu_seconds": 0.0, "replicas": 0}
+        )
         run["gpu_seconds"] = round(run["gpu_seconds"] + gpu_seconds, 3)
+        run["emulated_gpu_seconds"] = round(run["emulated_gpu_seconds"] + emulated * rec.gpus, 3)
         run["replicas"] += 1
     return {
         "time_scale": ctx.clock.scale,
+        "clock": BILLING_CLOCK,
         "replicas": rows,
         "runs": runs,
         "total_gpu_seconds": round(sum(r["gpu_seconds"] for r in rows), 3),

@@ -424,7 +424,11 @@ class Runtime:
 
     def _advance_execution(self, job: Job, ex: Execution) -> None:
         reps = list(ex.replicas.values())
-        if ex.deadline is not None and self.clock.now() >= ex.deadline:
+        # a replica that runs a real process lives in real seconds: its timeout is real minutes
+        # too (a scaled one stopped a `sh -c 'sleep 100'` under `--max-minutes 3` after 1.8 s)
+        real = bool(reps) and all(r.billing is not None and r.billing.real_time for r in reps)
+        deadline = ex.real_deadline if real and ex.real_deadline is not None else ex.deadline
+        if deadline is not None and self.clock.now() >= deadline:
             self.finish_execution(
                 job,
                 ex,

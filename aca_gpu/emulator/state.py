@@ -197,6 +197,9 @@ class Execution:
     codes: dict[str, int | None] = field(default_factory=dict)
     attempts: int = 0
     deadline: float | None = None
+    # the same replica timeout in real seconds: a replica whose containers run real processes (a
+    # `sh -c` line, Podman) keeps real minutes, as `--max-minutes` promises it
+    real_deadline: float | None = None
     reason: str | None = None
     message: str | None = None
     linger_until: float | None = None  # monotonic time the ended replica is cleaned up

@@ -386,7 +386,9 @@ def _sweep_subscription(
             continue
         if tags.get(TAG_KIND) != KIND_ENV:  # a run: priced as acagpu prices it, before it goes
             try:
-                fact["replica_seconds"] = round(replica_seconds(arm, sub, name, _age(tags, now), now), 1)
+                fact["replica_seconds"] = round(
+                    replica_seconds(arm, sub, name, _age(tags, now), now, tags), 1
+                )
             except ArmFailure:
                 fact["replica_seconds"] = None  # unknown, never a confident $0.00
         if dry_run:
@@ -434,21 +436,47 @@ def execution_seconds(start_time: Any, end_time: Any, now: datetime) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
-def replica_seconds(arm: Arm, sub: str, group: str, age: int | None, now: datetime) -> float:
-    """What `acagpu status` counts for a group: every job execution's life, and the group's age for
-    an app that is not stopped (an upper bound, as acagpu's); read before the group's apps go."""
+TAG_SPENT = "acagpu:spent-gpu-seconds"
+TAG_SPENT_AT = "acagpu:spent-at"
+
+
+def recorded(tags: dict[str, str]) -> tuple[float, datetime] | None:
+    """What a kept run's group records of its spend (acagpu's workflow/spend/record.recorded; kept
+    equal by tests/unit/test_guard_rules.py): (GPU-seconds measured, when), else None."""
+    lowered = {str(k).lower(): str(v) for k, v in tags.items()}
+    at = parse_iso_utc(lowered.get(TAG_SPENT_AT, ""))
+    try:
+        seconds = float(lowered.get(TAG_SPENT, ""))
+    except ValueError:
+        return None
+    return None if at is None or seconds < 0 else (seconds, at)
+
+
+def replica_seconds(
+    arm: Arm, sub: str, group: str, age: int | None, now: datetime, tags: dict[str, str] | None = None
+) -> float:
+    """What `acagpu status` counts for a group: what the group records of a kept run, then every job
+    execution's life that began after that record, and the time since the record (else the group's
+    age) for an app that is not stopped (an upper bound, as acagpu's); read before the apps go."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
-    seconds = 0.0
+    kept = recorded(tags or {})
+    since = kept[1] if kept else None
+    span = float(age or 0)
+    if since is not None:
+        span = min(span, max(0.0, (now - since).total_seconds()))
+    seconds = kept[0] if kept else 0.0
     for app in arm.pages(f"{base}/containerApps", APP_API):
         props = app.get("properties") or {}
         scale = (props.get("template") or {}).get("scale") or {}
         if str(props.get("runningStatus") or "").lower() != "stopped" and scale.get("maxReplicas"):
-            seconds += float(age or 0)
+            seconds += span
     for job in arm.pages(f"{base}/jobs", APP_API):
         path = f"{base}/jobs/{urllib.parse.quote(str(job['name']))}/executions"
         for item in arm.pages(path, APP_API):
             props = item.get("properties") or {}
-            seconds += execution_seconds(props.get("startTime"), props.get("endTime"), now)
+            start = parse_iso_utc(str(props.get("startTime") or ""))
+            if since is None or start is None or start > since:  # as acagpu's so_far._after
+                seconds += execution_seconds(props.get("startTime"), props.get("endTime"), now)
     return seconds
 
 

@@ -49,3 +49,36 @@ def test_status_and_reap_show_one_figure_for_a_kept_run(
     assert run["cost"]["prices"] == reaped["prices"] == label
     text = CliRunner().invoke(cli, ["reap"])
     assert f"({label})" in text.stdout, text.stdout
+
+
+def test_a_kept_runs_up_status_reap_and_cost_say_one_figure_before_and_after_a_wake(
+    emu: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 36 item 11: one kept run read $0.0011 (up), $0.0018+ (status), $0.0026 (the guard)
+    and $0.0039 (cost). Its group now records what acagpu measured (`spend/record.py`), read by
+    `status`, `reap` and the guard alike (tests/unit/test_guard_rules.py), and `cost` sums the same
+    lives from the ledger: one figure, also after an `smi` wake adds the explorer's later life."""
+    monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path))
+    up = _json("up", "--gpu", "t4", "--keep", "--ttl", "1s", "--run-id", "one11", "--yes")
+    assert up["teardown"]["status"] == "kept"
+    measured, usd = float(up["cost"]["gpu_seconds"]), round(float(up["cost"]["usd_estimate"]), 4)
+
+    def figures() -> tuple[float, float | None, float | None, float | None]:
+        (run,) = [r for r in _json("status")["runs"] if r["run_id"] == "one11"]
+        (item,) = [i for i in _json("reap")["items"] if i["run_id"] == "one11"]
+        (row,) = _json("cost", "--run-id", "one11")["runs"]
+        assert run["cost"]["uncounted"] is None, run["cost"]  # nothing left out: the group records it
+        estimate = None if row["estimate_usd"] is None else round(row["estimate_usd"], 4)
+        return (
+            float(run["cost"]["gpu_seconds"]),
+            run["cost"]["usd_estimate"],
+            item["spend_usd_estimate"],
+            estimate,
+        )
+
+    seconds, shown, reaped, estimated = figures()
+    assert abs(seconds - measured) <= 0.05 and shown == reaped == estimated == usd, (figures(), up["cost"])
+    smi = CliRunner().invoke(cli, ["smi", "--run-id", "one11", "-o", "json"])
+    assert smi.exit_code == 0, smi.stderr
+    seconds, shown, reaped, estimated = figures()
+    assert seconds > measured and shown == reaped == estimated, figures()  # the wake is in all three

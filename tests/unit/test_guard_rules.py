@@ -148,3 +148,22 @@ def test_script_writes_money_like_acagpu() -> None:
 
     for usd in (0.0, 0.000008, 0.00004999, 0.00005, -0.00001, 0.0022, 0.0099, 0.01, 0.026, 3.77, 12.4):
         assert SCRIPT.usd_text(usd) == usd_text(usd)
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        {},
+        {"acagpu:spent-gpu-seconds": "12.5", "acagpu:spent-at": "2026-11-23T11:00:00Z"},
+        {"ACAGPU:Spent-GPU-Seconds": "3", "acagpu:spent-at": "2026-11-23T11:00:00+00:00"},
+        {"acagpu:spent-gpu-seconds": "x", "acagpu:spent-at": "2026-11-23T11:00:00Z"},
+        {"acagpu:spent-gpu-seconds": "-1", "acagpu:spent-at": "2026-11-23T11:00:00Z"},
+        {"acagpu:spent-gpu-seconds": "1"},
+    ],
+)
+def test_the_guard_reads_a_kept_runs_recorded_spend_as_acagpu_does(tags: dict[str, str]) -> None:
+    """Item 11: the guard's post is the kept run's one figure: the group's record, read alike."""
+    from aca_gpu.workflow.spend import record
+
+    assert SCRIPT.recorded(tags) == record.recorded(tags)
+    assert (SCRIPT.TAG_SPENT, SCRIPT.TAG_SPENT_AT) == (record.TAG_SPENT, record.TAG_SPENT_AT)

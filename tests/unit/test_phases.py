@@ -268,3 +268,16 @@ def test_a_pull_says_how_the_image_arrived_and_the_driver_event_is_read() -> Non
     assert said["gpu_driver"] == {"driver": "580.159.04", "source": "GpuDriverInfo event"}
     silent = phases_of([{**base, "Reason": "AssigningReplica"}], "j")
     assert silent["gpu_driver"] == {"driver": None, "source": "no GpuDriverInfo event"}
+
+
+def test_the_probes_phases_are_never_negative_when_its_stream_saw_the_end_first() -> None:
+    """Issue 36 item 8: `up -o json` gave a negative `phases."nvidia-smi"` in 3 of 6 runs: the
+    follower saw the short probe end (10 s) before the look that waits for its start returned
+    (12 s), and nvidia-smi's phase was taken from that look to the end."""
+    from aca_gpu.workflow.engine.executions import ExecutionRun
+    from aca_gpu.workflow.engine.probe_job import probe_phases
+
+    unseen = ExecutionRun("e1", started=5.0, ended=10.0)
+    assert probe_phases(unseen, requested=5.0, looked=12.0) == (5.0, 0.0)  # started by the end at most
+    streamed = ExecutionRun("e2", started=5.0, running=8.5, ended=10.0)
+    assert probe_phases(streamed, requested=5.0, looked=12.0) == (3.5, 1.5)  # the stream saw it start

@@ -168,3 +168,19 @@ def test_an_execution_never_seen_running_without_a_line_bills_nothing() -> None:
     assert 0 < unseen.seconds < 0.01
     printed = ExecutionRun("e3", started=0.0, first_line=8.0, ended=20.0)
     assert printed.seconds == 12.0
+
+
+def test_the_cost_footnotes_name_a_few_runs_and_count_the_rest() -> None:
+    """Item 11: `cost`'s footer listed all 49 run ids of one note on one line."""
+    run = {"run_id": "r0", "ended_at": None, "estimate_usd": None, "billed_usd": None, "difference_usd": None,
+           "status": "too-recent", "note": "no bill yet", "prices": None}  # fmt: skip
+    many = [{**run, "run_id": f"r{i}"} for i in range(49)]
+    out = io.StringIO()
+    render_cost({"since": "x", "data_delay": "lags", "runs": many}, out)
+    (line,) = [ln for ln in out.getvalue().splitlines() if ln.endswith(": no bill yet")]
+    assert line == "every run above (49): no bill yet", line
+    other = [{**r, "note": "billed"} if i % 2 else r for i, r in enumerate(many)]
+    out = io.StringIO()
+    render_cost({"since": "x", "data_delay": "lags", "runs": other}, out)
+    (line,) = [ln for ln in out.getvalue().splitlines() if ln.endswith(": no bill yet")]
+    assert line == "r0, r2, r4 and 22 more: no bill yet", line

@@ -138,6 +138,7 @@ class SandboxContainer:
         )
         with self._lock:
             self._main = proc
+            self.real_process = True  # a shell line or a Podman container lives in real seconds
 
         def pump(pipe: Any, stream: str) -> None:
             for raw in iter(pipe.readline, b""):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -27,6 +27,7 @@ from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.phases import phases_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
@@ -266,7 +267,7 @@ class AcaRuntime:
             driver_check=self._driver_check(plan, pair, job),
         )
         self._release(where.resource_group, job)
-        result = replace(result, platform=self._phases(where, job))
+        result = replace(result, platform=self._phases(where, job, runs[-1:]))
         if result.driver_version and not result.failed:
             drivers.remember_driver(pair.profile.type, plan.location, result.driver_version)
         return result
@@ -300,16 +301,22 @@ class AcaRuntime:
             return False
         return plan.keep or self.cloud.get_app(plan.names.resource_group, pair.explorer) is not None
 
-    def _phases(self, where: Where, job: str) -> dict[str, Any]:
+    def _phases(self, where: Where, job: str, runs: Sequence[executions.ExecutionRun] = ()) -> dict[str, Any]:
         """Scheduling, pull (size, MB/s) and start of the job's replica, from the environment's
-        system events; empty when they cannot be read (a report, never a failure)."""
+        system events; empty when they cannot be read (a report, never a failure). The container's
+        run by those events is also handed to `runs` (the job's last execution): it stands in for a
+        GPU-seconds figure whose own evidence a fault took (`engine/lifetime.py`)."""
         try:
             events = self.cloud.system_events(
                 where.environment_group, environment=where.environment, tail=200
             )
         except AcaGpuError:
             return {}
-        return phases_of(events, job)
+        found = phases_of(events, job)
+        run_s = found.get("run_s")
+        for run in runs:
+            run.platform_run_s = float(run_s) if isinstance(run_s, int | float) else None
+        return found
 
     def _release(self, resource_group: str, job: str) -> None:
         """Billing ends with the answer: the job goes now (its execution with it), not when the last
@@ -414,7 +421,9 @@ class AcaRuntime:
             self._release(rg, pair.tester)
         if where is None:  # `acagpu test` on a kept run: its environment was not read
             return outcome
-        return replace(outcome, platform=self._phases(where, pair.tester))
+        with self._lock:
+            runs = list(self._tester_jobs.get(pair.tester, [])[-1:])
+        return replace(outcome, platform=self._phases(where, pair.tester, runs))
 
     # -- the end ------------------------------------------------------------------------------
     def _explorers_stopped(self) -> None:
@@ -482,3 +491,9 @@ class AcaRuntime:
             testers = sum(run.seconds for run in self._testers)
             probes = sum(run.seconds for runs in self._probes.values() for run in runs)
         return explorers + testers + probes
+
+    def gpu_lives(self) -> list[tuple[str, Lifetime]]:
+        """Each execution's figure and how it was known, for the document's `gpu_seconds_quality`."""
+        with self._lock:
+            runs = [*self._testers, *(run for runs in self._probes.values() for run in runs)]
+        return [(run.execution, run.lifetime) for run in runs]

@@ -169,6 +169,8 @@ class Engine:
                 self._close_attempt()
         capacity.with_hints(self.base, [outcome.error, *(p.error for p in outcome.pairs)])
         outcome.gpu_seconds = self.runtime.gpu_seconds()
+        lives_of = getattr(self.runtime, "gpu_lives", None)  # the clouds' runtimes say how each was known
+        outcome.gpu_lives = list(lives_of()) if callable(lives_of) else []
         self._mark("time_to_prompt_s")
         return outcome
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from aca_gpu.errors import AcaGpuError, NotFound, WaitTimedOut
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, MarkedStart
 from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine import lifetime as lives
 from aca_gpu.workflow.engine.replicas import event_reasons_of
 
 LOG_RECONNECTS = 20
@@ -56,9 +57,43 @@ class ExecutionRun:
     attached_late: bool = False  # its log stream came after its container started: `running` is late
     token: str | None = None  # its ATTEMPT_TOKEN (None: started with its job's own template)
     extras: tuple[str, ...] = ()  # other executions its start made (stopped): `MarkedStart.extras`
+    drops: int = 0  # how often its followed log stream failed (an end seen after a drop is late)
+    status_misses: int = 0  # reads of its status that failed (its end was seen that much later)
+    platform_run_s: float | None = None  # its container's life by the platform's events, if read
+    exit_by_close: bool = False  # its end is the close of the stream that brought its last lines
 
     @property
     def seconds(self) -> float:
+        """The billed figure: the measured lifetime, bounded by the platform (`lifetime`)."""
+        return self.lifetime.seconds
+
+    @property
+    def lifetime(self) -> lives.Lifetime:
+        """`measured_seconds` judged: bounded by the execution's own start and end times, and,
+        when faults cost the client its evidence (a stream dropped, status reads failed, a start
+        no look or stream saw), the platform's events instead, or an estimate that says so."""
+        measured = self.measured_seconds
+        finished = self.info is not None and self.info.finished
+        if self.never_ran or not finished or self.info is None:
+            return lives.Lifetime(measured)
+        window = lives.arm_window(self.info.start_time, self.info.end_time)
+        lost = []
+        unseen = self.running is None and self.first_line is None and self.exit_code is not None
+        if unseen:
+            lost.append("its container's start was not seen (no look or stream saw it running)")
+            if self.platform_run_s is None and window is not None:
+                measured = window  # the only bound known: an upper one, said so
+                lost[-1] += ", so the execution's start-to-end by ARM is taken, an upper bound"
+        if self.attached_late and not unseen:
+            lost.append("its log stream attached after its container started, so its start was seen late")
+        if self.drops and not self.exit_by_close:
+            lost.append(f"its log stream dropped {self.drops} time(s), so its end was seen late")
+        if self.status_misses and not self.exit_by_close:
+            lost.append(f"{self.status_misses} read(s) of its status failed, so its end was seen late")
+        return lives.judged(measured, lost=lost, window=window, events_s=self.platform_run_s)
+
+    @property
+    def measured_seconds(self) -> float:
         """Measured replica lifetime: from its container seen running (else its first line) to its
         end when the execution had finished, else to the delete by teardown (a tester lingers,
         billed, after its result line), else to now. An execution never seen running that printed
@@ -284,12 +319,14 @@ def follow(
             raise WaitTimedOut("; ".join([exc.message, *why]), code=exc.code) from exc
         except AcaGpuError as exc:  # a dropped or refused stream: reconnect, bounded
             failures += 1
+            run.drops += 1
             run.lost = exc.message
             if failures > LOG_RECONNECTS:
                 break
         if run.stopped_by is not None:
             break
         run.info = get(cloud, resource_group, job, run.execution)
+        run.status_misses += run.info is None
         if run.info is not None and run.info.finished:
             try:  # one last plain read, in case the stream dropped just before the end
                 _read(
@@ -319,7 +356,9 @@ def final_status(
     deadline = time.monotonic() + FINAL_STATUS_WAIT_S
     info = run.info
     while True:
-        info = get(cloud, resource_group, job, run.execution) or info
+        read = get(cloud, resource_group, job, run.execution)
+        run.status_misses += read is None
+        info = read or info
         if info is not None and info.finished:
             return info
         if time.monotonic() >= deadline or waiter.cancel.is_set():

@@ -24,7 +24,9 @@ from aca_gpu.gpu.cuda_compat import CompatVerdict
 from aca_gpu.gpu.nvidia_smi_health import HealthReport
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow.base import checks
+from aca_gpu.workflow.engine import lifetime
 from aca_gpu.workflow.engine.failover import Attempt
+from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.plan import Pair, Plan, resource_names
 
 if TYPE_CHECKING:
@@ -327,6 +329,8 @@ class RunOutcome:
     error: AcaGpuError | None = None  # what stopped the run itself (preflight, place, teardown)
     interrupted: bool = False
     gpu_seconds: float = 0.0
+    # (execution, its figure and how it was known): `gpu_seconds_quality` (engine/lifetime.py)
+    gpu_lives: list[tuple[str, Lifetime]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)  # one per region tried (failover.py)
 
     @property
@@ -376,9 +380,10 @@ class RunOutcome:
 
     def cost(self) -> dict[str, Any]:
         first = self.plan.pairs[0]
-        return checks.cost_estimate(
+        found = checks.cost_estimate(
             first.profile, self.gpu_seconds, self.plan.location, label="measured replica lifetimes"
         )
+        return {**found, **lifetime.summary(self.gpu_lives)}
 
     def document(self) -> dict[str, Any]:
         """The JSON envelope shared by up, validate, test and local."""

@@ -8,7 +8,7 @@ that never completes is an infrastructure error that says so, never a GPU verdic
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -231,10 +231,13 @@ def awake_explorer(
     *,
     timeout: float = WAKE_TIMEOUT_S,
     progress: Progress | None = None,
+    on_asleep: Callable[[float], None] | None = None,
 ) -> Iterator[None]:
     """A kept run's explorer is stopped between uses: start it for one command, then stop it again.
 
-    The wake takes minutes on Azure, so it is a progress step: the user sees what is awaited."""
+    The wake takes minutes on Azure, so it is a progress step: the user sees what is awaited. Once
+    stopped again, `on_asleep` gets the wake's measured life (its replica seen running to the stop
+    accepted): ARM keeps no record of a stopped app's replicas, so the caller keeps it."""
     rg, app = run.resource_group, run.names.explorer
     info = cloud.get_app(rg, app)
     if info is None:
@@ -242,19 +245,25 @@ def awake_explorer(
     asleep = (info.running_status or "").lower() == STOPPED.lower() or not info.max_replicas
     # awake, the replica is normally there at once; a wait for it still says so once it lasts
     step = (progress or NullProgress()).step(WAKE_STEP if asleep else "explorer replica")
+    began: float | None = None  # its replica seen running: the wake bills from there
     try:
         with step:
             if asleep and not info.max_replicas:  # put to sleep by an older acagpu, at zero replicas
                 cloud.scale_app(rg, app, 1, 1)
             elif asleep:
                 cloud.start_app(rg, app)
-            wait_started(cloud, rg, app, waiter, timeout=timeout)
+            asked = time.monotonic()
+            seen_at: list[float] = []
+            wait_started(cloud, rg, app, waiter, timeout=timeout, seen_at=seen_at)
+            began = seen_at[0] if seen_at else asked
         yield
     finally:
         if asleep:
             try:
                 with (progress or NullProgress()).step("stop explorer"):
                     cloud.stop_app(rg, app)
+                if on_asleep is not None and began is not None:
+                    on_asleep(time.monotonic() - began)
             except AcaGpuError as exc:
                 raise InfraError(
                     f"could not stop the explorer {app} again: {exc.message}",
@@ -269,9 +278,10 @@ def explorer_smi(
     *,
     start_timeout: float = WAKE_TIMEOUT_S,
     progress: Progress | None = None,
+    on_asleep: Callable[[float], None] | None = None,
 ) -> tuple[NvidiaSmi, ExecResult]:
     """`acagpu smi` live: nvidia-smi in the run's explorer, parsed, with the raw session result."""
-    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress):
+    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress, on_asleep=on_asleep):
         table = run_exec(cloud, run.resource_group, run.names.explorer, ["nvidia-smi"], waiter)
     return nvidia_smi.parse(table.output), table
 
@@ -285,13 +295,14 @@ def exec_command(
     timeout: float,
     start_timeout: float = WAKE_TIMEOUT_S,
     progress: Progress | None = None,
+    on_asleep: Callable[[float], None] | None = None,
 ) -> tuple[ExecResult, float]:
     """`acagpu exec`: the result and the seconds its session took (the wake not counted), so the
     caller can tell a command cut at --timeout from a session lost on the way.
 
     Only a failed connection is retried: a session that dropped mid-command may already have run it.
     """
-    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress):
+    with awake_explorer(cloud, run, waiter, timeout=start_timeout, progress=progress, on_asleep=on_asleep):
         started = time.monotonic()
         result = run_exec(
             cloud,

@@ -40,6 +40,7 @@ from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud
 from aca_gpu.naming import parse_iso_utc
 from aca_gpu.workflow.base.threads import spawn
+from aca_gpu.workflow.engine import lifetime as lives
 from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S, ExecutionRun, stopper
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 
@@ -49,6 +50,7 @@ PULLING = ("PullingImage", "Creating", "ContainerCreating", "Starting")  # place
 IMAGE_WAIT = ("ImagePullBackOff", "ErrImagePull", "Waiting")  # a pull that failed, waiting to retry
 LOST_AFTER_S = 30.0  # an execution missing from the listing this long after its start is lost
 START_SETTLE_S = 5.0  # after Ctrl-C, how long starts in flight may take to name their execution
+SLOW_LOOK_S = 1.0  # a listing answered later than this hides when, in its wait, a start or end came
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class Observation:
     exit_code: int | None = None
     reason: str | None = None
     end_time: str | None = None  # the execution's own endTime (ARM's clock, whole seconds)
+    start_time: str | None = None  # and its startTime: with endTime, the bound on its replica's life
 
 
 class Backend(Protocol):
@@ -143,6 +146,9 @@ class Attempt:
     # (start, end) of its container as its log stream saw them (the service accepting the stream,
     # and closing it at the exit), when the backend follows it: the same lifetime a single run has
     stream_clock: Callable[[], tuple[float | None, float | None]] | None = field(default=None, repr=False)
+    troubled: int = 0  # listings that failed or answered slowly since a look last saw it steady
+    lost: list[str] = field(default_factory=list)  # what faults cost its measure (engine/lifetime.py)
+    arm_times: tuple[str | None, str | None] = (None, None)  # its execution's (startTime, endTime)
 
     @property
     def seconds(self) -> float:
@@ -150,6 +156,45 @@ class Attempt:
 
     @property
     def gpu_seconds(self) -> float:
+        """The billed figure: the measured life, bounded by the platform (`lifetime`)."""
+        return self.lifetime.seconds
+
+    @property
+    def lifetime(self) -> lives.Lifetime:
+        """`measured_seconds` judged (`engine/lifetime.py`): within its execution's own start and
+        end times, and said to be an estimate where listings failed or came slowly around its
+        start or end and its log stream could not stand in."""
+        if self.running is None:
+            return lives.Lifetime(0.0)
+        window = lives.arm_window(*self.arm_times)
+        lost = list(self.lost)
+        if self.stream_clock is not None and self.run_end is not None and not self._times()[1]:
+            lost.append(  # followed, but its stream did not see the exit: the looks' precision only
+                "its log stream did not see its exit (it dropped, or its status could not be read), "
+                "so its end is ARM's whole-second endTime between two looks"
+            )
+        return lives.judged(self.measured_seconds, lost=lost, window=window)
+
+    def _times(self) -> tuple[float | None, float | None]:
+        """(start, end) its followed log stream witnessed and the looks allow; None where not."""
+        if self.stream_clock is None or self.running is None:
+            return None, None
+        seen_end = self.ended or time.monotonic()
+        end = self.run_end if self.run_end is not None else seen_end
+        began, exited = self.stream_clock()
+        start = began if began is not None and self.started <= began <= end else None
+        # a look that saw it still running after the stream closed: that close was no exit
+        late_look = self.seen_running is not None and exited is not None and exited < self.seen_running
+        if (
+            exited is None
+            or late_look
+            or not (self.running if start is None else start) <= exited <= seen_end
+        ):
+            exited = None
+        return start, exited
+
+    @property
+    def measured_seconds(self) -> float:
         """The container's life, not the looks: the client lists once a tick, so "first seen
         running" to "first seen ended" rounds every attempt up or down to whole ticks (a 2 s shard
         at 2 s ticks read 4 s). The start is the middle of the two looks around it and the end the
@@ -159,16 +204,11 @@ class Attempt:
         what the looks allow is not taken."""
         if self.running is None:
             return 0.0
-        start = self.running
         seen_end = self.ended or time.monotonic()
         end = self.run_end if self.run_end is not None else seen_end
-        if self.stream_clock is not None:
-            began, exited = self.stream_clock()
-            if began is not None and self.started <= began <= end:
-                start = began
-            if exited is not None and start <= exited <= seen_end:
-                end = exited
-        return max(RAN_AT_LEAST_S, end - start)  # it ran: never 0
+        began, exited = self._times()
+        start = began if began is not None else self.running
+        return max(RAN_AT_LEAST_S, (exited if exited is not None else end) - start)  # it ran: never 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -401,11 +441,14 @@ class TaskRunner:
             seen = self.backend.observe({a.token for _, a in live} | set(self.orphans))
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
+            for _, attempt in live:  # a start or end in this gap is known only to the next look
+                attempt.troubled += 1
             return
         # what a look lists is the place somewhere between its question (`asked`) and its answer
         # (`now`): a listing of pages can take seconds under load. So a start or end lies after
         # the question of the look before it and before the answer of the look after it.
         now = time.monotonic()
+        slow = now - asked > SLOW_LOOK_S  # a start or end it sees lies somewhere in its wait
         self._stop_duplicates(seen)
         for token, failed_at in list(self.orphans.items()):
             if token not in seen:
@@ -429,6 +472,7 @@ class TaskRunner:
                     )
                 continue
             attempt.missing_since = None
+            attempt.troubled += slow
             self._judge(state, attempt, found[1], asked, now)
 
     def _stop_duplicates(self, seen: Mapping[str, tuple[str, Observation]]) -> None:
@@ -448,6 +492,7 @@ class TaskRunner:
         attempt.last_state = where or attempt.last_state
         ran = where == "Running" or seen.status == "Succeeded" or seen.exit_code not in (None, -1)
         if attempt.running is None and ran:  # a replica "Terminated" with no code never ran
+            _note(attempt, "its start", "running")
             # it started between the last look that saw it waiting and this one: the middle
             before = attempt.looked if attempt.looked is not None else attempt.started
             after = now
@@ -459,8 +504,10 @@ class TaskRunner:
             self._on_change(state, attempt)
         elif attempt.running is None:
             attempt.looked = asked
+            attempt.troubled = 0  # steady: nothing happened in the gap
         if where == "Running" and seen.status not in ("Succeeded", "Failed", "Stopped", "Degraded"):
             attempt.seen_running = asked
+            attempt.troubled = 0
         if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):
             self._finished(state, attempt, seen, now)
             return
@@ -473,7 +520,9 @@ class TaskRunner:
             self._ended(state, attempt, PLATFORM, code, why, None)
 
     def _finished(self, state: TaskState, attempt: Attempt, seen: Observation, now: float) -> None:
+        attempt.arm_times = (seen.start_time, seen.end_time)
         if attempt.running is not None:
+            _note(attempt, "its end", "ended")
             attempt.run_end = _run_end(attempt.running, attempt.seen_running, seen.end_time, now)
         said = " ".join(filter(None, (seen.reason,)))
         code = seen.exit_code
@@ -685,6 +734,20 @@ def _failed(code: str, exc: Exception) -> Verdict:
     """An attempt ended by an error (its start refused, its reader failed): not retried."""
     why = exc.message if isinstance(exc, AcaGpuError) else f"{type(exc).__name__}: {exc}"
     return Verdict(PLATFORM, code, why, error=exc, retry=False)
+
+
+def _note(attempt: Attempt, what: str, seen: str) -> None:
+    """What faults cost an attempt's measure: a start or end seen by a look after listings failed
+    or answered slowly is known only to within that gap, unless its log stream saw it."""
+    if not attempt.troubled:
+        return
+    began, exited = attempt.stream_clock() if attempt.stream_clock is not None else (None, None)
+    if (began if what == "its start" else exited) is not None:
+        return  # the stream saw it: the looks' gap does not matter
+    attempt.lost.append(
+        f"{what} was seen {seen} after {attempt.troubled} listing(s) failed or answered late, and "
+        "no log stream saw it: known only to within that gap"
+    )
 
 
 def _run_end(running: float, seen_running: float | None, end_time: str | None, now: float) -> float:

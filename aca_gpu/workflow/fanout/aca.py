@@ -23,6 +23,7 @@ from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
+from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
@@ -208,6 +209,15 @@ class Fanout:
     def shard_gpu_seconds(self) -> float:
         return sum(s.gpu_seconds for s in self.states)
 
+    def shard_lives(self) -> list[tuple[str, Lifetime]]:
+        """Each shard attempt's figure and how it was known (`engine/lifetime.py`)."""
+        return [
+            (f"shard {s.task.index} attempt {a.number}", a.lifetime)
+            for s in self.states
+            for a in s.attempts
+            if a.running is not None
+        ]
+
     def end_attempts(self) -> None:
         """Teardown's job delete stops whatever still runs: nothing of it bills after this."""
         now = time.monotonic()
@@ -250,6 +260,9 @@ class ColdFanoutRuntime(Fanout, AcaWorkloadRuntime):
     def gpu_seconds(self) -> float:
         return AcaWorkloadRuntime.gpu_seconds(self) + self.shard_gpu_seconds()
 
+    def gpu_lives(self) -> list[tuple[str, Lifetime]]:
+        return AcaWorkloadRuntime.gpu_lives(self) + self.shard_lives()
+
 
 class WarmFanoutRuntime(Fanout, WarmWorkloadRuntime):
     """Inside a warm environment: the run brings only its job; the environment is untouched."""
@@ -285,6 +298,9 @@ class WarmFanoutRuntime(Fanout, WarmWorkloadRuntime):
 
     def gpu_seconds(self) -> float:
         return WarmWorkloadRuntime.gpu_seconds(self) + self.shard_gpu_seconds()
+
+    def gpu_lives(self) -> list[tuple[str, Lifetime]]:
+        return WarmWorkloadRuntime.gpu_lives(self) + self.shard_lives()
 
 
 def fanout_runtime_for(

@@ -95,7 +95,9 @@ class AcaShards:
                         extras.append(info.name)
                         self._dups.append((token, info.name, info.finished))
                 continue
-            seen = Observation(info.status, info.states, exit_code_of(info), _said(info), info.end_time)
+            seen = Observation(
+                info.status, info.states, exit_code_of(info), _said(info), info.end_time, info.start_time
+            )
             found[token] = (info.name, seen)
         return found
 
@@ -116,7 +118,9 @@ class AcaShards:
         if run is None:
             return None, None
         began = None if run.attached_late else run.running  # a late stream saw no start
-        return began, run.ended if run.info is not None and run.info.finished else None
+        # a stream that dropped, or an end read after failed status reads, saw the exit late
+        clean = run.exit_by_close or (not run.drops and not run.status_misses)
+        return began, run.ended if clean and run.info is not None and run.info.finished else None
 
 
 def _said(info: ExecutionInfo) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.units import gpu_seconds_text, usd_text
+from aca_gpu.workflow.engine import lifetime
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, TaskState
 from aca_gpu.workflow.fanout.spec import FanoutSpec
 from aca_gpu.workflow.workload.outcome import WorkloadOutcome
@@ -122,6 +123,7 @@ class FanoutOutcome(WorkloadOutcome):
             "replica_seconds": round(replica_s, 3),
             "usd_estimate": round(per_s * replica_s, 6),
             "basis": "estimate: every attempt's measured replica lifetime x the replica's price",
+            **lifetime.summary(self.gpu_lives),
         }
 
     # -- the document -------------------------------------------------------------------------
@@ -239,6 +241,9 @@ def render_fanout(doc: dict[str, Any]) -> str:
     lines.append(
         f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
     )
+    said = lifetime.quality_text(cost)  # a figure faults spoiled says so
+    if said:
+        lines.append(f"    {said}")
     if doc.get("outputs"):
         out = doc["outputs"]
         lines.append(f"  outputs: {out.get('files', 0)} files in {out.get('dir')}"

@@ -17,7 +17,9 @@ from typing import Any
 from aca_gpu import cost
 from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud
+from aca_gpu.workflow.base.context import Run
 from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.spend.so_far import tagged_profile
 
 
 def ledger_path() -> Path:
@@ -62,6 +64,38 @@ def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
                 "kept": outcome.plan.keep,
             }
         )
+    _append(lines, path)
+
+
+def record_wake(cloud: Cloud, run: Run, gpu_seconds: float, path: Path | None = None) -> None:
+    """One line for a kept run's later life (an `smi`/`exec` wake of its explorer): `cost` sums a
+    run's lines, so its estimate is the run's whole life, as the group's record is (record.py)."""
+    profile = tagged_profile(run.tags)
+    if profile is None:
+        return
+    settings = getattr(getattr(cloud, "clients", None), "settings", None)
+    try:
+        est = cost.estimate(profile, gpu_seconds, location=run.group.location)
+    except BadInput:
+        return
+    line = {
+        "run_id": run.run_id,
+        "subscription": str(getattr(cloud, "subscription_id", "") or ""),
+        "arm": arm_of(getattr(settings, "arm_endpoint", None)),
+        "resource_group": run.resource_group,
+        "location": run.group.location,
+        "profile": profile.type,
+        "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gpu_seconds": gpu_seconds,
+        "usd_estimate": est.usd,
+        "prices": est.table,
+        "kept": True,
+        "what": "explorer wake",
+    }
+    _append([line], path)
+
+
+def _append(lines: list[dict[str, Any]], path: Path | None) -> None:
     if not lines:
         return
     target = path or ledger_path()

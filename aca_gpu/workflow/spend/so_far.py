@@ -25,6 +25,7 @@ from aca_gpu.errors import AcaGpuError
 from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run, age_seconds
+from aca_gpu.workflow.spend import record
 from aca_gpu.workflow.spend.phase import Phase, Seen, execution_state, judge
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
@@ -46,6 +47,7 @@ class Executions:
     stopped_apps: int = 0  # of them, stopped now: their earlier replica lives are not in the figure
     starting: int = 0  # live, no container of it running yet (placement, image pull)
     shards: dict[str, int] | None = None  # a fan-out's shards by state (phase.shard_counts)
+    recorded: bool = False  # the group records what acagpu measured (record.py): nothing left out
 
     def as_dict(self) -> dict[str, int]:
         return {"starting": self.starting, "running": self.running, "ended": self.ended}
@@ -92,7 +94,8 @@ class RunSpend:
     @property
     def uncounted(self) -> str | None:
         """What the figure leaves out, said rather than hidden: a stopped app's earlier lives."""
-        return UNCOUNTED if self.executions.stopped_apps and self.node_seconds is None else None
+        counted = self.executions.recorded or not self.executions.stopped_apps
+        return None if counted or self.node_seconds is not None else UNCOUNTED
 
 
 def tagged_profile(tags: Mapping[str, str]) -> GpuProfile | None:
@@ -118,11 +121,17 @@ def execution_seconds(start_time: str | None, end_time: str | None, now: datetim
 
 
 def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, float, Executions]:
-    """(phase, GPU replica-seconds so far, executions) from every app and job in the run's group."""
+    """(phase, GPU replica-seconds so far, executions) from every app and job in the run's group.
+    A kept run's group records what acagpu measured of it (`record.py`): that, and only what
+    started after it (an app running now, from the record's time), so nothing counts twice."""
     rg = run.resource_group
     if (run.group.provisioning_state or "").lower() == "deleting":
         return Phase("deleting"), 0.0, Executions()
-    seconds, app_states = 0.0, []
+    kept = record.recorded(run.tags)
+    since = None if kept is None else kept[1]
+    if since is not None:
+        age = min(age, max(0.0, (now - since).total_seconds()))
+    seconds, app_states = (kept[0] if kept else 0.0), []
     apps = cloud.list_apps(rg)
     for app in apps:
         if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
@@ -140,12 +149,22 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, 
         environment = None if made is None else (made.provisioning_state or "unknown")
     phase = judge(Seen(tuple(app_states), jobs, environment))
     live = [execution_state(e) for e in found if not e.finished]
-    seconds += sum(execution_seconds(e.start_time, e.end_time, now) for e in found)
+    seconds += sum(
+        execution_seconds(e.start_time, e.end_time, now) for e in found if _after(e.start_time, since)
+    )
     counted = Executions(
         live.count("running"), len(found) - len(live), len(apps), app_states.count("stopped"),
-        starting=live.count("starting"), shards=phase.shards,
+        starting=live.count("starting"), shards=phase.shards, recorded=kept is not None,
     )  # fmt: skip
     return phase, seconds, counted
+
+
+def _after(start_time: str | None, since: datetime | None) -> bool:
+    """Not yet in the group's record: started after its time. ARM's start is whole seconds, so one
+    stamped in the record's own second began before it (or so close that it is missed while it
+    runs, and recorded by the command that started it when it ends)."""
+    start = naming.parse_iso_utc(start_time or "")
+    return since is None or start is None or start > since
 
 
 def run_spend(cloud: Cloud, run: Run, now: datetime) -> RunSpend:

@@ -8,6 +8,7 @@ from typing import Any
 from aca_gpu.output import Output, count_names
 from aca_gpu.units import duration_text, gpu_seconds_text, usd_text
 from aca_gpu.workflow.base.notify import post, run_message
+from aca_gpu.workflow.engine.lifetime import quality_text
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.phases import WALL_MARK, container_phases, phase_text
 
@@ -61,7 +62,8 @@ def _cost_line(cost: dict[str, Any]) -> str:
     usd = cost.get("usd_estimate")
     money = f"≈ {usd_text(usd)}" if isinstance(usd, int | float) else "price unknown"
     gpu = gpu_seconds_text(float(cost.get("gpu_seconds") or 0))
-    return f"{gpu}, {money} (estimate: {cost.get('basis', '')})"
+    said = quality_text(cost)  # a figure faults spoiled says so, on the same line
+    return f"{gpu}, {money} (estimate: {cost.get('basis', '')})" + (f"; {said}" if said else "")
 
 
 def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:

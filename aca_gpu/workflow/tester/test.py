@@ -22,7 +22,7 @@ from aca_gpu.workflow.engine.plan import (
     make_up_plan,
 )
 from aca_gpu.workflow.env.warm_runtime import runtime_for
-from aca_gpu.workflow.spend import ledger
+from aca_gpu.workflow.spend import ledger, record
 
 DEFAULT_TIMEOUT_S = DEFAULT_MAX_MINUTES * 60.0
 DEFAULT_START_TIMEOUT_S = 15 * 60.0
@@ -50,6 +50,7 @@ def run_test(
     )
     outcome = run_plan(plan, AcaRuntime(cloud, waiter), progress, waiter)
     ledger.record(cloud, outcome)
+    record.kept(cloud, outcome)  # the kept run's group carries what it has cost (spend/record.py)
     return outcome
 
 

@@ -13,11 +13,12 @@ from aca_gpu.workflow.engine.core import run_plan
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import Plan
 from aca_gpu.workflow.env.warm_runtime import runtime_for
-from aca_gpu.workflow.spend import ledger
+from aca_gpu.workflow.spend import ledger, record
 
 
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
     placed, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
     outcome = run_plan(placed, runtime, progress, waiter)
     ledger.record(cloud, outcome)
+    record.kept(cloud, outcome)  # a kept run's group carries what it has cost (spend/record.py)
     return outcome

@@ -214,10 +214,12 @@ class Workload:
         finally:
             run.ended = run.ended or time.monotonic()
         info = self._final_status(rg, job, run, waiter)
+        # read before the verdict: the container's run by the platform's events stands in for a
+        # figure a fault spoiled (engine/lifetime.py), and the verdict carries the figure
+        phases = getattr(self, "_phases")(where, job, [run])  # noqa: B009 - AcaRuntime's, mixed in
         self.result = self._judge(plan, where, job, run, info, placement)
         if too_old and self.result.status != "exited":  # stopped before its container started
             self.result = self._never_ran(run, explain.Explained(*too_old[0]))
-        phases = getattr(self, "_phases")(where, job)  # noqa: B009 - AcaRuntime's, mixed in
         if phases:  # how the image arrived, in the platform's words
             self.result = replace(self.result, platform=phases)
         return verdict_of(self.result)

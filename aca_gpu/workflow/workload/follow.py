@@ -123,8 +123,10 @@ def follow_execution(
             raise
         except AcaGpuError as exc:
             failures += 1
+            run.drops += 1  # an end seen after a drop is seen late (engine/lifetime.py)
             run.lost = exc.message
         info = _execution(cloud, resource_group, job, run.execution)
+        run.status_misses += info is None
         if info is None and _job_gone(cloud, resource_group, job):
             _cancelled(waiter)  # after Ctrl-C the run's own teardown deleted it: that is no news
             run.gone = time.monotonic()  # deleted under the run (`env delete --force`): billed until now
@@ -133,6 +135,7 @@ def follow_execution(
             run.info = info
             # the container's exit: the end of the stream that brought its last lines, else now
             exited = closes["at"] if clean and not closes["fresh"] else None
+            run.exit_by_close = run.ended is None and exited is not None
             run.ended = run.ended or exited or time.monotonic()
             followed.stream_complete = clean
             if not clean and not _never_started(run, info, shown):
@@ -140,6 +143,8 @@ def follow_execution(
                 _from_log_analytics(cloud, job, run, waiter, place, shown, deliver, say, logs_wait_s)
                 followed.from_logs = followed.count(LOG_ANALYTICS)
             return followed
+        if clean and not closes["fresh"]:  # that close was no exit (a cut): the next one may be
+            closes["fresh"], closes["at"] = True, None
         if failures > LOG_RECONNECTS or time.monotonic() >= deadline:
             return followed
         # a failed read is retried soon: a short job's replica may live only seconds

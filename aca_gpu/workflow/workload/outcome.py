@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from aca_gpu.errors import EXIT_INTERRUPTED, AcaGpuError, GpuCheckFailed
 from aca_gpu.units import gpu_seconds_text, usd_text
+from aca_gpu.workflow.engine import lifetime
+from aca_gpu.workflow.engine.lifetime import quality_text
 from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.phases import arrival_text
 from aca_gpu.workflow.workload.plan import RunSpec, replica_price
@@ -209,6 +211,7 @@ class WorkloadOutcome(RunOutcome):
             "replica_seconds": round(self.gpu_seconds, 3),
             "usd_estimate": round(per_second * self.gpu_seconds, 8),
             "basis": f"estimate: measured replica lifetime x ({basis})",
+            **lifetime.summary(self.gpu_lives),
         }
 
     def document(self) -> dict[str, Any]:
@@ -265,6 +268,9 @@ def render_run(doc: dict[str, Any]) -> str:
         lines.append(
             f"  cost           {gpu_seconds_text(cost.get('gpu_seconds') or 0)}, ≈ {usd_text(usd)} (estimate)"
         )
+        said = quality_text(cost)  # a figure faults spoiled says so
+        if said:
+            lines.append(f"                 {said}")
     teardown = doc.get("teardown") or {}
     if doc.get("runtime") == "aca":
         lines.append(f"  teardown       {teardown.get('status')}")

@@ -622,6 +622,7 @@ def start_job(ctx: Ctx, job: Job, override: dict[str, Any] | None, *, trigger: s
     # time, so its deadline must be real seconds too or a scaled one would kill a healthy run.
     real_time = getattr(ctx.runtime.workload, "kind", "simulated") == "host"
     ex.deadline = ctx.clock.now() + timeout if real_time else ctx.clock.after_seconds(timeout)
+    ex.real_deadline = ctx.clock.now() + timeout  # once its replica runs a real process (runtime.py)
     for _ in range(parallelism):
         name = f"{ex.name}-{rand_suffix(5)}"
         ex.replicas[name] = ctx.runtime.new_replica(
