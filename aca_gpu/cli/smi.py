@@ -176,7 +176,7 @@ def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool
     smi = nvidia_smi.parse(text, fields=nvidia_smi.split_fields(fields))
     if smi.partial:  # a paste cut short: read every fact that is there, say what is missing
         smi = replace(smi, error=None, error_message=None)
-    health = assess(text) if smi.ok and smi.format == nvidia_smi.QUERY else None
+    health = assess(text) if smi.ok and smi.format in (nvidia_smi.QUERY, nvidia_smi.XML) else None
     doc = smi_document(smi, health=health.as_dict() if health is not None else None)
     code = (EXIT_OK if smi.partial else smi_exit_code(smi)) or health_exit_code(health, strict)
     if code == EXIT_GPU_CHECK and smi.ok and health is not None:
