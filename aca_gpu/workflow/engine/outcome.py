@@ -90,6 +90,7 @@ class TesterOutcome:
     seconds: float = 0.0  # measured replica lifetime, for the cost
     started_after_s: float | None = None  # from the start request to the first log line
     platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
+    exit_code_note: str | None = None  # why `exit_code` is absent, when it is
 
     def as_dict(self) -> dict[str, Any]:
         result = self.result.as_dict() if self.result is not None else None
@@ -99,6 +100,7 @@ class TesterOutcome:
             "execution": self.execution,
             "status": self.status,
             "exit_code": self.exit_code,
+            "exit_code_note": self.exit_code_note if self.exit_code is None else None,
             "reason": self.reason,
             "result": result,
             # one readable line per GPU: rate, % of peak and of what its clock allows, telemetry
