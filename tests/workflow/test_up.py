@@ -307,3 +307,18 @@ def test_a_lingering_tester_says_why_its_exit_code_is_absent() -> None:
     tester = result.doc["tester"]
     assert result.exit_code == 0 and tester["status"] == "pass" and tester["exit_code"] is None
     assert "stays 15s after its result line (ACAGPU_RESULT_GRACE_S)" in tester["exit_code_note"]
+
+
+def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
+    """The emulator's host workload measures the machine's own GPU under a T4 profile: the document
+    says the figures are the measured GPU's, not the profile's."""
+    from tests.workflow.fakecloud import SMI_T4
+
+    h200 = SMI_T4.replace("Tesla T4                ", "NVIDIA H200 NVL         ")
+    result, _, _ = _up(FakeCloud(smi_text=h200, tester_doc={**PASS_DOC, "gpu": {"name": "NVIDIA H200 NVL"}}))
+    assert result.exit_code == 0 and result.doc["profile"]["gpu"] == "Tesla T4"
+    said = [w for w in result.doc["warnings"] if "the GPU measured is NVIDIA H200 NVL, not Tesla T4" in w]
+    assert len(said) == 1 and "Consumption-GPU-NC8as-T4" in said[0]
+    assert result.doc["results"][0]["warnings"] == said
+    same, _, _ = _up(FakeCloud())
+    assert not any("the GPU measured" in w for w in same.doc["warnings"])

@@ -22,6 +22,7 @@ from aca_gpu.errors import (
 )
 from aca_gpu.gpu.cuda_compat import CompatVerdict
 from aca_gpu.gpu.nvidia_smi_health import HealthReport
+from aca_gpu.gpu.profiles import same_gpu
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine.failover import Attempt
@@ -147,13 +148,36 @@ class PairOutcome:
         return "GPU health (the tester's NVML readings)" if self.health_source == "tester" else "GPU health"
 
     @property
+    def measured_gpu(self) -> str | None:
+        """The GPU nvidia-smi (else the tester) named: the one every figure of this pair describes."""
+        probe = self.probe
+        if probe is not None and probe.gpus and probe.gpus[0].get("name"):
+            return str(probe.gpus[0]["name"])
+        result = self.tester.result if self.tester is not None else None
+        return result.gpu_name if result is not None and result.gpu_name else None
+
+    @property
+    def gpu_mismatch(self) -> str | None:
+        """A GPU measured that is not the profile's (the emulator's host workload on whatever GPU its
+        machine has): the rates and health are that GPU's, the profile's name and price are not."""
+        measured, wanted = self.measured_gpu, self.pair.profile.gpu
+        if not measured or same_gpu(measured, wanted):
+            return None
+        return (
+            f"{self.pair.label()}: the GPU measured is {measured}, not {wanted} of profile "
+            f"{self.pair.profile.type}: rates and health are the measured GPU's, the profile's price is not"
+        )
+
+    @property
     def warnings(self) -> list[str]:
-        """What an operator would act on but does not fail the pair: a degraded GPU (not --strict)."""
+        """What an operator would act on but does not fail the pair: a degraded GPU (not --strict), a
+        GPU measured that is not the profile's."""
+        found = [self.gpu_mismatch] if self.gpu_mismatch else []
         health = self.health
         if health is None or not health.degraded or self.strict:
-            return []
+            return found
         label = self._health_label()
-        return [f"{self.pair.label()}: {label} {line}" for line in health.problems("degraded")]
+        return found + [f"{self.pair.label()}: {label} {line}" for line in health.problems("degraded")]
 
     @property
     def phases(self) -> dict[str, float]:
