@@ -161,7 +161,7 @@ class PairOutcome:
         """A GPU measured that is not the profile's (the emulator's host workload on whatever GPU its
         machine has): the rates and health are that GPU's, the profile's name and price are not."""
         measured, wanted = self.measured_gpu, self.pair.profile.gpu
-        if not measured or same_gpu(measured, wanted):
+        if not measured or not wanted or same_gpu(measured, wanted):  # a local run names no GPU
             return None
         return (
             f"{self.pair.label()}: the GPU measured is {measured}, not {wanted} of profile "
