@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
+from aca_gpu.live_rows import LiveRows
+
 SCHEMA_VERSION = 1
 FORMATS = ("table", "json", "tsv")
 
@@ -103,6 +105,11 @@ class _Ticker:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class _Stop:
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self.stop = stop
 
 
 class NullProgress:
@@ -267,6 +274,7 @@ class Output:
         self.summary_written = False
         self.last_doc: Mapping[str, Any] | None = None
         self._printed_errors: set[str] = set()
+        self._spinners = LiveRows(lambda: self.stderr)
 
     @property
     def stdout(self) -> TextIO:
@@ -302,7 +310,7 @@ class Output:
                 detail = f"  {handle.detail}" if handle.detail else ""
                 glyph = GLYPHS[handle.status]
                 line = f"{glyph} {name:<22} {handle.elapsed:6.1f}s{detail}"
-                print(fit(line, terminal_width(self.stderr)), file=self.stderr, flush=True)
+                self._spinners.print(fit(line, terminal_width(self.stderr)))
 
     def _still_waiting(self, handle: StepHandle) -> _Ticker:
         """No terminal: a `... waiting for` line on stderr while a step lasts (every format)."""
@@ -327,32 +335,20 @@ class Output:
         return _Ticker(say, first=first, every=every)
 
     def _spinner(self, name: str) -> Any:
-        """A transient spinner on stderr: what it waits for, its typical duration, the elapsed time."""
-        from rich.console import Console
-        from rich.progress import Progress as RichProgress
-        from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
-
+        """A transient spinner row on stderr: what it waits for, its typical duration, the elapsed
+        time; a row of the Output's one live display, whatever else waits at the same time."""
         typical = TYPICAL_SECONDS.get(name)
         label = f"waiting for {name}" + (f" ({typical})" if typical else "")
-        bar = RichProgress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=Console(file=self.stderr),
-            transient=True,
-        )
-        bar.add_task(label, total=None)
-        bar.start()
-        return bar
+        return _Stop(self._spinners.start(label))
 
     def note(self, message: str) -> None:
         if self.format == "table":
-            print(f"  {message}", file=self.stderr, flush=True)
+            self._spinners.print(f"  {message}")
 
     def warn(self, message: str) -> None:
-        print(f"warning: {message}", file=self.stderr, flush=True)
+        self._spinners.print(f"warning: {message}")
         if self.github:
-            print(annotation("warning", message), file=self.stderr, flush=True)
+            self._spinners.print(annotation("warning", message))
 
     def error(self, message: str, hint: str | None = None) -> None:
         """The one `error:` line (and hint) on stderr; the same message is never printed twice."""

@@ -5,8 +5,9 @@ Without `--from-file` it execs nvidia-smi in a run's CUDA explorer (live).
 (table, `--query-gpu` CSV, `-q`, `-q -x`, `-L`, or its failure messages). The rendering helpers
 here are shared with the live path, which prints the same summary for a run's CUDA explorer.
 
-A saved `nvidia-smi -q` also gets a health verdict per GPU (`aca_gpu/gpu/nvidia_smi_health.py`):
-ECC, retired pages, remapped rows, reset status, PCIe link, clock event reasons.
+A saved `nvidia-smi -q` or `-q -x` also gets a health verdict per GPU (`aca_gpu/gpu/nvidia_smi_health.py`,
+the XML through `nvidia_smi_health_xml.py`): ECC, retired pages, remapped rows, reset status, PCIe link,
+clock event reasons.
 
 Exit codes: 0 GPUs found, or a partial paste read (a table cut after its banner, a process table or a
 `-q` section alone: every fact read, `missing` says what was not there) · 5 nvidia-smi reported a
@@ -177,7 +178,7 @@ def smi_from_file(path: str, fields: str | None, output: Output, *, strict: bool
     smi = nvidia_smi.parse(text, fields=nvidia_smi.split_fields(fields))
     if smi.partial:  # a paste cut short: read every fact that is there, say what is missing
         smi = replace(smi, error=None, error_message=None)
-    health = assess(text) if smi.ok and smi.format == nvidia_smi.QUERY else None
+    health = assess(text) if smi.ok and smi.format in (nvidia_smi.QUERY, nvidia_smi.XML) else None
     doc = smi_document(smi, health=health.as_dict() if health is not None else None)
     code = (EXIT_OK if smi.partial else smi_exit_code(smi)) or health_exit_code(health, strict)
     if code == EXIT_GPU_CHECK and smi.ok and health is not None:
@@ -255,7 +256,7 @@ def smi(
     """Show what nvidia-smi says: driver, highest supported CUDA, GPUs, and their health.
 
     Without --from-file it runs nvidia-smi in the run's CUDA explorer (--run-id, or the only run).
-    A saved `nvidia-smi -q` also gets a health verdict per GPU: healthy, degraded or failed.
+    A saved `nvidia-smi -q` or `-q -x` also gets a health verdict per GPU: healthy, degraded or failed.
 
     A kept run's explorer is stopped between uses: smi starts it (minutes on Azure, shown as a
     step), runs nvidia-smi, and stops it again.

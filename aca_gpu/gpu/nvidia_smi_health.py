@@ -1,4 +1,5 @@
-"""GPU health from `nvidia-smi -q`, read the way operators read it, and one verdict per GPU.
+"""GPU health from `nvidia-smi -q` (and `-q -x`, via `nvidia_smi_health_xml`), read the way operators
+read it, and one verdict per GPU.
 
 What is read (every driver branch prints a different subset; each is read under every name it has had,
 and what a driver did not print is listed in `unread`, never guessed):
@@ -31,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from aca_gpu.gpu.nvidia_smi_health_xml import xml_blocks
 from aca_gpu.gpu.nvidia_smi_model import int_of, unwrap_paste, value
 from aca_gpu.gpu.nvidia_smi_query import query_blocks
 
@@ -413,8 +415,21 @@ def parse_topology(text: str | None) -> dict[str, Any] | None:
     return {"gpus": gpus, "links": links} if gpus else None
 
 
+def _verdict_of(gpus: tuple[GpuHealth, ...], topology: str | None) -> HealthReport:
+    worst = max((_RANK[g.verdict] for g in gpus), default=0)
+    verdict = {0: HEALTHY, 1: DEGRADED, 2: FAILED}[worst]
+    return HealthReport(verdict, gpus, parse_topology(topology))
+
+
 def assess(text: str, topology: str | None = None) -> HealthReport:
-    """Health of every GPU in one `nvidia-smi -q` output (and, for several GPUs, `topo -m`)."""
+    """Health of every GPU in one `nvidia-smi -q` or `-q -x` output (and, for several GPUs, `topo -m`)."""
+    if text.lstrip("\ufeff \t\r\n").startswith("<"):
+        blocks = xml_blocks(text.lstrip("\ufeff"))
+        if blocks is None:
+            return HealthReport(None, error="not nvidia-smi -q -x output")
+        if not blocks:
+            return HealthReport(None, error="nvidia-smi -q -x lists no GPU")
+        return _verdict_of(tuple(judge_gpu(i, value(bus), v) for i, (bus, v) in enumerate(blocks)), topology)
     lines = unwrap_paste(text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     lowered = text.lower()
     found = query_blocks(lines)
@@ -426,10 +441,9 @@ def assess(text: str, topology: str | None = None) -> HealthReport:
             return HealthReport(FAILED, (gpu,), parse_topology(topology))
         why = "not nvidia-smi -q output" if found is None else "nvidia-smi -q lists no GPU"
         return HealthReport(None, error=why)
-    gpus = tuple(judge_gpu(i, value(b.bus_id), b.values) for i, b in enumerate(found[1]))
-    worst = max((_RANK[g.verdict] for g in gpus), default=0)
-    verdict = {0: HEALTHY, 1: DEGRADED, 2: FAILED}[worst]
-    return HealthReport(verdict, gpus, parse_topology(topology))
+    return _verdict_of(
+        tuple(judge_gpu(i, value(b.bus_id), b.values) for i, b in enumerate(found[1])), topology
+    )
 
 
 def worst(verdicts: Sequence[str | None]) -> str | None:

@@ -145,6 +145,14 @@ def _normalise(name: str) -> str:
     return " ".join(words)
 
 
+def same_gpu(a: str, b: str) -> bool:
+    """Whether two names nvidia-smi or a profile give are one GPU model (`Tesla T4` = `T4`)."""
+    left, right = lookup_gpu(a), lookup_gpu(b)
+    if left is not None and right is not None:
+        return left.name == right.name
+    return _normalise(a) == _normalise(b)
+
+
 def lookup_gpu(name: str) -> GpuSpec | None:
     """Exact name first, then aliases, then a normalised match that must be unique. Truncated names
     (`NVIDIA A100-PCI...`) and unknown models return None."""

@@ -9,7 +9,10 @@ processes throughout: each replica's main process prints the GPUs CUDA would see
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +24,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.emulator.workloads.base import Container, ContainerSpec
 from aca_gpu.emulator.workloads.host import HostWorkload
+from aca_gpu.workflow.fanout.outcome import render_fanout
 from tests.emulator.helpers import POLL, StaticCredential, job_body, make_env, make_rg, wait_for
 
 A100 = "Consumption-GPU-NC24-A100"
@@ -171,3 +175,30 @@ def test_three_replicas_of_one_execution_on_two_gpus_and_the_shared_one_is_said(
     ]
     shared = [e for e in list(state.events) if e.app == "shards" and e.reason == "GpuShared"]
     assert len(shared) == 1 and "on ACA each replica has its own" in shared[0].msg
+
+
+def test_a_fan_out_whose_shards_shared_a_gpu_says_so(host_server: EmulatorServer, tmp_path: Path) -> None:
+    """Three shards at once on the two-GPU host: one shares a GPU (GpuShared), and the run's document
+    and its last lines say the shards shared one, since their timings are not a GPU each's."""
+    shell = (
+        os.environ
+        | host_server.client_env()
+        | {
+            "ACAGPU_POLLING_INTERVAL": "0.05",
+            "ACAGPU_CACHE_DIR": str(tmp_path / "cache"),
+        }
+    )
+    shell.pop("ACAGPU_ENV", None)
+    args = ["run", "--shards", "3", "--parallel", "3", "--gpu", "a100", "--yes", "-o", "json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "aca_gpu", *args, "nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sleep", "1"],
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    said = [w for w in doc["warnings"] if "shared a GPU with another shard (GpuShared)" in w]
+    assert len(said) == 1 and said[0].startswith("1 shard replica(s)") and "on ACA each" in said[0]
+    assert "  warning: 1 shard replica(s) shared a GPU" in render_fanout(doc)  # the run's last lines

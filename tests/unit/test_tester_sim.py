@@ -7,6 +7,7 @@ line, scaled like every other emulated duration.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -140,3 +141,39 @@ def test_tester_health_readings_are_judged_like_nvidia_smi_q(tmp_path: Path) -> 
         assert report.exit_code == code, report.output
         assert f"GPU health (NVML): {verdict}" in report.stdout
     assert "Remapping Failure Occurred: Yes" in report.stdout
+
+
+def _template_version() -> str:
+    source = (Path(__file__).resolve().parents[2] / "templates" / "gpu-tester" / "gpu_tester.py").read_text()
+    return re.search(r'^TESTER_VERSION = "([^"]+)"', source, re.M).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("profile", "headline"), [("Consumption-GPU-NC24-A100", "bf16"), (T4, "fp16")])
+def test_the_simulated_tester_speaks_as_the_current_tester(profile: str, headline: str) -> None:
+    """Tester 1.3: the headline rate first (bf16, else fp16) with the longer warm-up, each rate's window
+    and warm-up on its line, `phases`, `warnings` and `skipped` in the result."""
+    gpus = gpus_for(profile, "r0")
+    script, doc = simulate(gpus, driver="550.144.03", driver_cuda="12.4", vcpu=24, host="h1")
+    lines = [line for _, line in script]
+    assert lines[0].startswith(f"acagpu gpu-tester {_template_version()}: ")
+    assert doc["tester_version"] == _template_version() and doc["schema"] == 3
+    assert doc["warnings"] == [] and isinstance(doc["skipped"], list)
+    rates = [line.split()[1] for line in lines if re.match(r"gpu0 \w+ +n=\d+: ", line)]
+    assert rates[0] == headline and rates == [d for d in ("bf16", "fp16", "tf32", "fp32") if d in rates]
+    assert all(
+        " sustained over " in line and "s warm-up, burst " in line for line in lines if "TFLOP/s" in line
+    )
+    matmul = doc["devices"][0]["matmul"]
+    assert matmul[headline]["warmup_s"] > max(matmul[d]["warmup_s"] for d in rates[1:])
+    phases = doc["phases"]
+    assert {"cuda_init", "import_torch", "cpu", "gpu0"} <= set(phases)
+    assert set(phases["gpu0"]) == {"total", "context", "copy", *rates}
+    assert phases["gpu0"] == {"total": phases["gpu0"]["total"], **doc["devices"][0]["phases"]}
+    if headline == "fp16":  # the T4 has no native bf16: said on a line, and in skipped
+        assert "gpu0 bf16: skipped, this GPU has no native bf16" in lines
+        assert doc["skipped"] == ["gpu0:bf16:unsupported"]
+    parsed = parse_tester_output("\n".join(lines))
+    assert parsed.warnings == () and parsed.status == "pass"
+    _, cpu_only = simulate_cpu_only(vcpu=4, host="h")
+    assert cpu_only["tester_version"] == _template_version() and cpu_only["warnings"] == []
+    assert {"cuda_init", "import_torch", "cpu"} == set(cpu_only["phases"])

@@ -415,6 +415,10 @@ class FakeCloud:
     ) -> None:
         return None
 
+    def queues(self, resource_group: str, account: str) -> Any:
+        """Queue mode is tested against the emulator (tests/e2e), not this fake: nothing here uses it."""
+        raise AssertionError(f"the workflow fake has no storage queues ({account})")
+
 
 def autospec_cloud(fake: FakeCloud) -> MagicMock:
     """An autospec of the real adapter whose methods run the fake's logic."""

@@ -17,7 +17,7 @@ from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.tester.up import up
-from tests.workflow.fakecloud import FakeCloud, autospec_cloud, call_names
+from tests.workflow.fakecloud import PASS_DOC, FakeCloud, autospec_cloud, call_names
 
 UP_KEYS = {
     "schema",
@@ -292,3 +292,33 @@ def test_a_ctrl_c_whose_keyboard_interrupt_was_swallowed_still_interrupts_and_te
     assert result.doc["status"] == "interrupted"
     cloud.delete_resource_group.assert_called_once()
     assert not fake.groups
+
+
+def test_the_tester_exit_code_is_read_when_its_execution_ends_after_its_result() -> None:
+    """The tester is judged at its result line; its execution's end a moment later gives its exit code."""
+    result, _, _ = _up(FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 0.0}))
+    tester = result.doc["tester"]
+    assert (tester["status"], tester["exit_code"], tester["exit_code_note"]) == ("pass", 0, None)
+
+
+def test_a_lingering_tester_says_why_its_exit_code_is_absent() -> None:
+    """A tester staying its 15 s result grace is not waited for (it bills): the document says so."""
+    result, _, _ = _up(FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}))
+    tester = result.doc["tester"]
+    assert result.exit_code == 0 and tester["status"] == "pass" and tester["exit_code"] is None
+    assert "stays 15s after its result line (ACAGPU_RESULT_GRACE_S)" in tester["exit_code_note"]
+
+
+def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
+    """The emulator's host workload measures the machine's own GPU under a T4 profile: the document
+    says the figures are the measured GPU's, not the profile's."""
+    from tests.workflow.fakecloud import SMI_T4
+
+    h200 = SMI_T4.replace("Tesla T4                ", "NVIDIA H200 NVL         ")
+    result, _, _ = _up(FakeCloud(smi_text=h200, tester_doc={**PASS_DOC, "gpu": {"name": "NVIDIA H200 NVL"}}))
+    assert result.exit_code == 0 and result.doc["profile"]["gpu"] == "Tesla T4"
+    said = [w for w in result.doc["warnings"] if "the GPU measured is NVIDIA H200 NVL, not Tesla T4" in w]
+    assert len(said) == 1 and "Consumption-GPU-NC8as-T4" in said[0]
+    assert result.doc["results"][0]["warnings"] == said
+    same, _, _ = _up(FakeCloud())
+    assert not any("the GPU measured" in w for w in same.doc["warnings"])

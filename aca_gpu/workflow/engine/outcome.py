@@ -22,6 +22,7 @@ from aca_gpu.errors import (
 )
 from aca_gpu.gpu.cuda_compat import CompatVerdict
 from aca_gpu.gpu.nvidia_smi_health import HealthReport
+from aca_gpu.gpu.profiles import same_gpu
 from aca_gpu.gpu.tester_result import TesterResult, summary_lines
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import lifetime
@@ -92,6 +93,7 @@ class TesterOutcome:
     seconds: float = 0.0  # measured replica lifetime, for the cost
     started_after_s: float | None = None  # from the start request to the first log line
     platform: dict[str, Any] = field(default_factory=dict, compare=False)  # phases.phases_of
+    exit_code_note: str | None = None  # why `exit_code` is absent, when it is
 
     def as_dict(self) -> dict[str, Any]:
         result = self.result.as_dict() if self.result is not None else None
@@ -101,6 +103,7 @@ class TesterOutcome:
             "execution": self.execution,
             "status": self.status,
             "exit_code": self.exit_code,
+            "exit_code_note": self.exit_code_note if self.exit_code is None else None,
             "reason": self.reason,
             "result": result,
             # one readable line per GPU: rate, % of peak and of what its clock allows, telemetry
@@ -147,13 +150,36 @@ class PairOutcome:
         return "GPU health (the tester's NVML readings)" if self.health_source == "tester" else "GPU health"
 
     @property
+    def measured_gpu(self) -> str | None:
+        """The GPU nvidia-smi (else the tester) named: the one every figure of this pair describes."""
+        probe = self.probe
+        if probe is not None and probe.gpus and probe.gpus[0].get("name"):
+            return str(probe.gpus[0]["name"])
+        result = self.tester.result if self.tester is not None else None
+        return result.gpu_name if result is not None and result.gpu_name else None
+
+    @property
+    def gpu_mismatch(self) -> str | None:
+        """A GPU measured that is not the profile's (the emulator's host workload on whatever GPU its
+        machine has): the rates and health are that GPU's, the profile's name and price are not."""
+        measured, wanted = self.measured_gpu, self.pair.profile.gpu
+        if not measured or not wanted or same_gpu(measured, wanted):  # a local run names no GPU
+            return None
+        return (
+            f"{self.pair.label()}: the GPU measured is {measured}, not {wanted} of profile "
+            f"{self.pair.profile.type}: rates and health are the measured GPU's, the profile's price is not"
+        )
+
+    @property
     def warnings(self) -> list[str]:
-        """What an operator would act on but does not fail the pair: a degraded GPU (not --strict)."""
+        """What an operator would act on but does not fail the pair: a degraded GPU (not --strict), a
+        GPU measured that is not the profile's."""
+        found = [self.gpu_mismatch] if self.gpu_mismatch else []
         health = self.health
         if health is None or not health.degraded or self.strict:
-            return []
+            return found
         label = self._health_label()
-        return [f"{self.pair.label()}: {label} {line}" for line in health.problems("degraded")]
+        return found + [f"{self.pair.label()}: {label} {line}" for line in health.problems("degraded")]
 
     @property
     def phases(self) -> dict[str, float]:

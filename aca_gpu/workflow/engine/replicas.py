@@ -59,6 +59,26 @@ def owner_events(cloud: Cloud, resource_group: str, environment: str, owner: str
     return event_reasons([e for e in events if event_owner(e).lower() == owner.lower()], limit=10)
 
 
+# the emulator's `--workload host` says so when it puts more GPU replicas on a GPU than one (its
+# host has fewer GPUs than replicas run at once); ACA gives each replica its own and has no such event
+GPU_SHARED = "GpuShared"
+
+
+def gpu_shared(cloud: Cloud, resource_group: str, environment: str, owner: str) -> list[str]:
+    """The messages of `owner`'s `GpuShared` events, one per replica that shared a GPU; empty on ACA
+    and when the events cannot be read."""
+    try:
+        events = cloud.system_events(resource_group, environment=environment, tail=200)
+    except AcaGpuError:
+        return []
+    found: list[str] = []
+    for event in events:
+        lowered = {str(k).lower(): v for k, v in event.items()}
+        if event_owner(event).lower() == owner.lower() and str(lowered.get("reason") or "") == GPU_SHARED:
+            found.append(str(lowered.get("msg") or lowered.get("message") or "").strip())
+    return found
+
+
 def event_owner(event: Mapping[str, Any]) -> str:
     """The app or job an environment's event is about (ContainerAppName / JobName), '' when none."""
     lowered = {str(k).lower(): v for k, v in event.items()}

@@ -9,8 +9,11 @@ finished job replica and its logs soon after exit, and log streams drop.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
+from dataclasses import replace
 
+from aca_gpu import tester
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.gpu import tester_result
 from aca_gpu.models import Cloud, ContainerDef, JobSpec
@@ -23,6 +26,9 @@ from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict
 # The tester is a task (engine/tasks.py) whose lost result is the platform's fault, but a second
 # tester would bill its whole benchmark again: it is reported (exit 7), not started again
 TESTER_RETRY = RetryPolicy(retries=0, platform_retries=0)
+# after its result line, how long the tester's end is waited for, for its exit code: short, since
+# a tester with a result grace stays on (billed) for it and its verdict is already read
+SETTLE_S = 2.0
 
 
 class TesterRun(executions.ExecutionRun):
@@ -76,7 +82,50 @@ def follow_result(
     executions.follow(
         cloud, resource_group, job, run, waiter, timeout=timeout, marker=marker, environment=environment
     )
-    return judge(run, lost=run.lost)
+    note = settle(cloud, resource_group, job, run, waiter)
+    outcome = judge(run, lost=run.lost)
+    return replace(outcome, exit_code_note=note) if outcome.exit_code is None else outcome
+
+
+def _grace(run: TesterRun) -> float | None:
+    """The result grace its result line says it stays for (None: not said, or no result line)."""
+    try:
+        return tester_result.parse_tester_output("\n".join(run.lines)).result_grace_s
+    except tester_result.NoTesterResult:
+        return None
+
+
+def settle(cloud: Cloud, resource_group: str, job: str, run: TesterRun, waiter: Waiter) -> str | None:
+    """After its result line, the tester's exit code when its execution ends within SETTLE_S; else
+    why the code is absent (the document says so instead of a bare null). A tester that stays for
+    a result grace longer than that is not waited for: its verdict is its result line, and waiting
+    would bill its GPU for nothing."""
+    if run.exit_code is not None:
+        return None
+    if run.stopped_by is None:  # the execution ended (or was lost) without a result line
+        if run.info is not None and run.info.finished:
+            return f"its execution ended {run.info.status} without an exit code in its status"
+        return "its execution's end was not seen"
+    grace = _grace(run)
+    if grace is not None and grace >= SETTLE_S:
+        return (
+            f"not waited for: the tester stays {grace:g}s after its result line ({tester.GRACE_ENV}) "
+            "so its log can still be read, and the run went on; its verdict is its result line"
+        )
+    deadline = time.monotonic() + SETTLE_S
+    while not waiter.cancel.is_set():
+        info = executions.get(cloud, resource_group, job, run.execution)
+        if info is not None and info.finished:
+            run.info, run.ended = info, time.monotonic()
+            return (
+                None
+                if run.exit_code is not None
+                else f"its execution ended {info.status} without an exit code"
+            )
+        if time.monotonic() >= deadline:
+            break
+        waiter.cancel.wait(min(waiter.interval, 0.2))
+    return f"its execution had not ended {SETTLE_S:g}s after its result line; its verdict is its result line"
 
 
 def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:

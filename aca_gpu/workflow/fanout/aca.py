@@ -27,6 +27,7 @@ from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.replicas import gpu_shared
 from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
 from aca_gpu.workflow.env import shares
@@ -70,6 +71,7 @@ class Fanout:
         self.bucket = None
         self.results_made: shares.Made | None = None
         self.followers: list[threading.Thread] = []  # each shard attempt's log follower
+        self.gpu_shared: list[str] = []  # the emulator's word that shards shared a host GPU
 
     # -- preflight: P against the GPU quota -------------------------------------------------------
     def clamp_parallel(self, plan: Plan, progress: Progress) -> None:
@@ -142,6 +144,7 @@ class Fanout:
             ticking.set()
         if not waiter.cancel.is_set():
             self._lines_read(waiter)
+        self.gpu_shared = gpu_shared(self.cloud, where.environment_group, where.environment, job.name)
         failed = [s.task.index for s in self.states if s.state != "succeeded"]
         if waiter.cancel.is_set():
             raise WaitTimedOut("shards stopped: cancelled", code="Cancelled")

@@ -35,6 +35,7 @@ class FanoutOutcome(WorkloadOutcome):
     pacing: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] | None = None  # what --output-dir downloaded (or why not)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what the run did not fail on but must say
     board: Any = None  # the live Board: each shard's last lines
 
     # -- the shards' verdict ------------------------------------------------------------------
@@ -203,6 +204,8 @@ class FanoutOutcome(WorkloadOutcome):
             "cost": self.cost(),
             "teardown": self.teardown.as_dict(),
             "attempts": [a.as_dict() for a in self.attempts],
+            # what was said before the run (the spec's) and after it (e.g. shards that shared a GPU)
+            "warnings": list(dict.fromkeys([*self.spec.warnings, *self.fanout.warnings, *self.warnings])),
             "errors": self.errors[-20:],
             "error": error.as_dict() if error is not None else None,
         }
@@ -248,6 +251,7 @@ def render_fanout(doc: dict[str, Any]) -> str:
         out = doc["outputs"]
         lines.append(f"  outputs: {out.get('files', 0)} files in {out.get('dir')}"
                      + (f"; {out['error']}" if out.get("error") else ""))  # fmt: skip
+    lines += [f"  warning: {w}" for w in doc.get("warnings") or []]
     teardown = doc["teardown"]
     lines.append(f"  teardown: {teardown.get('status')}")
     if doc["summary"]["failed_indexes"] and doc["exit_code"] not in (0, 130):

@@ -82,6 +82,7 @@ def run_fanout(
     outcome.clamp = runtime.clamp
     outcome.errors += list(runtime.runner.errors) if runtime.runner is not None else []
     outcome.pacing = pacing_of(runtime)
+    outcome.warnings += shared_gpu_warnings(getattr(runtime, "gpu_shared", []))
     made = getattr(runtime, "shares_made", None)
     outcome.shares = made.as_dict() if made is not None else None
     if fanout.output_dir is not None and outcome.states:
@@ -92,6 +93,17 @@ def run_fanout(
     if request is not None:
         ledger.save(request, fanout_options(fanout), outcome.document())
     return outcome
+
+
+def shared_gpu_warnings(notices: list[str]) -> list[str]:
+    """One warning when shards shared a GPU (the emulator's host workload, more replicas at once than
+    its host has GPUs): their rates and timings are not those of a GPU each, as on ACA."""
+    if not notices:
+        return []
+    return [
+        f"{len(notices)} shard replica(s) shared a GPU with another shard (GpuShared): their timings "
+        f"are not those of a GPU each, as on ACA; {notices[0]}"
+    ]
 
 
 def pacing_of(runtime: Any) -> dict[str, Any]:
