@@ -20,7 +20,7 @@ from aca_gpu.errors import BadInput, InfraError, WaitTimedOut
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.engine.probe import exec_command
-from aca_gpu.workflow.spend import record
+from aca_gpu.workflow.spend import ledger
 
 
 def local_input() -> bytes | None:
@@ -60,7 +60,7 @@ def exec_cmd(
         timeout=timeout,
         start_timeout=naming.parse_ttl(start_timeout).total_seconds(),
         progress=output,
-        on_asleep=record.wake_recorder(cloud, run),  # the wake's life: the run's one spend figure
+        on_asleep=ledger.wake_recorder(cloud, run),  # the wake's life: the run's one spend figure
     )
     if result.exit_code is None and seconds >= timeout - 1.0:
         raise WaitTimedOut(

@@ -35,7 +35,7 @@ from aca_gpu.gpu.nvidia_smi_health import HealthReport, assess
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.engine.probe import explorer_smi
-from aca_gpu.workflow.spend import record
+from aca_gpu.workflow.spend import ledger
 
 _HINTS = {
     nvidia_smi.NVML_MISMATCH: "the NVML library nvidia-smi loaded differs from the loaded kernel driver "
@@ -212,7 +212,7 @@ def smi_live(ref: RunRef, settings: Settings, output: Output, start_timeout: str
     deadline = naming.parse_ttl(start_timeout).total_seconds()
     parsed, session = explorer_smi(
         cloud, run, waiter_for(settings), start_timeout=deadline, progress=output,
-        on_asleep=record.wake_recorder(cloud, run),  # the wake's life: the run's one spend figure
+        on_asleep=ledger.wake_recorder(cloud, run),  # the wake's life: the run's one spend figure
     )  # fmt: skip
     doc = smi_document(parsed, source="live", run_id=run.run_id, app=run.names.explorer, raw=session.output)
 

@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
 
+IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"  # a name the emulator's pull knows
+
 
 def _json(*args: str) -> tuple[int, dict[str, Any], str]:
     result = CliRunner().invoke(cli, list(args))
@@ -29,7 +31,19 @@ def test_cost_sets_each_runs_estimate_beside_its_bill_and_flags_a_billed_stall(e
         assert "eastus meters, bundled table" in doc["cost"]["basis"]  # the printed cost names its table
     # `acagpu run` records its estimate too, so its bill has something to stand beside
     code, doc, err = _json(
-        "run", "--gpu", "t4", "--run-id", "costrun", "--yes", "-o", "json", "img", "--", "sh", "-c", "sleep 1"
+        "run",
+        "--gpu",
+        "t4",
+        "--run-id",
+        "costrun",
+        "--yes",
+        "-o",
+        "json",
+        "nvidia/cuda:12.4.1-base-ubuntu22.04",
+        "--",
+        "sh",
+        "-c",
+        "sleep 1",
     )
     assert code == 0, err
     emu.set_faults("stall:seconds=400,match=gpu-tester")  # 400 emulated s between pull and create

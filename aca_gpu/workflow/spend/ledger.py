@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run
 from aca_gpu.workflow.engine.outcome import RunOutcome
+from aca_gpu.workflow.spend import record as kept_record
 from aca_gpu.workflow.spend.so_far import tagged_profile
 
 
@@ -122,3 +124,15 @@ def read(path: Path | None = None) -> list[dict[str, Any]]:
         if isinstance(row, dict) and row.get("run_id"):
             found.append(row)
     return found
+
+
+def wake_recorder(cloud: Cloud, run: Run) -> Callable[[float], None]:
+    """What a kept run's explorer wake (`smi`, `exec`) does with its measured life once the
+    explorer is stopped again: into the group's record and a ledger line (`cost`)."""
+
+    def asleep(seconds: float) -> None:
+        if seconds > 0:
+            kept_record.add(cloud, run.resource_group, seconds)
+            record_wake(cloud, run, seconds)
+
+    return asleep

@@ -15,13 +15,12 @@ from `spent-at`, an upper bound). With nothing running, all four say the recorde
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
-from aca_gpu.workflow.base.context import Run
 from aca_gpu.workflow.engine.outcome import RunOutcome
 
 TAG_SPENT = "acagpu:spent-gpu-seconds"
@@ -68,16 +67,3 @@ def kept(cloud: Cloud, outcome: RunOutcome) -> None:
     if outcome.teardown.status not in ("kept", "attached") or outcome.gpu_seconds <= 0:
         return
     add(cloud, outcome.plan.names.resource_group, outcome.gpu_seconds)
-
-
-def wake_recorder(cloud: Cloud, run: Run) -> Callable[[float], None]:
-    """What a kept run's explorer wake (`smi`, `exec`) does with its measured life once the
-    explorer is stopped again: into the group's record and a ledger line (`cost`)."""
-    from aca_gpu.workflow.spend import ledger  # ledger reads so_far, which reads this module
-
-    def asleep(seconds: float) -> None:
-        if seconds > 0:
-            add(cloud, run.resource_group, seconds)
-            ledger.record_wake(cloud, run, seconds)
-
-    return asleep
