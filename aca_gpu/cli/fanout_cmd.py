@@ -77,7 +77,9 @@ def run_fanout_command(
             )
         request, opts, indexes = ledger.load_failed(rerun)
         items = tuple(opts["items"]) if opts.get("items") is not None else None
-        request = replace(request, run_id=flags.get("run_id"))
+        request = replace(
+            request, run_id=flags.get("run_id"), wait_for_capacity=flags.get("wait_for_capacity")
+        )
     else:
         if image is None:
             raise BadInput("missing IMAGE: acagpu run [OPTIONS] IMAGE [-- COMMAND ...]")

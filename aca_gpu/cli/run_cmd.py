@@ -45,6 +45,7 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
         env_name=flags["env_name"],
         mounts=flags["mount"],
         create_share=flags["create_share"],
+        wait_for_capacity=flags["wait_for_capacity"],
     )
 
 
@@ -61,6 +62,12 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
 @click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
 @click.option("--regions", help="Regions to try in order, e.g. eastus,westus3 (instead of -l).")
+@click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) while no region allowed has capacity: sweep them again, 30 s "
+    "growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
+)
 @click.option(
     "--env",
     "env_name",

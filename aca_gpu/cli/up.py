@@ -24,6 +24,12 @@ from aca_gpu.workflow.tester.up import up as run_up
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
 @click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) while no region or GPU allowed has capacity: sweep them again, "
+    "30 s growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
+)
+@click.option(
     "--env",
     "env_name",
     help="Run inside this warm environment (`acagpu env create`): only the run's jobs are made and "
@@ -75,6 +81,7 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    wait_for_capacity: str | None,
     env_name: str | None,
     gpu: str | None,
     image: str | None,
@@ -109,6 +116,7 @@ def up(
         wait=wait,
         strict=strict,
         env=env_name,
+        wait_for_capacity=wait_for_capacity,
     )
     plan = make_plan(settings, request, owner=resolve_owner(settings))
     if plan.env is not None and not emulator:  # shown where it will run: the environment's region

@@ -328,6 +328,7 @@ class RunOutcome:
     interrupted: bool = False
     gpu_seconds: float = 0.0
     attempts: list[Attempt] = field(default_factory=list)  # one per region tried (failover.py)
+    capacity_wait: dict[str, Any] | None = None  # --wait-for-capacity: sweeps, every place's reason
 
     @property
     def exit_code(self) -> int:
@@ -407,6 +408,7 @@ class RunOutcome:
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
                 "attempts": [a.as_dict() for a in self.attempts],
+                **({"capacity_wait": self.capacity_wait} if self.capacity_wait is not None else {}),
                 "warnings": [w for p in self.pairs for w in p.warnings],
                 "error": error.as_dict() if error is not None else None,
             }

@@ -76,6 +76,8 @@ class Plan:
     fallbacks: tuple[tuple[str, Pair], ...] = ()
     strict: bool = False  # a degraded GPU (health) fails the pair too, not only a failed one
     env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
+    # --wait-for-capacity: seconds to sweep the places while none can place the run (waiting.py)
+    wait_for_capacity_s: float | None = None
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -173,6 +175,8 @@ class Plan:
             "cost": self.estimate(),
             "warnings": self.warnings(),
         }
+        if self.wait_for_capacity_s is not None:
+            doc["wait_for_capacity_s"] = self.wait_for_capacity_s
         if self.command == "validate":
             doc["pairs"] = [
                 {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "probe_job": p.probe}
@@ -221,6 +225,7 @@ class UpRequest:
     regions: str | None = None  # --regions R1,R2,...
     strict: bool = False  # --strict: a degraded GPU fails too
     env: str | None = None  # --env NAME: run inside a warm environment
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,24 @@ def _duration(value: str, flag: str) -> timedelta:
         return naming.parse_ttl(value)
     except BadInput as exc:
         raise BadInput(f"{flag}: {exc.message}") from exc
+
+
+MAX_WAIT_FOR_CAPACITY_S = 7 * 86400.0
+
+
+def wait_bound(value: str | None) -> float | None:
+    """--wait-for-capacity DURATION in seconds (None: not given); a week at most, since the run's
+    TTL and the user's attention both end long before a GPU wait should."""
+    text = option_text(value, "--wait-for-capacity")
+    if text is None:
+        return None
+    try:
+        seconds = naming.parse_duration(text).total_seconds()
+    except BadInput as exc:
+        raise BadInput(f"--wait-for-capacity: {exc.message}") from exc
+    if seconds > MAX_WAIT_FOR_CAPACITY_S:
+        raise BadInput(f"--wait-for-capacity {text!r} is too long: at most 7d")
+    return seconds
 
 
 def _minutes(value: int | None, default: int) -> int:
@@ -366,6 +389,7 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         regions=regions,
         fallbacks=fallbacks,
         env=_env(settings, request.env, request.keep),
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
 
 

@@ -169,8 +169,13 @@ def run(
     mounts: Sequence[str] = (),
     run_id: str | None = None,
     echo: bool = False,
+    regions: str | Sequence[str] | None = None,
+    wait_for_capacity: str | None = None,
 ) -> FanoutResult:
-    """Run IMAGE (and COMMAND) as `shards` executions (or one per item of `items`) on ACA GPUs."""
+    """Run IMAGE (and COMMAND) as `shards` executions (or one per item of `items`) on ACA GPUs.
+
+    `regions` (a list, or "eastus,westus3") are tried in order; `wait_for_capacity` ("2h") sweeps
+    them again while none has capacity, as `acagpu run --wait-for-capacity` does."""
     import json
 
     from aca_gpu.config import load_settings
@@ -196,6 +201,8 @@ def run(
         memory=memory,
         env_name=env,
         mounts=tuple(mounts),
+        regions=regions if regions is None or isinstance(regions, str) else ",".join(regions),
+        wait_for_capacity=wait_for_capacity,
     )
     settings = load_settings()
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))

@@ -186,6 +186,8 @@ class FanoutOutcome(WorkloadOutcome):
             "errors": self.errors[-20:],
             "error": error.as_dict() if error is not None else None,
         }
+        if self.capacity_wait is not None:
+            doc["capacity_wait"] = self.capacity_wait
         return doc
 
 

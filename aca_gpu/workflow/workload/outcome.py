@@ -234,6 +234,8 @@ class WorkloadOutcome(RunOutcome):
             "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
             "error": error.as_dict() if error is not None else None,
         }
+        if self.capacity_wait is not None:
+            doc["capacity_wait"] = self.capacity_wait
         if self.commands:
             doc["commands"] = dict(self.commands)
         if self.shares is not None:

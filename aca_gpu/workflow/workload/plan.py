@@ -28,6 +28,7 @@ from aca_gpu.workflow.engine.plan import (
     Pair,
     Plan,
     option_text,
+    wait_bound,
 )
 
 RUNTIMES = ("aca", "docker", "podman", "apptainer")
@@ -63,6 +64,7 @@ class RunRequest:
     env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
     mounts: tuple[str, ...] = ()  # --mount SOURCE:/path[:ro]
     create_share: bool = False  # --create-share: make a --mount's share in the warm environment if missing
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION (ACA only)
 
 
 @dataclass(frozen=True)
@@ -470,7 +472,10 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         probe=False,
         regions=regions if request.runtime == "aca" else (),
         env=env_name,
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
+    if plan.wait_for_capacity_s is not None and request.runtime != "aca":
+        raise BadInput(f"--wait-for-capacity waits for ACA's capacity; `{request.runtime}` has none")
     workload = Workload(
         image=image_text,
         command=tuple(request.command),

@@ -1,0 +1,105 @@
+"""`--wait-for-capacity`: real processes against `acagpu emulator serve` whose capacity comes back on
+schedule (the `until=` of the `wpfull` and `nocapacity` faults, emulated seconds since it started).
+
+eastus is WorkLoad Profile Full all along and westus3 has no T4 for 50 emulated minutes (6 wall
+seconds at scale 0.002): a run that waits sweeps both, spends nothing while it waits (the
+emulator's bill has no replica outside the place that worked), and places in westus3 once it has
+room. The next run tries westus3 first (the unavailability cache says eastus was full), and a run
+whose places never get capacity ends at its bound with exit 3 and every region's last reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.e2e.serving import emulator_get, emulator_serve
+
+ACAGPU = [sys.executable, "-m", "aca_gpu"]
+SCALE = 0.002
+# eastus stays full past the test; westus3 has room after 50 emulated minutes (6 wall s), after the
+# first sweep (each place takes its container's deadline, 10 emulated min, to be judged unplaced)
+FAULTS = "wpfull:region=eastus,profile=T4,until=999999;nocapacity:region=westus3,profile=T4,until=3000"
+RUN = ["run", "--yes", "-o", "json", "--regions", "eastus,westus3", "--max-minutes", "10"]
+IMAGE = ["nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sh", "-c", "echo hi"]
+
+
+def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=120)
+
+
+def _faults(emu: dict[str, str], spec: str) -> None:
+    answer = requests.put(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/faults",
+        data=spec,
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+    answer.raise_for_status()
+
+
+@pytest.mark.slow(15)
+def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_up_at_its_bound(
+    tmp_path: Path,
+) -> None:
+    with emulator_serve(tmp_path / "emu.env", time_scale=SCALE, extra=("--faults", FAULTS)) as emu:
+        shell = (
+            os.environ
+            | emu
+            | {
+                "ACAGPU_POLLING_INTERVAL": "0.05",
+                "ACAGPU_CAPACITY_GAP_S": "0.5",  # the client's wall-clock gap, scaled down like the emulator
+                "ACAGPU_CACHE_DIR": str(tmp_path / "cache"),
+            }
+        )
+        for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
+            shell.pop(key, None)
+
+        waited = _acagpu(shell, *RUN, "--wait-for-capacity", "2h", *IMAGE)
+        assert waited.returncode == 0, waited.stderr
+        doc = json.loads(waited.stdout)
+        wait = doc["capacity_wait"]
+        assert wait["placed"] == "westus3" and wait["sweeps"] >= 2, wait
+        assert "waiting for a T4: no capacity in eastus (WorkLoad Profile Full)" in waited.stderr
+        assert "next try" in waited.stderr and "gives up" in waited.stderr
+        reasons = {p["region"]: p["reason"] for p in wait["places"]}
+        assert reasons["eastus"] == "profile-full", wait
+        used = [a for a in doc["attempts"] if a["status"] == "used"]
+        assert [a["region"] for a in used] == ["westus3"], doc["attempts"]
+        # $0 while it waited: every replica the emulator billed ran in the place that worked
+        billed = [r for r in emulator_get(emu, "billing")["replicas"] if r["gpu_seconds"] > 0]
+        assert billed and {r["location"] for r in billed} == {"westus3"}, billed
+        assert not [r for r in billed if r["running"]], billed
+
+        # what the first run learnt, the next knows: eastus (full when last seen) goes last, and the
+        # place that worked was forgotten
+        cache = json.loads((tmp_path / "cache" / "unavailable.json").read_text(encoding="utf-8"))
+        assert any(v["location"] == "eastus" for v in cache.values()), cache
+        assert not any(v["location"] == "westus3" for v in cache.values()), cache
+        second = _acagpu(shell, *RUN, *IMAGE)
+        assert second.returncode == 0, second.stderr
+        assert json.loads(second.stdout)["attempts"][0]["region"] == "westus3"
+        checked = _acagpu(shell, "check", "-l", "eastus", "--gpu", "t4", "-o", "json")
+        assert checked.returncode == 0, checked.stderr
+        assert json.loads(checked.stdout)["unavailable"][0]["location"] == "eastus", checked.stdout
+
+        # no capacity anywhere for the whole bound: exit 3, each region's last reason, nothing left
+        _faults(emu, "nocapacity:profile=T4")
+        gave_up = _acagpu(shell, *RUN, "--wait-for-capacity", "1s", *IMAGE)
+        assert gave_up.returncode == 3, gave_up.stderr
+        doc = json.loads(gave_up.stdout)
+        assert doc["error"]["code"] == "CapacityWaitExpired", doc["error"]
+        assert {p["region"]: p["reason"] for p in doc["capacity_wait"]["places"]} == {
+            "eastus": "no-capacity",
+            "westus3": "no-capacity",
+        }
+        assert "Traceback" not in gave_up.stderr
+        left = [g for g in emulator_get(emu, "inventory").get("groups", []) if g.get("state") != "Deleting"]
+        assert not [g for g in left if doc["run_id"] in json.dumps(g)], left
