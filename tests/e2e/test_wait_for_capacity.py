@@ -4,8 +4,9 @@ schedule (the `until=` of the `wpfull` and `nocapacity` faults, emulated seconds
 eastus is WorkLoad Profile Full all along and westus3 has no T4 for 50 emulated minutes (6 wall
 seconds at scale 0.002): a run that waits sweeps both, spends nothing while it waits (the
 emulator's bill has no replica outside the place that worked), and places in westus3 once it has
-room. The next run tries westus3 first (the unavailability cache says eastus was full), and a run
-whose places never get capacity ends at its bound with exit 3 and every region's last reason.
+room. The next runs, side by side, know it: one tries westus3 first (the unavailability cache says
+eastus was full), `check` shows it, and one allowed only eastus ends at its bound with exit 3 and
+its region's last reason.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import requests
 
 from tests.e2e.serving import emulator_get, emulator_serve
 
@@ -34,15 +34,10 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=120)
 
 
-def _faults(emu: dict[str, str], spec: str) -> None:
-    answer = requests.put(
-        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/faults",
-        data=spec,
-        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
-        verify=emu["ACAGPU_CA_BUNDLE"],
-        timeout=10,
+def _started(shell: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*ACAGPU, *args], env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    answer.raise_for_status()
 
 
 @pytest.mark.slow(15)
@@ -83,23 +78,26 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         cache = json.loads((tmp_path / "cache" / "unavailable.json").read_text(encoding="utf-8"))
         assert any(v["location"] == "eastus" for v in cache.values()), cache
         assert not any(v["location"] == "westus3" for v in cache.values()), cache
-        second = _acagpu(shell, *RUN, *IMAGE)
-        assert second.returncode == 0, second.stderr
-        assert json.loads(second.stdout)["attempts"][0]["region"] == "westus3"
-        checked = _acagpu(shell, "check", "-l", "eastus", "--gpu", "t4", "-o", "json")
-        assert checked.returncode == 0, checked.stderr
-        assert json.loads(checked.stdout)["unavailable"][0]["location"] == "eastus", checked.stdout
-
-        # no capacity anywhere for the whole bound: exit 3, each region's last reason, nothing left
-        _faults(emu, "nocapacity:profile=T4")
-        gave_up = _acagpu(shell, *RUN, "--wait-for-capacity", "1s", *IMAGE)
-        assert gave_up.returncode == 3, gave_up.stderr
-        doc = json.loads(gave_up.stdout)
+        # meanwhile, side by side: a run without a wait tries westus3 first; `check` shows what is known;
+        # a run allowed only eastus (full all along) ends at its bound with exit 3 and the reason table
+        second = _started(shell, *RUN, *IMAGE)
+        checked = _started(shell, "check", "-l", "eastus", "--gpu", "t4", "-o", "json")
+        gave_up = _started(
+            shell, *RUN[:4], "--regions", "eastus", *RUN[6:], "--wait-for-capacity", "1s", *IMAGE
+        )
+        out, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+        assert json.loads(out)["attempts"][0]["region"] == "westus3"
+        out, err = checked.communicate(timeout=120)
+        assert checked.returncode == 0, err
+        assert json.loads(out)["unavailable"][0]["location"] == "eastus", out
+        out, err = gave_up.communicate(timeout=120)
+        assert gave_up.returncode == 3, err
+        doc = json.loads(out)
         assert doc["error"]["code"] == "CapacityWaitExpired", doc["error"]
-        assert {p["region"]: p["reason"] for p in doc["capacity_wait"]["places"]} == {
-            "eastus": "no-capacity",
-            "westus3": "no-capacity",
-        }
-        assert "Traceback" not in gave_up.stderr
-        left = [g for g in emulator_get(emu, "inventory").get("groups", []) if g.get("state") != "Deleting"]
-        assert not [g for g in left if doc["run_id"] in json.dumps(g)], left
+        assert "eastus (WorkLoad Profile Full)" in doc["error"]["message"], doc["error"]
+        assert [p["reason"] for p in doc["capacity_wait"]["places"]] == ["profile-full"], doc
+        assert "Traceback" not in err
+        inventory = emulator_get(emu, "inventory")  # nothing left behind by any of them
+        assert not [g for g in inventory["resource_groups"] if not g["deleting"]], inventory
+        assert not inventory["replicas"], inventory
