@@ -10,7 +10,7 @@ from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
-from aca_gpu.workflow.engine.plan import UpRequest, make_plan
+from aca_gpu.workflow.engine.plan import UpRequest, capped_plan, make_plan
 from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.tester.render import finish, render_plan, render_up, render_up_markdown
 from aca_gpu.workflow.tester.up import up as run_up
@@ -22,6 +22,13 @@ from aca_gpu.workflow.tester.up import up as run_up
     "--regions",
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
+)
+@click.option(
+    "--max-cost",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on this run: nothing new starts past it less one start's cost, and what "
+    "runs is stopped at it (exit 8).",
 )
 @click.option(
     "--wait-for-capacity",
@@ -81,6 +88,7 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    max_cost: float | None,
     wait_for_capacity: str | None,
     env_name: str | None,
     gpu: str | None,
@@ -118,7 +126,7 @@ def up(
         env=env_name,
         wait_for_capacity=wait_for_capacity,
     )
-    plan = make_plan(settings, request, owner=resolve_owner(settings))
+    plan = capped_plan(make_plan(settings, request, owner=resolve_owner(settings)), max_cost)
     if plan.env is not None and not emulator:  # shown where it will run: the environment's region
         plan = placed_plan(open_cloud(settings), plan)
     if dry_run:

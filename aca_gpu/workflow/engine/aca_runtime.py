@@ -408,6 +408,7 @@ class AcaRuntime:
         state = run_execution(
             cloud, rg, pair.tester, start, read,
             policy=TESTER_RETRY, cancel=waiter.cancel, label=f"the tester {pair.tester}",
+            cap=plan.spend_cap,
         )  # fmt: skip
         outcome: TesterOutcome = answer(state, waiter.cancel)
         if self.borrowed:

@@ -130,6 +130,8 @@ class Engine:
             else None
         )
         self._removed: TeardownResult | None = None  # the last left region's teardown, when clean
+        if plan.spend_cap is not None:  # --max-cost reads the run's measured replica lifetimes
+            plan.spend_cap.seconds = runtime.gpu_seconds
         self.more_regions = False
         self._attempt_began = (time.monotonic(), 0.0)
         self.predictions = dict(predictions or {})
@@ -161,6 +163,7 @@ class Engine:
         with self.interrupts.installed():
             try:
                 self._sweeps(places)
+                self._capped()
                 self._mark("time_to_verdict_s")
                 self._finish()
             except KeyboardInterrupt:
@@ -170,6 +173,8 @@ class Engine:
         capacity.with_hints(self.base, [outcome.error, *(p.error for p in outcome.pairs)])
         if self.wait is not None:
             outcome.capacity_wait = self.wait.as_dict()
+        if self.base.spend_cap is not None:
+            outcome.cost_cap = self.base.spend_cap.as_dict()
         outcome.gpu_seconds = self.runtime.gpu_seconds()
         self._mark("time_to_prompt_s")
         return outcome
@@ -204,6 +209,13 @@ class Engine:
                 if not outcome.interrupted:
                     outcome.error = wait.error(self._gpu_of(None))
                 return
+
+    def _capped(self) -> None:
+        """--max-cost reached: the run ends on it (exit 8), saying what was done and what was not."""
+        cap, outcome = self.base.spend_cap, self.outcome
+        if cap is None or not cap.reached or outcome.interrupted:
+            return
+        outcome.error = cap.error(*outcome.cap_summary())
 
     def _profile_type(self, gpu: str | None) -> str:
         pair = next((p for _, p in self.base.fallbacks if p.gpu == gpu), self.base.pairs[0])

@@ -19,6 +19,7 @@ from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine.spend_cap import SpendCap
 
 DEFAULT_MAX_MINUTES = 30
 DEFAULT_START_TIMEOUT = "15m"
@@ -78,6 +79,22 @@ class Plan:
     env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
     # --wait-for-capacity: seconds to sweep the places while none can place the run (waiting.py)
     wait_for_capacity_s: float | None = None
+    # --max-cost: the run's cap, shared by its task runners and its region attempts (spend_cap.py)
+    spend_cap: SpendCap | None = field(default=None, compare=False, repr=False)
+
+    def with_max_cost(self, usd: float | None, usd_per_s: float) -> Plan:
+        """The plan capped at `usd` (None: uncapped); bad input when not even one start fits."""
+        if usd is None:
+            return self
+        if not usd > 0:
+            raise BadInput(f"--max-cost {usd:g}: give a positive amount in USD, e.g. 5 or 0.50")
+        cap = SpendCap(float(usd), usd_per_s, tick_s=1.0)
+        if cap.start_cost_usd > cap.cap_usd:
+            raise BadInput(
+                f"--max-cost ${usd:g} is less than one start costs (${cap.start_cost_usd:.6f}: one replica "
+                "for one look interval): nothing could start"
+            )
+        return replace(self, spend_cap=cap)
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -177,6 +194,8 @@ class Plan:
         }
         if self.wait_for_capacity_s is not None:
             doc["wait_for_capacity_s"] = self.wait_for_capacity_s
+        if self.spend_cap is not None:  # beside the ceiling (`cost`)
+            doc["max_cost_usd"] = self.spend_cap.cap_usd
         if self.command == "validate":
             doc["pairs"] = [
                 {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "probe_job": p.probe}
@@ -417,6 +436,15 @@ def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:
             "idle); the environment itself stays"
         )
     return naming.validate_env_name(name)
+
+
+def capped_plan(plan: Plan, usd: float | None) -> Plan:
+    """`up --max-cost`: capped at `usd`, priced per replica of its first GPU in its first region."""
+    if usd is None:
+        return plan
+    from aca_gpu import cost
+
+    return plan.with_max_cost(usd, cost.price_per_hour(plan.pairs[0].profile, location=plan.location) / 3600)
 
 
 def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:

@@ -161,6 +161,7 @@ class Fanout:
             cancel=waiter.cancel,
             on_change=self.board.changed,
             on_look=self.board.looked,
+            cap=plan.spend_cap,
         )
         self.states = self.board.states = self.runner.states
         ticking = threading.Event()

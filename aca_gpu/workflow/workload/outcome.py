@@ -210,6 +210,10 @@ class WorkloadOutcome(RunOutcome):
             "basis": f"estimate: measured replica lifetime x ({basis})",
         }
 
+    def cap_summary(self) -> tuple[str, str, str | None]:
+        """--max-cost stopped the container: it ran until the cap, its command did not finish."""
+        return ("the container ran until the cap", "its command did not finish (stopped)", None)
+
     def document(self) -> dict[str, Any]:
         assert self.spec is not None
         error = self.failure()
@@ -236,6 +240,8 @@ class WorkloadOutcome(RunOutcome):
         }
         if self.capacity_wait is not None:
             doc["capacity_wait"] = self.capacity_wait
+        if self.cost_cap is not None:
+            doc["cost_cap"] = self.cost_cap
         if self.commands:
             doc["commands"] = dict(self.commands)
         if self.shares is not None:

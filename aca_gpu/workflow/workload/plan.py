@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -162,6 +162,8 @@ class RunSpec:
             "ceiling_usd": round(ceiling, 4),
             "ceiling_minutes": self.plan.max_minutes,
             "basis": f"{basis}; ceiling = {self.plan.max_minutes} min (--max-minutes); estimate",
+            # --max-cost, beside the ceiling
+            **({"max_cost_usd": self.plan.spend_cap.cap_usd} if self.plan.spend_cap is not None else {}),
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -175,6 +177,8 @@ class RunSpec:
             "price": self.price(),
             "warnings": list(self.warnings),
         }
+        if plan.wait_for_capacity_s is not None:
+            doc["wait_for_capacity_s"] = plan.wait_for_capacity_s
         if self.create_share and plan.env is not None:
             doc["create_share"] = self.share_plan(plan.env)
         if self.local:
@@ -223,6 +227,17 @@ class RunSpec:
             "only_if_missing": True,
             "kept_with": f"environment {env_name} (removed by `acagpu env delete {env_name}`)",
         }
+
+
+def capped(spec: RunSpec, usd: float | None) -> RunSpec:
+    """The run capped at `usd` (--max-cost; None: uncapped), priced as its replica is."""
+    if usd is None:
+        return spec
+    if spec.local:
+        raise BadInput(f"--max-cost caps what ACA bills; `{spec.runtime}` bills nothing")
+    work, pair = spec.workload, spec.plan.pairs[0]
+    per_s, _ = replica_price(pair.profile, work.cpu, work.memory_gib, spec.plan.location)
+    return replace(spec, plan=spec.plan.with_max_cost(usd, per_s))
 
 
 def replica_price(
