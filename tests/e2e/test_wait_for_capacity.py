@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ SCALE = 0.002
 # first sweep (each place takes its container's deadline, 10 emulated min, to be judged unplaced)
 FAULTS = "wpfull:region=eastus,profile=T4,until=999999;nocapacity:region=westus3,profile=T4,until=3000"
 RUN = ["run", "--yes", "-o", "json", "--regions", "eastus,westus3", "--max-minutes", "10"]
-IMAGE = ["nvidia/cuda:12.4.1-base-ubuntu22.04", "--", "sh", "-c", "echo hi"]
+IMAGE = ["busybox", "--", "sh", "-c", "echo hi"]
 
 
 def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +41,7 @@ def _started(shell: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.slow(15)
+@pytest.mark.slow(18)
 def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_up_at_its_bound(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +86,20 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         gave_up = _started(
             shell, *RUN[:4], "--regions", "eastus", *RUN[6:], "--wait-for-capacity", "1s", *IMAGE
         )
+        # Ctrl-C while one waits between sweeps: exit 130 at once, nothing of it left, no traceback
+        stopped = _started(
+            shell, *RUN[:4], "--regions", "eastus", *RUN[6:], "--wait-for-capacity", "2h", *IMAGE
+        )
+        assert stopped.stderr is not None
+        said = ""
+        while "waiting for a T4" not in said:
+            line = stopped.stderr.readline()
+            assert line, said
+            said += line
+        stopped.send_signal(signal.SIGINT)
+        out, err = stopped.communicate(timeout=60)
+        assert stopped.returncode == 130, said + err
+        assert json.loads(out)["status"] == "interrupted" and "Traceback" not in said + err
         out, err = second.communicate(timeout=120)
         assert second.returncode == 0, err
         assert json.loads(out)["attempts"][0]["region"] == "westus3"
