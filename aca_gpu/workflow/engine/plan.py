@@ -263,6 +263,7 @@ class ValidateRequest:
     regions: str | None = None
     strict: bool = False
     env: str | None = None
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION
 
 
 def option_text(value: str | None, flag: str) -> str | None:
@@ -505,6 +506,7 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         location=regions[0],
         regions=regions,
         env=_env(settings, request.env, False),
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
 
 
