@@ -5,8 +5,9 @@ eastus is WorkLoad Profile Full all along and westus3 has no T4 for 50 emulated 
 seconds at scale 0.002): a run that waits sweeps both, spends nothing while it waits (the
 emulator's bill has no replica outside the place that worked), and places in westus3 once it has
 room. The next runs, side by side, know it: one tries westus3 first (the unavailability cache says
-eastus was full), `check` shows it, and one allowed only eastus ends at its bound with exit 3 and
-its region's last reason.
+eastus was full), `check` shows it, one allowed only eastus ends at its bound with exit 3 and its
+region's last reason, a fan-out whose shards are never placed there does the same, and one
+interrupted between sweeps ends with 130, leaving nothing.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _started(shell: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.slow(18)
+@pytest.mark.slow(19)
 def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_up_at_its_bound(
     tmp_path: Path,
 ) -> None:
@@ -86,6 +87,10 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         gave_up = _started(
             shell, *RUN[:4], "--regions", "eastus", *RUN[6:], "--wait-for-capacity", "1s", *IMAGE
         )
+        # a fan-out none of whose shards is ever placed waits too, and ends at its bound the same way
+        shards = _started(shell, "run", "--yes", "-o", "json", "--shards", "2", "--regions", "eastus",
+                          "--start-timeout", "2s", "--platform-retries", "0", "--wait-for-capacity", "1s",
+                          *IMAGE)  # fmt: skip
         # Ctrl-C while one waits between sweeps: exit 130 at once, nothing of it left, no traceback
         stopped = _started(
             shell, *RUN[:4], "--regions", "eastus", *RUN[6:], "--wait-for-capacity", "2h", *IMAGE
@@ -113,6 +118,11 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         assert "eastus (WorkLoad Profile Full)" in doc["error"]["message"], doc["error"]
         assert [p["reason"] for p in doc["capacity_wait"]["places"]] == ["profile-full"], doc
         assert "Traceback" not in err
+        out, err = shards.communicate(timeout=120)
+        assert shards.returncode == 3, err
+        doc = json.loads(out)
+        assert doc["error"]["code"] == "CapacityWaitExpired", doc["error"]
+        assert "none of 2 shards was ever placed" in doc["capacity_wait"]["places"][0]["detail"]
         inventory = emulator_get(emu, "inventory")  # nothing left behind by any of them
         assert not [g for g in inventory["resource_groups"] if not g["deleting"]], inventory
         assert not inventory["replicas"], inventory
