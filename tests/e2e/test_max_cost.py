@@ -3,7 +3,8 @@ running shards within the stated overshoot bound (the emulator's own bill), the 
 shards ran and which did not, and `--rerun-failed` under a new cap completes the rest.
 
 Each shard's `sleep 1` runs for real in the emulator's sandbox, so its replica's life is wall time
-(the bill's `wall_seconds`); the cap is priced on the same wall seconds.
+(the bill's `wall_seconds`); the cap is priced on the same wall seconds. A single run's container
+is stopped at its cap the same way.
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def test_a_fanout_stops_at_its_cost_cap_within_the_bound_and_a_rerun_completes_i
         assert spent <= cap + doc["cost_cap"]["overshoot_bound_usd"], (spent, doc["cost_cap"])
         assert not [r for r in bill if r["running"]], bill  # what ran was stopped
 
+        # a single run under a cap: its container stopped at it, exit 8 (side by side with the rerun)
+        single = subprocess.Popen(
+            [*ACAGPU, "run", "--yes", "-o", "json", "--max-cost", str(round(per_s * 3, 7)), "busybox", "--",
+             "sh", "-c", "echo start; sleep 20; echo end"],
+            env=shell, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
         rerun = _acagpu(
             shell, "run", "--yes", "-o", "json", "--rerun-failed", doc["run_id"], "--max-cost", "1"
         )
@@ -65,3 +72,8 @@ def test_a_fanout_stops_at_its_cost_cap_within_the_bound_and_a_rerun_completes_i
         again = json.loads(rerun.stdout)
         assert sorted(s["index"] for s in again["shards"]) == sorted(set(states) - set(done))
         assert all(s["status"] == "succeeded" for s in again["shards"]), again["shards"]
+        out, err = single.communicate(timeout=120)
+        assert single.returncode == 8, err
+        one = json.loads(out)
+        assert one["error"]["code"] == "CostCapReached" and one["output"]["stdout"] == "start\n", one
+        assert one["cost"]["usd_estimate"] <= per_s * 3 + one["cost_cap"]["overshoot_bound_usd"], one["cost"]

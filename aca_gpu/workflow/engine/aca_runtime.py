@@ -264,6 +264,7 @@ class AcaRuntime:
             environment_group=where.environment_group,
             runs=runs,
             driver_check=self._driver_check(plan, pair, job),
+            cap=plan.spend_cap,
         )
         self._release(where.resource_group, job)
         result = replace(result, platform=self._phases(where, job))
