@@ -10,9 +10,10 @@ from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
-from aca_gpu.workflow.engine.plan import UpRequest, capped_plan, make_plan
+from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.tester.render import finish, render_plan, render_up, render_up_markdown
+from aca_gpu.workflow.tester.up import capped_plan
 from aca_gpu.workflow.tester.up import up as run_up
 
 

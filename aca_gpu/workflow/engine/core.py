@@ -196,11 +196,13 @@ class Engine:
                     outcome.interrupted = True
                     outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
                 following = self._place_label(*pending[index + 1]) if not last else "them again after a wait"
-                error = self._refusal()
+                error, where = self._refusal(), (region, self._gpu_of(gpu), self._profile_type(gpu))
                 if error is not None and not outcome.interrupted:
-                    self._learn(region, gpu, error)
+                    waiting.learn(wait, *where, error)  # this wait's and the next runs' to know
                 if not self.more_regions or not self._leave_region(attempt, following):
-                    self._placed(region, gpu)
+                    ran = any(p.probe is not None or p.tester is not None for p in outcome.pairs)
+                    if ran and not outcome.interrupted:
+                        waiting.placed(wait, *where, error)
                     return
             if wait is None:
                 return
@@ -234,52 +236,17 @@ class Engine:
             return outcome.error
         return next((p.error for p in outcome.pairs if p.error is not None), None)
 
-    def _learn(self, region: str, gpu: str | None, error: AcaGpuError) -> None:
-        """A place without capacity is remembered (for this wait and for the next runs)."""
-        profile_type = self._profile_type(gpu)
-        if self.wait is not None:
-            self.wait.saw(region, self._gpu_of(gpu), profile_type, error)
-        elif waiting.reason_of(error) in waiting.WAITABLE:
-            unavailable.remember(region, profile_type, waiting.reason_of(error), error.message)
-
-    def _placed(self, region: str, gpu: str | None) -> None:
-        """The run ended in this place: where it got a replica, what was said of it is forgotten."""
-        outcome = self.outcome
-        error = self._refusal()
-        ran = any(p.probe is not None or p.tester is not None for p in outcome.pairs)
-        if outcome.interrupted or not ran:
-            return
-        if error is not None and waiting.reason_of(error) in waiting.WAITABLE:
-            return
-        unavailable.clear(region, self._profile_type(gpu))
-        if self.wait is not None:
-            self.wait.placed = region
-
     def _wait_between_sweeps(self, wait: waiting.CapacityWait) -> bool:
         """The gap between two sweeps, nothing of the run existing; False at the bound or on Ctrl-C."""
-        left = wait.left_s()
-        if left <= 0:
-            return False
-        gap = min(wait.gap(), left)
-        self.progress.warn(wait.line(self._gpu_of(None), time.time() + gap))
-        began = time.monotonic()
-        try:
-            while not self.waiter.cancel.wait(min(1.0, max(0.0, gap - (time.monotonic() - began)))):
-                if time.monotonic() - began >= gap:
-                    break
-        except KeyboardInterrupt:
-            self.waiter.cancel.set()
-        wait.waited_s += time.monotonic() - began
+        if wait.pause(self._gpu_of(None), self.progress, self.waiter.cancel):
+            return True
         if self.waiter.cancel.is_set():
             self.outcome.interrupted = True
             self.outcome.error = Interrupted(
                 f"interrupted while waiting for capacity: run {self.plan.run_id} stopped "
                 "(nothing of it exists)"
             )
-            return False
-        wait.sweeps += 1
-        self.progress.note(f"sweep {wait.sweeps}: trying the places waiting can cure again")
-        return True
+        return False
 
     def _place_label(self, region: str, gpu: str | None) -> str:
         """How the next place is named: its region, and its GPU when that is a fallback's."""

@@ -18,7 +18,7 @@ from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.workflow.base import checks
-from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine import failover, waiting
 from aca_gpu.workflow.engine.spend_cap import SpendCap
 
 DEFAULT_MAX_MINUTES = 30
@@ -83,18 +83,8 @@ class Plan:
     spend_cap: SpendCap | None = field(default=None, compare=False, repr=False)
 
     def with_max_cost(self, usd: float | None, usd_per_s: float) -> Plan:
-        """The plan capped at `usd` (None: uncapped); bad input when not even one start fits."""
-        if usd is None:
-            return self
-        if not usd > 0:
-            raise BadInput(f"--max-cost {usd:g}: give a positive amount in USD, e.g. 5 or 0.50")
-        cap = SpendCap(float(usd), usd_per_s, tick_s=1.0)
-        if cap.start_cost_usd > cap.cap_usd:
-            raise BadInput(
-                f"--max-cost ${usd:g} is less than one start costs (${cap.start_cost_usd:.6f}: one replica "
-                "for one look interval): nothing could start"
-            )
-        return replace(self, spend_cap=cap)
+        """The plan capped at `usd` (None: uncapped; bad input when not even one start fits)."""
+        return self if usd is None else replace(self, spend_cap=SpendCap.checked(usd, usd_per_s))
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -293,22 +283,9 @@ def _duration(value: str, flag: str) -> timedelta:
         raise BadInput(f"{flag}: {exc.message}") from exc
 
 
-MAX_WAIT_FOR_CAPACITY_S = 7 * 86400.0
-
-
 def wait_bound(value: str | None) -> float | None:
-    """--wait-for-capacity DURATION in seconds (None: not given); a week at most, since the run's
-    TTL and the user's attention both end long before a GPU wait should."""
-    text = option_text(value, "--wait-for-capacity")
-    if text is None:
-        return None
-    try:
-        seconds = naming.parse_duration(text).total_seconds()
-    except BadInput as exc:
-        raise BadInput(f"--wait-for-capacity: {exc.message}") from exc
-    if seconds > MAX_WAIT_FOR_CAPACITY_S:
-        raise BadInput(f"--wait-for-capacity {text!r} is too long: at most 7d")
-    return seconds
+    """--wait-for-capacity DURATION in seconds (waiting.py checks it)."""
+    return waiting.bound_of(option_text(value, "--wait-for-capacity"))
 
 
 def _minutes(value: int | None, default: int) -> int:
@@ -437,15 +414,6 @@ def _env(settings: Settings, flag: str | None, keep: bool) -> str | None:
             "idle); the environment itself stays"
         )
     return naming.validate_env_name(name)
-
-
-def capped_plan(plan: Plan, usd: float | None) -> Plan:
-    """`up --max-cost`: capped at `usd`, priced per replica of its first GPU in its first region."""
-    if usd is None:
-        return plan
-    from aca_gpu import cost
-
-    return plan.with_max_cost(usd, cost.price_per_hour(plan.pairs[0].profile, location=plan.location) / 3600)
 
 
 def make_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:

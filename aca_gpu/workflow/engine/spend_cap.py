@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aca_gpu.errors import EXIT_COST_CAP, AcaGpuError
+from aca_gpu.errors import EXIT_COST_CAP, AcaGpuError, BadInput
 
 CODE = "CostCapReached"
 
@@ -48,6 +48,19 @@ class SpendCap:
     spent_usd: float = 0.0
     peak_running: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def checked(cls, usd: float, usd_per_s: float) -> SpendCap:
+        """A cap from --max-cost; bad input unless it is positive and at least one start fits."""
+        if not usd > 0:
+            raise BadInput(f"--max-cost {usd:g}: give a positive amount in USD, e.g. 5 or 0.50")
+        cap = cls(float(usd), usd_per_s, tick_s=1.0)
+        if cap.start_cost_usd > cap.cap_usd:
+            raise BadInput(
+                f"--max-cost ${usd:g} is less than one start costs (${cap.start_cost_usd:.6f}: one "
+                "replica for one look interval): nothing could start"
+            )
+        return cap
 
     @property
     def start_cost_usd(self) -> float:

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from aca_gpu.errors import AcaGpuError, QuotaError
+from aca_gpu.errors import AcaGpuError, BadInput, QuotaError
+from aca_gpu.naming import parse_duration
+from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
 from aca_gpu.workflow.preflight import unavailable
 from aca_gpu.workflow.preflight.quota import QUOTA_REQUEST_HINT
@@ -79,6 +82,24 @@ def reason_of(error: AcaGpuError) -> str:
     if isinstance(error, QuotaError):
         return QUOTA
     return OTHER
+
+
+MAX_BOUND_S = 7 * 86400.0
+
+
+def bound_of(value: str | None) -> float | None:
+    """--wait-for-capacity DURATION in seconds (None: not given); a week at most, since the run's
+    TTL and the user's attention both end long before a GPU wait should."""
+    text = (value or "").strip()
+    if not value:
+        return None
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except BadInput as exc:
+        raise BadInput(f"--wait-for-capacity: {exc.message}") from exc
+    if seconds > MAX_BOUND_S:
+        raise BadInput(f"--wait-for-capacity {text!r} is too long: at most 7d")
+    return seconds
 
 
 def first_gap_s() -> float:
@@ -153,6 +174,28 @@ class CapacityWait:
             f"{_clock(self.started_wall + self.bound_s)} (sweep {self.sweeps} done)"
         )
 
+    def pause(self, gpu: str, progress: Progress, cancel: threading.Event) -> bool:
+        """Wait out the gap before the next sweep, saying so; False at the bound or on Ctrl-C (a
+        KeyboardInterrupt in the main thread sets `cancel`: nothing of the run exists to tear down)."""
+        left = self.left_s()
+        if left <= 0:
+            return False
+        gap = min(self.gap(), left)
+        progress.warn(self.line(gpu, time.time() + gap))
+        began = time.monotonic()
+        try:
+            while not cancel.wait(min(1.0, max(0.0, gap - (time.monotonic() - began)))):
+                if time.monotonic() - began >= gap:
+                    break
+        except KeyboardInterrupt:
+            cancel.set()
+        self.waited_s += time.monotonic() - began
+        if cancel.is_set():
+            return False
+        self.sweeps += 1
+        progress.note(f"sweep {self.sweeps}: trying again the places waiting can cure")
+        return True
+
     def table(self) -> str:
         rows = [(s.region, s.gpu, WORDS.get(s.reason, s.reason), s.detail) for s in self.seen.values()]
         width = max([len(r[0]) for r in rows] + [6])
@@ -185,6 +228,25 @@ class CapacityWait:
             "placed": self.placed,
             "places": [s.as_dict() for s in self.seen.values()],
         }
+
+
+def learn(wait: CapacityWait | None, region: str, gpu: str, profile_type: str, error: AcaGpuError) -> None:
+    """A place's refusal: this wait's (every reason), the cache's (what waiting can cure)."""
+    if wait is not None:
+        wait.saw(region, gpu, profile_type, error)
+    elif reason_of(error) in WAITABLE:
+        unavailable.remember(region, profile_type, reason_of(error), error.message)
+
+
+def placed(
+    wait: CapacityWait | None, region: str, gpu: str, profile_type: str, error: AcaGpuError | None
+) -> None:
+    """The run got a replica here (whatever its verdict): what was said of the place is forgotten."""
+    if error is not None and reason_of(error) in WAITABLE:
+        return
+    unavailable.clear(region, profile_type)
+    if wait is not None:
+        wait.placed = region
 
 
 def _clock(epoch: float) -> str:
