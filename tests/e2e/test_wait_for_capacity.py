@@ -1,11 +1,10 @@
-"""`--wait-for-capacity`: real processes against `acagpu emulator serve` whose capacity comes back on
-schedule (the `until=` of the `wpfull` and `nocapacity` faults, emulated seconds since it started).
+"""`--wait-for-capacity`: real processes against `acagpu emulator serve` whose capacity comes back.
 
-eastus is WorkLoad Profile Full all along and westus3 has no T4 for 50 emulated minutes (6 wall
-seconds at scale 0.002): a run that waits sweeps both, spends nothing while it waits (the
-emulator's bill has no replica outside the place that worked), and places in westus3 once it has
-room. The next runs, side by side, know it: one tries westus3 first (the unavailability cache says
-eastus was full), `check` shows it, one allowed only eastus ends at its bound with exit 3 and its
+eastus is WorkLoad Profile Full all along and westus3 has no T4 until the run waits: a run that
+waits sweeps both, spends nothing while it waits (the emulator's bill has no replica outside the
+place that worked), and places in westus3 at the next sweep once it has room. The next runs, side
+by side, know it: one tries westus3 first (the unavailability cache says eastus was full), `check`
+shows it, one allowed only eastus ends at its bound with exit 3 and its
 region's last reason, a fan-out whose shards are never placed there does the same, and one
 interrupted between sweeps ends with 130, leaving nothing.
 """
@@ -20,14 +19,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 SCALE = 0.002
-# eastus stays full past the test; westus3 has room after 50 emulated minutes (6 wall s), after the
-# first sweep (each place takes its container's deadline, 10 emulated min, to be judged unplaced)
-FAULTS = "wpfull:region=eastus,profile=T4,until=999999;nocapacity:region=westus3,profile=T4,until=3000"
+# eastus stays full past the test (`until=` far ahead); westus3 gets its capacity back once the run
+# waits (the test takes its fault away when the waiting line comes: a loaded machine makes any
+# emulated instant a race with the first sweep, which judges each place at its container's deadline)
+FAULTS = "wpfull:region=eastus,profile=T4,until=999999"
+NONE_IN_WESTUS3 = "nocapacity:region=westus3,profile=T4"
 RUN = ["run", "--yes", "-o", "json", "--regions", "eastus,westus3", "--max-minutes", "10"]
 IMAGE = ["busybox", "--", "sh", "-c", "echo hi"]
 
@@ -42,11 +44,34 @@ def _started(shell: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
+def _until_waiting(run: subprocess.Popen[str]) -> str:
+    """Its stderr up to its first waiting line."""
+    assert run.stderr is not None
+    said = ""
+    while "waiting for a T4" not in said:
+        line = run.stderr.readline()
+        assert line, said
+        said += line
+    return said
+
+
+def _faults(emu: dict[str, str], spec: str) -> None:
+    answer = requests.put(
+        f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/faults",
+        data=spec,
+        headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"],
+        timeout=10,
+    )
+    answer.raise_for_status()
+
+
 @pytest.mark.slow(19)
 def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_up_at_its_bound(
     tmp_path: Path,
 ) -> None:
-    with emulator_serve(tmp_path / "emu.env", time_scale=SCALE, extra=("--faults", FAULTS)) as emu:
+    faults = ("--faults", f"{FAULTS};{NONE_IN_WESTUS3}")
+    with emulator_serve(tmp_path / "emu.env", time_scale=SCALE, extra=faults) as emu:
         shell = (
             os.environ
             | emu
@@ -59,13 +84,18 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
             shell.pop(key, None)
 
-        waited = _acagpu(shell, *RUN, "--wait-for-capacity", "2h", *IMAGE)
-        assert waited.returncode == 0, waited.stderr
-        doc = json.loads(waited.stdout)
+        waiting = _started(shell, *RUN, "--wait-for-capacity", "2h", *IMAGE)
+        said = _until_waiting(waiting)
+        assert (
+            "waiting for a T4: no capacity in eastus (WorkLoad Profile Full), westus3 (no capacity)" in said
+        )
+        assert "next try" in said and "gives up" in said
+        _faults(emu, FAULTS)  # westus3 has room again
+        out, err = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, said + err
+        doc = json.loads(out)
         wait = doc["capacity_wait"]
         assert wait["placed"] == "westus3" and wait["sweeps"] >= 2, wait
-        assert "waiting for a T4: no capacity in eastus (WorkLoad Profile Full)" in waited.stderr
-        assert "next try" in waited.stderr and "gives up" in waited.stderr
         reasons = {p["region"]: p["reason"] for p in wait["places"]}
         assert reasons["eastus"] == "profile-full", wait
         used = [a for a in doc["attempts"] if a["status"] == "used"]
