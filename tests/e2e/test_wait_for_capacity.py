@@ -147,6 +147,7 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
         assert doc["error"]["code"] == "CapacityWaitExpired", doc["error"]
         assert "eastus (WorkLoad Profile Full)" in doc["error"]["message"], doc["error"]
         assert [p["reason"] for p in doc["capacity_wait"]["places"]] == ["profile-full"], doc
+        assert "every place's last reason" in err and "eastus" in err.split("REGION")[-1], err
         assert "Traceback" not in err
         out, err = shards.communicate(timeout=120)
         assert shards.returncode == 3, err

@@ -210,6 +210,7 @@ class Engine:
             if not pending or not self._wait_between_sweeps(wait):
                 if not outcome.interrupted:
                     outcome.error = wait.error(self._gpu_of(None))
+                    self.progress.warn(f"every place's last reason:\n{wait.table()}")
                 return
 
     def _capped(self) -> None:

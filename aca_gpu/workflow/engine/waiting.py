@@ -197,9 +197,17 @@ class CapacityWait:
         return True
 
     def table(self) -> str:
-        rows = [(s.region, s.gpu, WORDS.get(s.reason, s.reason), s.detail) for s in self.seen.values()]
-        width = max([len(r[0]) for r in rows] + [6])
-        return "\n".join(f"  {r[0]:<{width}}  {r[1]:<5}  {r[2]}: {r[3][:160]}" for r in rows)
+        """Every place's last reason, one row each: region, GPU, reason, waited on, the platform's words."""
+        rows = [
+            (s.region, s.gpu, s.reason, "waited" if s.reason in WAITABLE else "not waited", s.detail[:140])
+            for s in self.seen.values()
+        ]
+        head = ("REGION", "GPU", "REASON", "", "WHAT WAS SAID")
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+        return "\n".join(
+            "  " + "  ".join(f"{cell:<{widths[i]}}" for i, cell in enumerate(row[:4])) + "  " + row[4]
+            for row in [head, *rows]
+        )
 
     def error(self, gpu: str) -> QuotaError:
         """Exit 3: at the bound, or nothing left that waiting could cure."""
