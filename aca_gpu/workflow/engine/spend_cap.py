@@ -47,6 +47,7 @@ class SpendCap:
     reached: bool = False
     spent_usd: float = 0.0
     peak_running: int = 0
+    stops_took_s: float | None = None  # how long ARM took to accept the stops at the cap
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
@@ -97,6 +98,7 @@ class SpendCap:
             "overshoot_bound_usd": round(self.overshoot_bound_usd(max(1, self.peak_running)), 6),
             "overshoot_bound": "replicas running × their price × one look interval (ARM's time to "
             "accept the stops not included)",
+            "stops_took_s": None if self.stops_took_s is None else round(self.stops_took_s, 3),
         }
 
     def error(self, done: str, not_done: str, rerun: str | None) -> CostCapReached:

@@ -318,7 +318,9 @@ class TaskRunner:
         if not cap.must_stop(running) and (running or self._starting or cap.may_start()):
             return False
         cap.reached = True
-        self.stop_all(why="CostCapReached: stopped at --max-cost")
+        began = time.monotonic()
+        self.stop_all(why="CostCapReached: stopped at --max-cost", settle=False)
+        cap.stops_took_s = max(cap.stops_took_s or 0.0, time.monotonic() - began)
         return True
 
     def _done(self) -> bool:
@@ -567,9 +569,10 @@ class TaskRunner:
         except AcaGpuError as exc:
             self.errors.append(f"stop {execution}: {exc.message}")
 
-    def stop_all(self, why: str = "Interrupted: stopped by Ctrl-C") -> None:
+    def stop_all(self, why: str = "Interrupted: stopped by Ctrl-C", settle: bool = True) -> None:
         """Cancel: every attempt still running is stopped, side by side (billing first); the job's
-        delete in teardown stops whatever a stop here could not. `why`: Ctrl-C, or the cost cap."""
+        delete in teardown stops whatever a stop here could not. `why`: Ctrl-C, or the cost cap,
+        which stops at once (`settle` False: no reader is given time first, the cap is money)."""
         in_flight = dict(self._starting)
         futures.wait(list(in_flight), timeout=START_SETTLE_S)  # an answer on its way names its execution
         for future, (state, attempt) in in_flight.items():
@@ -582,7 +585,7 @@ class TaskRunner:
                 attempt.reason = "Interrupted: Ctrl-C while its start was in flight"
                 state.state = "cancelled"  # its job's delete stops it should ARM have started it
         self._starting.clear()
-        if self._watching and self.settle_s > 0:  # each reader records how its container ended
+        if self._watching and self.settle_s > 0 and settle:  # each reader records how its container ended
             futures.wait(list(self._watching), timeout=self.settle_s)
         for read in [f for f in self._watching if f.done()]:
             state, attempt = self._watching.pop(read)
