@@ -27,7 +27,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.slow(14)
+@pytest.mark.slow(15)
 def test_a_fanout_stops_at_its_cost_cap_within_the_bound_and_a_rerun_completes_it(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=0.002) as emu:
         shell = (
