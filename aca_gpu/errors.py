@@ -2,7 +2,8 @@
 
 Exit codes (docs/exit-codes.md): 0 ok · 1 unexpected failure · 2 bad input / preflight refused ·
 3 quota or capacity · 4 timed out waiting · 5 GPU, driver or image failed · 6 teardown incomplete ·
-7 infrastructure (a connection or a result was lost; the GPU was not judged) · 130 interrupted.
+7 infrastructure (a connection or a result was lost; the GPU was not judged) · 8 --max-cost reached
+(what ran was stopped) · 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ EXIT_TIMEOUT = 4
 EXIT_GPU_CHECK = 5
 EXIT_TEARDOWN = 6
 EXIT_INFRA = 7
+EXIT_COST_CAP = 8
 EXIT_INTERRUPTED = 130
 
 

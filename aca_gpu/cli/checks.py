@@ -31,6 +31,7 @@ BY_NAME: dict[str, Callback] = {
     "idle_ttl": options.duration,
     "start_timeout": options.duration,
     "older_than": options.duration,
+    "wait_for_capacity": options.duration,
     "location": options.location,
     "run_id": options.run_id,
     "driver": options.driver_version,

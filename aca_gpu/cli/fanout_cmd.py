@@ -63,7 +63,7 @@ def run_fanout_command(
     from aca_gpu.workflow.fanout.outcome import render_fanout
     from aca_gpu.workflow.fanout.run import run_fanout
     from aca_gpu.workflow.fanout.spec import make_fanout
-    from aca_gpu.workflow.workload.plan import make_run_spec
+    from aca_gpu.workflow.workload.plan import capped, make_run_spec
 
     settings = command_settings(flags["subscription"])
     rerun = flags.get("rerun_failed")
@@ -77,12 +77,14 @@ def run_fanout_command(
             )
         request, opts, indexes = ledger.load_failed(rerun)
         items = tuple(opts["items"]) if opts.get("items") is not None else None
-        request = replace(request, run_id=flags.get("run_id"))
+        request = replace(
+            request, run_id=flags.get("run_id"), wait_for_capacity=flags.get("wait_for_capacity")
+        )
     else:
         if image is None:
             raise BadInput("missing IMAGE: acagpu run [OPTIONS] IMAGE [-- COMMAND ...]")
         request = make_request(image, command)
-    spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    spec = capped(make_run_spec(settings, request, owner=resolve_owner(settings)), flags.get("max_cost"))
     fanout = make_fanout(
         spec,
         shards=opts.get("count") if rerun is not None and items is None else flags.get("shards"),
@@ -147,7 +149,8 @@ def render_plan(doc: dict[str, Any]) -> str:
         + f"; {shards['platform_retries']} for the platform's failures",
         f"  fan-out price  ${price['usd_per_second_per_shard']:.7f}/s a shard, "
         f"${price['usd_per_second_at_parallel']:.7f}/s at --parallel; ceiling ≈ ${price['ceiling_usd']:.2f} "
-        f"({price['ceiling_basis']})",
+        f"({price['ceiling_basis']})"
+        + (f"; cap ${price['max_cost_usd']:g} (--max-cost)" if "max_cost_usd" in price else ""),
         f"  wall time      at most ≈ {price['wall_time_ceiling_s'] / 60:.0f} min "
         f"({price['rounds_at_parallel']} rounds of start timeout + --max-minutes)",
     ]

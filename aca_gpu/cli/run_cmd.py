@@ -46,6 +46,7 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
         env_name=flags["env_name"],
         mounts=flags["mount"],
         create_share=flags["create_share"],
+        wait_for_capacity=flags["wait_for_capacity"],
     )
 
 
@@ -62,6 +63,19 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
 @click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
 @click.option("--regions", help="Regions to try in order, e.g. eastus,westus3 (instead of -l).")
+@click.option(
+    "--max-cost",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on this run (shards and retries included): nothing new starts past it less "
+    "one start's cost, and what runs is stopped at it (exit 8).",
+)
+@click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) while no region allowed has capacity: sweep them again, 30 s "
+    "growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
+)
 @click.option(
     "--env",
     "env_name",
@@ -138,7 +152,7 @@ def run(output: Output, image: str | None, command: tuple[str, ...], **flags: An
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
     from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.workload.outcome import render_run, render_run_markdown
-    from aca_gpu.workflow.workload.plan import make_run_spec
+    from aca_gpu.workflow.workload.plan import capped, make_run_spec
     from aca_gpu.workflow.workload.run import run_aca, run_local
 
     if command[:1] == ("--",):  # `IMAGE -- COMMAND`: the separator is not part of the command
@@ -153,7 +167,7 @@ def run(output: Output, image: str | None, command: tuple[str, ...], **flags: An
         raise click.UsageError("Missing argument 'IMAGE'.")
     settings = command_settings(flags["subscription"])
     request = _request(image, command, flags)
-    spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    spec = capped(make_run_spec(settings, request, owner=resolve_owner(settings)), flags["max_cost"])
     if spec.plan.env is not None and not spec.local and not flags["emulator"]:
         spec = replace(spec, plan=placed_plan(open_cloud(settings), spec.plan))  # the environment's region
     if flags["dry_run"]:

@@ -59,6 +59,7 @@ def render_run_plan(doc: dict[str, Any]) -> str:
         lines.append(
             f"  price          ${price['usd_per_second']:.7f}/s (${price['usd_per_hour']:.2f}/h); "
             f"at most ≈ ${price['ceiling_usd']:.2f} at --max-minutes {doc['max_minutes']} (estimate)"
+            + (f"; cap ${price['max_cost_usd']:g} (--max-cost)" if "max_cost_usd" in price else "")
         )
     else:
         lines.append("  price          nothing billed (this machine)")

@@ -13,6 +13,7 @@ from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.tester.render import finish, render_plan, render_up, render_up_markdown
+from aca_gpu.workflow.tester.up import capped_plan
 from aca_gpu.workflow.tester.up import up as run_up
 
 
@@ -22,6 +23,19 @@ from aca_gpu.workflow.tester.up import up as run_up
     "--regions",
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
+)
+@click.option(
+    "--max-cost",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on this run: nothing new starts past it less one start's cost, and what "
+    "runs is stopped at it (exit 8).",
+)
+@click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) while no region or GPU allowed has capacity: sweep them again, "
+    "30 s growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
 )
 @click.option(
     "--env",
@@ -75,6 +89,8 @@ def up(
     output: Output,
     location: str | None,
     regions: str | None,
+    max_cost: float | None,
+    wait_for_capacity: str | None,
     env_name: str | None,
     gpu: str | None,
     image: str | None,
@@ -109,8 +125,9 @@ def up(
         wait=wait,
         strict=strict,
         env=env_name,
+        wait_for_capacity=wait_for_capacity,
     )
-    plan = make_plan(settings, request, owner=resolve_owner(settings))
+    plan = capped_plan(make_plan(settings, request, owner=resolve_owner(settings)), max_cost)
     if plan.env is not None and not emulator:  # shown where it will run: the environment's region
         plan = placed_plan(open_cloud(settings), plan)
     if dry_run:

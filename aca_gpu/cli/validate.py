@@ -28,6 +28,12 @@ from aca_gpu.workflow.tester.render import finish, render_plan, render_validate
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
 @click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) while no region allowed has capacity: sweep them again, 30 s "
+    "growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
+)
+@click.option(
     "--env",
     "env_name",
     help="Run every pair inside this warm environment (`acagpu env create`); only the run's jobs "
@@ -60,6 +66,7 @@ def validate(
     gpus: tuple[str, ...],
     location: str | None,
     regions: str | None,
+    wait_for_capacity: str | None,
     env_name: str | None,
     run_id: str | None,
     ttl: str | None,
@@ -98,6 +105,7 @@ def validate(
         wait=wait,
         strict=strict,
         env=env_name,
+        wait_for_capacity=wait_for_capacity,
     )
     plan = validate_flow.make_plan(settings, request, owner=resolve_owner(settings))
     question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"

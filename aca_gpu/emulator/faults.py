@@ -23,6 +23,10 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `nocapacity`: a region without capacity: the revision reports Provisioned/Healthy and its replica
   count, but its replica list stays empty (operators saw 900 s and more); a job's replica stays
   AssigningReplica.
+- `until=` (emulated seconds since the emulator started) on any fault: it fires only before then, so
+  capacity can come back on schedule: `nocapacity:region=eastus,profile=T4,until=2400;
+  nocapacity:region=westus3,profile=T4,until=1500` (eastus has no T4 for 40 emulated minutes,
+  westus3 none for 25).
 - `slow_create` (`factor=`, default 12 for an app, 1.5 for a profile added to an environment):
   creates take toward the slowest figures seen (T4 app create up to ~12 min).
 - `slow_delete` (`factor=`, default 1.67): environment deletes take 15 minutes instead of 9.
@@ -96,6 +100,7 @@ Example: `429:count=2,retry_after=1;ws_drop:rate=0.5;stuck:region=westus3;seed=7
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 KINDS = (
@@ -199,6 +204,7 @@ def parse(spec: str) -> tuple[list[Fault], int]:
                     "refill",
                     "burst",
                     "start",
+                    "until",
                 ):
                     int(value) if key == "limit" else float(value)
                     fault.params[key] = value
@@ -225,6 +231,8 @@ class Faults:
 
     def __init__(self, spec: str | None = None) -> None:
         self.spec = ""
+        # emulated seconds since the emulator started (the server sets it from its clock): `until=`
+        self.elapsed: Callable[[], float] = lambda: 0.0
         self._faults: list[Fault] = []
         self._rng = random.Random(0)
         if spec:
@@ -252,6 +260,8 @@ class Faults:
         if "method" in p and p["method"].upper() != method.upper():
             return False
         if "region" in p and region_key(p["region"]) != region_key(location):
+            return False
+        if "until" in p and self.elapsed() >= float(p["until"]):
             return False
         return not ("profile" in p and p["profile"].lower() not in profile.lower())
 

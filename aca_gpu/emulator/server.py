@@ -164,6 +164,7 @@ class EmulatorServer:
         self._workload = workload
         clock = Clock(self._time_scale, durations=self.durations)
         faults = Faults(self._faults_spec)
+        faults.elapsed = lambda: clock.emulated(clock.now() - clock.origin_mono)
         minter = TokenMinter(audience_host=f"https://{self.host}")
         fleet: dict[str, Ctx] = {}
         directory = State()  # the tenant's: principals and custom roles, seen from every subscription

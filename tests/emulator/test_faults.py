@@ -326,3 +326,22 @@ def test_slow_delete_rate_is_seeded(
         assert resp.status_code == 202
     given = [_delete_seconds(server, n, bracket) for n, bracket in zip(names, sent, strict=True)]
     assert [(low + high) / 2 > 2 * 540 for low, high in given] == want, given
+
+
+def test_until_ends_a_fault_at_an_emulated_time_per_region_and_profile() -> None:
+    """`until=` (emulated seconds since the start): capacity comes back on schedule, per place."""
+    now = [0.0]
+    faults = Faults(
+        "nocapacity:region=eastus,profile=T4,until=2400;nocapacity:region=westus3,profile=T4,until=1500"
+    )
+    faults.elapsed = lambda: now[0]
+
+    def full(region: str) -> bool:
+        return faults.fire("nocapacity", location=region, profile="Consumption-GPU-NC8as-T4") is not None
+
+    assert full("eastus") and full("westus3") and not full("canadacentral")
+    now[0] = 1500.0  # +25 min: westus3 has room again, eastus not yet
+    assert full("eastus") and not full("westus3")
+    now[0] = 2400.0
+    assert not full("eastus")
+    assert faults.fire("nocapacity", location="eastus", profile="Consumption-GPU-NC24-A100") is None

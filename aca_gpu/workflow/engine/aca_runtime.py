@@ -265,6 +265,7 @@ class AcaRuntime:
             environment_group=where.environment_group,
             runs=runs,
             driver_check=self._driver_check(plan, pair, job),
+            cap=plan.spend_cap,
         )
         self._release(where.resource_group, job)
         result = replace(result, platform=self._phases(where, job, runs[-1:]))
@@ -415,6 +416,7 @@ class AcaRuntime:
         state = run_execution(
             cloud, rg, pair.tester, start, read,
             policy=TESTER_RETRY, cancel=waiter.cancel, label=f"the tester {pair.tester}",
+            cap=plan.spend_cap,
         )  # fmt: skip
         outcome: TesterOutcome = answer(state, waiter.cancel)
         if self.borrowed:

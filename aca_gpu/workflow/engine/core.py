@@ -25,7 +25,7 @@ from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import ChildCancel, Waiter
 from aca_gpu.workflow.base.threads import spawn, wait_for
-from aca_gpu.workflow.engine import capacity, failover
+from aca_gpu.workflow.engine import capacity, failover, waiting
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.outcome import (
     PairOutcome,
@@ -35,6 +35,7 @@ from aca_gpu.workflow.engine.outcome import (
     TesterOutcome,
 )
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.preflight import unavailable
 
 T = TypeVar("T")
 LEAVING_GRACE_S = 1.0  # how long a pair waits for its tester once its region is being left
@@ -123,6 +124,14 @@ class Engine:
         """`outcome` lets a runtime bring its own RunOutcome subclass (the document's runtime facts)."""
         self.plan, self.runtime, self.progress, self.waiter = plan, runtime, progress, waiter
         self.base = plan  # every region attempt is this plan in another region (failover.py)
+        self.wait = (
+            waiting.CapacityWait(plan.wait_for_capacity_s)
+            if plan.wait_for_capacity_s is not None and not plan.existing
+            else None
+        )
+        self._removed: TeardownResult | None = None  # the last left region's teardown, when clean
+        if plan.spend_cap is not None:  # --max-cost reads the run's measured replica lifetimes
+            plan.spend_cap.seconds = runtime.gpu_seconds
         self.more_regions = False
         self._attempt_began = (time.monotonic(), 0.0)
         self.predictions = dict(predictions or {})
@@ -146,21 +155,15 @@ class Engine:
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunOutcome:
         outcome = self.outcome
-        # every (region, GPU) to try: `--regions`, the A100 order, then `--gpu a100,t4`'s fallbacks
+        # every (region, GPU) to try: `--regions`, the A100 order, then `--gpu a100,t4`'s fallbacks;
+        # places known without capacity (preflight/unavailable.py) go last
         places = ((self.base.location, None),) if self.base.existing else self.base.places
-        regions = tuple(self._place_label(region, gpu) for region, gpu in places)
+        if not self.base.existing and self.base.env is None and len(places) > 1:
+            places = tuple(unavailable.order(places, lambda p: (p[0], self._profile_type(p[1]))))
         with self.interrupts.installed():
             try:
-                for number, (region, gpu) in enumerate(places, start=1):
-                    self.more_regions = number < len(places)
-                    attempt = self._attempt(number, region, gpu)
-                    if self.interrupts.count and not outcome.interrupted:
-                        # a Ctrl-C whose KeyboardInterrupt was swallowed (raised inside a finalizer,
-                        # where Python only prints it): the cancel it set still ended the pairs
-                        outcome.interrupted = True
-                        outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
-                    if not self.more_regions or not self._leave_region(attempt, regions[number]):
-                        break
+                self._sweeps(places)
+                self._capped()
                 self._mark("time_to_verdict_s")
                 self._finish()
             except KeyboardInterrupt:
@@ -168,11 +171,85 @@ class Engine:
             finally:
                 self._close_attempt()
         capacity.with_hints(self.base, [outcome.error, *(p.error for p in outcome.pairs)])
+        if self.wait is not None:
+            outcome.capacity_wait = self.wait.as_dict()
+        if self.base.spend_cap is not None:
+            outcome.cost_cap = self.base.spend_cap.as_dict()
         outcome.gpu_seconds = self.runtime.gpu_seconds()
         lives_of = getattr(self.runtime, "gpu_lives", None)  # the clouds' runtimes say how each was known
         outcome.gpu_lives = list(lives_of()) if callable(lives_of) else []
         self._mark("time_to_prompt_s")
         return outcome
+
+    def _sweeps(self, places: tuple[tuple[str, str | None], ...]) -> None:
+        """Try the places in order; with `--wait-for-capacity`, sweep them again after a gap while
+        every one refused for a reason waiting can cure, until the bound (waiting.py)."""
+        outcome, wait = self.outcome, self.wait
+        pending, number = list(places), 0
+        while True:
+            for index, (region, gpu) in enumerate(pending):
+                number += 1
+                last = index == len(pending) - 1
+                self.more_regions = not last or wait is not None
+                attempt = self._attempt(number, region, gpu)
+                if self.interrupts.count and not outcome.interrupted:
+                    # a Ctrl-C whose KeyboardInterrupt was swallowed (raised inside a finalizer,
+                    # where Python only prints it): the cancel it set still ended the pairs
+                    outcome.interrupted = True
+                    outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
+                following = self._place_label(*pending[index + 1]) if not last else "them again after a wait"
+                error, where = self._refusal(), (region, self._gpu_of(gpu), self._profile_type(gpu))
+                if error is not None and not outcome.interrupted:
+                    waiting.learn(wait, *where, error)  # this wait's and the next runs' to know
+                if not self.more_regions or not self._leave_region(attempt, following):
+                    ran = any(p.probe is not None or p.tester is not None for p in outcome.pairs)
+                    if ran and not outcome.interrupted:
+                        waiting.placed(wait, *where, error)
+                    return
+            if wait is None:
+                return
+            pending = [p for p in places if wait.worth_trying(self._seen_key(p))]
+            if not pending or not self._wait_between_sweeps(wait):
+                if not outcome.interrupted:
+                    outcome.error = wait.error(self._gpu_of(None))
+                    self.progress.warn(f"every place's last reason:\n{wait.table()}")
+                return
+
+    def _capped(self) -> None:
+        """--max-cost reached: the run ends on it (exit 8), saying what was done and what was not."""
+        cap, outcome = self.base.spend_cap, self.outcome
+        if cap is None or not cap.reached or outcome.interrupted:
+            return
+        outcome.error = cap.error(*outcome.cap_summary())
+
+    def _profile_type(self, gpu: str | None) -> str:
+        pair = next((p for _, p in self.base.fallbacks if p.gpu == gpu), self.base.pairs[0])
+        return pair.profile.type
+
+    def _gpu_of(self, gpu: str | None) -> str:
+        return gpu or (self.base.pairs[0].gpu if self.base.pairs else "gpu")
+
+    def _seen_key(self, place: tuple[str, str | None]) -> tuple[str, str]:
+        return place[0], self._gpu_of(place[1])
+
+    def _refusal(self) -> AcaGpuError | None:
+        """The error the attempt just made ended on (the run's own, else its first pair's)."""
+        outcome = self.outcome
+        if outcome.error is not None:
+            return outcome.error
+        return next((p.error for p in outcome.pairs if p.error is not None), None)
+
+    def _wait_between_sweeps(self, wait: waiting.CapacityWait) -> bool:
+        """The gap between two sweeps, nothing of the run existing; False at the bound or on Ctrl-C."""
+        if wait.pause(self._gpu_of(None), self.progress, self.waiter.cancel):
+            return True
+        if self.waiter.cancel.is_set():
+            self.outcome.interrupted = True
+            self.outcome.error = Interrupted(
+                f"interrupted while waiting for capacity: run {self.plan.run_id} stopped "
+                "(nothing of it exists)"
+            )
+        return False
 
     def _place_label(self, region: str, gpu: str | None) -> str:
         """How the next place is named: its region, and its GPU when that is a fallback's."""
@@ -185,6 +262,7 @@ class Engine:
         self.plan = outcome.plan = self.base.for_attempt(region, number, gpu)
         attempt = Attempt(region, self.plan.names.resource_group, gpu=self.plan.gpu_label or None)
         outcome.attempts.append(attempt)
+        self._removed = None
         self._attempt_began = (time.monotonic(), self.runtime.gpu_seconds())
         try:
             self._work()
@@ -217,6 +295,7 @@ class Engine:
             if not result.clean:  # never start paying in another region while this one may bill
                 outcome.teardown = result
                 return False
+            self._removed = result
         self._close_attempt()
         self.progress.warn(f"{attempt.region}: {reason}; trying {following}")
         outcome.error, outcome.pairs, outcome.resumed[:] = None, [], []
@@ -365,6 +444,9 @@ class Engine:
         plan, outcome = self.plan, self.outcome
         if plan.existing:
             outcome.teardown = TeardownResult("attached", billing_stopped=True)
+            return
+        if self._removed is not None:  # a wait for capacity ended after its last place was removed
+            outcome.teardown = self._removed
             return
         if not self.runtime.has_place():
             outcome.teardown = TeardownResult("nothing-created", verified=True, billing_stopped=True)

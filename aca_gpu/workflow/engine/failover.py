@@ -104,7 +104,10 @@ TABLE: tuple[Rule, ...] = (
         NEXT_REGION,
         "replica not placed by its deadline",
         codes=("ReplicaNotRunning",),
-        text=r"timed out after .*waiting for a running replica",
+        # a run's container or a tester with no replica ever placed by --max-minutes (AssigningReplica
+        # all along: ACA's no-capacity symptom, microsoft/azure-container-apps#1579)
+        text=r"timed out after .*waiting for a running replica|never started: no replica of it ran"
+        r"|never placed before its deadline",
     ),
     Rule(RETRY_HERE, "throttled", codes=("429", "TooManyRequests")),
     Rule(RETRY_HERE, "transient service error", kinds=(InfraError,)),

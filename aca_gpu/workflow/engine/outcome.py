@@ -358,6 +358,17 @@ class RunOutcome:
     # (execution, its figure and how it was known): `gpu_seconds_quality` (engine/lifetime.py)
     gpu_lives: list[tuple[str, Lifetime]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)  # one per region tried (failover.py)
+    capacity_wait: dict[str, Any] | None = None  # --wait-for-capacity: sweeps, every place's reason
+    cost_cap: dict[str, Any] | None = None  # --max-cost: the cap, what was spent, the overshoot bound
+
+    def cap_summary(self) -> tuple[str, str, str | None]:
+        """(what was done, what was not, how to continue) when --max-cost stopped the run."""
+        done = [p.pair.label() for p in self.pairs if p.status in ("pass", "fail")]
+        return (
+            ("judged: " + ", ".join(done)) if done else "nothing finished",
+            "the work still running was stopped at the cap",
+            None,
+        )
 
     @property
     def exit_code(self) -> int:
@@ -438,6 +449,8 @@ class RunOutcome:
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
                 "attempts": [a.as_dict() for a in self.attempts],
+                **({"capacity_wait": self.capacity_wait} if self.capacity_wait is not None else {}),
+                **({"cost_cap": self.cost_cap} if self.cost_cap is not None else {}),
                 "warnings": [w for p in self.pairs for w in p.warnings],
                 "error": error.as_dict() if error is not None else None,
             }

@@ -18,7 +18,8 @@ from aca_gpu.errors import BadInput
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
 from aca_gpu.workflow.base import checks
-from aca_gpu.workflow.engine import failover
+from aca_gpu.workflow.engine import failover, waiting
+from aca_gpu.workflow.engine.spend_cap import SpendCap
 
 DEFAULT_MAX_MINUTES = 30
 DEFAULT_START_TIMEOUT = "15m"
@@ -76,6 +77,14 @@ class Plan:
     fallbacks: tuple[tuple[str, Pair], ...] = ()
     strict: bool = False  # a degraded GPU (health) fails the pair too, not only a failed one
     env: str | None = None  # a warm environment (`acagpu env`) the run borrows instead of building one
+    # --wait-for-capacity: seconds to sweep the places while none can place the run (waiting.py)
+    wait_for_capacity_s: float | None = None
+    # --max-cost: the run's cap, shared by its task runners and its region attempts (spend_cap.py)
+    spend_cap: SpendCap | None = field(default=None, compare=False, repr=False)
+
+    def with_max_cost(self, usd: float | None, usd_per_s: float) -> Plan:
+        """The plan capped at `usd` (None: uncapped; bad input when not even one start fits)."""
+        return self if usd is None else replace(self, spend_cap=SpendCap.checked(usd, usd_per_s))
 
     @property
     def region_order(self) -> tuple[str, ...]:
@@ -173,6 +182,10 @@ class Plan:
             "cost": self.estimate(),
             "warnings": self.warnings(),
         }
+        if self.wait_for_capacity_s is not None:
+            doc["wait_for_capacity_s"] = self.wait_for_capacity_s
+        if self.spend_cap is not None:  # beside the ceiling (`cost`)
+            doc["max_cost_usd"] = self.spend_cap.cap_usd
         if self.command == "validate":
             doc["pairs"] = [
                 {"image": p.image, "gpu": p.gpu, "profile": p.profile.type, "probe_job": p.probe}
@@ -221,6 +234,7 @@ class UpRequest:
     regions: str | None = None  # --regions R1,R2,...
     strict: bool = False  # --strict: a degraded GPU fails too
     env: str | None = None  # --env NAME: run inside a warm environment
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION
 
 
 @dataclass(frozen=True)
@@ -239,6 +253,7 @@ class ValidateRequest:
     regions: str | None = None
     strict: bool = False
     env: str | None = None
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION
 
 
 def option_text(value: str | None, flag: str) -> str | None:
@@ -266,6 +281,11 @@ def _duration(value: str, flag: str) -> timedelta:
         return naming.parse_ttl(value)
     except BadInput as exc:
         raise BadInput(f"{flag}: {exc.message}") from exc
+
+
+def wait_bound(value: str | None) -> float | None:
+    """--wait-for-capacity DURATION in seconds (waiting.py checks it)."""
+    return waiting.bound_of(option_text(value, "--wait-for-capacity"))
 
 
 def _minutes(value: int | None, default: int) -> int:
@@ -366,6 +386,7 @@ def make_up_plan(settings: Settings, request: UpRequest, *, owner: str) -> Plan:
         regions=regions,
         fallbacks=fallbacks,
         env=_env(settings, request.env, request.keep),
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
 
 
@@ -453,6 +474,7 @@ def make_validate_plan(settings: Settings, request: ValidateRequest, *, owner: s
         location=regions[0],
         regions=regions,
         env=_env(settings, request.env, False),
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
 
 

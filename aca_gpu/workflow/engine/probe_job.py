@@ -29,6 +29,7 @@ from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
 from aca_gpu.workflow.engine.replicas import event_owner, owner_events, replica_details, safe_events
+from aca_gpu.workflow.engine.spend_cap import SpendCap
 from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
 from aca_gpu.workflow.preflight import drivers
 
@@ -274,6 +275,7 @@ def probe_job(
     environment_group: str | None = None,
     runs: list[executions.ExecutionRun] | None = None,
     driver_check: Callable[[str], str | None] | None = None,
+    cap: SpendCap | None = None,
 ) -> ProbeResult:
     """nvidia-smi in one execution of `job` running `container`, as a task of the engine's runner
     (engine/tasks.py): a reading lost in transport is the platform's and is started once more
@@ -302,7 +304,15 @@ def probe_job(
         )
 
     state = run_execution(
-        cloud, resource_group, job, start, read, policy=RETRY, cancel=waiter.cancel, label=f"the probe {job}"
+        cloud,
+        resource_group,
+        job,
+        start,
+        read,
+        policy=RETRY,
+        cancel=waiter.cancel,
+        label=f"the probe {job}",
+        cap=cap,
     )
     verdict = state.verdict
     if verdict is not None and verdict.code == "ProbeLost" and not waiter.cancel.is_set():

@@ -43,6 +43,7 @@ from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import lifetime as lives
 from aca_gpu.workflow.engine.executions import RAN_AT_LEAST_S, ExecutionRun, stopper
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
+from aca_gpu.workflow.engine.spend_cap import SpendCap
 
 USER, PLATFORM = "user", "platform"
 PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet
@@ -281,10 +282,13 @@ class TaskRunner:
         starters: int = 8,
         watch: Watch | None = None,
         settle_s: float = 0.0,
+        cap: SpendCap | None = None,
     ) -> None:
         """`watch`: every attempt is read by it instead of by the listing; `settle_s`: how long
         a cancel lets a watched attempt's reader record what its container did before the
-        attempt is stopped (a container that exited keeps its own code)."""
+        attempt is stopped (a container that exited keeps its own code); `cap`: the run's
+        --max-cost, read at every look (spend_cap.py)."""
+        self.cap = cap
         self.backend, self.policy, self.deadlines = backend, policy, deadlines
         self.limit, self.bucket, self.cancel = max(1, limit), bucket, cancel
         self.states = [TaskState(t) for t in tasks]
@@ -320,6 +324,8 @@ class TaskRunner:
                     self._collect_verdicts()
                     if self._done():  # the last verdict is in: no tick to wait out
                         break
+                if self._capped():
+                    break
                 self._start_more()
                 self._on_look()
                 self._pause()
@@ -342,6 +348,21 @@ class TaskRunner:
                 return
             self._wake.wait(min(left, 0.1))
 
+    def _capped(self) -> bool:
+        """--max-cost: stop what runs once the cap would pass by the next look, and end when no
+        start may come any more and nothing runs (spend_cap.py)."""
+        cap = self.cap
+        if cap is None:
+            return False
+        running = self.in_flight()
+        if not cap.must_stop(running) and (running or self._starting or cap.may_start()):
+            return False
+        cap.reached = True
+        began = time.monotonic()
+        self.stop_all(why="CostCapReached: stopped at --max-cost", settle=False)
+        cap.stops_took_s = max(cap.stops_took_s or 0.0, time.monotonic() - began)
+        return True
+
     def _done(self) -> bool:
         return all(s.state in ("succeeded", "failed") for s in self.states) and not self._starting
 
@@ -357,6 +378,8 @@ class TaskRunner:
                 return
             if state.state not in ("queued", "retrying") or state.not_before > now:
                 continue
+            if self.cap is not None and not self.cap.may_start():
+                return  # the cap less one start's cost is reached: nothing new starts
             if not self.bucket.take():
                 return
             attempt = Attempt(number=len(state.attempts) + 1, token=uuid.uuid4().hex[:16])
@@ -595,9 +618,10 @@ class TaskRunner:
         except AcaGpuError as exc:
             self.errors.append(f"stop {execution}: {exc.message}")
 
-    def stop_all(self) -> None:
+    def stop_all(self, why: str = "Interrupted: stopped by Ctrl-C", settle: bool = True) -> None:
         """Cancel: every attempt still running is stopped, side by side (billing first); the job's
-        delete in teardown stops whatever a stop here could not."""
+        delete in teardown stops whatever a stop here could not. `why`: Ctrl-C, or the cost cap,
+        which stops at once (`settle` False: no reader is given time first, the cap is money)."""
         in_flight = dict(self._starting)
         futures.wait(list(in_flight), timeout=START_SETTLE_S)  # an answer on its way names its execution
         for future, (state, attempt) in in_flight.items():
@@ -610,7 +634,7 @@ class TaskRunner:
                 attempt.reason = "Interrupted: Ctrl-C while its start was in flight"
                 state.state = "cancelled"  # its job's delete stops it should ARM have started it
         self._starting.clear()
-        if self._watching and self.settle_s > 0:  # each reader records how its container ended
+        if self._watching and self.settle_s > 0 and settle:  # each reader records how its container ended
             futures.wait(list(self._watching), timeout=self.settle_s)
         for read in [f for f in self._watching if f.done()]:
             state, attempt = self._watching.pop(read)
@@ -622,7 +646,7 @@ class TaskRunner:
         now = time.monotonic()
         for state, attempt in running:  # stopped, not failed: nothing of theirs went wrong
             attempt.ended, attempt.stopped_by_us = attempt.ended or now, True
-            attempt.status, attempt.reason = "stopped", "Interrupted: stopped by Ctrl-C"
+            attempt.status, attempt.reason = "stopped", why
             state.state = "stopped"
         for state in self.states:
             if state.state in ("queued", "retrying"):
@@ -656,6 +680,7 @@ def run_task(
     bucket: TokenBucket,
     label: str,
     settle_s: float = 0.0,
+    cap: SpendCap | None = None,
 ) -> TaskState:
     """One task at a time (limit 1): the probe, the tester, a single run. `start(token)` starts an
     attempt and returns its execution; `watch` reads it to its verdict."""
@@ -670,6 +695,7 @@ def run_task(
         starters=1,
         watch=watch,
         settle_s=settle_s,
+        cap=cap,
     )
     return runner.run()[0]
 
@@ -688,6 +714,7 @@ def run_execution(
     cancel: threading.Event,
     label: str,
     settle_s: float = 0.0,
+    cap: SpendCap | None = None,
 ) -> TaskState:
     """A single task whose attempts are executions of `job`: `start(token)` starts one and returns
     the run its reader follows, `read(run)` follows it to its verdict. Starts take the
@@ -714,6 +741,7 @@ def run_execution(
         bucket=bucket_of(cloud),
         label=label,
         settle_s=settle_s,
+        cap=cap,
     )
 
 

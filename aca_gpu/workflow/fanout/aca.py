@@ -22,6 +22,7 @@ from aca_gpu.errors import AcaGpuError, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine import capacity
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import TesterOutcome
@@ -129,6 +130,7 @@ class Fanout:
             cancel=waiter.cancel,
             on_change=self.board.changed,
             on_look=self.board.looked,
+            cap=plan.spend_cap,
         )
         self.states = self.board.states = self.runner.states
         ticking = threading.Event()
@@ -148,6 +150,17 @@ class Fanout:
         failed = [s.task.index for s in self.states if s.state != "succeeded"]
         if waiter.cancel.is_set():
             raise WaitTimedOut("shards stopped: cancelled", code="Cancelled")
+        attempts = [a for s in self.states for a in s.attempts]
+        if (
+            plan.wait_for_capacity_s is not None
+            and attempts
+            and all(a.running is None and (a.reason or "").startswith("NeverPlaced") for a in attempts)
+        ):  # not one shard was ever placed here: a place without capacity, which a sweep waits out
+            raise QuotaError(
+                f"no GPU capacity: none of {len(self.states)} shards was ever placed "
+                f"({len(attempts)} attempts)",
+                code=capacity.CODE,
+            )
         return TesterOutcome(
             "pass" if not failed else "fail",
             reason=None if not failed else f"{len(failed)} shard(s) failed",

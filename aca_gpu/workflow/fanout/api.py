@@ -169,15 +169,22 @@ def run(
     mounts: Sequence[str] = (),
     run_id: str | None = None,
     echo: bool = False,
+    regions: str | Sequence[str] | None = None,
+    wait_for_capacity: str | None = None,
+    max_cost: float | None = None,
 ) -> FanoutResult:
-    """Run IMAGE (and COMMAND) as `shards` executions (or one per item of `items`) on ACA GPUs."""
+    """Run IMAGE (and COMMAND) as `shards` executions (or one per item of `items`) on ACA GPUs.
+
+    `regions` (a list, or "eastus,westus3") are tried in order; `wait_for_capacity` ("2h") sweeps
+    them again while none has capacity, as `acagpu run --wait-for-capacity` does; `max_cost` (USD)
+    caps what the run spends, as `--max-cost` does."""
     import json
 
     from aca_gpu.config import load_settings
     from aca_gpu.workflow.base.context import Waiter, open_cloud, resolve_owner
     from aca_gpu.workflow.fanout.run import run_fanout
     from aca_gpu.workflow.fanout.spec import make_fanout
-    from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
+    from aca_gpu.workflow.workload.plan import RunRequest, capped, make_run_spec
 
     listed = None
     if items is not None:
@@ -196,9 +203,11 @@ def run(
         memory=memory,
         env_name=env,
         mounts=tuple(mounts),
+        regions=regions if regions is None or isinstance(regions, str) else ",".join(regions),
+        wait_for_capacity=wait_for_capacity,
     )
     settings = load_settings()
-    spec = make_run_spec(settings, request, owner=resolve_owner(settings))
+    spec = capped(make_run_spec(settings, request, owner=resolve_owner(settings)), max_cost)
     fanout = make_fanout(
         spec,
         shards=shards,

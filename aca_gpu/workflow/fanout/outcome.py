@@ -106,6 +106,21 @@ class FanoutOutcome(WorkloadOutcome):
             return "shards_failed"
         return super().status
 
+    def cap_summary(self) -> tuple[str, str, str | None]:
+        """--max-cost: which shards succeeded, which were stopped or never started; the rerun."""
+        rerun = f"acagpu run --rerun-failed {self.plan.run_id} --max-cost USD"
+        if not self.states:  # the engine's word, before the runner's states are read
+            return ("the running shards are stopped at the cap", "the shards not started", rerun)
+        done = [s.task.index for s in self.states if s.state == "succeeded"]
+        stopped = [s.task.index for s in self.states if s.state == "stopped"]
+        waiting = [s.task.index for s in self.states if s.state not in ("succeeded", "stopped")]
+        return (
+            f"{len(done)} of {len(self.states)} shards succeeded ({_indexes(done)})",
+            f"{len(stopped)} stopped ({_indexes(stopped)}), {len(waiting)} not run or failed "
+            f"({_indexes(waiting)})",
+            rerun,
+        )
+
     # -- cost ---------------------------------------------------------------------------------
     def per_second(self) -> float:
         assert self.fanout is not None
@@ -209,7 +224,23 @@ class FanoutOutcome(WorkloadOutcome):
             "errors": self.errors[-20:],
             "error": error.as_dict() if error is not None else None,
         }
+        if self.capacity_wait is not None:
+            doc["capacity_wait"] = self.capacity_wait
+        if self.cost_cap is not None:
+            doc["cost_cap"] = self.cost_cap
         return doc
+
+
+def _indexes(found: list[int]) -> str:
+    """`0-4, 7, 9-12`: shard indexes as ranges (the first 12 ranges)."""
+    ranges: list[list[int]] = []
+    for index in sorted(found):
+        if ranges and ranges[-1][1] + 1 == index:
+            ranges[-1][1] = index
+        else:
+            ranges.append([index, index])
+    text = [str(a) if a == b else f"{a}-{b}" for a, b in ranges[:12]]
+    return (", ".join(text) + (" ..." if len(ranges) > 12 else "")) or "none"
 
 
 def _what(state: TaskState) -> str:

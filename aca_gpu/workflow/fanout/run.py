@@ -79,6 +79,9 @@ def run_fanout(
     if runtime.runner is not None and not runtime.done.wait(WAIT_FOR_SHARDS_S):
         outcome.errors.append("the shards' runner had not ended when the run did")
     outcome.states = list(runtime.states)
+    cap = plan.spend_cap
+    if cap is not None and cap.reached and not outcome.interrupted:  # now the shards are known
+        outcome.error = cap.error(*outcome.cap_summary())
     outcome.clamp = runtime.clamp
     outcome.errors += list(runtime.runner.errors) if runtime.runner is not None else []
     outcome.pacing = pacing_of(runtime)

@@ -86,6 +86,7 @@ class FanoutSpec:
             "wall_time_ceiling_s": rounds * (self.run.plan.start_timeout_s + minutes * 60),
             "rounds_at_parallel": rounds,
             "basis": one.get("basis"),
+            **({"max_cost_usd": one["max_cost_usd"]} if "max_cost_usd" in one else {}),
         }
 
     def as_dict(self) -> dict[str, Any]:

@@ -16,8 +16,9 @@ from aca_gpu.cost import catalog_prices, load_prices
 from aca_gpu.errors import AcaGpuError, BadInput, PreflightRefused, QuotaError
 from aca_gpu.models import Cloud, UsageInfo
 from aca_gpu.naming import validate_location
+from aca_gpu.units import duration_text
 from aca_gpu.workflow.base import checks
-from aca_gpu.workflow.preflight import drivers, quota
+from aca_gpu.workflow.preflight import drivers, quota, unavailable
 
 PROVIDER = "Microsoft.App"
 
@@ -78,6 +79,8 @@ def check(cloud: Cloud, request: CheckRequest) -> CheckResult:
         for row in _region_rows(cloud, region, profiles, catalog_prices(table, region))
     ]
     doc["rows"] = rows
+    # what runs here found without capacity in the last 30 min (any region: a sweep's candidates)
+    doc["unavailable"] = [s.as_dict() for s in unavailable.known()]
     verdict = _verdict(rows, [g for g, _ in profiles])
     doc["status"] = "ok" if verdict is None else "refused"
     return CheckResult(doc, verdict, rows)
@@ -174,4 +177,12 @@ def render(doc: dict[str, Any]) -> str:
         for r in rows:
             if r["reason"] and not r["can_run"]:
                 lines.append(f"  {r['region']} {r['gpu']}: {r['reason']}")
+    seen = doc.get("unavailable") or []
+    if seen:
+        lines += ["", "seen without capacity by recent runs (runs try these places last):"]
+        for s in seen:
+            lines.append(
+                f"  {s['location']} {s['profile']}: {s['reason']} {duration_text(s['age_s'])} ago, "
+                f"forgotten in {duration_text(s['forgotten_in_s'])} ({s['detail'][:120]})"
+            )
     return "\n".join(lines)

@@ -85,7 +85,8 @@ def render_plan(doc: dict[str, Any], *, dry_run: bool = True) -> str:
         f"  tester job     {res['tester_job']}  image {doc['tester']['image']}",
         f"  ttl            {_fmt_seconds(doc['ttl_seconds'])}   max minutes {doc['max_minutes']}",
         "  tags           " + ", ".join(f"{k}={v}" for k, v in doc["tags"].items()),
-        f"  cost           {_cost_line(doc['cost'])}",
+        f"  cost           {_cost_line(doc['cost'])}"
+        + (f"; cap ${doc['max_cost_usd']:g} (--max-cost)" if doc.get("max_cost_usd") is not None else ""),
     ]
     lines += [f"  pair           {p['image']} on {p['gpu']} ({p['profile']})" for p in doc.get("pairs") or []]
     lines += [f"  warning        {w}" for w in doc.get("warnings") or []]

@@ -16,6 +16,15 @@ from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.spend import ledger, record
 
 
+def capped_plan(plan: Plan, usd: float | None) -> Plan:
+    """`up --max-cost`: capped at `usd`, priced per replica of its first GPU in its first region."""
+    if usd is None:
+        return plan
+    from aca_gpu import cost
+
+    return plan.with_max_cost(usd, cost.price_per_hour(plan.pairs[0].profile, location=plan.location) / 3600)
+
+
 def up(cloud: Cloud, plan: Plan, progress: Progress, waiter: Waiter) -> RunOutcome:
     placed, runtime = runtime_for(cloud, plan, waiter)  # cold, or borrowed with --env
     outcome = run_plan(placed, runtime, progress, waiter)

@@ -194,6 +194,7 @@ class Workload:
             cancel=waiter.cancel,
             label=f"the container's job {job.name}",
             settle_s=INTERRUPT_READ_S + 1.0,  # Ctrl-C: what the container did is read before its stop
+            cap=plan.spend_cap,
         )
         outcome: TesterOutcome = answer(state, waiter.cancel)
         return outcome

@@ -214,6 +214,10 @@ class WorkloadOutcome(RunOutcome):
             **lifetime.summary(self.gpu_lives),
         }
 
+    def cap_summary(self) -> tuple[str, str, str | None]:
+        """--max-cost stopped the container: it ran until the cap, its command did not finish."""
+        return ("the container ran until the cap", "its command did not finish (stopped)", None)
+
     def document(self) -> dict[str, Any]:
         assert self.spec is not None
         error = self.failure()
@@ -238,6 +242,10 @@ class WorkloadOutcome(RunOutcome):
             "attempts": [] if self.spec.local else [a.as_dict() for a in self.attempts],
             "error": error.as_dict() if error is not None else None,
         }
+        if self.capacity_wait is not None:
+            doc["capacity_wait"] = self.capacity_wait
+        if self.cost_cap is not None:
+            doc["cost_cap"] = self.cost_cap
         if self.commands:
             doc["commands"] = dict(self.commands)
         if self.shares is not None:

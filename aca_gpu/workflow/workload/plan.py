@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -28,6 +28,7 @@ from aca_gpu.workflow.engine.plan import (
     Pair,
     Plan,
     option_text,
+    wait_bound,
 )
 
 RUNTIMES = ("aca", "docker", "podman", "apptainer")
@@ -69,6 +70,7 @@ class RunRequest:
     env_name: str | None = None  # --env NAME: a warm environment (`acagpu env`) instead of a cold one
     mounts: tuple[str, ...] = ()  # --mount SOURCE:/path[:ro]
     create_share: bool = False  # --create-share: make a --mount's share in the warm environment if missing
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION (ACA only)
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class RunSpec:
             "ceiling_usd": round(ceiling, 4),
             "ceiling_minutes": self.plan.max_minutes,
             "basis": f"{basis}; ceiling = {self.plan.max_minutes} min (--max-minutes); estimate",
+            # --max-cost, beside the ceiling
+            **({"max_cost_usd": self.plan.spend_cap.cap_usd} if self.plan.spend_cap is not None else {}),
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,6 +183,8 @@ class RunSpec:
             "price": self.price(),
             "warnings": list(self.warnings),
         }
+        if plan.wait_for_capacity_s is not None:
+            doc["wait_for_capacity_s"] = plan.wait_for_capacity_s
         if self.create_share and plan.env is not None:
             doc["create_share"] = self.share_plan(plan.env)
         if self.local:
@@ -229,6 +235,17 @@ class RunSpec:
             "only_if_missing": True,
             "kept_with": f"environment {env_name} (removed by `acagpu env delete {env_name}`)",
         }
+
+
+def capped(spec: RunSpec, usd: float | None) -> RunSpec:
+    """The run capped at `usd` (--max-cost; None: uncapped), priced as its replica is."""
+    if usd is None:
+        return spec
+    if spec.local:
+        raise BadInput(f"--max-cost caps what ACA bills; `{spec.runtime}` bills nothing")
+    work, pair = spec.workload, spec.plan.pairs[0]
+    per_s, _ = replica_price(pair.profile, work.cpu, work.memory_gib, spec.plan.location)
+    return replace(spec, plan=spec.plan.with_max_cost(usd, per_s))
 
 
 def replica_price(
@@ -478,7 +495,10 @@ def make_run_spec(settings: Settings, request: RunRequest, *, owner: str) -> Run
         probe=False,
         regions=regions if request.runtime == "aca" else (),
         env=env_name,
+        wait_for_capacity_s=wait_bound(request.wait_for_capacity),
     )
+    if plan.wait_for_capacity_s is not None and request.runtime != "aca":
+        raise BadInput(f"--wait-for-capacity waits for ACA's capacity; `{request.runtime}` has none")
     workload = Workload(
         image=image_text,
         command=tuple(request.command),
