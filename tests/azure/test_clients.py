@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -73,9 +74,14 @@ def test_static_token_never_shows(caplog: pytest.LogCaptureFixture) -> None:
 def test_endpoint_override_reaches_the_sdk_pipeline(tmp_path: Path) -> None:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    # something listens there, as an emulator would: clients refuse an endpoint on this machine
+    # that nothing answers (`emulator_listening`)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener_closer = listener.close
     settings = load_settings(
         env={
-            "ACAGPU_ARM_ENDPOINT": "https://127.0.0.1:8443/",
+            "ACAGPU_ARM_ENDPOINT": f"https://127.0.0.1:{port}/",
             "ACAGPU_CA_BUNDLE": str(ca),
             "ACAGPU_TOKEN": SECRET,
             "ACAGPU_SUBSCRIPTION": "sub-1",
@@ -85,16 +91,17 @@ def test_endpoint_override_reaches_the_sdk_pipeline(tmp_path: Path) -> None:
     )
     clients = cl.make_clients(settings)
     options = clients.pipeline_options()
-    assert options["base_url"] == "https://127.0.0.1:8443"
+    assert options["base_url"] == f"https://127.0.0.1:{port}"
     assert options["connection_verify"] == str(ca)
     assert options["polling_interval"] == 0.5
     assert 429 in options["retry_on_status_codes"] and 503 in options["retry_on_status_codes"]
     assert clients.verify == str(ca)
     apps = clients.apps
-    assert apps._config.base_url == "https://127.0.0.1:8443"
+    assert apps._config.base_url == f"https://127.0.0.1:{port}"
     assert apps._config.subscription_id == "sub-1"
     assert apps._config.polling_interval == 0.5
     assert clients.resources._config.subscription_id == "sub-1"
+    listener_closer()
 
 
 def test_a_flag_beats_the_exported_variable_through_settings(monkeypatch: pytest.MonkeyPatch) -> None:

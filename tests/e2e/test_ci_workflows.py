@@ -135,7 +135,7 @@ def test_install_step_installs_the_written_wheel_by_hash_and_never_from_an_index
     # the installed copy re-packs into a wheel with the same files (the path `ci init` takes when
     # acagpu was installed from a wheel rather than from a checkout)
     repack = subprocess.run(
-        [python, "-c", "import sys, pathlib; from aca_gpu.workflow import wheel; "
+        [python, "-c", "import sys, pathlib; from aca_gpu.workflow.ci import wheel; "
          "print(wheel.repack_installed(pathlib.Path(sys.argv[1])))", str(tmp_path)],
         capture_output=True, text=True, env=shell, cwd=tmp_path,
     )  # fmt: skip

@@ -27,7 +27,7 @@ def test_a_bill_of_a_fraction_of_a_hundredth_cent_is_not_printed_as_zero(tmp_pat
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
-        ran = _acagpu(shell, "run", "--gpu", "t4", "--yes", "--run-id", "tiny", "-o", "json", "img", "--",
+        ran = _acagpu(shell, "run", "--gpu", "t4", "--yes", "--run-id", "tiny", "-o", "json", "busybox", "--",
                       "sh", "-c", "exit 0")  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         listed = _acagpu(shell, "cost", "--since", "1d", "-o", "json")

@@ -1,6 +1,8 @@
 """`reap` shows the spend figure `status` shows, and says as `status` does when that figure is a
 floor: a kept run whose explorer was stopped has earlier replica lives ARM no longer lists, so its
 figure leaves them out (`uncounted` in JSON, `+` after the amount and a footnote in the table).
+acagpu 0.5 records a kept run's spend on its group (`spend/record.py`), so the floor is what a run
+kept by an earlier acagpu shows: the test takes the record off the group to make one.
 
 Real processes: `acagpu emulator serve` and the CLI as subprocesses in a second shell."""
 
@@ -30,6 +32,18 @@ def _json(shell: dict[str, str], *args: str) -> dict[str, Any]:
     return doc
 
 
+def _forget_the_record(shell: dict[str, str], resource_group: str) -> None:
+    """The group as acagpu 0.4 left it: no `acagpu:spent-*` record."""
+    from aca_gpu.config import load_settings
+    from aca_gpu.workflow.base.context import open_cloud
+
+    cloud = open_cloud(load_settings(env=shell, file={}))
+    group = cloud.get_resource_group(resource_group)
+    assert group is not None and any(k.startswith("acagpu:spent") for k in group.tags), group
+    tags = {k: v for k, v in group.tags.items() if not k.startswith("acagpu:spent")}
+    cloud.create_resource_group(resource_group, group.location, tags)
+
+
 def _stopped(shell: dict[str, str], run_id: str) -> dict[str, Any]:
     """The run as `status` shows it once its explorer is stopped (its figure then stays put)."""
     deadline = time.monotonic() + 30
@@ -48,6 +62,7 @@ def test_reap_says_its_spend_figure_leaves_a_stopped_explorer_out(tmp_path: Path
         shell.pop("ACAGPU_ENV", None)
         up = _json(shell, "up", "--gpu", "t4", "--keep", "--ttl", "1s", "--run-id", "floor1", "--yes")
         assert up["teardown"]["status"] == "kept"
+        _forget_the_record(shell, "rg-acagpu-floor1")
         run = _stopped(shell, "floor1")
         assert run["cost"]["uncounted"], run["cost"]
 
