@@ -135,3 +135,44 @@ def test_a_served_app_past_its_ttl_is_reaped(emulator: EmulatorServer, tmp_path:
     assert "rg-acagpu-ttl1" in json.dumps(reaped)
     assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-ttl1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
+
+
+def served_replicas(emulator: EmulatorServer, run_id: str) -> list[dict[str, Any]]:
+    """The emulator's bill: the replica lives of `run_id`'s app."""
+    return [r for r in emulator.billing()["replicas"] if r["run_id"] == run_id and r["kind"] == "app"]
+
+
+def test_teardown_stops_a_served_apps_billing_before_its_delete(
+    emulator: EmulatorServer, tmp_path: Path
+) -> None:
+    """Billing first: the app is scaled to 0 replicas before it is deleted, so deletes that are
+    refused (here: the caller may delete neither container apps nor groups) leave nothing billing."""
+    from aca_gpu.config import load_settings
+    from aca_gpu.workflow.base.context import open_cloud
+    from aca_gpu.workflow.engine.teardown import teardown_group
+
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN, encoding="utf-8")
+    port = str(free_port())
+    acagpu("env", "create", "lab", "--yes")
+    served = acagpu(
+        "serve", "--env", "lab", "--run-id", "bf1", "--port", port, "--yes",
+        IMAGE, "--", "python3", str(script), port, "0.1",
+    )  # fmt: skip
+    assert served["status"] == "serving"
+    assert [r["running"] for r in served_replicas(emulator, "bf1")] == [True]
+
+    emulator.set_faults(
+        "deny:action=Microsoft.App/containerApps/delete;"
+        "deny:action=Microsoft.Resources/subscriptions/resourceGroups/delete"
+    )
+    result = teardown_group(
+        open_cloud(load_settings()), "rg-acagpu-bf1", wait_gone=False, poll=0.05, billing_deadline=0.5
+    )
+    assert result.status == "incomplete" and "serve-bf1" in (result.message or "")
+    bill = served_replicas(emulator, "bf1")
+    assert bill and not [r for r in bill if r["running"]], bill  # nothing bills though the app is there
+
+    emulator.set_faults("")
+    assert acagpu("down", "--run-id", "bf1", "--yes")["teardown"]["status"] == "deleted"
+    assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-bf1"]

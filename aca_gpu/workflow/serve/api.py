@@ -126,6 +126,4 @@ def serve(
         yield ServedApp(outcome, cloud, waiter, verify)
     finally:
         rg = outcome.resource_group or outcome.spec.run.plan.names.resource_group
-        if cloud.get_app(rg, outcome.spec.app) is not None:
-            cloud.scale_app(rg, outcome.spec.app, 0, 0)  # billing first
-        teardown_group(cloud, rg, wait_gone=False)
+        teardown_group(cloud, rg, wait_gone=False)  # the app scaled to zero first, then deleted

@@ -194,17 +194,10 @@ def first_answer(
         return doc
 
 
-def _teardown(
-    cloud: Cloud, runtime: Any, spec: ServeSpec, plan: Any, rg: str, progress: Progress
-) -> TeardownResult:
-    """Billing first: the app scaled to zero (when it exists), then the run's place removed."""
-    try:
-        if cloud.get_app(rg, spec.app) is not None:
-            with progress.step("scale to zero") as step:
-                cloud.scale_app(rg, spec.app, 0, 0)
-                step.update(f"{spec.app}: min and max replicas 0 (billing stopped)")
-    except AcaGpuError as exc:
-        progress.warn(f"could not scale {spec.app} to zero before deleting it: {exc.message}")
+def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> TeardownResult:
+    """Billing first: the one teardown path scales the app to zero (its group names it), then
+    deletes it and the run's place."""
+    progress.note(f"tearing down {spec.app}: scaled to 0 replicas first (billing stops), then deleted")
     result: TeardownResult = runtime.remove_place(plan, progress)
     return result
 
@@ -249,12 +242,12 @@ def serve(
             f"interrupted: what this command made is torn down (billing first); if anything is left, "
             f"acagpu down --run-id {spec.run_id} --yes removes it"
         )
-        outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+        outcome.teardown = _teardown(runtime, spec, plan, progress)
     except AcaGpuError as exc:
         outcome.error = exc
         if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
             waiter.cancel.clear()
-            outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+            outcome.teardown = _teardown(runtime, spec, plan, progress)
     return outcome
 
 
