@@ -94,8 +94,15 @@ def test_serve_answers_measures_and_leaves_nothing(
     assert runs["sv1"]["served"]["app"] == "serve-sv1"
     # the replicas' time so far, from the app's events: three starts (first answer, two cycles)
     assert runs["sv1"]["served"]["replicas_seen"] >= 3 and runs["sv1"]["served"]["usd_estimate"] > 0
+    # one figure: the run's spend is its served replicas' (not the group's age, not zero at zero)
+    assert runs["sv1"]["cost"]["usd_estimate"] == runs["sv1"]["served"]["usd_estimate"]
 
-    acagpu("down", "--run-id", "sv1", "--yes")
+    down = acagpu("down", "--run-id", "sv1", "--yes")
+    # `cost` knows the served run: the estimate `down` recorded beside the emulator's bill
+    row = next(r for r in acagpu("cost", "--run-id", "sv1", "--min-difference", "0")["runs"])
+    assert row["estimate_usd"] == pytest.approx(down["served_usd_estimate"], rel=1e-3)
+    assert row["billed_usd"] == pytest.approx(row["estimate_usd"], rel=0.15), row
+    assert row["estimate_usd"] >= runs["sv1"]["cost"]["usd_estimate"]  # status's, a moment earlier
     inventory = emulator.inventory()
     assert not [r for r in inventory["replicas"] if r["owner"] == "serve-sv1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
@@ -133,6 +140,8 @@ def test_a_served_app_past_its_ttl_is_reaped(emulator: EmulatorServer, tmp_path:
     time.sleep(1.2)
     reaped = acagpu("reap", "--yes")
     assert "rg-acagpu-ttl1" in json.dumps(reaped)
+    row = next(r for r in acagpu("cost", "--run-id", "ttl1", "--min-difference", "0")["runs"])
+    assert row["estimate_usd"] and row["billed_usd"], row  # reap left the served run's estimate
     assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-ttl1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
 

@@ -93,6 +93,7 @@ def serve(
     from aca_gpu.workflow.engine.teardown import teardown_group
     from aca_gpu.workflow.serve.deploy import serve as serve_app
     from aca_gpu.workflow.serve.plan import ServeRequest, make_serve_spec
+    from aca_gpu.workflow.spend import ledger
 
     settings = load_settings()
     request = ServeRequest(
@@ -126,4 +127,5 @@ def serve(
         yield ServedApp(outcome, cloud, waiter, verify)
     finally:
         rg = outcome.resource_group or outcome.spec.run.plan.names.resource_group
+        ledger.record_served_group(cloud, rg)  # its spend for `acagpu cost`
         teardown_group(cloud, rg, wait_gone=False)  # the app scaled to zero first, then deleted

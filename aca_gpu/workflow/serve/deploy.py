@@ -26,6 +26,7 @@ from aca_gpu.workflow.serve import http
 from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
 from aca_gpu.workflow.serve.phases import cycle_phases
 from aca_gpu.workflow.serve.plan import ServeSpec
+from aca_gpu.workflow.spend import ledger
 from aca_gpu.workflow.workload.aca import CONTAINER, REGISTRY_SECRET
 
 EXIT_INTERRUPTED = 130
@@ -198,6 +199,7 @@ def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> T
     """Billing first: the one teardown path scales the app to zero (its group names it), then
     deletes it and the run's place."""
     progress.note(f"tearing down {spec.app}: scaled to 0 replicas first (billing stops), then deleted")
+    ledger.record_served_group(runtime.cloud, plan.names.resource_group)  # for `acagpu cost`
     result: TeardownResult = runtime.remove_place(plan, progress)
     return result
 
