@@ -138,6 +138,12 @@ def render_serve(doc: dict[str, Any]) -> str:
     help="Pass NAME from this environment as a secret (repeatable).",
 )
 @click.option(
+    "--mount",
+    multiple=True,
+    metavar="SOURCE:/PATH[:ro]",
+    help="Mount a storage of the --env environment (Azure Files; repeatable).",
+)
+@click.option(
     "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
 )
 @click.option("--memory", help="Memory, e.g. 16Gi (default: the profile's replica).")
@@ -181,6 +187,7 @@ def serve(output: Output, image: str | None, command: tuple[str, ...], **flags: 
         cpu=flags["cpu"],
         memory=flags["memory"],
         env_name=flags["env_name"],
+        mounts=flags["mount"],
         port=flags["port"],
         min_replicas=flags["min_replicas"],
         max_replicas=flags["max_replicas"],

@@ -84,6 +84,7 @@ def serve(
     location: str | None = None,
     env_vars: dict[str, str] | None = None,
     secret_env: Sequence[str] = (),
+    mounts: Sequence[str] = (),
     run_id: str | None = None,
     ttl: str | None = None,
 ) -> Iterator[ServedApp]:
@@ -106,6 +107,7 @@ def serve(
         env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
         secret_env=tuple(secret_env),
         env_name=env,
+        mounts=tuple(mounts),
         port=port,
         min_replicas=min_replicas,
         max_replicas=max_replicas,

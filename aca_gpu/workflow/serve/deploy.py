@@ -93,6 +93,60 @@ class ServeOutcome:
         return doc
 
 
+def cuda_refusal(spec: ServeSpec, plan: Any, progress: Progress) -> AcaGpuError | None:
+    """An image whose CUDA (from its tag) the host driver cannot run is refused before anything
+    exists (exit 5): the driver is the last one seen for this profile (the platform's GpuDriverInfo
+    event, or nvidia-smi; else the bundled sighting), named with where it came from. An image
+    whose tag says nothing of CUDA passes: the replica's own event is then the first word."""
+    from aca_gpu.errors import ContainerRefused
+    from aca_gpu.gpu import cuda_compat
+    from aca_gpu.gpu.image_ref import parse_image_ref
+    from aca_gpu.workflow.preflight import drivers
+
+    image = spec.run.workload.image
+    profile = plan.pairs[0].profile
+    driver, source = drivers.known_driver(profile.type, plan.location)
+    try:
+        found = cuda_compat.verdict(parse_image_ref(image), driver)
+    except AcaGpuError:  # a reference the judge cannot read: the platform will say
+        return None
+    with progress.step("image's CUDA vs the host driver") as step:
+        step.update(f"{image}: {found.verdict} with driver {driver} ({source})")
+        if found.ok:
+            return None
+        step.status = "fail"
+    return ContainerRefused(
+        f"host driver {driver} cannot run {image}: {found.reason} (driver: {source})",
+        code="CudaIncompatible",
+        hint=f"use an image built for CUDA {found.max_cuda or 'an older version'} or older; "
+        "`acagpu compat IMAGE` judges an image against the driver; nothing was created",
+    )
+
+
+def mount_refusal(spec: ServeSpec, runtime: Any) -> AcaGpuError | None:
+    """Every --mount names a storage of the warm environment (checked before anything exists, exit
+    2), as `run` checks it."""
+    from aca_gpu.errors import PreflightRefused
+
+    wanted = [m.source for m in spec.run.workload.mounts]
+    if not wanted:
+        return None
+    group, place = getattr(runtime, "group", None), getattr(runtime, "place", None)
+    if group is None or place is None:  # parse_mounts refuses --mount without --env before this
+        return BadInput("--mount on ACA needs --env NAME: a run-scoped environment has no storage")
+    have = runtime.cloud.environment_storages(group.name, place.name)
+    missing = sorted(set(wanted) - set(have))
+    if not missing:
+        return None
+    return PreflightRefused(
+        f"environment {place.name} has no storage {', '.join(missing)} "
+        f"(it has: {', '.join(sorted(have)) or 'none'})",
+        code="StorageNotFound",
+        hint="`acagpu run --env NAME --mount SHARE:/path --create-share` makes one, or add your own "
+        "share (`az containerapp env storage set`)",
+    )
+
+
 def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
     """The app's ARM spec: the container (a staged copy's name where the environment has one),
     `-e` values, `--secret-env` values as app secrets that env vars reference, the pull's identity."""
@@ -119,6 +173,7 @@ def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
         args=work.command,
         env=dict(work.env),
         secret_env=dict(work.secrets),
+        mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
     )
     app = AppSpec(
         resource_group=where.resource_group,
@@ -140,6 +195,7 @@ def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
         load_timeout_s=spec.load_timeout_s,
         secrets=secrets,
         registries=registries,
+        volumes=tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1)),
     )
 
 
@@ -214,6 +270,10 @@ def serve(
     spec = replace(spec, run=replace(spec.run, plan=plan))
     outcome = ServeOutcome(spec, resource_group=plan.names.resource_group)
     clients = clients_of(cloud)
+    refused = cuda_refusal(spec, plan, progress) or mount_refusal(spec, runtime)
+    if refused is not None:  # nothing exists yet: nothing to tear down
+        outcome.error = refused
+        return outcome
     try:
         runtime.preflight(plan, progress)
         runtime.create_place(plan, progress, [])
