@@ -260,6 +260,24 @@ def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> T
     return result
 
 
+def _teardown_unless_interrupted(
+    outcome: ServeOutcome, runtime: Any, spec: ServeSpec, plan: Any, progress: Progress
+) -> None:
+    """Teardown; a Ctrl-C during it leaves the rest in place and says the one command that removes
+    it (the deletes already sent go on in the platform)."""
+    try:
+        outcome.teardown = _teardown(runtime, spec, plan, progress)
+    except KeyboardInterrupt:
+        delete = f"acagpu down --run-id {spec.run_id} --yes"
+        outcome.interrupted = True
+        outcome.teardown = TeardownResult("left", message=f"Ctrl-C during teardown: `{delete}` removes it")
+        outcome.error = Interrupted(
+            f"interrupted during teardown: run {spec.run_id} is left as it was (its app may still bill)",
+            hint=f"{delete} removes it",
+        )
+        progress.warn(f"teardown stopped: run {spec.run_id} is left in place; {delete} removes it")
+
+
 def serve(
     cloud: Cloud, spec: ServeSpec, progress: Progress, waiter: Waiter, *, verify: str | bool = True
 ) -> ServeOutcome:
@@ -304,12 +322,13 @@ def serve(
             f"interrupted: what this command made is torn down (billing first); if anything is left, "
             f"acagpu down --run-id {spec.run_id} --yes removes it"
         )
-        outcome.teardown = _teardown(runtime, spec, plan, progress)
+        progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
+        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
     except AcaGpuError as exc:
         outcome.error = exc
         if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
             waiter.cancel.clear()
-            outcome.teardown = _teardown(runtime, spec, plan, progress)
+            _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
     return outcome
 
 
