@@ -60,6 +60,15 @@ def render_serve(doc: dict[str, Any]) -> str:
             lines.append(
                 f"  remedy         {remedy['remedy']}: ${remedy['usd_per_month']:.2f}/month ({remedy['why']})"
             )
+    used = doc.get("gpu_use") or {}
+    if used.get("checked"):
+        mib = ", ".join(f"{u} MiB" for u in used["memory_used_mib"])
+        lines.append(
+            f"  GPU memory     {mib} in use"
+            + ("  IDLE: the model is likely on the CPU" if used["idle"] else "")
+        )
+    elif used.get("note"):
+        lines.append(f"  GPU memory     {used['note']}")
     if doc.get("kept"):
         lines.append(f"  delete         {doc['delete']}")
     if doc.get("error"):

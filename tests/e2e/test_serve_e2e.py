@@ -77,6 +77,7 @@ def test_serve_answers_measures_and_leaves_nothing(
         IMAGE, "--", "python3", str(script), port, "1",
     )  # fmt: skip
     assert served["status"] == "serving" and served["first_answer"]["status"] == 200
+    assert served["gpu_use"]["checked"] and served["gpu_use"]["idle"] is False, served["gpu_use"]
     answer = requests.get(served["url"] + "/", timeout=30)
     assert answer.status_code == 200 and answer.json() == {"model": "ready", "token_length": len(SECRET)}
     assert SECRET not in json.dumps(served)
@@ -164,11 +165,13 @@ def test_teardown_stops_a_served_apps_billing_before_its_delete(
     script.write_text(STANDIN, encoding="utf-8")
     port = str(free_port())
     acagpu("env", "create", "lab", "--yes")
+    emulator.set_faults("cpu_fallback")  # the model answers from the CPU: its GPU stays idle
     served = acagpu(
         "serve", "--env", "lab", "--run-id", "bf1", "--port", port, "--yes",
         IMAGE, "--", "python3", str(script), port, "0.1",
     )  # fmt: skip
-    assert served["status"] == "serving"
+    assert served["status"] == "serving" and served["exit_code"] == 0
+    assert served["gpu_use"]["idle"] is True and "CPU" in served["gpu_use"]["note"], served["gpu_use"]
     assert [r["running"] for r in served_replicas(emulator, "bf1")] == [True]
 
     emulator.set_faults(

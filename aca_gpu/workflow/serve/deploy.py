@@ -23,6 +23,7 @@ from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.serve import http
+from aca_gpu.workflow.serve.gpu_use import gpu_use
 from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
 from aca_gpu.workflow.serve.phases import cycle_phases
 from aca_gpu.workflow.serve.plan import ServeSpec
@@ -42,6 +43,7 @@ class ServeOutcome:
     resource_group: str | None = None
     first_answer: dict[str, Any] | None = None
     measurement: dict[str, Any] | None = None
+    gpu_use: dict[str, Any] | None = None  # nvidia-smi in a replica once it answered (gpu_use.py)
     teardown: TeardownResult | None = None
     error: AcaGpuError | None = None
     interrupted: bool = False
@@ -82,6 +84,7 @@ class ServeOutcome:
             },
             "first_answer": self.first_answer,
             "measurement": self.measurement,
+            "gpu_use": self.gpu_use,
             "plan": spec.as_dict(),
             "kept": self.status in ("serving", "measured"),
             "delete": f"acagpu down --run-id {spec.run_id} --yes",
@@ -311,6 +314,7 @@ def serve(
             step.update(outcome.url)
         target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
         outcome.first_answer = first_answer(cloud, target, waiter, progress, since)
+        outcome.gpu_use = gpu_use(cloud, where.resource_group, spec.app, waiter, progress)
         if spec.measure:
             outcome.measurement = measure(
                 cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
@@ -363,6 +367,7 @@ def measure_served(
         outcome.measurement = measure(
             cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
         )
+        outcome.gpu_use = gpu_use(cloud, rg, spec.app, waiter, progress)  # warm after the requests
     except KeyboardInterrupt:
         outcome.interrupted = True
         outcome.notes.append(f"the app is kept; `acagpu down --run-id {spec.run_id} --yes` deletes it")
