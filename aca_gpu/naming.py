@@ -23,6 +23,7 @@ TAG_IDLE_TTL = "acagpu:idle-ttl"  # a warm environment's idle TTL in seconds; ex
 TAG_LAST_USED = "acagpu:last-used"
 KIND_ENV = "env"
 TAG_SHARDS = "acagpu:shards"  # on a fan-out's job: how many shards it starts (`status` counts them)
+TAG_SERVED = "acagpu:served"  # on a served run's group: its app (teardown scales it to 0 first)
 TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
 
 ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")

@@ -42,6 +42,7 @@ class ServedAppSpec:
     load_timeout_s: int = 1800
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)  # name -> value (PUT only)
     registries: tuple[RegistryCred, ...] = ()
+    volumes: tuple[tuple[str, str], ...] = ()  # (volume name, environment storage name): Azure Files
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ def served_body(spec: ServedAppSpec) -> dict[str, Any]:
     props["configuration"] = config
     container = props["template"]["containers"][0]
     container["probes"] = [startup_probe(spec.health_path, spec.port, spec.load_timeout_s)]
+    if spec.volumes:
+        props["template"]["volumes"] = [
+            {"name": v, "storageType": "AzureFile", "storageName": storage} for v, storage in spec.volumes
+        ]
     props["template"]["scale"] = {
         "minReplicas": spec.app.min_replicas,
         "maxReplicas": spec.app.max_replicas,

@@ -60,6 +60,15 @@ def render_serve(doc: dict[str, Any]) -> str:
             lines.append(
                 f"  remedy         {remedy['remedy']}: ${remedy['usd_per_month']:.2f}/month ({remedy['why']})"
             )
+    used = doc.get("gpu_use") or {}
+    if used.get("checked"):
+        mib = ", ".join(f"{u} MiB" for u in used["memory_used_mib"])
+        lines.append(
+            f"  GPU memory     {mib} in use"
+            + ("  IDLE: the model is likely on the CPU" if used["idle"] else "")
+        )
+    elif used.get("note"):
+        lines.append(f"  GPU memory     {used['note']}")
     if doc.get("kept"):
         lines.append(f"  delete         {doc['delete']}")
     if doc.get("error"):
@@ -138,6 +147,12 @@ def render_serve(doc: dict[str, Any]) -> str:
     help="Pass NAME from this environment as a secret (repeatable).",
 )
 @click.option(
+    "--mount",
+    multiple=True,
+    metavar="SOURCE:/PATH[:ro]",
+    help="Mount a storage of the --env environment (Azure Files; repeatable).",
+)
+@click.option(
     "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
 )
 @click.option("--memory", help="Memory, e.g. 16Gi (default: the profile's replica).")
@@ -181,6 +196,7 @@ def serve(output: Output, image: str | None, command: tuple[str, ...], **flags: 
         cpu=flags["cpu"],
         memory=flags["memory"],
         env_name=flags["env_name"],
+        mounts=flags["mount"],
         port=flags["port"],
         min_replicas=flags["min_replicas"],
         max_replicas=flags["max_replicas"],

@@ -88,6 +88,10 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   placement that never happens. Example:
   `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
 
+- `cpu_fallback`: a served app's replica (an app with external ingress) answers, but its model
+  loaded on the CPU: its simulated GPU shows the idle memory figure instead of a served model's
+  (30% of the card, UNCONFIRMED), so `serve` says the GPU was left idle; `match=` picks replicas.
+
 - `conversion`: an ACR artifact-streaming conversion requested on an emulated registry's data
   plane ends `Failed` when it would have succeeded (providers/registry/streaming.py).
 
@@ -119,6 +123,7 @@ KINDS = (
     "deny",
     "throttle",
     "gpu",
+    "cpu_fallback",
     "stall",
     "cost_delay",
     "pull",

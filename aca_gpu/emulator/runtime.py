@@ -193,6 +193,8 @@ class Runtime:
         sick = self.faults.fire("gpu", path=name, **where)
         if sick is not None:
             rep.specs = [replace(spec, gpu_health=sick.param("health", "ecc")) for spec in rep.specs]
+        if kind == "app" and ingress_port and self.faults.fire("cpu_fallback", path=name, **where):
+            rep.specs = [replace(spec, gpu_idle=True) for spec in rep.specs]
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []

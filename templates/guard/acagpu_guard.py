@@ -51,6 +51,7 @@ TAG_EXPIRES_AT = "acagpu:expires-at"
 TAG_ROLE = "acagpu:role"
 TAG_KIND = "acagpu:kind"
 TAG_ENV = "acagpu:env"
+TAG_SERVED = "acagpu:served"  # a served run's group names its app: scaled to zero before its delete
 KIND_ENV = (
     "env"  # a warm environment (`acagpu env create`): removed when idle past its TTL, never with a run inside
 )
@@ -266,9 +267,17 @@ def _busy(arm: Arm, sub: str, name: str, tags: dict[str, Any]) -> str | None:
     return f"warm environment with a run inside: {', '.join(runs)}" if runs else None
 
 
-def _stop_billing(arm: Arm, sub: str, group: str) -> None:
-    """Container apps and jobs first: once they are gone nothing in the group bills per second."""
+def _stop_billing(arm: Arm, sub: str, group: str, served: str | None = None) -> None:
+    """Container apps and jobs first: once they are gone nothing in the group bills per second. A
+    served app is scaled to 0 replicas before that (as acagpu's teardown), so it bills nothing from
+    the update on even when its delete is slow or refused."""
     base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    if served:
+        scale = {"properties": {"template": {"scale": {"minReplicas": 0, "maxReplicas": 0}}}}
+        try:
+            arm.call("PATCH", f"{base}/containerApps/{urllib.parse.quote(served)}", APP_API, body=scale)
+        except ArmFailure as exc:  # the delete below is still the guarantee
+            log({"event": "warning", "group": group, "message": f"could not scale {served} to zero: {exc}"})
     for kind in ("containerApps", "jobs"):
         try:
             items = arm.pages(f"{base}/{kind}", APP_API)
@@ -409,7 +418,7 @@ def _sweep_subscription(
                 counts["skipped"] += 1
                 log(event | {"status": "skipped", "reason": f"re-checked before delete: {busy or why}"})
                 continue
-            _stop_billing(arm, sub, name)
+            _stop_billing(arm, sub, name, (fresh.get("tags") or {}).get(TAG_SERVED))
             arm.call("DELETE", path, RESOURCES_API)
         except ArmFailure as exc:
             counts["failed"] += 1

@@ -31,6 +31,8 @@ class ContainerSpec:
     # an app with external ingress: the port its container serves on, so its command runs for real
     # (a served model) instead of idling as an explorer does; 0 for every other container
     ingress_port: int = 0
+    # a served model that loaded on the CPU (the `cpu_fallback` fault): its simulated GPU stays idle
+    gpu_idle: bool = False
 
 
 class StartFailure(Exception):

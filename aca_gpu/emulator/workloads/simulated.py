@@ -20,6 +20,7 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import aca_gpu
@@ -31,7 +32,7 @@ from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
 from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
 from aca_gpu.emulator.workloads.smi_health import sicken
-from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiHost
+from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiGpu, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -110,6 +111,15 @@ def _shim(smi_config: Path) -> str:
     )
 
 
+SERVED_MEMORY_FRACTION = 0.3  # a served model's simulated footprint: UNCONFIRMED (docs/emulator.md)
+
+
+def loaded(gpus: tuple[SmiGpu, ...]) -> tuple[SmiGpu, ...]:
+    """A served replica's simulated GPUs with a model's weights in memory, so `serve`'s look at
+    nvidia-smi finds the GPU in use; the `cpu_fallback` fault leaves them idle instead."""
+    return tuple(replace(g, memory_used_mib=int(g.memory_total_mib * SERVED_MEMORY_FRACTION)) for g in gpus)
+
+
 def serve_for_real(container: SandboxContainer, spec: ContainerSpec, bin_dir: Path | None = None) -> None:
     """A served app's main process, for real: `python`/`python3` is this interpreter (a stock Python
     image's), found first in PATH; the process shares this machine's network (no namespace of its
@@ -144,6 +154,8 @@ class SimulatedWorkload:
         gpus = gpus_for(spec.profile_type, spec.replica)
         if gpus and spec.gpu_health:
             gpus = sicken(gpus, spec.gpu_health)
+        if gpus and spec.kind == "app" and spec.ingress_port and not spec.gpu_idle:
+            gpus = loaded(gpus)  # a served model holds its weights in GPU memory (UNCONFIRMED figure)
         if gpus:
             message = start_failure(spec.image, spec.env, driver=self.driver_version, brand=gpus[0].brand)
             if message is not None:

@@ -1,5 +1,7 @@
 """The only delete-and-verify path (up, validate, local's ACA twin, down, reap): billing stops first.
 
+0. A served app (the group's `acagpu:served` tag names it) is scaled to 0 replicas first (min and
+   max 0): its replicas stop billing at that update, whatever its delete then does.
 1. The GPU apps and jobs of the group are deleted and verified gone: from then on nothing bills
    (on a serverless GPU profile; a dedicated profile's node bills until the environment is gone).
 2. The group delete is accepted. With `wait_gone` (or a dedicated profile) the group is read back
@@ -17,7 +19,7 @@ from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, PreflightRefused, is_throttled
+from aca_gpu.errors import AcaGpuError, NotFound, PreflightRefused, is_throttled
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine.outcome import TeardownResult
@@ -96,6 +98,9 @@ def teardown_group(
         raise PreflightRefused(
             f"resource group {name!r} is not tagged {naming.TAG_MANAGED}=true; acagpu never deletes it"
         )
+    served = dict(group.tags).get(naming.TAG_SERVED) if group is not None else None
+    if served:
+        _scale_in(cloud, name, served, poll)
     billing_stopped = _stop_billing(
         cloud, name, errors, poll=poll, deadline=billing_deadline, on_deleted=on_deleted
     )
@@ -119,6 +124,21 @@ def teardown_group(
     return TeardownResult(
         "incomplete", billing_stopped=billing_stopped and not dedicated, message="; ".join(errors)
     )
+
+
+def _scale_in(cloud: Cloud, rg: str, app: str, poll: float) -> None:
+    """A served app to min and max replicas 0 before its delete, so billing stops at the update even
+    when the delete fails or takes long. Best effort: an app already gone, or an update that fails,
+    leaves the delete that follows as the guarantee (its failures are what teardown reports)."""
+
+    def call() -> bool:
+        try:
+            cloud.scale_app(rg, app, 0, 0)
+        except (NotFound, PreflightRefused):  # gone, or its group already deleting
+            return False
+        return True
+
+    _attempt(call, [], f"scale {app} to zero", poll)
 
 
 def _stop_billing(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aca_gpu import naming
-from aca_gpu.errors import BadInput, NotFound, TeardownIncomplete
+from aca_gpu.errors import AcaGpuError, BadInput, NotFound, TeardownIncomplete
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import RunRef, Waiter, age_seconds, find_run
@@ -47,6 +47,8 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
         "age_seconds": None if (age := age_seconds(run.tags)) is None else round(age),  # as `status`
     }
     dedicated = _dedicated(run.tags.get(naming.TAG_GPU))
+    if run.tags.get(naming.TAG_SERVED):  # a served app ends here: its spend goes to the ledger
+        doc["served_usd_estimate"] = _record_served(cloud, run)
     with progress.step(f"delete {run.resource_group}") as step:
         result = teardown_group(
             cloud, run.resource_group, wait_gone=wait, dedicated=dedicated, poll=max(0.05, waiter.interval)
@@ -62,6 +64,17 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
             doc["error"] = error.as_dict()
             return DownResult(doc, error.exit_code)
     return DownResult(doc, 0)
+
+
+def _record_served(cloud: Cloud, run: Any) -> float | None:
+    """The served run's spend so far into the ledger (`acagpu cost` sets it beside the bill), read
+    right before teardown scales it to zero; a failed read never holds the teardown."""
+    from aca_gpu.workflow.spend import ledger
+
+    try:
+        return ledger.record_served(cloud, run)
+    except AcaGpuError:
+        return None
 
 
 def _dedicated(gpus: str | None) -> bool:

@@ -28,6 +28,7 @@ from aca_gpu.naming import (
     TAG_KIND,
     TAG_MANAGED,
     TAG_RUN_ID,
+    TAG_SERVED,
     is_managed,
     parse_iso_utc,
 )
@@ -60,6 +61,7 @@ class ReapItem:
     error: str | None = None
     kind: str = "run"  # run | env (a warm environment)
     uncounted: str | None = None  # what spend_usd leaves out (spend.UNCOUNTED), as `status` says it
+    served: bool = False  # a served app's run: its spend goes to the ledger as it is deleted
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -119,8 +121,9 @@ def decide(
         status = "skipped" if action == "skip" else "pending"
         kind = KIND_ENV if tags.get(TAG_KIND) == KIND_ENV else "run"
         return ReapItem(
-            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, None, status, kind=kind
-        )
+            subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, None, status, kind=kind,
+            served=bool(tags.get(TAG_SERVED)),
+        )  # fmt: skip
 
     if not is_managed(tags):
         return item("skip", f"not tagged {TAG_MANAGED}=true")

@@ -22,6 +22,7 @@ from aca_gpu.models import Cloud
 from aca_gpu.naming import TAG_MANAGED
 from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine import teardown
+from aca_gpu.workflow.spend import ledger
 
 REPORT_EVERY_S = 1.0
 Key = tuple[str, str]
@@ -147,6 +148,8 @@ class Deleter:
             changed = self.recheck(cloud, item) if self.recheck is not None else None
             if changed is not None:
                 return changed
+            if getattr(item, "served", False):  # its spend to the ledger before it goes
+                ledger.record_served_group(cloud, item.resource_group)
             result = teardown.teardown_group(cloud, item.resource_group, wait_gone=False, poll=self.poll)
         except AcaGpuError as exc:
             return replace(item, status="failed", error=exc.message)

@@ -42,7 +42,7 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "executions": spend.executions.as_dict(),
         "shards": spend.executions.shards,  # a fan-out's shards: total, queued, starting, ...
         "cost": spend.as_dict(),
-        "served": served_view(cloud, rg, dict(tags)),  # a served app's URL and replicas (serve/view.py)
+        "served": served_view(cloud, rg, dict(tags), spend),  # its URL and replicas (serve/view.py)
     }
 
 

@@ -84,6 +84,7 @@ def serve(
     location: str | None = None,
     env_vars: dict[str, str] | None = None,
     secret_env: Sequence[str] = (),
+    mounts: Sequence[str] = (),
     run_id: str | None = None,
     ttl: str | None = None,
 ) -> Iterator[ServedApp]:
@@ -93,6 +94,7 @@ def serve(
     from aca_gpu.workflow.engine.teardown import teardown_group
     from aca_gpu.workflow.serve.deploy import serve as serve_app
     from aca_gpu.workflow.serve.plan import ServeRequest, make_serve_spec
+    from aca_gpu.workflow.spend import ledger
 
     settings = load_settings()
     request = ServeRequest(
@@ -105,6 +107,7 @@ def serve(
         env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
         secret_env=tuple(secret_env),
         env_name=env,
+        mounts=tuple(mounts),
         port=port,
         min_replicas=min_replicas,
         max_replicas=max_replicas,
@@ -126,6 +129,5 @@ def serve(
         yield ServedApp(outcome, cloud, waiter, verify)
     finally:
         rg = outcome.resource_group or outcome.spec.run.plan.names.resource_group
-        if cloud.get_app(rg, outcome.spec.app) is not None:
-            cloud.scale_app(rg, outcome.spec.app, 0, 0)  # billing first
-        teardown_group(cloud, rg, wait_gone=False)
+        ledger.record_served_group(cloud, rg)  # its spend for `acagpu cost`
+        teardown_group(cloud, rg, wait_gone=False)  # the app scaled to zero first, then deleted

@@ -23,9 +23,11 @@ from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.env.warm_runtime import runtime_for
 from aca_gpu.workflow.serve import http
+from aca_gpu.workflow.serve.gpu_use import gpu_use
 from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
 from aca_gpu.workflow.serve.phases import cycle_phases
 from aca_gpu.workflow.serve.plan import ServeSpec
+from aca_gpu.workflow.spend import ledger
 from aca_gpu.workflow.workload.aca import CONTAINER, REGISTRY_SECRET
 
 EXIT_INTERRUPTED = 130
@@ -41,6 +43,7 @@ class ServeOutcome:
     resource_group: str | None = None
     first_answer: dict[str, Any] | None = None
     measurement: dict[str, Any] | None = None
+    gpu_use: dict[str, Any] | None = None  # nvidia-smi in a replica once it answered (gpu_use.py)
     teardown: TeardownResult | None = None
     error: AcaGpuError | None = None
     interrupted: bool = False
@@ -81,6 +84,7 @@ class ServeOutcome:
             },
             "first_answer": self.first_answer,
             "measurement": self.measurement,
+            "gpu_use": self.gpu_use,
             "plan": spec.as_dict(),
             "kept": self.status in ("serving", "measured"),
             "delete": f"acagpu down --run-id {spec.run_id} --yes",
@@ -90,6 +94,60 @@ class ServeOutcome:
             "exit_code": self.exit_code,
         }
         return doc
+
+
+def cuda_refusal(spec: ServeSpec, plan: Any, progress: Progress) -> AcaGpuError | None:
+    """An image whose CUDA (from its tag) the host driver cannot run is refused before anything
+    exists (exit 5): the driver is the last one seen for this profile (the platform's GpuDriverInfo
+    event, or nvidia-smi; else the bundled sighting), named with where it came from. An image
+    whose tag says nothing of CUDA passes: the replica's own event is then the first word."""
+    from aca_gpu.errors import ContainerRefused
+    from aca_gpu.gpu import cuda_compat
+    from aca_gpu.gpu.image_ref import parse_image_ref
+    from aca_gpu.workflow.preflight import drivers
+
+    image = spec.run.workload.image
+    profile = plan.pairs[0].profile
+    driver, source = drivers.known_driver(profile.type, plan.location)
+    try:
+        found = cuda_compat.verdict(parse_image_ref(image), driver)
+    except AcaGpuError:  # a reference the judge cannot read: the platform will say
+        return None
+    with progress.step("image's CUDA vs the host driver") as step:
+        step.update(f"{image}: {found.verdict} with driver {driver} ({source})")
+        if found.ok:
+            return None
+        step.status = "fail"
+    return ContainerRefused(
+        f"host driver {driver} cannot run {image}: {found.reason} (driver: {source})",
+        code="CudaIncompatible",
+        hint=f"use an image built for CUDA {found.max_cuda or 'an older version'} or older; "
+        "`acagpu compat IMAGE` judges an image against the driver; nothing was created",
+    )
+
+
+def mount_refusal(spec: ServeSpec, runtime: Any) -> AcaGpuError | None:
+    """Every --mount names a storage of the warm environment (checked before anything exists, exit
+    2), as `run` checks it."""
+    from aca_gpu.errors import PreflightRefused
+
+    wanted = [m.source for m in spec.run.workload.mounts]
+    if not wanted:
+        return None
+    group, place = getattr(runtime, "group", None), getattr(runtime, "place", None)
+    if group is None or place is None:  # parse_mounts refuses --mount without --env before this
+        return BadInput("--mount on ACA needs --env NAME: a run-scoped environment has no storage")
+    have = runtime.cloud.environment_storages(group.name, place.name)
+    missing = sorted(set(wanted) - set(have))
+    if not missing:
+        return None
+    return PreflightRefused(
+        f"environment {place.name} has no storage {', '.join(missing)} "
+        f"(it has: {', '.join(sorted(have)) or 'none'})",
+        code="StorageNotFound",
+        hint="`acagpu run --env NAME --mount SHARE:/path --create-share` makes one, or add your own "
+        "share (`az containerapp env storage set`)",
+    )
 
 
 def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
@@ -118,6 +176,7 @@ def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
         args=work.command,
         env=dict(work.env),
         secret_env=dict(work.secrets),
+        mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
     )
     app = AppSpec(
         resource_group=where.resource_group,
@@ -139,6 +198,7 @@ def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
         load_timeout_s=spec.load_timeout_s,
         secrets=secrets,
         registries=registries,
+        volumes=tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1)),
     )
 
 
@@ -194,19 +254,31 @@ def first_answer(
         return doc
 
 
-def _teardown(
-    cloud: Cloud, runtime: Any, spec: ServeSpec, plan: Any, rg: str, progress: Progress
-) -> TeardownResult:
-    """Billing first: the app scaled to zero (when it exists), then the run's place removed."""
-    try:
-        if cloud.get_app(rg, spec.app) is not None:
-            with progress.step("scale to zero") as step:
-                cloud.scale_app(rg, spec.app, 0, 0)
-                step.update(f"{spec.app}: min and max replicas 0 (billing stopped)")
-    except AcaGpuError as exc:
-        progress.warn(f"could not scale {spec.app} to zero before deleting it: {exc.message}")
+def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> TeardownResult:
+    """Billing first: the one teardown path scales the app to zero (its group names it), then
+    deletes it and the run's place."""
+    progress.note(f"tearing down {spec.app}: scaled to 0 replicas first (billing stops), then deleted")
+    ledger.record_served_group(runtime.cloud, plan.names.resource_group)  # for `acagpu cost`
     result: TeardownResult = runtime.remove_place(plan, progress)
     return result
+
+
+def _teardown_unless_interrupted(
+    outcome: ServeOutcome, runtime: Any, spec: ServeSpec, plan: Any, progress: Progress
+) -> None:
+    """Teardown; a Ctrl-C during it leaves the rest in place and says the one command that removes
+    it (the deletes already sent go on in the platform)."""
+    try:
+        outcome.teardown = _teardown(runtime, spec, plan, progress)
+    except KeyboardInterrupt:
+        delete = f"acagpu down --run-id {spec.run_id} --yes"
+        outcome.interrupted = True
+        outcome.teardown = TeardownResult("left", message=f"Ctrl-C during teardown: `{delete}` removes it")
+        outcome.error = Interrupted(
+            f"interrupted during teardown: run {spec.run_id} is left as it was (its app may still bill)",
+            hint=f"{delete} removes it",
+        )
+        progress.warn(f"teardown stopped: run {spec.run_id} is left in place; {delete} removes it")
 
 
 def serve(
@@ -219,6 +291,10 @@ def serve(
     spec = replace(spec, run=replace(spec.run, plan=plan))
     outcome = ServeOutcome(spec, resource_group=plan.names.resource_group)
     clients = clients_of(cloud)
+    refused = cuda_refusal(spec, plan, progress) or mount_refusal(spec, runtime)
+    if refused is not None:  # nothing exists yet: nothing to tear down
+        outcome.error = refused
+        return outcome
     try:
         runtime.preflight(plan, progress)
         runtime.create_place(plan, progress, [])
@@ -238,6 +314,7 @@ def serve(
             step.update(outcome.url)
         target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
         outcome.first_answer = first_answer(cloud, target, waiter, progress, since)
+        outcome.gpu_use = gpu_use(cloud, where.resource_group, spec.app, waiter, progress)
         if spec.measure:
             outcome.measurement = measure(
                 cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
@@ -249,12 +326,13 @@ def serve(
             f"interrupted: what this command made is torn down (billing first); if anything is left, "
             f"acagpu down --run-id {spec.run_id} --yes removes it"
         )
-        outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+        progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
+        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
     except AcaGpuError as exc:
         outcome.error = exc
         if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
             waiter.cancel.clear()
-            outcome.teardown = _teardown(cloud, runtime, spec, plan, outcome.resource_group or "", progress)
+            _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
     return outcome
 
 
@@ -289,6 +367,7 @@ def measure_served(
         outcome.measurement = measure(
             cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
         )
+        outcome.gpu_use = gpu_use(cloud, rg, spec.app, waiter, progress)  # warm after the requests
     except KeyboardInterrupt:
         outcome.interrupted = True
         outcome.notes.append(f"the app is kept; `acagpu down --run-id {spec.run_id} --yes` deletes it")

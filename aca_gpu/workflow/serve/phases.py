@@ -11,11 +11,11 @@ the answer. `clock` says which clock each mark was read on: `platform` (an emula
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from aca_gpu.workflow.engine.phases import pull_of
 from aca_gpu.workflow.engine.replicas import event_owner
+from aca_gpu.workflow.spend.served import event_time
 
 MARKS = (  # (event reason, the phase that ends at it)
     ("AssigningReplica", "request to scheduling"),
@@ -29,18 +29,6 @@ STAMP_RESOLUTION_S = 1.0  # the event stream's TimeStamp has whole seconds
 def _field(event: dict[str, Any], *names: str) -> str:
     lowered = {str(k).lower(): v for k, v in event.items()}
     return next((str(lowered[n]) for n in names if lowered.get(n) not in (None, "")), "")
-
-
-def event_time(event: dict[str, Any]) -> float | None:
-    """An event's time as a Unix timestamp (`2026-11-29 00:12:03 +0000 UTC` or ISO)."""
-    text = _field(event, "timestamp", "time").replace(" +0000 UTC", "+00:00")
-    if not text:
-        return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def first_after(events: Iterable[dict[str, Any]], app: str, since: float) -> dict[str, tuple[float, str]]:

@@ -22,7 +22,7 @@ DEFAULT_LOAD_TIMEOUT_S = 1800
 # a startup probe spans at most 10 looks of 240 s (ACA's limits: failureThreshold 1-10, periodSeconds 1-240)
 MAX_LOAD_TIMEOUT_S = 2400
 MAX_REPLICAS_LIMIT = 1000  # ACA's maxReplicas ceiling
-TAG_SERVED = "acagpu:served"  # the group of a served run names its app (status, reap, cost read it)
+TAG_SERVED = naming.TAG_SERVED  # the group of a served run names its app (status, reap, cost read it)
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,48 @@ def record_wake(cloud: Cloud, run: Run, gpu_seconds: float, path: Path | None = 
     _append([line], path)
 
 
+def record_served(cloud: Cloud, run: Run, path: Path | None = None) -> float | None:
+    """A served run's line, written as it is torn down (`down`, `reap`, serve's own teardown, the
+    API's block): its replicas' time from the app's events, the figure `status` showed
+    (`so_far.run_spend`), since a served app has no end that `run` would record. Returns the
+    estimate (None when the run's GPU or its events could not be read: no line then)."""
+    from aca_gpu.workflow.spend.so_far import run_spend, tagged_profile
+
+    spent = run_spend(cloud, run, datetime.now(UTC))
+    if spent.estimate is None:
+        return None
+    settings = getattr(getattr(cloud, "clients", None), "settings", None)
+    line = {
+        "run_id": run.run_id,
+        "subscription": str(getattr(cloud, "subscription_id", "") or ""),
+        "arm": arm_of(getattr(settings, "arm_endpoint", None)),
+        "resource_group": run.resource_group,
+        "location": run.group.location,
+        "profile": getattr(tagged_profile(run.tags), "type", None),
+        "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "gpu_seconds": spent.gpu_seconds,
+        "usd_estimate": spent.estimate.usd,
+        "prices": spent.estimate.table,
+        "kept": False,
+        "served": True,
+    }
+    _append([line], path)
+    return spent.estimate.usd
+
+
+def record_served_group(cloud: Cloud, resource_group: str) -> float | None:
+    """`record_served` for a group known by name (reap, serve's own teardown, the API's block):
+    best effort, so a failed read never holds the teardown that follows."""
+    from aca_gpu.errors import AcaGpuError
+    from aca_gpu.workflow.base.context import run_from_group
+
+    try:
+        group = cloud.get_resource_group(resource_group)
+        return None if group is None else record_served(cloud, run_from_group(group))
+    except AcaGpuError:
+        return None
+
+
 def _append(lines: list[dict[str, Any]], path: Path | None) -> None:
     if not lines:
         return

@@ -7,7 +7,9 @@ Serverless: every job execution in the run's group counts from ARM's start and e
 the job is: probe, tester, a `run`'s workload, a shard), every app from the run's creation while it
 has a running replica (an upper bound, labelled as such); a stopped app bills nothing now, and what
 it billed before it was stopped is not known from ARM (it lists only live replicas), so the figure
-says it leaves that out (`uncounted`) instead of presenting it as the whole spend.
+says it leaves that out (`uncounted`) instead of presenting it as the whole spend. A served app (the
+group's `acagpu:served` tag) is the exception: its replicas come and go with traffic, so their lives
+are read from its system events (`served.py`), at zero replicas or not.
 Dedicated: the node bills while the environment exists, replicas or not, so the figure is node time
 (the group's whole age): a kept, stopped dedicated run is not "≈$0.00". When the replicas cannot be
 read, a serverless figure is unknown (None) rather than a confident $0.00.
@@ -27,6 +29,7 @@ from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run, age_seconds
 from aca_gpu.workflow.spend import record
 from aca_gpu.workflow.spend.phase import Phase, Seen, execution_state, judge
+from aca_gpu.workflow.spend.served import served_time
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
 REPLICA_BASIS = "replica lifetimes"
@@ -48,6 +51,7 @@ class Executions:
     starting: int = 0  # live, no container of it running yet (placement, image pull)
     shards: dict[str, int] | None = None  # a fan-out's shards by state (phase.shard_counts)
     recorded: bool = False  # the group records what acagpu measured (record.py): nothing left out
+    served_replicas: int = 0  # a served app's replicas its events show, each start counted once
 
     def as_dict(self) -> dict[str, int]:
         return {"starting": self.starting, "running": self.running, "ended": self.ended}
@@ -133,7 +137,16 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, 
         age = min(age, max(0.0, (now - since).total_seconds()))
     seconds, app_states = (kept[0] if kept else 0.0), []
     apps = cloud.list_apps(rg)
+    served_app, seen = run.tags.get(naming.TAG_SERVED), 0
     for app in apps:
+        if app.name == served_app:  # its replicas' lives from its events (module doc)
+            replicas = cloud.list_app_replicas(rg, app.name)
+            app_states.append(
+                "running" if any(r.running_state == "Running" for r in replicas) else "starting"
+            )
+            served = served_time(cloud, rg, app.name, now.timestamp())
+            seconds, seen = seconds + served.seconds, served.replicas
+            continue
         if (app.running_status or "").lower() == "stopped" or not app.max_replicas:
             app_states.append("stopped")
             continue
@@ -155,6 +168,7 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, 
     counted = Executions(
         live.count("running"), len(found) - len(live), len(apps), app_states.count("stopped"),
         starting=live.count("starting"), shards=phase.shards, recorded=kept is not None,
+        served_replicas=seen,
     )  # fmt: skip
     return phase, seconds, counted
 
