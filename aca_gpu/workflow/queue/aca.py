@@ -32,20 +32,12 @@ from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import ensure_job
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.queue import worker
-from aca_gpu.workflow.queue.spec import QueueSpec, decode
+from aca_gpu.workflow.queue.ledger import Ledger, execution_seconds, progress_text
+from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.workload.aca import WarmWorkloadRuntime, job_spec
 from aca_gpu.workflow.workload.outcome import Console
 
 RESULT_VISIBILITY_S = 30  # a results message taken and not yet deleted shows again after this
-FINAL = ("succeeded", "poisoned")
-
-
-def _seconds(execution: ExecutionInfo, now: datetime) -> float:
-    if not execution.start_time:
-        return 0.0
-    start = datetime.fromisoformat(execution.start_time.replace("Z", "+00:00"))
-    end = datetime.fromisoformat(execution.end_time.replace("Z", "+00:00")) if execution.end_time else now
-    return max(0.0, (end - start).total_seconds())
 
 
 class QueueRuntime(WarmWorkloadRuntime):
@@ -64,15 +56,13 @@ class QueueRuntime(WarmWorkloadRuntime):
     ) -> None:
         WarmWorkloadRuntime.__init__(self, cloud, waiter, group, env, queue.run, console)
         self.queue, self.say, self.tick_s = queue, say, tick_s
-        self.results: dict[int, dict[str, Any]] = {}  # index -> its final result (or last failure)
-        self.deliveries: dict[int, list[dict[str, Any]]] = {}  # index -> every result message
-        self.duplicates = 0  # a second success of one item (recorded once, counted here)
+        self.ledger = Ledger(len(queue.items))
         self.account: str | None = None
         self.queues: Queues | None = None
         self.made: list[str] = []  # the queues this run created (teardown deletes these only)
         self.job: tuple[str, str] | None = None  # (group, job)
         self.executions: dict[str, ExecutionInfo] = {}
-        self.errors: list[str] = []
+        self.errors = self.ledger.errors
         self.done = threading.Event()
         self._shown = ""
 
@@ -118,17 +108,16 @@ class QueueRuntime(WarmWorkloadRuntime):
         )
         ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)
-        total = len(self.queue.items)
         while not waiter.cancel.is_set():
             self._collect()
             self._look()
             self._show()
-            if sum(1 for r in self.results.values() if r["status"] in FINAL) >= total:
+            if self.ledger.done:
                 break
             waiter.cancel.wait(self.tick_s)
         if waiter.cancel.is_set():
             raise WaitTimedOut("the queue's workers were stopped: cancelled", code="Cancelled")
-        failed = [k for k in range(total) if self.results.get(k, {}).get("status") != "succeeded"]
+        failed = self.ledger.failed_indexes()
         return TesterOutcome(
             "pass" if not failed else "fail",
             reason=None if not failed else f"{len(failed)} item(s) failed",
@@ -136,41 +125,9 @@ class QueueRuntime(WarmWorkloadRuntime):
         )
 
     def _collect(self) -> None:
-        """Every result message waiting: recorded, then deleted (a lost delete shows it again,
-        and a record is idempotent: one result per (item, delivery, worker))."""
-        if self.queues is None:
-            return
-        while True:
-            found = self.queues.receive(self.queue.results_queue, 32, RESULT_VISIBILITY_S)
-            for message in found:
-                try:
-                    doc = decode(message.text)
-                except ValueError:
-                    self.errors.append(f"a message on {self.queue.results_queue} was not a result")
-                else:
-                    self._record(doc)
-                self.queues.delete_message(self.queue.results_queue, message)
-            if len(found) < 32:
-                return
-
-    def _record(self, doc: dict[str, Any]) -> None:
-        index = int(doc["i"])
-        if not 0 <= index < len(self.queue.items):
-            self.errors.append(f"a result for item {index}, which this run does not have")
-            return
-        seen = self.deliveries.setdefault(index, [])
-        key = (doc.get("delivery"), doc.get("worker"), doc.get("status"))
-        if any((d.get("delivery"), d.get("worker"), d.get("status")) == key for d in seen):
-            return
-        seen.append(doc)
-        current = self.results.get(index)
-        if current is not None and current["status"] == "succeeded":
-            if doc["status"] == "succeeded":
-                self.duplicates += 1
-            return
-        if current is not None and current["status"] == "poisoned" and doc["status"] != "succeeded":
-            return
-        self.results[index] = doc
+        """Every result message waiting: recorded, then deleted (the attached run is their reader)."""
+        if self.queues is not None:
+            self.ledger.read(self.queues, self.queue.results_queue, RESULT_VISIBILITY_S, take=True)
 
     def _look(self) -> None:
         if self.job is None:
@@ -183,25 +140,10 @@ class QueueRuntime(WarmWorkloadRuntime):
             self.errors.append(f"listing the workers: {exc.message}")
 
     def counts(self) -> dict[str, int]:
-        statuses = [r["status"] for r in self.results.values()]
-        running = sum(1 for e in self.executions.values() if not e.finished)
-        return {
-            "items": len(self.queue.items),
-            "succeeded": statuses.count("succeeded"),
-            "poisoned": statuses.count("poisoned"),
-            "retrying": statuses.count("failed"),
-            "waiting": len(self.queue.items) - len(self.results),
-            "workers_running": running,
-            "workers_started": len(self.executions),
-        }
+        return self.ledger.counts(self.executions.values())
 
     def _show(self) -> None:
-        c = self.counts()
-        text = (
-            f"items {c['succeeded'] + c['poisoned']}/{c['items']} done: {c['succeeded']} succeeded, "
-            f"{c['poisoned']} poisoned, {c['retrying']} retrying; {c['workers_running']} workers running "
-            f"({c['workers_started']} started); {self.gpu_seconds():.0f} replica-s so far"
-        )
+        text = progress_text(self.counts(), self.gpu_seconds())
         if text != self._shown:
             self._shown = text
             self.say(text)
@@ -209,7 +151,7 @@ class QueueRuntime(WarmWorkloadRuntime):
     # -- billing and teardown ---------------------------------------------------------------------
     def gpu_seconds(self) -> float:
         now = datetime.now().astimezone()
-        return sum(_seconds(e, now) for e in self.executions.values())
+        return sum(execution_seconds(e, now) for e in self.executions.values())
 
     def remove_place(self, plan: Plan, progress: Progress) -> Any:
         """The job first (billing), then what arrived meanwhile, then the run's queues."""

@@ -18,6 +18,7 @@ from aca_gpu.output import Output
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.queue.ledger import Ledger
 from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.spend import ledger as spend_ledger
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
@@ -29,20 +30,15 @@ WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watc
 @dataclass
 class QueueOutcome(WorkloadOutcome):
     queue: QueueSpec | None = None
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
-    deliveries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=lambda: Ledger(0))
     counts: dict[str, int] = field(default_factory=dict)
-    duplicates: int = 0
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
 
     def failed_indexes(self) -> list[int]:
-        assert self.queue is not None
-        return [
-            k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"
-        ]
+        return self.ledger.failed_indexes()
 
     def items_error(self) -> AcaGpuError | None:
         if not self.ran:
@@ -52,8 +48,7 @@ class QueueOutcome(WorkloadOutcome):
             return None
         shown = ", ".join(map(str, failed[:20])) + (" ..." if len(failed) > 20 else "")
         return AcaGpuError(
-            f"{len(failed)} of {len(self.results) if self.queue is None else len(self.queue.items)} items "
-            f"did not succeed: {shown}",
+            f"{len(failed)} of {self.ledger.size} items did not succeed: {shown}",
             code="ItemsFailed",
         )
 
@@ -92,25 +87,8 @@ class QueueOutcome(WorkloadOutcome):
 
     def item_docs(self) -> list[dict[str, Any]]:
         assert self.queue is not None
-        found = []
-        for k, item in enumerate(self.queue.items):
-            last = self.results.get(k)
-            found.append(
-                {
-                    "index": k,
-                    "item": item,
-                    "status": last["status"] if last else "not_done",
-                    "exit_code": last.get("exit_code") if last else None,
-                    "output": last.get("output") if last else None,
-                    "seconds": last.get("seconds") if last else None,
-                    "deliveries": max(
-                        (int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0
-                    ),
-                    "worker": last.get("worker") if last else None,
-                    "reason": last.get("reason") if last else None,
-                }
-            )
-        return found
+        items = self.queue.items
+        return self.ledger.item_docs(lambda k: items[k])
 
     def document(self) -> dict[str, Any]:
         assert self.queue is not None and self.spec is not None
@@ -129,7 +107,7 @@ class QueueOutcome(WorkloadOutcome):
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
-                "duplicate_successes": self.duplicates,
+                "duplicate_successes": self.ledger.duplicates,
             },
             "items": self.item_docs(),
             "workers": self.workers,
@@ -166,10 +144,8 @@ def run_queue(
         outcome.errors.append("the queue's watch had not ended when the run did")
     outcome.ran = runtime.job is not None
     outcome.account = runtime.account
-    outcome.results = dict(runtime.results)
-    outcome.deliveries = {k: list(v) for k, v in runtime.deliveries.items()}
+    outcome.ledger = runtime.ledger
     outcome.counts = runtime.counts()
-    outcome.duplicates = runtime.duplicates
     outcome.errors += runtime.errors
     outcome.workers = [
         {"execution": e.name, "status": e.status, "start_time": e.start_time, "end_time": e.end_time}
