@@ -29,6 +29,9 @@ def queue_options(func: F) -> F:
                      "one item after another (an Event job; needs --env)."),
         click.option("--max-deliveries", type=click.IntRange(1, 100), default=3, show_default=True,
                      help="With --workers: an item tried this often goes to the run's poison queue."),
+        click.option("--detach", is_flag=True,
+                     help="With --workers: return once the items are queued and the job exists; the "
+                     "workers drain the queue without this machine (acagpu attach / results RUN_ID)."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -36,7 +39,13 @@ def queue_options(func: F) -> F:
 
 
 def is_queue(flags: dict[str, Any]) -> bool:
-    return flags.get("workers") is not None
+    """Queue mode; its flags without --workers are refused here (one line, exit 2)."""
+    if flags.get("workers") is not None:
+        return True
+    alone = [f"--{k}" for k in ("detach",) if flags.get(k)]
+    if alone:
+        raise BadInput(f"{', '.join(alone)} belongs to queue mode: add --workers P (and --map ITEMS)")
+    return False
 
 
 def run_queue_command(
@@ -64,7 +73,11 @@ def run_queue_command(
     settings = command_settings(flags["subscription"])
     spec = make_run_spec(settings, make_request(image, command), owner=resolve_owner(settings))
     queue = make_queue_spec(
-        spec, map_file=flags.get("map_file"), workers=flags["workers"], max_deliveries=flags["max_deliveries"]
+        spec,
+        map_file=flags.get("map_file"),
+        workers=flags["workers"],
+        max_deliveries=flags["max_deliveries"],
+        detach=flags["detach"],
     )
     if queue.run.plan.env is not None and not flags["emulator"]:
         queue = replace(queue, run=replace(queue.run, plan=placed_plan(open_cloud(settings), queue.run.plan)))

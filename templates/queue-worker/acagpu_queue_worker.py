@@ -38,6 +38,7 @@ from typing import Any
 VERSION = "2021-02-12"
 STORAGE = "https://storage.azure.com/"
 TAIL_BYTES = 2048
+MAX_MESSAGE = 64 * 1024  # one queue message, base64 as sent
 PREFIX = "acagpu-worker:"
 
 
@@ -186,9 +187,14 @@ def main(argv: list[str]) -> int:
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
 
-    def result(index: int, status: str, delivery: int, **extra: Any) -> None:
+    def result(index: int, status: str, delivery: int, item: str, **extra: Any) -> None:
         doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, **extra}
-        queues.put(results, base64.b64encode(json.dumps(doc).encode()).decode())
+        # the item travels with its result when the message can hold it (a detached run's readers
+        # have no other copy); a larger one is left out
+        text = base64.b64encode(json.dumps({**doc, "item": item}).encode()).decode()
+        if len(text) > MAX_MESSAGE:
+            text = base64.b64encode(json.dumps(doc).encode()).decode()
+        queues.put(results, text)
 
     while True:
         message = queues.receive(work, visibility)
@@ -212,9 +218,8 @@ def main(argv: list[str]) -> int:
         if delivery > most:
             say(f"item {index}: delivered {delivery} times (over {most}): to the poison queue, not run")
             queues.put(poison, message["MessageText"])
-            result(
-                index, "poisoned", delivery, reason=f"delivered {delivery} times; its workers ended mid-item"
-            )
+            why = f"delivered {delivery} times; its workers ended mid-item"
+            result(index, "poisoned", delivery, item, reason=why)
             queues.delete(work, message)
             continue
         renewer = Renewer(queues, work, message, visibility)
@@ -224,15 +229,24 @@ def main(argv: list[str]) -> int:
         with renewer.lock:
             done += 1
             if code == 0:
-                result(index, "succeeded", delivery, exit_code=0, output=tail, seconds=seconds)
+                result(index, "succeeded", delivery, item, exit_code=0, output=tail, seconds=seconds)
                 queues.delete(work, message)
             elif delivery >= most:
                 queues.put(poison, message["MessageText"])
                 why = f"failed {delivery} times (exit {code})"
-                result(index, "poisoned", delivery, exit_code=code, output=tail, seconds=seconds, reason=why)
+                result(
+                    index,
+                    "poisoned",
+                    delivery,
+                    item,
+                    exit_code=code,
+                    output=tail,
+                    seconds=seconds,
+                    reason=why,
+                )
                 queues.delete(work, message)
             else:
-                result(index, "failed", delivery, exit_code=code, output=tail, seconds=seconds)
+                result(index, "failed", delivery, item, exit_code=code, output=tail, seconds=seconds)
                 queues.renew(work, message, 0)  # visible again now: the next worker takes it
 
 

@@ -20,14 +20,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ExecutionInfo, Queues, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
-from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import ensure_job
 from aca_gpu.workflow.env import shares
@@ -64,6 +63,7 @@ class QueueRuntime(WarmWorkloadRuntime):
         self.executions: dict[str, ExecutionInfo] = {}
         self.errors = self.ledger.errors
         self.done = threading.Event()
+        self.detached = False
         self._shown = ""
 
     # -- the work ---------------------------------------------------------------------------------
@@ -108,6 +108,9 @@ class QueueRuntime(WarmWorkloadRuntime):
         )
         ensure_job(self.cloud, job)
         AcaRuntime._not_cancelled(waiter, job.name)
+        if self.queue.detach:
+            self.detached = True  # from here on the workers need no client: teardown leaves the run
+            return TesterOutcome("pass", reason=None, seconds=0.0)
         while not waiter.cancel.is_set():
             self._collect()
             self._look()
@@ -153,8 +156,15 @@ class QueueRuntime(WarmWorkloadRuntime):
         now = datetime.now().astimezone()
         return sum(execution_seconds(e, now) for e in self.executions.values())
 
-    def remove_place(self, plan: Plan, progress: Progress) -> Any:
-        """The job first (billing), then what arrived meanwhile, then the run's queues."""
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        """The job first (billing), then what arrived meanwhile, then the run's queues. A detached
+        run is left to its workers (its queues are its record)."""
+        if self.detached:
+            return TeardownResult(
+                "detached",
+                message=f"its workers drain the queue on their own; `acagpu down --run-id {plan.run_id}` "
+                "removes its job and queues, as reap and the guard do at its expiry",
+            )
         self._look()
         try:
             return WarmWorkloadRuntime.remove_place(self, plan, progress)

@@ -67,7 +67,8 @@ class Ledger:
         ids: set[str] = set()
         while True:
             found = queues.receive(queue, PAGE, visibility_s)
-            for message in found:
+            new = [m for m in found if m.id not in ids]  # a short visibility shows a message again
+            for message in new:
                 ids.add(message.id)
                 try:
                     doc = decode(message.text)
@@ -77,7 +78,7 @@ class Ledger:
                     self.record(doc)
                 if take:
                     queues.delete_message(queue, message)
-            if len(found) < PAGE:
+            if len(found) < PAGE or not new:
                 return ids
 
     @property

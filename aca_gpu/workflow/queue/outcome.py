@@ -53,19 +53,29 @@ class QueueOutcome(WorkloadOutcome):
         )
 
     @property
+    def detached(self) -> bool:
+        return self.teardown.status == "detached"
+
+    @property
     def exit_code(self) -> int:
+        if self.detached and self.error is None and not self.interrupted:
+            return 0
         if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).exit_code
         error = self.items_error()
         return error.exit_code if error is not None else 0
 
     def failure(self) -> AcaGpuError | None:
+        if self.detached and self.error is None and not self.interrupted:
+            return None
         if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).failure()
         return self.items_error()
 
     @property
     def status(self) -> str:
+        if self.detached and self.exit_code == 0:
+            return "detached"
         if self.exit_code == 0:
             return "ok"
         if self.ran and self.failed_indexes() and not self.interrupted and self.error is None:
@@ -158,6 +168,18 @@ def run_queue(
 def render_queue(doc: dict[str, Any]) -> str:
     """The last lines on a terminal: counts, the items that did not succeed, cost, teardown."""
     s = doc["summary"]
+    if doc["status"] == "detached":
+        run = doc["run_id"]
+        return "\n".join(
+            [
+                f"run {run} detached: {s.get('items', 0)} items queued; at most {doc['queue']['workers']} "
+                "workers drain them without this machine",
+                f"  follow:  acagpu attach {run}",
+                f"  results: acagpu results {run}   (any time, from any machine with the same rights)",
+                f"  remove:  acagpu down --run-id {run}   (its job and queues; reap and the guard do it at "
+                "its expiry)",
+            ]
+        )
     lines = [
         f"run {doc['run_id']}: {s.get('succeeded', 0)} of {s.get('items', 0)} items succeeded "
         f"({s.get('workers_started', 0)} workers)"

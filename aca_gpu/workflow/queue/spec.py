@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aca_gpu.errors import BadInput
+from aca_gpu.naming import run_queue_names
 from aca_gpu.workflow.fanout.spec import read_items
 from aca_gpu.workflow.workload.plan import RunSpec
 
@@ -41,26 +42,27 @@ class QueueSpec:
     visibility_s: int = DEFAULT_VISIBILITY_S
     polling_s: int = DEFAULT_POLLING_S
     warm: int = 0  # minExecutions: workers kept waiting
+    detach: bool = False  # return once the items are queued and the job exists (docs/queue.md)
 
     @property
     def run_id(self) -> str:
         return self.run.plan.run_id
 
     @property
+    def queues(self) -> tuple[str, str, str]:
+        return run_queue_names(self.run_id)
+
+    @property
     def work_queue(self) -> str:
-        return f"acagpu-{self.run_id}"
+        return self.queues[0]
 
     @property
     def results_queue(self) -> str:
-        return f"acagpu-{self.run_id}-results"
+        return self.queues[1]
 
     @property
     def poison_queue(self) -> str:
-        return f"acagpu-{self.run_id}-poison"
-
-    @property
-    def queues(self) -> tuple[str, str, str]:
-        return self.work_queue, self.results_queue, self.poison_queue
+        return self.queues[2]
 
     def messages(self) -> list[str]:
         return [encode(k, item) for k, item in enumerate(self.items)]
@@ -90,6 +92,18 @@ class QueueSpec:
         }
 
 
+def queue_tag(queue: QueueSpec, account: str) -> str:
+    """The Event job's `acagpu:queue` tag: what a reader on another machine needs (`acagpu attach`,
+    `results`, `down`): the account holding the queues, how many items, P, K, the floor, the
+    price per second of one worker as the plan showed it, and GPUs per worker. Under 256 chars."""
+    gpus = queue.run.plan.pairs[0].profile.gpu_count
+    per_s = float(queue.run.price()["usd_per_second"])
+    return (
+        f"account={account};items={len(queue.items)};workers={queue.workers};"
+        f"deliveries={queue.max_deliveries};warm={queue.warm};usd_s={per_s:.7f};gpus={gpus}"
+    )
+
+
 def encode(index: int, item: str) -> str:
     text = json.dumps({"i": index, "item": item}, ensure_ascii=False, separators=(",", ":"))
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
@@ -112,6 +126,7 @@ def make_queue_spec(
     visibility_s: int = DEFAULT_VISIBILITY_S,
     polling_s: int = DEFAULT_POLLING_S,
     warm: int = 0,
+    detach: bool = False,
 ) -> QueueSpec:
     """Every queue-mode value checked (BadInput, one line) before anything is created."""
     if map_file is None:
@@ -149,4 +164,5 @@ def make_queue_spec(
         visibility_s=visibility_s,
         polling_s=polling_s,
         warm=warm,
+        detach=detach,
     )
