@@ -186,9 +186,10 @@ def main(argv: list[str]) -> int:
     work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
+    rerun = 0  # the message's requeue generation, echoed in its result (set per message below)
 
     def result(index: int, status: str, delivery: int, item: str, **extra: Any) -> None:
-        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, **extra}
+        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, "r": rerun, **extra}
         # the item travels with its result when the message can hold it (a detached run's readers
         # have no other copy); a larger one is left out
         text = base64.b64encode(json.dumps({**doc, "item": item}).encode()).decode()
@@ -209,7 +210,7 @@ def main(argv: list[str]) -> int:
         delivery = int(message.get("DequeueCount") or 1)
         try:
             body = json.loads(base64.b64decode(message["MessageText"]))
-            index, item = int(body["i"]), str(body["item"])
+            index, item, rerun = int(body["i"]), str(body["item"]), int(body.get("r") or 0)
         except (ValueError, KeyError, TypeError):
             say(f"message {message['MessageId']} is not an acagpu item: to the poison queue")
             queues.put(poison, message["MessageText"])

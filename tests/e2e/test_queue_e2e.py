@@ -5,7 +5,8 @@ Azurite (Microsoft's Storage emulator) holding the queues, and `acagpu run --map
 workers, each a real worker process (the injected script) running the real `sh -c` command per
 item; item 7 goes to the poison queue after 3 deliveries, the run exits 1 naming it, every other
 item's result is in the document in item order, and afterwards no job, execution or queue of the
-run is left.
+run is left; `--rerun-failed` then drains item 7 alone in a new run. A detached run (the second
+test) outlives every client, is read back by `attach`/`results`, and its rerun requeues in place.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ ACAGPU = [sys.executable, "-m", "aca_gpu"]
 # issue 39's figure (about 27 s there), which passes the same way
 DETACHED_ITEMS = int(os.environ.get("ACAGPU_TEST_DETACHED_ITEMS") or 40)
 COMMAND = 'echo "item $ACAGPU_ITEM_INDEX: $ACAGPU_ITEM"; [ "$ACAGPU_ITEM" != bad ]'
+
+
+def _fixable(fixed: Path) -> str:
+    """COMMAND, whose bad item succeeds once `fixed` exists (what a rerun after a fix sees)."""
+    return f'{COMMAND} || [ -e "{fixed}" ]'
 
 
 def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,15 +80,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, st
         yield emu, shell
 
 
-def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
+def test_twenty_items_three_workers_one_poisoned_then_rerun_alone_nothing_left(
     tmp_path: Path, lab: tuple[dict[str, str], dict[str, str]]
 ) -> None:
     emu, shell = lab
+    shell = shell | {"ACAGPU_CACHE_DIR": str(tmp_path / "cache")}  # this machine's record of the run
     items = tmp_path / "items.txt"
     items.write_text("".join("bad\n" if k == 7 else f"ok-{k}\n" for k in range(20)))
+    fixed = tmp_path / "fixed"
 
     done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
-                   "--workers", "3", "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
+                   "--workers", "3", "busybox", "--", "sh", "-c", _fixable(fixed))  # fmt: skip
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)  # exactly one document
     assert doc["mode"] == "queue" and doc["status"] == "items_failed"
@@ -107,6 +115,21 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
     assert inventory["jobs"] == [] and inventory["executions"] == []
     assert _queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]) == []
 
+    fixed.touch()  # the cause mended: `--rerun-failed` drains only item 7, in a new run, by its index
+    again = _acagpu(shell, "run", "--rerun-failed", doc["run_id"], "--env", "lab", "--yes", "-o", "json")
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads(again.stdout)
+    assert rerun["queue"]["rerun_of"] == doc["run_id"] and rerun["run_id"] != doc["run_id"]
+    (only,) = rerun["items"]
+    assert (only["index"], only["item"], only["status"], only["output"]) == (
+        7,
+        "bad",
+        "succeeded",
+        "item 7: bad\n",
+    )
+    assert emulator_get(emu, "inventory")["executions"] == []
+    assert _queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]) == []
+
 
 def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     tmp_path: Path, lab: tuple[dict[str, str], dict[str, str]]
@@ -118,11 +141,12 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     emu, shell = lab
     items = tmp_path / "items.txt"
     items.write_text("".join("bad\n" if k == 13 else f"ok-{k}\n" for k in range(DETACHED_ITEMS)))
+    fixed = tmp_path / "fixed"
     began = time.monotonic()
     # --max-minutes 600: a worker's replica timeout (72 s at this time scale) outlasts its ~25 items
     detached = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
                        "--workers", "8", "--max-deliveries", "2", "--max-minutes", "600", "--detach",
-                       "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
+                       "busybox", "--", "sh", "-c", _fixable(fixed))  # fmt: skip
     assert detached.returncode == 0, detached.stderr
     assert time.monotonic() - began < 10
     doc = json.loads(detached.stdout)
@@ -156,6 +180,16 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
                 f"item {k}: ok-{k}\n",
             )
     assert got["summary"]["workers_started"] >= 1 and got["cost"]["replica_seconds"] > 0
+
+    fixed.touch()  # mended: `--rerun-failed` puts item 13 back on the live run's own queue
+    requeued = _acagpu(shell, "run", "--rerun-failed", run, "-o", "json")
+    assert requeued.returncode == 0, requeued.stderr
+    assert json.loads(requeued.stdout)["requeued"] == [13]
+    follow = _acagpu(shell, "attach", run, "-o", "json")  # the requeued item counts as not done
+    assert follow.returncode == 0, follow.stderr
+    final = json.loads(follow.stdout)
+    assert final["status"] == "ok" and final["items"][13]["status"] == "succeeded"
+    assert final["items"][13]["deliveries"] == 1 and final["summary"]["succeeded"] == DETACHED_ITEMS
 
     down = _acagpu(shell, "down", "--run-id", run, "--yes", "-o", "json")
     assert down.returncode == 0, down.stderr

@@ -144,7 +144,7 @@ def test_the_job_tag_tells_a_reader_on_another_machine_the_run_and_fits_a_tag(tm
 def test_a_result_read_again_is_recorded_once_and_brings_its_item() -> None:
     from aca_gpu.workflow.queue.ledger import Ledger
 
-    ledger = Ledger(3)
+    ledger = Ledger.of(3)
     first = {"i": 1, "status": "failed", "delivery": 1, "worker": "w1", "exit_code": 1, "item": "b"}
     ok = {"i": 1, "status": "succeeded", "delivery": 2, "worker": "w2", "exit_code": 0, "item": "b"}
     for doc in (first, ok, first, ok, ok):  # a reader that never deletes sees each again
@@ -168,3 +168,24 @@ def test_detach_without_workers_is_refused_before_anything() -> None:
     ran = CliRunner().invoke(cli, ["run", "--env", "lab", "--detach", "busybox", "--", "true"])
     assert ran.exit_code == 2
     assert "--detach belongs to queue mode: add --workers P" in ran.output
+
+
+def test_a_requeue_marker_makes_earlier_results_of_its_items_not_count() -> None:
+    from aca_gpu.workflow.queue.ledger import Ledger
+
+    ledger = Ledger.of(2)
+    poisoned = {"i": 1, "status": "poisoned", "delivery": 3, "worker": "w1", "r": 0}
+    later = {"i": 1, "status": "succeeded", "delivery": 1, "worker": "w9", "r": 1}
+    ledger.record({"i": 0, "status": "succeeded", "delivery": 1, "worker": "w1", "r": 0})
+    ledger.record(later)  # read before the marker: its generation is ahead, it counts anyway
+    ledger.record(poisoned)
+    assert ledger.results[1]["status"] == "succeeded"
+    fresh = Ledger((1,))  # a run of item 1 only
+    fresh.record(poisoned)
+    assert fresh.done and fresh.failed_indexes() == [1]
+    fresh.record({"i": -1, "requeued": [1], "r": 1})  # `--rerun-failed` put it back
+    assert (
+        not fresh.done and 1 not in fresh.results and fresh.item_docs(fresh.items.get)[0]["deliveries"] == 0
+    )
+    fresh.record(later)
+    assert fresh.results[1]["status"] == "succeeded" and fresh.failed_indexes() == [] and fresh.done

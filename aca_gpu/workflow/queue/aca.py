@@ -55,7 +55,7 @@ class QueueRuntime(WarmWorkloadRuntime):
     ) -> None:
         WarmWorkloadRuntime.__init__(self, cloud, waiter, group, env, queue.run, console)
         self.queue, self.say, self.tick_s = queue, say, tick_s
-        self.ledger = Ledger(len(queue.items))
+        self.ledger = Ledger(queue.item_indexes)
         self.account: str | None = None
         self.queues: Queues | None = None
         self.made: list[str] = []  # the queues this run created (teardown deletes these only)

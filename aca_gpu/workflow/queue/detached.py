@@ -231,7 +231,7 @@ class Reader:
 
 def open_reader(cloud: Cloud, run_id: str) -> Reader:
     run = find_queue_run(cloud, run_id)
-    return Reader(cloud, run, cloud.queues(run.env_group, run.account), Ledger(run.size))
+    return Reader(cloud, run, cloud.queues(run.env_group, run.account), Ledger.of(run.size))
 
 
 def results(cloud: Cloud, run_id: str, say: Callable[[str], None]) -> dict[str, Any]:

@@ -33,33 +33,71 @@ def execution_seconds(execution: ExecutionInfo, now: datetime) -> float:
 
 @dataclass
 class Ledger:
-    size: int  # how many items the run has
+    indexes: tuple[int, ...]  # the run's items, by their index in the original ITEMS
     items: dict[int, str] = field(default_factory=dict)  # item text, where known
     results: dict[int, dict[str, Any]] = field(default_factory=dict)  # index -> final (or last) result
     deliveries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # index -> every result
-    duplicates: int = 0
+    generation: dict[int, int] = field(default_factory=dict)  # index -> its latest requeue (0: none)
     errors: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, size: int) -> Ledger:
+        return cls(tuple(range(size)))
+
+    def __post_init__(self) -> None:
+        self._known = frozenset(self.indexes)
+
+    @property
+    def size(self) -> int:
+        return len(self.indexes)
+
     def record(self, doc: dict[str, Any]) -> None:
+        """One message of the results queue: a worker's result, or a requeue's marker
+        (`{"requeued": [k, ...], "r": n}`: those items' earlier results no longer count)."""
+        if isinstance(doc.get("requeued"), list):
+            r = int(doc.get("r") or 0)
+            for index in doc["requeued"]:
+                if int(index) in self._known and r > self.generation.get(int(index), 0):
+                    self.generation[int(index)] = r
+                    self._settle(int(index))
+            return
         index = int(doc["i"])
-        if not 0 <= index < self.size:
+        if index not in self._known:
             self.errors.append(f"a result for item {index}, which this run does not have")
             return
         if isinstance(doc.get("item"), str):
             self.items.setdefault(index, doc["item"])
         seen = self.deliveries.setdefault(index, [])
-        key = (doc.get("delivery"), doc.get("worker"), doc.get("status"))
-        if any((d.get("delivery"), d.get("worker"), d.get("status")) == key for d in seen):
+        key = (doc.get("delivery"), doc.get("worker"), doc.get("status"), doc.get("r"))
+        if any((d.get("delivery"), d.get("worker"), d.get("status"), d.get("r")) == key for d in seen):
             return
         seen.append(doc)
-        current = self.results.get(index)
-        if current is not None and current["status"] == "succeeded":
-            if doc["status"] == "succeeded":
-                self.duplicates += 1
-            return
-        if current is not None and current["status"] == "poisoned" and doc["status"] != "succeeded":
-            return
-        self.results[index] = doc
+        self._settle(index)
+
+    def _current(self, index: int) -> list[dict[str, Any]]:
+        """The item's results since its latest requeue."""
+        since = self.generation.get(index, 0)
+        return [d for d in self.deliveries.get(index, []) if int(d.get("r") or 0) >= since]
+
+    def _settle(self, index: int) -> None:
+        """Its result: a success wins (a second one is a duplicate), then poisoned, then the last
+        failure; none since its latest requeue: not done."""
+        current = self._current(index)
+        pick = next((d for d in current if d.get("status") == "succeeded"), None)
+        pick = pick or next((d for d in current if d.get("status") == "poisoned"), None)
+        pick = pick or (current[-1] if current else None)
+        if pick is None:
+            self.results.pop(index, None)
+        else:
+            self.results[index] = pick
+
+    @property
+    def duplicates(self) -> int:
+        """Successes of one item past its first (a worker that outlived its visibility timeout)."""
+        return sum(
+            max(0, sum(1 for d in self._current(k) if d.get("status") == "succeeded") - 1)
+            for k in self.deliveries
+        )
 
     def read(self, queues: Queues, queue: str, visibility_s: int, *, take: bool) -> set[str]:
         """Every result message visible now, recorded; `take` deletes each once recorded (a lost
@@ -90,7 +128,7 @@ class Ledger:
         return self.final >= self.size
 
     def failed_indexes(self) -> list[int]:
-        return [k for k in range(self.size) if self.results.get(k, {}).get("status") != "succeeded"]
+        return [k for k in self.indexes if self.results.get(k, {}).get("status") != "succeeded"]
 
     def counts(self, executions: Iterable[ExecutionInfo]) -> dict[str, int]:
         statuses = [r["status"] for r in self.results.values()]
@@ -100,14 +138,14 @@ class Ledger:
             "succeeded": statuses.count("succeeded"),
             "poisoned": statuses.count("poisoned"),
             "retrying": statuses.count("failed"),
-            "waiting": self.size - len(self.results),
+            "waiting": self.size - sum(1 for k in self.indexes if k in self.results),
             "workers_running": sum(1 for e in listed if not e.finished),
             "workers_started": len(listed),
         }
 
     def item_docs(self, item_of: Callable[[int], str | None]) -> list[dict[str, Any]]:
         found = []
-        for k in range(self.size):
+        for k in self.indexes:
             last = self.results.get(k)
             found.append(
                 {
@@ -117,9 +155,7 @@ class Ledger:
                     "exit_code": last.get("exit_code") if last else None,
                     "output": last.get("output") if last else None,
                     "seconds": last.get("seconds") if last else None,
-                    "deliveries": max(
-                        (int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0
-                    ),
+                    "deliveries": max((int(d.get("delivery") or 0) for d in self._current(k)), default=0),
                     "worker": last.get("worker") if last else None,
                     "reason": last.get("reason") if last else None,
                 }

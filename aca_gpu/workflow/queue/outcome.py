@@ -18,11 +18,12 @@ from aca_gpu.output import Output
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.fanout import ledger as records
 from aca_gpu.workflow.queue.ledger import Ledger
 from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.spend import ledger as spend_ledger
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
-from aca_gpu.workflow.workload.plan import replica_price
+from aca_gpu.workflow.workload.plan import RunRequest, replica_price
 
 WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watch to end
 
@@ -30,7 +31,7 @@ WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watc
 @dataclass
 class QueueOutcome(WorkloadOutcome):
     queue: QueueSpec | None = None
-    ledger: Ledger = field(default_factory=lambda: Ledger(0))
+    ledger: Ledger = field(default_factory=lambda: Ledger(()))
     counts: dict[str, int] = field(default_factory=dict)
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -97,8 +98,8 @@ class QueueOutcome(WorkloadOutcome):
 
     def item_docs(self) -> list[dict[str, Any]]:
         assert self.queue is not None
-        items = self.queue.items
-        return self.ledger.item_docs(lambda k: items[k])
+        items = dict(zip(self.queue.item_indexes, self.queue.items, strict=True))
+        return self.ledger.item_docs(items.get)
 
     def document(self) -> dict[str, Any]:
         assert self.queue is not None and self.spec is not None
@@ -132,7 +133,13 @@ class QueueOutcome(WorkloadOutcome):
 
 
 def run_queue(
-    cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *, tick_s: float = 1.0
+    cloud: Cloud,
+    queue: QueueSpec,
+    output: Output,
+    waiter: Waiter,
+    *,
+    tick_s: float = 1.0,
+    request: RunRequest | None = None,
 ) -> QueueOutcome:
     """Drain every item of `queue`; never raises for the cloud's failures (they are in the outcome)."""
     from dataclasses import replace
@@ -162,6 +169,9 @@ def run_queue(
         for e in sorted(runtime.executions.values(), key=lambda e: e.start_time or "")
     ]
     spend_ledger.record(cloud, outcome)
+    if request is not None:  # this machine's record, for `--rerun-failed` (never a secret's value)
+        records.save(request, {"workers": queue.workers, "max_deliveries": queue.max_deliveries},
+                     outcome.document())  # fmt: skip
     return outcome
 
 

@@ -43,6 +43,8 @@ class QueueSpec:
     polling_s: int = DEFAULT_POLLING_S
     warm: int = 0  # minExecutions: workers kept waiting
     detach: bool = False  # return once the items are queued and the job exists (docs/queue.md)
+    indexes: tuple[int, ...] = ()  # each item's index in the original ITEMS (a rerun's); () = 0..N-1
+    rerun_of: str | None = None
 
     @property
     def run_id(self) -> str:
@@ -64,8 +66,12 @@ class QueueSpec:
     def poison_queue(self) -> str:
         return self.queues[2]
 
+    @property
+    def item_indexes(self) -> tuple[int, ...]:
+        return self.indexes or tuple(range(len(self.items)))
+
     def messages(self) -> list[str]:
-        return [encode(k, item) for k, item in enumerate(self.items)]
+        return [encode(k, item) for k, item in zip(self.item_indexes, self.items, strict=True)]
 
     def price(self) -> dict[str, Any]:
         """Per second of one worker, at P, and the floor's cost per hour (--warm)."""
@@ -87,6 +93,7 @@ class QueueSpec:
                 "polling_interval_s": self.polling_s,
                 "warm": self.warm,
                 "queues": list(self.queues),
+                "rerun_of": self.rerun_of,
             },
             "queue_price": self.price(),
         }
@@ -104,13 +111,16 @@ def queue_tag(queue: QueueSpec, account: str) -> str:
     )
 
 
-def encode(index: int, item: str) -> str:
-    text = json.dumps({"i": index, "item": item}, ensure_ascii=False, separators=(",", ":"))
+def encode(index: int, item: str, rerun: int = 0) -> str:
+    """An item's message; `rerun` n > 0: put back by the n-th `--rerun-failed` of a detached run."""
+    body: dict[str, Any] = {"i": index, "item": item, **({"r": rerun} if rerun else {})}
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
 def decode(text: str) -> dict[str, Any]:
-    """A worker's result message: {"i", "status", "delivery", "worker", "exit_code", ...}."""
+    """A worker's result message: {"i", "status", "delivery", "worker", "exit_code", ...}, or a
+    requeue's marker {"i": -1, "requeued": [...], "r": n}."""
     doc = json.loads(base64.b64decode(text))
     if not isinstance(doc, dict) or not isinstance(doc.get("i"), int):
         raise ValueError("not a result of this run")
@@ -127,9 +137,13 @@ def make_queue_spec(
     polling_s: int = DEFAULT_POLLING_S,
     warm: int = 0,
     detach: bool = False,
+    items: tuple[str, ...] | None = None,
+    indexes: tuple[int, ...] = (),
+    rerun_of: str | None = None,
 ) -> QueueSpec:
-    """Every queue-mode value checked (BadInput, one line) before anything is created."""
-    if map_file is None:
+    """Every queue-mode value checked (BadInput, one line) before anything is created. `items`
+    (with their original `indexes`) instead of `map_file`: a rerun's failed items."""
+    if map_file is None and items is None:
         raise BadInput("--workers P drains --map ITEMS through a queue: give --map FILE too")
     if run.local:
         raise BadInput("--workers runs on ACA: leave out --runtime (local runtimes run one container)")
@@ -147,8 +161,10 @@ def make_queue_spec(
         raise BadInput(f"--max-deliveries {max_deliveries}: use 1 to 100")
     if not 0 <= warm <= workers:
         raise BadInput(f"--warm {warm}: 0 to --workers ({workers})")
-    items = read_items(map_file, max_item_bytes=None)
-    for k, item in enumerate(items):
+    if items is None:
+        assert map_file is not None
+        items = read_items(map_file, max_item_bytes=None)
+    for k, item in zip(indexes or range(len(items)), items, strict=True):
         size = len(encode(k, item))
         if size > MAX_MESSAGE_BYTES:
             raise BadInput(
@@ -165,4 +181,6 @@ def make_queue_spec(
         polling_s=polling_s,
         warm=warm,
         detach=detach,
+        indexes=indexes,
+        rerun_of=rerun_of,
     )
