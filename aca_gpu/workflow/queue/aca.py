@@ -18,6 +18,7 @@ arrived by then, so the document says which items were done.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -64,6 +65,8 @@ class QueueRuntime(WarmWorkloadRuntime):
         self.errors = self.ledger.errors
         self.done = threading.Event()
         self.detached = False
+        self.drain_began = 0.0
+        self.drain_s: float | None = None  # the job's creation to the last item's final result (real s)
         self._shown = ""
 
     # -- the work ---------------------------------------------------------------------------------
@@ -107,6 +110,7 @@ class QueueRuntime(WarmWorkloadRuntime):
             f"(KEDA azure-queue rule, polled every {self.queue.polling_s} s)"
         )
         ensure_job(self.cloud, job)
+        self.drain_began = time.monotonic()
         AcaRuntime._not_cancelled(waiter, job.name)
         if self.queue.detach:
             self.detached = True  # from here on the workers need no client: teardown leaves the run
@@ -116,6 +120,7 @@ class QueueRuntime(WarmWorkloadRuntime):
             self._look()
             self._show()
             if self.ledger.done:
+                self.drain_s = round(time.monotonic() - self.drain_began, 3)
                 break
             waiter.cancel.wait(self.tick_s)
         if waiter.cancel.is_set():

@@ -32,6 +32,7 @@ WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watc
 class QueueOutcome(WorkloadOutcome):
     queue: QueueSpec | None = None
     ledger: Ledger = field(default_factory=lambda: Ledger(()))
+    drain_s: float | None = None
     counts: dict[str, int] = field(default_factory=dict)
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -119,6 +120,7 @@ class QueueOutcome(WorkloadOutcome):
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
                 "duplicate_successes": self.ledger.duplicates,
+                "drain_s": self.drain_s,
             },
             "items": self.item_docs(),
             "workers": self.workers,
@@ -162,6 +164,7 @@ def run_queue(
     outcome.ran = runtime.job is not None
     outcome.account = runtime.account
     outcome.ledger = runtime.ledger
+    outcome.drain_s = runtime.drain_s
     outcome.counts = runtime.counts()
     outcome.errors += runtime.errors
     outcome.workers = [
