@@ -29,6 +29,11 @@ def queue_options(func: F) -> F:
                      "one item after another (an Event job; needs --env)."),
         click.option("--max-deliveries", type=click.IntRange(1, 100), default=3, show_default=True,
                      help="With --workers: an item tried this often goes to the run's poison queue."),
+        click.option("--warm", type=int, default=0, show_default=True, metavar="K",
+                     help="With --workers: keep K workers waiting for items (the Event job's "
+                     "minExecutions; they bill while they wait: the plan shows the cost per hour)."),
+        click.option("--warm-idle", type=int, default=300, show_default=True, metavar="SECONDS",
+                     help="With --warm: how long a waiting worker waits for an item before it exits."),
         click.option("--detach", is_flag=True,
                      help="With --workers: return once the items are queued and the job exists; the "
                      "workers drain the queue without this machine (acagpu attach / results RUN_ID)."),
@@ -42,7 +47,7 @@ def is_queue(flags: dict[str, Any]) -> bool:
     """Queue mode; its flags without --workers are refused here (one line, exit 2)."""
     if flags.get("workers") is not None:
         return True
-    alone = [f"--{k}" for k in ("detach",) if flags.get(k)]
+    alone = [f"--{k}" for k in ("detach", "warm") if flags.get(k)]
     if alone:
         raise BadInput(f"{', '.join(alone)} belongs to queue mode: add --workers P (and --map ITEMS)")
     return False
@@ -66,7 +71,8 @@ def run_queue_command(
     request = make_request(image, command)
     _execute(output, flags, request, lambda spec: make_queue_spec(
         spec, map_file=flags.get("map_file"), workers=flags["workers"],
-        max_deliveries=flags["max_deliveries"], detach=flags["detach"],
+        max_deliveries=flags["max_deliveries"], detach=flags["detach"], warm=flags["warm"],
+        warm_idle_s=flags["warm_idle"],
     ))  # fmt: skip
 
 
@@ -172,4 +178,14 @@ def render_plan(doc: dict[str, Any]) -> str:
             f"  queue price    ${price['usd_per_second_per_worker']:.7f}/s a worker, "
             f"${price['usd_per_second_at_workers']:.7f}/s at --workers (workers bill from start to exit)",
         ]
+        + (
+            [
+                f"  warm floor     {queue['warm']} worker(s) kept waiting: "
+                f"${price['warm_floor_usd_per_hour']:.4f}/h "
+                f"while no item waits; each waits {queue['warm_idle_s']} s for an item before it exits, and "
+                "the floor goes when the run is done and read (attach, results) or removed"
+            ]
+            if queue["warm"]
+            else []
+        )
     )

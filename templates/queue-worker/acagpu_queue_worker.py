@@ -13,7 +13,8 @@ at a time:
 4. put the result (exit code, output tail, seconds, delivery) on the results queue; on success
    delete the message; on failure make it visible again at once, or, at its last delivery, move it
    to the poison queue;
-5. exit 0 when the queue has nothing visible (twice, a second apart).
+5. exit 0 when the queue has nothing visible (twice, a second apart); a worker of a warm floor
+   (`ACAGPU_IDLE_S` > 0) first waits that long for an item, so a requeued one starts in seconds.
 
 It signs in with the job's managed identity (`IDENTITY_ENDPOINT`/`IDENTITY_HEADER`, the token's
 audience Azure Storage). Settings: ACAGPU_QUEUE_ENDPOINT (the account's queue endpoint),
@@ -186,10 +187,13 @@ def main(argv: list[str]) -> int:
     work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
+    idle_s = float(os.environ.get("ACAGPU_IDLE_S") or 0)  # a warm floor's wait for items
     rerun = 0  # the message's requeue generation, echoed in its result (set per message below)
+    idle_since = time.monotonic()
 
     def result(index: int, status: str, delivery: int, item: str, **extra: Any) -> None:
-        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, "r": rerun, **extra}
+        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, "r": rerun,
+               "t": round(time.time(), 3), **extra}  # fmt: skip
         # the item travels with its result when the message can hold it (a detached run's readers
         # have no other copy); a larger one is left out
         text = base64.b64encode(json.dumps({**doc, "item": item}).encode()).decode()
@@ -201,9 +205,12 @@ def main(argv: list[str]) -> int:
         message = queues.receive(work, visibility)
         if message is None:
             empty += 1
-            if empty >= 2:
+            idle_for = time.monotonic() - idle_since
+            if empty >= 2 and idle_for >= idle_s:
                 say(f"the queue is empty: {done} item(s) taken here, exiting")
                 return 0
+            if empty == 2:
+                say(f"the queue is empty: a warm worker waits up to {idle_s:g} s for an item")
             time.sleep(1.0)
             continue
         empty = 0
@@ -227,6 +234,7 @@ def main(argv: list[str]) -> int:
         renewer.start()
         code, tail, seconds = run_item(argv, item, index)
         renewer.stop.set()
+        idle_since = time.monotonic()
         with renewer.lock:
             done += 1
             if code == 0:

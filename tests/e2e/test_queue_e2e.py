@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -59,6 +60,16 @@ def _queues_left(emu: dict[str, str], group: str, account: str) -> list[str]:
         connection_verify=emu["ACAGPU_CA_BUNDLE"],
     )
     return [q.name for q in service.list_queues()]
+
+
+def _job(emu: dict[str, str], run: str) -> dict[str, Any]:
+    url = (f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
+           f"rg-acagpu-{run}/providers/Microsoft.App/jobs/run-{run}")  # fmt: skip
+    found: dict[str, Any] = requests.get(
+        url, params={"api-version": "2026-07-01"}, headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+        verify=emu["ACAGPU_CA_BUNDLE"], timeout=30,
+    ).json()  # fmt: skip
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +157,7 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     # --max-minutes 600: a worker's replica timeout (72 s at this time scale) outlasts its ~25 items
     detached = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
                        "--workers", "8", "--max-deliveries", "2", "--max-minutes", "600", "--detach",
+                       "--warm", "2", "--warm-idle", "2",
                        "busybox", "--", "sh", "-c", _fixable(fixed))  # fmt: skip
     assert detached.returncode == 0, detached.stderr
     assert time.monotonic() - began < 10
@@ -163,7 +175,10 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     assert follower.returncode == -signal.SIGKILL
 
     follow = _acagpu(shell, "attach", run, "-o", "json")  # a second client follows it to the end
-    assert follow.returncode == 1 and json.loads(follow.stdout)["summary"]["failed_indexes"] == [13]
+    followed = json.loads(follow.stdout)
+    assert follow.returncode == 1 and followed["summary"]["failed_indexes"] == [13]
+    assert followed["queue"]["warm_floor"] == "dropped"  # every item done: the floor goes
+    assert _job(emu, run)["properties"]["configuration"]["eventTriggerConfig"]["scale"]["minExecutions"] == 0
     read = _acagpu(shell, "results", run, "-o", "json")  # and a third, from a fresh shell
     got = json.loads(read.stdout)
     assert (read.returncode, got["status"], got["summary"]["failed_indexes"]) == (1, "items_failed", [13])

@@ -56,6 +56,7 @@ class QueueRun:
     warm: int
     usd_s: float
     gpus: int
+    replica_timeout_s: int
 
     @property
     def work_queue(self) -> str:
@@ -115,6 +116,7 @@ def find_queue_run(cloud: Cloud, run_id: str) -> QueueRun:
         warm=int(tag.get("warm") or 0),
         usd_s=float(tag.get("usd_s") or 0.0),
         gpus=int(tag.get("gpus") or 1),
+        replica_timeout_s=int(tag.get("timeout") or 1800),
     )
 
 
@@ -151,6 +153,19 @@ class Reader:
             sleep(wait + 0.5)
             seen |= self.read()
 
+    def drop_floor(self, say: Callable[[str], None]) -> str | None:
+        """A warm run whose items are all done keeps no floor: minExecutions back to 0 (a PATCH,
+        sent by every reader that sees it done: the same answer twice). None: no floor to drop."""
+        if not self.run.warm or not self.ledger.done:
+            return None
+        try:
+            self.cloud.set_event_floor(self.run.group, self.run.job, 0, self.run.replica_timeout_s)
+        except AcaGpuError as exc:
+            say(f"the warm floor of {self.run.warm} worker(s) was not dropped: {exc.message}")
+            return "not dropped"
+        say(f"every item is done: the warm floor of {self.run.warm} worker(s) is dropped (minExecutions 0)")
+        return "dropped"
+
     def replica_seconds(self) -> float:
         now = datetime.now().astimezone()
         return sum(execution_seconds(e, now) for e in self.executions.values())
@@ -174,7 +189,9 @@ class Reader:
             f"{len(failed)} of {self.ledger.size} items did not succeed: {shown}", code="ItemsFailed"
         )
 
-    def document(self, command: str, *, interrupted: bool = False) -> dict[str, Any]:
+    def document(
+        self, command: str, *, interrupted: bool = False, floor: str | None = None
+    ) -> dict[str, Any]:
         run, ledger = self.run, self.ledger
         error = self.failure()
         if interrupted:
@@ -197,6 +214,7 @@ class Reader:
                 "workers": run.workers,
                 "max_deliveries": run.deliveries,
                 "warm": run.warm,
+                "warm_floor": floor,
                 "queues": [run.work_queue, run.results_queue, run.poison_queue],
                 "waiting_messages": self.pending,
             },
@@ -238,7 +256,7 @@ def results(cloud: Cloud, run_id: str, say: Callable[[str], None]) -> dict[str, 
     """The document now, done or not."""
     reader = open_reader(cloud, run_id)
     reader.read_all(say)
-    return reader.document("results")
+    return reader.document("results", floor=reader.drop_floor(say))
 
 
 def attach(
@@ -261,9 +279,11 @@ def attach(
         if reader.ledger.done:
             break
         cancel.wait(tick_s)
+    floor = None
     if not cancel.is_set():
         reader.read_all(say)
-    return reader.document("attach", interrupted=cancel.is_set())
+        floor = reader.drop_floor(say)
+    return reader.document("attach", interrupted=cancel.is_set(), floor=floor)
 
 
 def render(doc: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ MAX_WORKERS = 1000  # an Event job's maxExecutions (ACA's documented upper bound
 DEFAULT_DELIVERIES = 3
 DEFAULT_VISIBILITY_S = 60  # renewed every 20 s while an item runs (the worker)
 DEFAULT_POLLING_S = 30  # ACA's default pollingInterval for an Event job
+DEFAULT_WARM_IDLE_S = 300  # GPU workers bill while they wait
 QUEUE_LENGTH = 1  # KEDA's queueLength: one worker per waiting item, up to P
 
 
@@ -42,6 +43,7 @@ class QueueSpec:
     visibility_s: int = DEFAULT_VISIBILITY_S
     polling_s: int = DEFAULT_POLLING_S
     warm: int = 0  # minExecutions: workers kept waiting
+    warm_idle_s: int = DEFAULT_WARM_IDLE_S  # with a floor: how long a worker waits for an item
     detach: bool = False  # return once the items are queued and the job exists (docs/queue.md)
     indexes: tuple[int, ...] = ()  # each item's index in the original ITEMS (a rerun's); () = 0..N-1
     rerun_of: str | None = None
@@ -80,6 +82,7 @@ class QueueSpec:
             "usd_per_second_per_worker": round(per_s, 7),
             "usd_per_second_at_workers": round(per_s * min(self.workers, len(self.items)), 7),
             "warm_floor_usd_per_hour": round(per_s * 3600 * self.warm, 4),
+            "warm_idle_s": self.warm_idle_s if self.warm else 0,
             "rounds_at_workers": math.ceil(len(self.items) / self.workers),
         }
 
@@ -92,6 +95,7 @@ class QueueSpec:
                 "visibility_timeout_s": self.visibility_s,
                 "polling_interval_s": self.polling_s,
                 "warm": self.warm,
+                "warm_idle_s": self.warm_idle_s if self.warm else 0,
                 "queues": list(self.queues),
                 "rerun_of": self.rerun_of,
             },
@@ -107,7 +111,8 @@ def queue_tag(queue: QueueSpec, account: str) -> str:
     per_s = float(queue.run.price()["usd_per_second"])
     return (
         f"account={account};items={len(queue.items)};workers={queue.workers};"
-        f"deliveries={queue.max_deliveries};warm={queue.warm};usd_s={per_s:.7f};gpus={gpus}"
+        f"deliveries={queue.max_deliveries};warm={queue.warm};idle={queue.warm_idle_s};usd_s={per_s:.7f};"
+        f"gpus={gpus}"
     )
 
 
@@ -136,6 +141,7 @@ def make_queue_spec(
     visibility_s: int = DEFAULT_VISIBILITY_S,
     polling_s: int = DEFAULT_POLLING_S,
     warm: int = 0,
+    warm_idle_s: int = DEFAULT_WARM_IDLE_S,
     detach: bool = False,
     items: tuple[str, ...] | None = None,
     indexes: tuple[int, ...] = (),
@@ -161,6 +167,8 @@ def make_queue_spec(
         raise BadInput(f"--max-deliveries {max_deliveries}: use 1 to 100")
     if not 0 <= warm <= workers:
         raise BadInput(f"--warm {warm}: 0 to --workers ({workers})")
+    if not 1 <= warm_idle_s <= 3600:
+        raise BadInput(f"--warm-idle {warm_idle_s}: 1 to 3600 seconds")
     if items is None:
         assert map_file is not None
         items = read_items(map_file, max_item_bytes=None)
@@ -180,6 +188,7 @@ def make_queue_spec(
         visibility_s=visibility_s,
         polling_s=polling_s,
         warm=warm,
+        warm_idle_s=warm_idle_s,
         detach=detach,
         indexes=indexes,
         rerun_of=rerun_of,

@@ -41,6 +41,8 @@ def worker_env(queue: QueueSpec, endpoint: str) -> dict[str, str]:
         "ACAGPU_MAX_DELIVERIES": str(queue.max_deliveries),
         "ACAGPU_VISIBILITY_S": str(queue.visibility_s),
         "ACAGPU_RUN_ID": queue.run_id,
+        # a warm floor's worker waits this long for an item before it exits (0: at once)
+        "ACAGPU_IDLE_S": str(queue.warm_idle_s if queue.warm else 0),
     }
 
 
@@ -70,5 +72,5 @@ def event_job(job: JobSpec, queue: QueueSpec, account: str, endpoint: str) -> Jo
         max_executions=queue.workers,
         polling_interval_s=queue.polling_s,
     )
-    tags = {**job.tags, TAG_QUEUE: queue_tag(queue, account)}
+    tags = {**job.tags, TAG_QUEUE: f"{queue_tag(queue, account)};timeout={job.replica_timeout_s}"}
     return replace(job, container=worker_container(job.container, queue, endpoint), event=trigger, tags=tags)
