@@ -189,3 +189,24 @@ def test_a_requeue_marker_makes_earlier_results_of_its_items_not_count() -> None
     )
     fresh.record(later)
     assert fresh.results[1]["status"] == "succeeded" and fresh.failed_indexes() == [] and fresh.done
+
+
+def test_a_warm_floor_is_checked_priced_and_reaches_the_worker(tmp_path: Path) -> None:
+    items = _items(tmp_path, *"abcd")
+    with pytest.raises(BadInput, match=r"--warm 5: 0 to --workers \(4\)"):
+        make_queue_spec(_run(), map_file=items, workers=4, warm=5)
+    with pytest.raises(BadInput, match="--warm-idle 0: 1 to 3600"):
+        make_queue_spec(_run(), map_file=items, workers=4, warm=1, warm_idle_s=0)
+    queue = make_queue_spec(_run(), map_file=items, workers=4, warm=2, warm_idle_s=45)
+    price = queue.price()
+    assert price["warm_floor_usd_per_hour"] == pytest.approx(
+        2 * 3600 * price["usd_per_second_per_worker"], rel=1e-3
+    )
+    assert worker.worker_env(queue, "https://e/")["ACAGPU_IDLE_S"] == "45"
+    cold = make_queue_spec(_run(), map_file=items, workers=4)
+    assert worker.worker_env(cold, "https://e/")["ACAGPU_IDLE_S"] == "0"  # no floor: exit when empty
+    from aca_gpu.cli.queue_cmd import render_plan
+
+    doc = {"schema": 1, "command": "run", "mode": "queue", **queue.run.as_dict(), **queue.as_dict()}
+    assert "warm floor     2 worker(s) kept waiting" in render_plan(doc)
+    assert "warm floor" not in render_plan({**doc, **cold.as_dict()})
