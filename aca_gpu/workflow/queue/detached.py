@@ -37,6 +37,7 @@ def peek_s(size: int) -> int:
     return PEEK_S + size // 320
 
 
+HEARTBEAT_S = 30.0  # attach repeats its line when nothing changed for this long
 READ_AGAIN = 3  # how often `results` reads again when another reader held messages
 
 
@@ -266,16 +267,17 @@ def attach(
     document. A listing lost on the way is said and read again at the next tick."""
     reader = open_reader(cloud, run_id)
     say(f"following run {run_id}: {reader.run.size} items, at most {reader.run.workers} workers")
-    shown = ""
+    shown, said, began = "", time.monotonic(), time.monotonic()
     while not cancel.is_set():
         try:
             reader.read()
         except AcaGpuError as exc:
             say(f"reading the run: {exc.message}; again in {tick_s:g} s")
         text = reader.progress()
-        if text != shown:
-            shown = text
-            say(text)
+        if text != shown or time.monotonic() - said >= HEARTBEAT_S:  # no silent wait
+            still = "" if text != shown else f" (still; following for {time.monotonic() - began:.0f} s)"
+            shown, said = text, time.monotonic()
+            say(text + still)
         if reader.ledger.done:
             break
         cancel.wait(tick_s)
