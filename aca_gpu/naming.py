@@ -22,6 +22,7 @@ TAG_ENV = "acagpu:env"  # on a run's jobs inside a warm environment: the environ
 TAG_IDLE_TTL = "acagpu:idle-ttl"  # a warm environment's idle TTL in seconds; expires-at renews by it
 TAG_LAST_USED = "acagpu:last-used"
 KIND_ENV = "env"
+TAG_QUEUE = "acagpu:queue"  # on a queue run's Event job: its account, items, workers (queue/spec.py)
 TAG_SHARDS = "acagpu:shards"  # on a fan-out's job: how many shards it starts (`status` counts them)
 TAG_SERVED = "acagpu:served"  # on a served run's group: its app (teardown scales it to 0 first)
 TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
@@ -305,3 +306,17 @@ def logs_workspace_name(environment: str) -> str:
     """The Log Analytics workspace beside an environment (`log-<environment>`, in its group): where
     its runs' console lines stay after their replicas are gone (4-63 letters, digits, hyphens)."""
     return f"log-{environment}"[:63].rstrip("-")
+
+
+def run_queue_names(run_id: str) -> tuple[str, str, str]:
+    """A queue run's three queues in the environment's account: items, results, poison."""
+    return f"acagpu-{run_id}", f"acagpu-{run_id}-results", f"acagpu-{run_id}-poison"
+
+
+def parse_queue_tag(text: str) -> dict[str, str]:
+    """The `acagpu:queue` tag of a queue run's Event job (`key=value;...`, queue/spec.py writes it)."""
+    pairs = (part.split("=", 1) for part in text.split(";") if "=" in part)
+    found = {k.strip(): v.strip() for k, v in pairs}
+    if not found.get("account") or not found.get("items", "").isdigit():
+        raise ValueError(f"not a queue run's tag: {text[:80]!r}")
+    return found

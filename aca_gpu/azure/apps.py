@@ -547,6 +547,27 @@ def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
     return _create("job", clients.apps.jobs, spec.resource_group, spec.name, body, job_info)
 
 
+def event_floor_patch(min_executions: int, replica_timeout_s: int) -> dict[str, Any]:
+    """Jobs_Update's body that sets an Event job's warm floor (queue mode's `--warm`): the
+    configuration's two required fields as they are, and minExecutions."""
+    scale = {"minExecutions": min_executions}
+    configuration = {"triggerType": "Event", "replicaTimeout": replica_timeout_s,
+                     "eventTriggerConfig": {"scale": scale}}  # fmt: skip
+    return {"properties": {"configuration": configuration}}
+
+
+def set_event_floor(
+    clients: Clients, rg: str, name: str, min_executions: int, replica_timeout_s: int
+) -> None:
+    """PATCH the Event job's minExecutions; nothing read from the server is sent back. That ARM
+    merges a partial configuration (the rules and the rest kept) is UNCONFIRMED (docs/emulator.md)."""
+    from azure.mgmt.appcontainers.models import JobPatchProperties
+
+    body = JobPatchProperties(event_floor_patch(min_executions, replica_timeout_s))
+    with translate_errors("set the warm floor of job", name):
+        clients.apps.jobs.begin_update(rg, name, body).result()
+
+
 def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:
     found = or_none("read job", name, lambda: clients.apps.jobs.get(rg, name))
     return None if found is None else job_info(found, rg)

@@ -206,6 +206,11 @@ class AzureCloud:
     def get_job(self, resource_group: str, name: str) -> JobInfo | None:
         return apps.get_job(self.clients, resource_group, name)
 
+    def set_event_floor(
+        self, resource_group: str, job: str, min_executions: int, replica_timeout_s: int
+    ) -> None:
+        apps.set_event_floor(self.clients, resource_group, job, min_executions, replica_timeout_s)
+
     def start_job(self, resource_group: str, job: str, template: Sequence[ContainerDef] | None = None) -> str:
         return apps.start_job(
             self.clients, resource_group, job, template=template, sleep=self._sleep, clock=self._clock

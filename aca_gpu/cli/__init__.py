@@ -74,6 +74,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run_cmd:run",
         "Run IMAGE (and COMMAND) on a GPU, stream its output, exit with its code, tear down.",
     ),
+    "attach": (
+        "queue_read:attach",
+        "Follow a detached queue run until every item is done, then print its results.",
+    ),
+    "results": (
+        "queue_read:results",
+        "Print a queue run's results now, every item in item order, done or not.",
+    ),
     "env": (
         "env:env",
         "Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`).",

@@ -10,7 +10,7 @@ import click
 
 from aca_gpu.cli.fanout_cmd import fanout_options, is_fanout, run_fanout_command
 from aca_gpu.cli.options import confirm, output_options
-from aca_gpu.cli.queue_cmd import is_queue, queue_options, run_queue_command
+from aca_gpu.cli.queue_cmd import is_queue, queue_options, rerun_queue_command, run_queue_command
 from aca_gpu.cli.run_plan import render_run_plan
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
 from aca_gpu.output import Output
@@ -157,6 +157,8 @@ def run(output: Output, image: str | None, command: tuple[str, ...], **flags: An
 
     if command[:1] == ("--",):  # `IMAGE -- COMMAND`: the separator is not part of the command
         command = command[1:]
+    if flags.get("rerun_failed") and rerun_queue_command(output, image, flags):  # a queue run's rerun
+        return
     if is_queue(flags):  # --map ITEMS --workers P: a queue that P workers drain (docs/queue.md)
         run_queue_command(output, image, command, flags, lambda i, c: _request(i, c, flags))
         return

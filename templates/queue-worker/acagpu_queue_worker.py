@@ -13,7 +13,8 @@ at a time:
 4. put the result (exit code, output tail, seconds, delivery) on the results queue; on success
    delete the message; on failure make it visible again at once, or, at its last delivery, move it
    to the poison queue;
-5. exit 0 when the queue has nothing visible (twice, a second apart).
+5. exit 0 when the queue has nothing visible (twice, a second apart); a worker of a warm floor
+   (`ACAGPU_IDLE_S` > 0) first waits that long for an item, so a requeued one starts in seconds.
 
 It signs in with the job's managed identity (`IDENTITY_ENDPOINT`/`IDENTITY_HEADER`, the token's
 audience Azure Storage). Settings: ACAGPU_QUEUE_ENDPOINT (the account's queue endpoint),
@@ -38,6 +39,7 @@ from typing import Any
 VERSION = "2021-02-12"
 STORAGE = "https://storage.azure.com/"
 TAIL_BYTES = 2048
+MAX_MESSAGE = 64 * 1024  # one queue message, base64 as sent
 PREFIX = "acagpu-worker:"
 
 
@@ -185,25 +187,37 @@ def main(argv: list[str]) -> int:
     work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
+    idle_s = float(os.environ.get("ACAGPU_IDLE_S") or 0)  # a warm floor's wait for items
+    rerun = 0  # the message's requeue generation, echoed in its result (set per message below)
+    idle_since = time.monotonic()
 
-    def result(index: int, status: str, delivery: int, **extra: Any) -> None:
-        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, **extra}
-        queues.put(results, base64.b64encode(json.dumps(doc).encode()).decode())
+    def result(index: int, status: str, delivery: int, item: str, **extra: Any) -> None:
+        doc = {"i": index, "status": status, "delivery": delivery, "worker": worker, "r": rerun,
+               "t": round(time.time(), 3), **extra}  # fmt: skip
+        # the item travels with its result when the message can hold it (a detached run's readers
+        # have no other copy); a larger one is left out
+        text = base64.b64encode(json.dumps({**doc, "item": item}).encode()).decode()
+        if len(text) > MAX_MESSAGE:
+            text = base64.b64encode(json.dumps(doc).encode()).decode()
+        queues.put(results, text)
 
     while True:
         message = queues.receive(work, visibility)
         if message is None:
             empty += 1
-            if empty >= 2:
+            idle_for = time.monotonic() - idle_since
+            if empty >= 2 and idle_for >= idle_s:
                 say(f"the queue is empty: {done} item(s) taken here, exiting")
                 return 0
+            if empty == 2:
+                say(f"the queue is empty: a warm worker waits up to {idle_s:g} s for an item")
             time.sleep(1.0)
             continue
         empty = 0
         delivery = int(message.get("DequeueCount") or 1)
         try:
             body = json.loads(base64.b64decode(message["MessageText"]))
-            index, item = int(body["i"]), str(body["item"])
+            index, item, rerun = int(body["i"]), str(body["item"]), int(body.get("r") or 0)
         except (ValueError, KeyError, TypeError):
             say(f"message {message['MessageId']} is not an acagpu item: to the poison queue")
             queues.put(poison, message["MessageText"])
@@ -212,27 +226,36 @@ def main(argv: list[str]) -> int:
         if delivery > most:
             say(f"item {index}: delivered {delivery} times (over {most}): to the poison queue, not run")
             queues.put(poison, message["MessageText"])
-            result(
-                index, "poisoned", delivery, reason=f"delivered {delivery} times; its workers ended mid-item"
-            )
+            why = f"delivered {delivery} times; its workers ended mid-item"
+            result(index, "poisoned", delivery, item, reason=why)
             queues.delete(work, message)
             continue
         renewer = Renewer(queues, work, message, visibility)
         renewer.start()
         code, tail, seconds = run_item(argv, item, index)
         renewer.stop.set()
+        idle_since = time.monotonic()
         with renewer.lock:
             done += 1
             if code == 0:
-                result(index, "succeeded", delivery, exit_code=0, output=tail, seconds=seconds)
+                result(index, "succeeded", delivery, item, exit_code=0, output=tail, seconds=seconds)
                 queues.delete(work, message)
             elif delivery >= most:
                 queues.put(poison, message["MessageText"])
                 why = f"failed {delivery} times (exit {code})"
-                result(index, "poisoned", delivery, exit_code=code, output=tail, seconds=seconds, reason=why)
+                result(
+                    index,
+                    "poisoned",
+                    delivery,
+                    item,
+                    exit_code=code,
+                    output=tail,
+                    seconds=seconds,
+                    reason=why,
+                )
                 queues.delete(work, message)
             else:
-                result(index, "failed", delivery, exit_code=code, output=tail, seconds=seconds)
+                result(index, "failed", delivery, item, exit_code=code, output=tail, seconds=seconds)
                 queues.renew(work, message, 0)  # visible again now: the next worker takes it
 
 

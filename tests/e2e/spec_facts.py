@@ -135,6 +135,15 @@ JOB = {
     },
 }
 
+# JobPatchProperties / JobPatchPropertiesProperties (5.1.0's models): Jobs_Update's body. Its
+# configuration is a JobConfiguration, whose triggerType and replicaTimeout stay required
+JOB_PATCH = {
+    "props": {
+        "tags": TAGS,
+        "properties": {"props": {"configuration": JOB["props"]["properties"]["props"]["configuration"]}},
+    }
+}
+
 WORKLOAD_PROFILE = {
     "required": ["name", "workloadProfileType"],
     "props": {"name": S, "workloadProfileType": S, "minimumCount": S, "maximumCount": S},
@@ -322,6 +331,7 @@ OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] 
     ("GET", APP + "/jobs", APP_VERSION, None, "Jobs_ListByResourceGroup"),
     ("GET", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Get"),
     ("PUT", APP + "/jobs/{jobName}", APP_VERSION, JOB, "Jobs_CreateOrUpdate"),
+    ("PATCH", APP + "/jobs/{jobName}", APP_VERSION, JOB_PATCH, "Jobs_Update"),
     ("DELETE", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Delete"),
     ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, JOB_EXECUTION_TEMPLATE, "Jobs_Start"),
     ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),

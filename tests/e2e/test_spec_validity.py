@@ -272,3 +272,14 @@ def test_queue_modes_event_job_is_a_spec_valid_job(tmp_path: Any) -> None:
     body["properties"]["configuration"]["eventTriggerConfig"]["scale"]["rules"][0]["auth"] = [{}]
     problems, _ = check([("PUT", f"{base}/jobs/run-q1?api-version=2026-07-01", body)])
     assert problems and "auth: not a writable property" in problems[0]  # the table knows no key auth
+
+
+def test_the_warm_floors_drop_is_a_spec_valid_job_update() -> None:
+    """`--warm K`'s floor set back to 0 (a PATCH of minExecutions alone)."""
+    from aca_gpu.azure.apps import event_floor_patch
+
+    base = "https://x/subscriptions/s/resourceGroups/rg/providers/Microsoft.App"
+    problems, seen = check(
+        [("PATCH", f"{base}/jobs/run-q1?api-version=2026-07-01", event_floor_patch(0, 1800))]
+    )
+    assert problems == [] and seen == {"Jobs_Update": 1}

@@ -117,3 +117,96 @@ def test_the_worker_refuses_to_start_without_its_settings() -> None:
     )
     assert ran.returncode == 2
     assert "missing settings: ACAGPU_QUEUE_ENDPOINT" in ran.stderr
+
+
+def test_the_job_tag_tells_a_reader_on_another_machine_the_run_and_fits_a_tag(tmp_path: Path) -> None:
+    from aca_gpu.naming import TAG_QUEUE, parse_queue_tag
+    from aca_gpu.workflow.queue.spec import queue_tag
+
+    queue = make_queue_spec(_run(), map_file=_items(tmp_path, *"abc"), workers=1000, max_deliveries=100)
+    text = queue_tag(queue, "acagpu" + "x" * 18)  # the longest account name Azure allows (24)
+    assert len(text) <= 256  # Azure's limit on a tag's value
+    found = parse_queue_tag(text)
+    assert (found["account"], found["items"], found["workers"], found["deliveries"]) == (
+        "acagpu" + "x" * 18, "3", "1000", "100"
+    )  # fmt: skip
+    assert float(found["usd_s"]) > 0 and found["gpus"] == "1"
+    base = JobSpec(
+        resource_group="rg-acagpu-q1", name="run-q1", location="eastus", environment_id="/env",
+        workload_profile_name="gpu", tags={"acagpu:run-id": "q1"},
+        container=ContainerDef(name="main", image="busybox", cpu=8, memory="56Gi", args=("true",)),
+    )  # fmt: skip
+    assert worker.event_job(base, queue, "acct1", "https://e/").tags[TAG_QUEUE].startswith("account=acct1;")
+    with pytest.raises(ValueError, match="not a queue run's tag"):
+        parse_queue_tag("account=;items=3")
+
+
+def test_a_result_read_again_is_recorded_once_and_brings_its_item() -> None:
+    from aca_gpu.workflow.queue.ledger import Ledger
+
+    ledger = Ledger.of(3)
+    first = {"i": 1, "status": "failed", "delivery": 1, "worker": "w1", "exit_code": 1, "item": "b"}
+    ok = {"i": 1, "status": "succeeded", "delivery": 2, "worker": "w2", "exit_code": 0, "item": "b"}
+    for doc in (first, ok, first, ok, ok):  # a reader that never deletes sees each again
+        ledger.record(doc)
+    ledger.record({"i": 0, "status": "poisoned", "delivery": 3, "worker": "w1"})  # item left out
+    assert ledger.duplicates == 0 and len(ledger.deliveries[1]) == 2
+    docs = ledger.item_docs(ledger.items.get)
+    assert [(d["item"], d["status"], d["deliveries"]) for d in docs] == [
+        (None, "poisoned", 3), ("b", "succeeded", 2), (None, "not_done", 0)
+    ]  # fmt: skip
+    assert not ledger.done and ledger.failed_indexes() == [0, 2]
+    ledger.record({**ok, "worker": "w3", "delivery": 3})  # a second worker's success: counted once
+    assert ledger.duplicates == 1
+
+
+def test_detach_without_workers_is_refused_before_anything() -> None:
+    from click.testing import CliRunner
+
+    from aca_gpu.cli import cli
+
+    ran = CliRunner().invoke(cli, ["run", "--env", "lab", "--detach", "busybox", "--", "true"])
+    assert ran.exit_code == 2
+    assert "--detach belongs to queue mode: add --workers P" in ran.output
+
+
+def test_a_requeue_marker_makes_earlier_results_of_its_items_not_count() -> None:
+    from aca_gpu.workflow.queue.ledger import Ledger
+
+    ledger = Ledger.of(2)
+    poisoned = {"i": 1, "status": "poisoned", "delivery": 3, "worker": "w1", "r": 0}
+    later = {"i": 1, "status": "succeeded", "delivery": 1, "worker": "w9", "r": 1}
+    ledger.record({"i": 0, "status": "succeeded", "delivery": 1, "worker": "w1", "r": 0})
+    ledger.record(later)  # read before the marker: its generation is ahead, it counts anyway
+    ledger.record(poisoned)
+    assert ledger.results[1]["status"] == "succeeded"
+    fresh = Ledger((1,))  # a run of item 1 only
+    fresh.record(poisoned)
+    assert fresh.done and fresh.failed_indexes() == [1]
+    fresh.record({"i": -1, "requeued": [1], "r": 1})  # `--rerun-failed` put it back
+    assert (
+        not fresh.done and 1 not in fresh.results and fresh.item_docs(fresh.items.get)[0]["deliveries"] == 0
+    )
+    fresh.record(later)
+    assert fresh.results[1]["status"] == "succeeded" and fresh.failed_indexes() == [] and fresh.done
+
+
+def test_a_warm_floor_is_checked_priced_and_reaches_the_worker(tmp_path: Path) -> None:
+    items = _items(tmp_path, *"abcd")
+    with pytest.raises(BadInput, match=r"--warm 5: 0 to --workers \(4\)"):
+        make_queue_spec(_run(), map_file=items, workers=4, warm=5)
+    with pytest.raises(BadInput, match="--warm-idle 0: 1 to 3600"):
+        make_queue_spec(_run(), map_file=items, workers=4, warm=1, warm_idle_s=0)
+    queue = make_queue_spec(_run(), map_file=items, workers=4, warm=2, warm_idle_s=45)
+    price = queue.price()
+    assert price["warm_floor_usd_per_hour"] == pytest.approx(
+        2 * 3600 * price["usd_per_second_per_worker"], rel=1e-3
+    )
+    assert worker.worker_env(queue, "https://e/")["ACAGPU_IDLE_S"] == "45"
+    cold = make_queue_spec(_run(), map_file=items, workers=4)
+    assert worker.worker_env(cold, "https://e/")["ACAGPU_IDLE_S"] == "0"  # no floor: exit when empty
+    from aca_gpu.cli.queue_cmd import render_plan
+
+    doc = {"schema": 1, "command": "run", "mode": "queue", **queue.run.as_dict(), **queue.as_dict()}
+    assert "warm floor     2 worker(s) kept waiting" in render_plan(doc)
+    assert "warm floor" not in render_plan({**doc, **cold.as_dict()})

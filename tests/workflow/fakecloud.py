@@ -197,6 +197,11 @@ class FakeCloud:
     def list_jobs(self, resource_group: str) -> list[JobInfo]:
         return [j for (rg, _), j in self.jobs.items() if rg == resource_group]
 
+    def set_event_floor(
+        self, resource_group: str, job: str, min_executions: int, replica_timeout_s: int
+    ) -> None:
+        return None
+
     def delete_job(
         self, resource_group: str, name: str, *, on_accepted: Callable[[], None] | None = None
     ) -> None:

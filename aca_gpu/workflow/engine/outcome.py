@@ -298,14 +298,15 @@ def phase_clocks(phases: dict[str, float]) -> dict[str, str]:
 class TeardownResult:
     """What is left of a run: `deleted` (404 seen), `deleting` (billing stopped, the group is going),
     `absent`, `kept`, `attached` (an existing run we only used), `nothing-created`, `left` (a second
-    Ctrl-C), `incomplete` (something billable may remain)."""
+    Ctrl-C), `incomplete` (something billable may remain), `detached` (a queue run left to its
+    workers on purpose: `acagpu down --run-id` or the run's TTL removes it)."""
 
     status: str
     verified: bool = False  # the group's 404 was seen
     billing_stopped: bool = False
     message: str | None = None
 
-    CLEAN = frozenset({"deleted", "deleting", "absent", "kept", "attached", "nothing-created"})
+    CLEAN = frozenset({"deleted", "deleting", "absent", "kept", "attached", "nothing-created", "detached"})
 
     @property
     def clean(self) -> bool:

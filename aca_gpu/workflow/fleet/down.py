@@ -16,6 +16,7 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import RunRef, Waiter, age_seconds, find_run
 from aca_gpu.workflow.engine.teardown import teardown_group
+from aca_gpu.workflow.env.run_queues import drop_run_queues, run_queues
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
     dedicated = _dedicated(run.tags.get(naming.TAG_GPU))
     if run.tags.get(naming.TAG_SERVED):  # a served app ends here: its spend goes to the ledger
         doc["served_usd_estimate"] = _record_served(cloud, run)
+    try:  # a queue run's queues are in its environment's account: found before the group goes
+        queues = run_queues(cloud, run.resource_group, dict(run.tags))
+    except AcaGpuError as exc:
+        queues = None
+        progress.warn(f"the run's queues were not looked for: {exc.message}")
     with progress.step(f"delete {run.resource_group}") as step:
         result = teardown_group(
             cloud, run.resource_group, wait_gone=wait, dedicated=dedicated, poll=max(0.05, waiter.interval)
@@ -63,6 +69,19 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
             )
             doc["error"] = error.as_dict()
             return DownResult(doc, error.exit_code)
+    if queues is not None:
+        with progress.step("queues") as step:
+            left = drop_run_queues(cloud, queues)
+            doc["queues"] = {"account": queues.account, "left": left}
+            step.update("deleted" if not left else f"left: {'; '.join(left)}")
+            if left:
+                step.status = "fail"
+                error = TeardownIncomplete(
+                    f"run {run.run_id}'s queues were not all deleted: {'; '.join(left)}",
+                    hint=f"acagpu down --run-id {run.run_id} again",
+                )
+                doc["error"] = error.as_dict()
+                return DownResult(doc, error.exit_code)
     return DownResult(doc, 0)
 
 

@@ -18,34 +18,26 @@ arrived by then, so the document says which items were done.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from aca_gpu.errors import AcaGpuError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ExecutionInfo, Queues, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
-from aca_gpu.workflow.engine.outcome import TesterOutcome
+from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.tester_run import ensure_job
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.queue import worker
-from aca_gpu.workflow.queue.spec import QueueSpec, decode
+from aca_gpu.workflow.queue.ledger import Ledger, execution_seconds, progress_text
+from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.workload.aca import WarmWorkloadRuntime, job_spec
 from aca_gpu.workflow.workload.outcome import Console
 
 RESULT_VISIBILITY_S = 30  # a results message taken and not yet deleted shows again after this
-FINAL = ("succeeded", "poisoned")
-
-
-def _seconds(execution: ExecutionInfo, now: datetime) -> float:
-    if not execution.start_time:
-        return 0.0
-    start = datetime.fromisoformat(execution.start_time.replace("Z", "+00:00"))
-    end = datetime.fromisoformat(execution.end_time.replace("Z", "+00:00")) if execution.end_time else now
-    return max(0.0, (end - start).total_seconds())
 
 
 class QueueRuntime(WarmWorkloadRuntime):
@@ -64,16 +56,17 @@ class QueueRuntime(WarmWorkloadRuntime):
     ) -> None:
         WarmWorkloadRuntime.__init__(self, cloud, waiter, group, env, queue.run, console)
         self.queue, self.say, self.tick_s = queue, say, tick_s
-        self.results: dict[int, dict[str, Any]] = {}  # index -> its final result (or last failure)
-        self.deliveries: dict[int, list[dict[str, Any]]] = {}  # index -> every result message
-        self.duplicates = 0  # a second success of one item (recorded once, counted here)
+        self.ledger = Ledger(queue.item_indexes)
         self.account: str | None = None
         self.queues: Queues | None = None
         self.made: list[str] = []  # the queues this run created (teardown deletes these only)
         self.job: tuple[str, str] | None = None  # (group, job)
         self.executions: dict[str, ExecutionInfo] = {}
-        self.errors: list[str] = []
+        self.errors = self.ledger.errors
         self.done = threading.Event()
+        self.detached = False
+        self.drain_began = 0.0
+        self.drain_s: float | None = None  # the job's creation to the last item's final result (real s)
         self._shown = ""
 
     # -- the work ---------------------------------------------------------------------------------
@@ -117,18 +110,22 @@ class QueueRuntime(WarmWorkloadRuntime):
             f"(KEDA azure-queue rule, polled every {self.queue.polling_s} s)"
         )
         ensure_job(self.cloud, job)
+        self.drain_began = time.monotonic()
         AcaRuntime._not_cancelled(waiter, job.name)
-        total = len(self.queue.items)
+        if self.queue.detach:
+            self.detached = True  # from here on the workers need no client: teardown leaves the run
+            return TesterOutcome("pass", reason=None, seconds=0.0)
         while not waiter.cancel.is_set():
             self._collect()
             self._look()
             self._show()
-            if sum(1 for r in self.results.values() if r["status"] in FINAL) >= total:
+            if self.ledger.done:
+                self.drain_s = round(time.monotonic() - self.drain_began, 3)
                 break
             waiter.cancel.wait(self.tick_s)
         if waiter.cancel.is_set():
             raise WaitTimedOut("the queue's workers were stopped: cancelled", code="Cancelled")
-        failed = [k for k in range(total) if self.results.get(k, {}).get("status") != "succeeded"]
+        failed = self.ledger.failed_indexes()
         return TesterOutcome(
             "pass" if not failed else "fail",
             reason=None if not failed else f"{len(failed)} item(s) failed",
@@ -136,41 +133,9 @@ class QueueRuntime(WarmWorkloadRuntime):
         )
 
     def _collect(self) -> None:
-        """Every result message waiting: recorded, then deleted (a lost delete shows it again,
-        and a record is idempotent: one result per (item, delivery, worker))."""
-        if self.queues is None:
-            return
-        while True:
-            found = self.queues.receive(self.queue.results_queue, 32, RESULT_VISIBILITY_S)
-            for message in found:
-                try:
-                    doc = decode(message.text)
-                except ValueError:
-                    self.errors.append(f"a message on {self.queue.results_queue} was not a result")
-                else:
-                    self._record(doc)
-                self.queues.delete_message(self.queue.results_queue, message)
-            if len(found) < 32:
-                return
-
-    def _record(self, doc: dict[str, Any]) -> None:
-        index = int(doc["i"])
-        if not 0 <= index < len(self.queue.items):
-            self.errors.append(f"a result for item {index}, which this run does not have")
-            return
-        seen = self.deliveries.setdefault(index, [])
-        key = (doc.get("delivery"), doc.get("worker"), doc.get("status"))
-        if any((d.get("delivery"), d.get("worker"), d.get("status")) == key for d in seen):
-            return
-        seen.append(doc)
-        current = self.results.get(index)
-        if current is not None and current["status"] == "succeeded":
-            if doc["status"] == "succeeded":
-                self.duplicates += 1
-            return
-        if current is not None and current["status"] == "poisoned" and doc["status"] != "succeeded":
-            return
-        self.results[index] = doc
+        """Every result message waiting: recorded, then deleted (the attached run is their reader)."""
+        if self.queues is not None:
+            self.ledger.read(self.queues, self.queue.results_queue, RESULT_VISIBILITY_S, take=True)
 
     def _look(self) -> None:
         if self.job is None:
@@ -183,25 +148,10 @@ class QueueRuntime(WarmWorkloadRuntime):
             self.errors.append(f"listing the workers: {exc.message}")
 
     def counts(self) -> dict[str, int]:
-        statuses = [r["status"] for r in self.results.values()]
-        running = sum(1 for e in self.executions.values() if not e.finished)
-        return {
-            "items": len(self.queue.items),
-            "succeeded": statuses.count("succeeded"),
-            "poisoned": statuses.count("poisoned"),
-            "retrying": statuses.count("failed"),
-            "waiting": len(self.queue.items) - len(self.results),
-            "workers_running": running,
-            "workers_started": len(self.executions),
-        }
+        return self.ledger.counts(self.executions.values())
 
     def _show(self) -> None:
-        c = self.counts()
-        text = (
-            f"items {c['succeeded'] + c['poisoned']}/{c['items']} done: {c['succeeded']} succeeded, "
-            f"{c['poisoned']} poisoned, {c['retrying']} retrying; {c['workers_running']} workers running "
-            f"({c['workers_started']} started); {self.gpu_seconds():.0f} replica-s so far"
-        )
+        text = progress_text(self.counts(), self.gpu_seconds())
         if text != self._shown:
             self._shown = text
             self.say(text)
@@ -209,10 +159,17 @@ class QueueRuntime(WarmWorkloadRuntime):
     # -- billing and teardown ---------------------------------------------------------------------
     def gpu_seconds(self) -> float:
         now = datetime.now().astimezone()
-        return sum(_seconds(e, now) for e in self.executions.values())
+        return sum(execution_seconds(e, now) for e in self.executions.values())
 
-    def remove_place(self, plan: Plan, progress: Progress) -> Any:
-        """The job first (billing), then what arrived meanwhile, then the run's queues."""
+    def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
+        """The job first (billing), then what arrived meanwhile, then the run's queues. A detached
+        run is left to its workers (its queues are its record)."""
+        if self.detached:
+            return TeardownResult(
+                "detached",
+                message=f"its workers drain the queue on their own; `acagpu down --run-id {plan.run_id}` "
+                "removes its job and queues, as reap and the guard do at its expiry",
+            )
         self._look()
         try:
             return WarmWorkloadRuntime.remove_place(self, plan, progress)

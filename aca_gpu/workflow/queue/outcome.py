@@ -18,10 +18,12 @@ from aca_gpu.output import Output
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.fanout import ledger as records
+from aca_gpu.workflow.queue.ledger import Ledger
 from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.spend import ledger as spend_ledger
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
-from aca_gpu.workflow.workload.plan import replica_price
+from aca_gpu.workflow.workload.plan import RunRequest, replica_price
 
 WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watch to end
 
@@ -29,20 +31,16 @@ WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watc
 @dataclass
 class QueueOutcome(WorkloadOutcome):
     queue: QueueSpec | None = None
-    results: dict[int, dict[str, Any]] = field(default_factory=dict)
-    deliveries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=lambda: Ledger(()))
+    drain_s: float | None = None
     counts: dict[str, int] = field(default_factory=dict)
-    duplicates: int = 0
     workers: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
 
     def failed_indexes(self) -> list[int]:
-        assert self.queue is not None
-        return [
-            k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"
-        ]
+        return self.ledger.failed_indexes()
 
     def items_error(self) -> AcaGpuError | None:
         if not self.ran:
@@ -52,25 +50,34 @@ class QueueOutcome(WorkloadOutcome):
             return None
         shown = ", ".join(map(str, failed[:20])) + (" ..." if len(failed) > 20 else "")
         return AcaGpuError(
-            f"{len(failed)} of {len(self.results) if self.queue is None else len(self.queue.items)} items "
-            f"did not succeed: {shown}",
+            f"{len(failed)} of {self.ledger.size} items did not succeed: {shown}",
             code="ItemsFailed",
         )
 
     @property
+    def detached(self) -> bool:
+        return self.teardown.status == "detached"
+
+    @property
     def exit_code(self) -> int:
+        if self.detached and self.error is None and not self.interrupted:
+            return 0
         if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).exit_code
         error = self.items_error()
         return error.exit_code if error is not None else 0
 
     def failure(self) -> AcaGpuError | None:
+        if self.detached and self.error is None and not self.interrupted:
+            return None
         if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).failure()
         return self.items_error()
 
     @property
     def status(self) -> str:
+        if self.detached and self.exit_code == 0:
+            return "detached"
         if self.exit_code == 0:
             return "ok"
         if self.ran and self.failed_indexes() and not self.interrupted and self.error is None:
@@ -92,25 +99,8 @@ class QueueOutcome(WorkloadOutcome):
 
     def item_docs(self) -> list[dict[str, Any]]:
         assert self.queue is not None
-        found = []
-        for k, item in enumerate(self.queue.items):
-            last = self.results.get(k)
-            found.append(
-                {
-                    "index": k,
-                    "item": item,
-                    "status": last["status"] if last else "not_done",
-                    "exit_code": last.get("exit_code") if last else None,
-                    "output": last.get("output") if last else None,
-                    "seconds": last.get("seconds") if last else None,
-                    "deliveries": max(
-                        (int(d.get("delivery") or 0) for d in self.deliveries.get(k, [])), default=0
-                    ),
-                    "worker": last.get("worker") if last else None,
-                    "reason": last.get("reason") if last else None,
-                }
-            )
-        return found
+        items = dict(zip(self.queue.item_indexes, self.queue.items, strict=True))
+        return self.ledger.item_docs(items.get)
 
     def document(self) -> dict[str, Any]:
         assert self.queue is not None and self.spec is not None
@@ -129,7 +119,8 @@ class QueueOutcome(WorkloadOutcome):
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
-                "duplicate_successes": self.duplicates,
+                "duplicate_successes": self.ledger.duplicates,
+                "drain_s": self.drain_s,
             },
             "items": self.item_docs(),
             "workers": self.workers,
@@ -144,7 +135,13 @@ class QueueOutcome(WorkloadOutcome):
 
 
 def run_queue(
-    cloud: Cloud, queue: QueueSpec, output: Output, waiter: Waiter, *, tick_s: float = 1.0
+    cloud: Cloud,
+    queue: QueueSpec,
+    output: Output,
+    waiter: Waiter,
+    *,
+    tick_s: float = 1.0,
+    request: RunRequest | None = None,
 ) -> QueueOutcome:
     """Drain every item of `queue`; never raises for the cloud's failures (they are in the outcome)."""
     from dataclasses import replace
@@ -166,22 +163,36 @@ def run_queue(
         outcome.errors.append("the queue's watch had not ended when the run did")
     outcome.ran = runtime.job is not None
     outcome.account = runtime.account
-    outcome.results = dict(runtime.results)
-    outcome.deliveries = {k: list(v) for k, v in runtime.deliveries.items()}
+    outcome.ledger = runtime.ledger
+    outcome.drain_s = runtime.drain_s
     outcome.counts = runtime.counts()
-    outcome.duplicates = runtime.duplicates
     outcome.errors += runtime.errors
     outcome.workers = [
         {"execution": e.name, "status": e.status, "start_time": e.start_time, "end_time": e.end_time}
         for e in sorted(runtime.executions.values(), key=lambda e: e.start_time or "")
     ]
     spend_ledger.record(cloud, outcome)
+    if request is not None:  # this machine's record, for `--rerun-failed` (never a secret's value)
+        records.save(request, {"workers": queue.workers, "max_deliveries": queue.max_deliveries},
+                     outcome.document())  # fmt: skip
     return outcome
 
 
 def render_queue(doc: dict[str, Any]) -> str:
     """The last lines on a terminal: counts, the items that did not succeed, cost, teardown."""
     s = doc["summary"]
+    if doc["status"] == "detached":
+        run = doc["run_id"]
+        return "\n".join(
+            [
+                f"run {run} detached: {s.get('items', 0)} items queued; at most {doc['queue']['workers']} "
+                "workers drain them without this machine",
+                f"  follow:  acagpu attach {run}",
+                f"  results: acagpu results {run}   (any time, from any machine with the same rights)",
+                f"  remove:  acagpu down --run-id {run}   (its job and queues; reap and the guard do it at "
+                "its expiry)",
+            ]
+        )
     lines = [
         f"run {doc['run_id']}: {s.get('succeeded', 0)} of {s.get('items', 0)} items succeeded "
         f"({s.get('workers_started', 0)} workers)"

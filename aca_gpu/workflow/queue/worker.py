@@ -14,9 +14,10 @@ from pathlib import Path
 
 from aca_gpu.errors import BadInput
 from aca_gpu.models import ContainerDef, EventTrigger, JobSpec
+from aca_gpu.naming import TAG_QUEUE
 from aca_gpu.resources import template_path
 from aca_gpu.tester import MAX_ENV_VALUE, bootstrap_line, encode_source, launch_line
-from aca_gpu.workflow.queue.spec import QUEUE_LENGTH, QueueSpec
+from aca_gpu.workflow.queue.spec import QUEUE_LENGTH, QueueSpec, queue_tag
 
 SRC_ENV = "ACAGPU_QUEUE_WORKER_SRC"
 LAUNCH_NAME = "acagpu-worker"
@@ -40,6 +41,8 @@ def worker_env(queue: QueueSpec, endpoint: str) -> dict[str, str]:
         "ACAGPU_MAX_DELIVERIES": str(queue.max_deliveries),
         "ACAGPU_VISIBILITY_S": str(queue.visibility_s),
         "ACAGPU_RUN_ID": queue.run_id,
+        # a warm floor's worker waits this long for an item before it exits (0: at once)
+        "ACAGPU_IDLE_S": str(queue.warm_idle_s if queue.warm else 0),
     }
 
 
@@ -69,4 +72,5 @@ def event_job(job: JobSpec, queue: QueueSpec, account: str, endpoint: str) -> Jo
         max_executions=queue.workers,
         polling_interval_s=queue.polling_s,
     )
-    return replace(job, container=worker_container(job.container, queue, endpoint), event=trigger)
+    tags = {**job.tags, TAG_QUEUE: f"{queue_tag(queue, account)};timeout={job.replica_timeout_s}"}
+    return replace(job, container=worker_container(job.container, queue, endpoint), event=trigger, tags=tags)
