@@ -18,7 +18,15 @@ from aca_gpu.output import Output
 
 F = TypeVar("F", bound=Callable[..., Any])
 # fan-out flags that mean nothing to a queue run (one execution per shard is what it replaces)
-FANOUT_ONLY = ("shards", "parallel", "rerun_failed", "retry_on_exit", "output_dir")
+FANOUT_ONLY = (
+    "shards",
+    "parallel",
+    "rerun_failed",
+    "retry_on_exit",
+    "platform_retries",
+    "logs",
+    "output_dir",
+)
 
 
 def queue_options(func: F) -> F:
@@ -45,6 +53,7 @@ def run_queue_command(
     """The queue branch of `acagpu run` (its own exit code; see workflow/queue/outcome.py)."""
     from dataclasses import replace
 
+    from aca_gpu.cli.checks import given_flags
     from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
     from aca_gpu.workflow.env.warm_runtime import placed_plan
@@ -52,7 +61,7 @@ def run_queue_command(
     from aca_gpu.workflow.queue.spec import make_queue_spec
     from aca_gpu.workflow.workload.plan import make_run_spec
 
-    given = [f"--{k.replace('_', '-')}" for k in FANOUT_ONLY if flags.get(k) not in (None, 0, ())]
+    given = given_flags(FANOUT_ONLY)
     if given:
         raise BadInput(
             f"--workers drains a queue: {', '.join(given)} belong to a fan-out (--shards/--map alone)"
