@@ -117,3 +117,24 @@ def test_the_worker_refuses_to_start_without_its_settings() -> None:
     )
     assert ran.returncode == 2
     assert "missing settings: ACAGPU_QUEUE_ENDPOINT" in ran.stderr
+
+
+def test_after_ctrl_c_the_items_no_worker_finished_are_unfinished_not_failed(tmp_path: Path) -> None:
+    """A Ctrl-C'd queue run listed every item still on the queue in `failed_indexes`, so a script
+    retried or blamed items that never ran; a fan-out keeps them apart (`unfinished_indexes`)."""
+    from aca_gpu.workflow.engine.outcome import TeardownResult
+    from aca_gpu.workflow.queue.outcome import QueueOutcome
+    from aca_gpu.workflow.workload.outcome import Console
+
+    queue = make_queue_spec(_run(), map_file=_items(tmp_path, "a", "b", "c", "d"), workers=2)
+    outcome = QueueOutcome(plan=queue.run.plan, spec=queue.run, queue=queue, ran=True,
+                           console=Console(False, lambda: sys.stdout, lambda: sys.stderr))  # fmt: skip
+    outcome.results = {0: {"status": "succeeded"}, 1: {"status": "poisoned", "exit_code": 1}}
+    outcome.interrupted = True
+    summary = outcome.document()["summary"]
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1], [2, 3])
+    outcome.interrupted = False  # the same items at a run's own end: no result is a failure (exit 1)
+    outcome.teardown = TeardownResult("deleted", verified=True)
+    summary = outcome.document()["summary"]
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1, 2, 3], [])
+    assert outcome.exit_code == 1

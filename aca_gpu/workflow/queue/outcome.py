@@ -38,11 +38,29 @@ class QueueOutcome(WorkloadOutcome):
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
 
+    def ended_on_its_own(self) -> bool:
+        """Not stopped by Ctrl-C or by a failure of acagpu's or the platform's own."""
+        return not self.interrupted and self.error is None
+
     def failed_indexes(self) -> list[int]:
+        """Items whose command failed; one without a result failed only when the run ended on its own.
+
+        After Ctrl-C or the run's own failure, an item no worker finished is unfinished, not failed
+        (as a fan-out's shards: docs/fanout.md), so a script does not blame the items for the stop.
+        """
         assert self.queue is not None
         return [
-            k for k in range(len(self.queue.items)) if self.results.get(k, {}).get("status") != "succeeded"
+            k
+            for k in range(len(self.queue.items))
+            if (k in self.results or self.ended_on_its_own())
+            and self.results.get(k, {}).get("status") != "succeeded"
         ]
+
+    def unfinished_indexes(self) -> list[int]:
+        assert self.queue is not None
+        if self.ended_on_its_own():
+            return []
+        return [k for k in range(len(self.queue.items)) if k not in self.results]
 
     def items_error(self) -> AcaGpuError | None:
         if not self.ran:
@@ -129,6 +147,7 @@ class QueueOutcome(WorkloadOutcome):
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
+                "unfinished_indexes": self.unfinished_indexes() if self.ran else [],
                 "duplicate_successes": self.duplicates,
             },
             "items": self.item_docs(),
