@@ -23,7 +23,8 @@ from aca_gpu.emulator.azurite import find_azurite
 from tests.e2e.serving import background_server, emulator_get
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
-COMMAND = 'echo "item $ACAGPU_ITEM_INDEX: $ACAGPU_ITEM"; [ "$ACAGPU_ITEM" != bad ]'
+COMMAND = 'echo "item $ACAGPU_ITEM_INDEX: $ACAGPU_ITEM $QTOKEN"; [ "$ACAGPU_ITEM" != bad ]'
+SECRET = "q-secret-4f1c9e"  # a --secret-env value: each item prints it, the document must hide it
 
 
 def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,16 +67,17 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
     # the sandbox runs the worker and the command for real (no Podman image needed)
     server_env = os.environ | {"ACAGPU_EMULATOR_CONTAINERS": "off"}
     with background_server(serve, tmp_path / "emu.env", env=server_env) as (emu, _server):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "QTOKEN": SECRET}
         shell.pop("ACAGPU_ENV", None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
         items = tmp_path / "items.txt"
         items.write_text("".join("bad\n" if k == 7 else f"ok-{k}\n" for k in range(20)))
 
-        done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
-                       "--workers", "3", "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
+        done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items), "--workers",
+                       "3", "--secret-env", "QTOKEN", "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
         assert done.returncode == 1, done.stderr
+        assert SECRET not in done.stdout + done.stderr  # items' outputs held it before
         doc = json.loads(done.stdout)  # exactly one document
         assert doc["mode"] == "queue" and doc["status"] == "items_failed"
         assert doc["error"]["code"] == "ItemsFailed" and doc["error"]["message"].endswith(": 7")
@@ -88,7 +90,7 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
             assert (item["status"], item["exit_code"], item["output"]) == (
                 "succeeded",
                 0,
-                f"item {k}: ok-{k}\n",
+                f"item {k}: ok-{k} ***\n",
             )
         summary = doc["summary"]
         assert (summary["succeeded"], summary["poisoned"], summary["failed_indexes"]) == (19, 1, [7])

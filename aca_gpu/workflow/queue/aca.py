@@ -155,6 +155,9 @@ class QueueRuntime(WarmWorkloadRuntime):
 
     def _record(self, doc: dict[str, Any]) -> None:
         index = int(doc["i"])
+        mask = self.console.mask  # the run's --secret-env values, as a single run hides them
+        if mask is not None:
+            doc.update({k: mask(doc[k]) for k in ("output", "reason") if isinstance(doc.get(k), str)})
         if not 0 <= index < len(self.queue.items):
             self.errors.append(f"a result for item {index}, which this run does not have")
             return

@@ -20,6 +20,7 @@ from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
 from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.spend import ledger as spend_ledger
+from aca_gpu.workflow.workload.masking import masker
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
 from aca_gpu.workflow.workload.plan import replica_price
 
@@ -171,6 +172,7 @@ def run_queue(
     from aca_gpu.workflow.queue.aca import queue_runtime_for
 
     console = Console(False, lambda: output.stdout, lambda: output.stderr)
+    console.mask = masker(queue.run.workload.secret_values.values())  # items' outputs hide them too
 
     def say(text: str) -> None:
         if not output.is_json:
