@@ -267,6 +267,9 @@ class Output:
         self.summary_written = False
         self.last_doc: Mapping[str, Any] | None = None
         self._printed_errors: set[str] = set()
+        # a terminal shows one spinner, the innermost wait's: a step inside a step pauses the outer one
+        self._spinners: list[Any] = []
+        self._spinners_lock = threading.Lock()
 
     @property
     def stdout(self) -> TextIO:
@@ -289,7 +292,7 @@ class Output:
     @contextmanager
     def step(self, name: str) -> Iterator[StepHandle]:
         handle = StepHandle(name)
-        spinner = self._spinner(name) if self.interactive else self._still_waiting(handle)
+        spinner = self._push_spinner(name) if self.interactive else self._still_waiting(handle)
         try:
             yield handle
         except BaseException:
@@ -303,6 +306,26 @@ class Output:
                 glyph = GLYPHS[handle.status]
                 line = f"{glyph} {name:<22} {handle.elapsed:6.1f}s{detail}"
                 print(fit(line, terminal_width(self.stderr)), file=self.stderr, flush=True)
+            if self.interactive:
+                self._pop_spinner(spinner)
+
+    def _push_spinner(self, name: str) -> Any:
+        """Two spinners drew on one line (a step inside a step): the outer one is stopped first."""
+        with self._spinners_lock:
+            if self._spinners:
+                self._spinners[-1].stop()
+            spinner = self._spinner(name)
+            self._spinners.append(spinner)
+            return spinner
+
+    def _pop_spinner(self, spinner: Any) -> None:
+        """The step's line is printed: the wait around it (if any) is shown again, its time running on."""
+        with self._spinners_lock:
+            was_shown = bool(self._spinners) and self._spinners[-1] is spinner
+            if spinner in self._spinners:
+                self._spinners.remove(spinner)
+            if was_shown and self._spinners:
+                self._spinners[-1].start()
 
     def _still_waiting(self, handle: StepHandle) -> _Ticker:
         """No terminal: a `... waiting for` line on stderr while a step lasts (every format)."""
