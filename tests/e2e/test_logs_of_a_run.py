@@ -29,6 +29,7 @@ def test_logs_of_a_running_acagpu_run_says_where_its_lines_are(emu: object) -> N
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         asked = CliRunner().invoke(cli, ["logs", "--run-id", "lg1", "-o", "json"])
+        events = CliRunner().invoke(cli, ["logs", "--run-id", "lg1", "--system", "-o", "json"])
     finally:
         proc.kill()  # the emulator's reset before the next test removes what the run made
         proc.wait(60)
@@ -36,3 +37,4 @@ def test_logs_of_a_running_acagpu_run_says_where_its_lines_are(emu: object) -> N
     error = json.loads(asked.stdout)["error"]
     assert error["code"] == "NoExplorer" and "is an `acagpu run` (job run-lg1)" in error["message"], error
     assert "acagpu status" in error["hint"]
+    assert json.loads(events.stdout)["error"]["code"] == "NoExplorer", events.output

@@ -113,6 +113,8 @@ def system_events(
 ) -> list[dict[str, Any]]:
     """Scheduling, image pull and restart events of the explorer app (or, for the tester, the
     environment), oldest first, every TimeStamp in one form (`event_time`)."""
+    if source == "explorer" and cloud.get_app(run.resource_group, run.names.explorer) is None:
+        raise no_explorer(cloud, run)
     where = {"app": run.names.explorer} if source == "explorer" else {"environment": run.names.environment}
     return in_time_order(cloud.system_events(run.resource_group, tail=tail, **where))
 
