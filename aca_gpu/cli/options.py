@@ -154,7 +154,8 @@ def notify_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
     try:
         return check_url(chosen, "--notify" if value else "ACAGPU_NOTIFY / config notify")
     except BadInput as exc:
-        raise click.BadParameter(exc.message) from None
+        # click names the flag already: `Invalid value for '--notify': --notify: ...` said it twice
+        raise click.BadParameter(exc.message.removeprefix("--notify: ")) from None
 
 
 NOTIFY_HELP = (

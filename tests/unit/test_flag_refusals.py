@@ -1,4 +1,5 @@
-"""`acagpu run` refuses a flag it would ignore, and a download folder it could never write.
+"""Flags refused as bad input: `acagpu run` refuses a flag it would ignore and a download folder it
+could never write; a bad `--notify` URL is said in one plain line.
 
 Both used to cost a run: a single `run --retries 2` started its container once and never retried
 (`--output-dir`, `--logs`, `--parallel`, `--max-deliveries` were dropped the same way), and a
@@ -92,3 +93,13 @@ def test_an_output_dir_to_be_made_is_left_unmade_until_the_downloads(tmp_path: P
     if os.geteuid() != 0:  # root writes anywhere
         with pytest.raises(Exception, match="cannot write there"):
             check_makeable(tmp_path / "ro" / "out", "--output-dir ro/out")
+
+
+def test_a_bad_notify_url_names_the_flag_once(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["reap", "--notify", "notaurl"], env={"ACAGPU_CACHE_DIR": str(tmp_path)})
+    assert result.exit_code == 2
+    (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert (
+        line
+        == "error: Invalid value for '--notify': expected an https:// webhook URL (http:// only to localhost)"
+    )
