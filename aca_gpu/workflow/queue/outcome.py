@@ -148,7 +148,7 @@ class QueueOutcome(WorkloadOutcome):
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
-                "unfinished_indexes": self.unfinished_indexes() if self.ran else [],
+                "unfinished_indexes": self.unfinished_indexes(),  # also before the job existed
                 "duplicate_successes": self.duplicates,
             },
             "items": self.item_docs(),
