@@ -178,6 +178,33 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     return value
 
 
+class Seconds(click.ParamType):
+    """Seconds as a bare number (`120`, `2.5`) or a duration as every other flag takes it (`90s`,
+    `5m`): `exec --timeout 2s` said "'2s' is not a valid float range" where `test --timeout 2s` works."""
+
+    name = "seconds"
+
+    def __init__(self, least: float = 1.0) -> None:
+        self.least = least
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from aca_gpu.naming import parse_duration
+
+        if isinstance(value, int | float):
+            seconds = float(value)
+        else:
+            try:
+                seconds = float(str(value).strip())
+            except ValueError:
+                try:
+                    seconds = parse_duration(str(value)).total_seconds()
+                except BadInput as exc:
+                    self.fail(f"{exc.message}, or a number of seconds", param, ctx)
+        if not seconds >= self.least:  # also refuses nan
+            self.fail(f"{value!r}: at least {self.least:g} s", param, ctx)
+        return seconds
+
+
 DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")
 
 

@@ -103,3 +103,21 @@ def test_a_bad_notify_url_names_the_flag_once(tmp_path: Path) -> None:
         line
         == "error: Invalid value for '--notify': expected an https:// webhook URL (http:// only to localhost)"
     )
+
+
+def test_exec_timeout_takes_a_duration_like_every_other_flag(tmp_path: Path) -> None:
+    """`exec --timeout 2s` was refused with "'2s' is not a valid float range" (`test --timeout 2s`
+    works); a bare number stays seconds."""
+    from aca_gpu.cli.options import Seconds
+
+    assert [Seconds().convert(v, None, None) for v in ("2s", "5m", "90", 2.5)] == [2.0, 300.0, 90.0, 2.5]
+    env = {"ACAGPU_CACHE_DIR": str(tmp_path)}
+    for bad, said in [
+        ("2x", "'2x' is not a duration"),
+        ("0.5", "'0.5': at least 1 s"),
+        ("nan", "at least 1 s"),
+    ]:
+        result = CliRunner().invoke(cli, ["exec", "--run-id", "r1", "--timeout", bad, "--", "true"], env=env)
+        assert result.exit_code == 2, result.output
+        (line,) = [x for x in result.output.splitlines() if x.startswith("error:")]
+        assert line.startswith("error: Invalid value for '--timeout': ") and said in line, line
