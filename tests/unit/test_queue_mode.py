@@ -142,3 +142,24 @@ def test_after_ctrl_c_the_items_no_worker_finished_are_unfinished_not_failed(tmp
     summary = outcome.document()["summary"]
     assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1, 2, 3], [])
     assert outcome.exit_code == 1
+
+
+def test_the_last_lines_of_a_stopped_queue_run_stay_short() -> None:
+    """A queue run of 10,000 items stopped early printed 10,000 `[k] not_done: no exit code` lines:
+    items not done are one line of ranges, failed ones at most 20 lines, the document has them all."""
+    from aca_gpu.workflow.queue.outcome import render_queue
+
+    items: list[dict[str, object]] = [
+        {"index": k, "status": "not_done", "exit_code": None, "reason": None} for k in range(10_000)
+    ]
+    for k in range(30):
+        items[k] = {"index": k, "status": "poisoned", "exit_code": 1, "reason": "failed 3 times (exit 1)"}
+    items[50] = {"index": 50, "status": "succeeded", "exit_code": 0, "reason": None}
+    doc = {"run_id": "q1", "summary": {"succeeded": 1, "items": 10_000, "workers_started": 2},
+           "items": items, "cost": {"usd_estimate": 0.5, "gpu_seconds": 1000.0},
+           "teardown": {"status": "deleting"}}  # fmt: skip
+    lines = render_queue(doc).splitlines()
+    assert len(lines) == 1 + 20 + 1 + 1 + 2, lines
+    assert lines[1] == "  [0] poisoned: exit 1; failed 3 times (exit 1)"
+    assert lines[21] == "  ... and 10 more (-o json lists every item)"
+    assert lines[22] == "  9969 item(s) not done: 30-49, 51-9999"

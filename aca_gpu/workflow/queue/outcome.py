@@ -24,6 +24,7 @@ from aca_gpu.workflow.workload.masking import masker
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
 from aca_gpu.workflow.workload.plan import replica_price
 
+SHOWN_ITEMS = 20  # failed items named one a line on a terminal; the document has them all
 WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watch to end
 
 
@@ -207,14 +208,30 @@ def render_queue(doc: dict[str, Any]) -> str:
         f"run {doc['run_id']}: {s.get('succeeded', 0)} of {s.get('items', 0)} items succeeded "
         f"({s.get('workers_started', 0)} workers)"
     ]
-    for item in doc["items"]:
-        if item["status"] == "succeeded":
-            continue
+    failed = [i for i in doc["items"] if i["status"] not in ("succeeded", "not_done")]
+    for item in failed[:SHOWN_ITEMS]:
         code = f"exit {item['exit_code']}" if item["exit_code"] is not None else "no exit code"
         lines.append(f"  [{item['index']}] {item['status']}: {code}; {item['reason'] or ''}".rstrip("; "))
+    if len(failed) > SHOWN_ITEMS:
+        lines.append(f"  ... and {len(failed) - SHOWN_ITEMS} more (-o json lists every item)")
+    waiting = [i["index"] for i in doc["items"] if i["status"] == "not_done"]
+    if waiting:  # one line, however many: a stopped run of 10,000 items printed 10,000 of them
+        lines.append(f"  {len(waiting)} item(s) not done: {spans(waiting)}")
     cost = doc["cost"]
     lines.append(
         f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
     )
     lines.append(f"  teardown: {doc['teardown'].get('status')}")
     return "\n".join(lines)
+
+
+def spans(indexes: list[int], most: int = 8) -> str:
+    """`0-11, 14, 20-22`: sorted indexes as runs, the first `most` of them, then how many more."""
+    runs: list[list[int]] = []
+    for k in sorted(indexes):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs[:most])
+    return text + (f", ... ({len(runs) - most} more ranges)" if len(runs) > most else "")
