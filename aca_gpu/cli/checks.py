@@ -66,10 +66,15 @@ class Excludes:
 
 @dataclass(frozen=True)
 class Requires:
-    """`a` only means something when `b` is given too."""
+    """`a` only means something when `b` (or one of the names in a tuple `b`) is given too."""
 
     a: str
-    b: str
+    b: str | tuple[str, ...]
+
+
+# the flags that shape a fan-out's shards: one container started once has none of them
+FANOUT_SHAPING = ("parallel", "retries", "retry_on_exit", "platform_retries", "logs", "output_dir")
+FANOUT_MAKERS = ("shards", "map_file", "rerun_failed")
 
 
 RULES: dict[str, tuple[Excludes | Requires, ...]] = {
@@ -102,6 +107,9 @@ RULES: dict[str, tuple[Excludes | Requires, ...]] = {
         Requires("registry_password_env", "registry_username"),
         Requires("registry_username", "registry_password_env"),
         Excludes("registry_identity", "registry_username"),
+        # set but never read, each would change nothing: refused, not ignored (docs/fanout.md, queue.md)
+        *(Requires(name, FANOUT_MAKERS) for name in FANOUT_SHAPING),
+        Requires("max_deliveries", "workers"),
     ),
     "test": (Excludes("env_name", "resource_group"), Requires("gpu", "env_name")),
     "profiles": (Excludes("offline", "subscription"),),
@@ -183,16 +191,28 @@ def _with_rules(callback: Callable[..., Any], rules: tuple[Excludes | Requires, 
     def checked(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
         for rule in rules:
-            a, b = _given(ctx, rule.a), _given(ctx, rule.b)
-            if isinstance(rule, Excludes) and a and b:
+            if isinstance(rule, Excludes) and _given(ctx, rule.a) and _given(ctx, rule.b):
                 raise click.UsageError(
                     f"{_flag(ctx, rule.a)} and {_flag(ctx, rule.b)} cannot be used together"
                 )
-            if isinstance(rule, Requires) and a and not b:
-                raise click.UsageError(f"{_flag(ctx, rule.a)} only applies with {_flag(ctx, rule.b)}")
+            if isinstance(rule, Requires) and _given(ctx, rule.a):
+                needed = (rule.b,) if isinstance(rule.b, str) else rule.b
+                if not any(_given(ctx, name) for name in needed):
+                    raise click.UsageError(f"{_flag(ctx, rule.a)} only applies with {_either(ctx, needed)}")
         return callback(*args, **kwargs)
 
     return checked
+
+
+def given_flags(names: tuple[str, ...]) -> list[str]:
+    """The flags among `names` that this invocation set (not left at their defaults), as `--flag`."""
+    ctx = click.get_current_context()
+    return [_flag(ctx, name) for name in names if _given(ctx, name)]
+
+
+def _either(ctx: click.Context, names: tuple[str, ...]) -> str:
+    flags = [_flag(ctx, name) for name in names]
+    return flags[0] if len(flags) == 1 else f"{', '.join(flags[:-1])} or {flags[-1]}"
 
 
 def _given(ctx: click.Context, name: str) -> bool:

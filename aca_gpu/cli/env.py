@@ -8,7 +8,7 @@ import click
 
 from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, waiter_for
-from aca_gpu.errors import EXIT_TEARDOWN
+from aca_gpu.errors import EXIT_TEARDOWN, Interrupted
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.env import detail, lifecycle
@@ -85,7 +85,14 @@ def create(
         yes=yes,
         refusal=f"not creating environment {name}",
     )
-    doc = lifecycle.create_env(open_cloud(settings), plan, output)
+    try:
+        doc = lifecycle.create_env(open_cloud(settings), plan, output)
+    except KeyboardInterrupt:  # what was made stays: say so, and how to finish or remove it
+        raise Interrupted(
+            f"interrupted: environment {name} may be partly made in {plan.names.resource_group}",
+            hint=f"`acagpu env create {name} -l {plan.location} --yes` finishes it; "
+            f"`acagpu env delete {name} --yes` removes it",
+        ) from None
     output.emit({"schema": 1, **doc}, _render([doc]))
 
 

@@ -13,7 +13,7 @@ import click
 
 from aca_gpu import naming
 from aca_gpu.azure.dataplane import STDIN_MAX, with_stdin
-from aca_gpu.cli.options import output_options
+from aca_gpu.cli.options import Seconds, output_options
 from aca_gpu.cli.runopts import run_options, start_timeout_option, waiter_for
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, InfraError, WaitTimedOut
@@ -36,7 +36,13 @@ def local_input() -> bytes | None:
 
 @click.command(name="exec", context_settings={"ignore_unknown_options": True})
 @run_options
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True, help="Seconds.")
+@click.option(
+    "--timeout",
+    type=Seconds(),
+    default=120.0,
+    show_default=True,
+    help="Seconds, or a duration such as 90s or 5m.",
+)
 @start_timeout_option
 @output_options
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)

@@ -8,6 +8,7 @@ import click
 
 from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings
+from aca_gpu.errors import Interrupted
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud
 from aca_gpu.workflow.env.staging.stage import stage_images
@@ -79,8 +80,16 @@ def stage(
     def approve(question: str) -> None:
         confirm(question, yes=yes, refusal=f"not staging images in environment {env_name}")
 
-    result = stage_images(
-        cloud, env_name, images, output, inspect=inspect, sku=sku, stream=stream, approve=approve
-    )
+    try:
+        result = stage_images(
+            cloud, env_name, images, output, inspect=inspect, sku=sku, stream=stream, approve=approve
+        )
+    except KeyboardInterrupt:  # a registry made (and billing its daily fee) and imports under way stay
+        raise Interrupted(
+            f"interrupted: what environment {env_name}'s registry already holds stays, and an import "
+            "under way finishes on the registry's side",
+            hint=f"the same `acagpu image stage ... --env {env_name}` again records it; "
+            f"`acagpu env show {env_name}` shows the registry and its daily fee",
+        ) from None
     doc = {"schema": 1, **result.as_dict()}
     output.emit(doc, _render(doc))

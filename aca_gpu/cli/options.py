@@ -154,7 +154,8 @@ def notify_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
     try:
         return check_url(chosen, "--notify" if value else "ACAGPU_NOTIFY / config notify")
     except BadInput as exc:
-        raise click.BadParameter(exc.message) from None
+        # click names the flag already: `Invalid value for '--notify': --notify: ...` said it twice
+        raise click.BadParameter(exc.message.removeprefix("--notify: ")) from None
 
 
 NOTIFY_HELP = (
@@ -175,6 +176,33 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     except BadInput as exc:
         raise click.BadParameter(exc.message) from None
     return value
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]
+    """Seconds as a bare number (`120`, `2.5`) or a duration as every other flag takes it (`90s`,
+    `5m`): `exec --timeout 2s` said "'2s' is not a valid float range" where `test --timeout 2s` works."""
+
+    name = "seconds"
+
+    def __init__(self, least: float = 1.0) -> None:
+        self.least = least
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        from aca_gpu.naming import parse_duration
+
+        if isinstance(value, int | float):
+            seconds = float(value)
+        else:
+            try:
+                seconds = float(str(value).strip())
+            except ValueError:
+                try:
+                    seconds = parse_duration(str(value)).total_seconds()
+                except BadInput as exc:
+                    self.fail(f"{exc.message}, or a number of seconds", param, ctx)
+        if not seconds >= self.least:  # also refuses nan
+            self.fail(f"{value!r}: at least {self.least:g} s", param, ctx)
+        return seconds
 
 
 DRIVER_RE = re.compile(r"^\d{3}\.\d{1,3}(\.\d{1,3})?$")

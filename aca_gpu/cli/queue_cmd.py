@@ -18,7 +18,15 @@ from aca_gpu.output import Output
 
 F = TypeVar("F", bound=Callable[..., Any])
 # fan-out flags that mean nothing to a queue run (one execution per shard is what it replaces)
-FANOUT_ONLY = ("shards", "parallel", "rerun_failed", "retry_on_exit", "output_dir")
+FANOUT_ONLY = (
+    "shards",
+    "parallel",
+    "rerun_failed",
+    "retry_on_exit",
+    "platform_retries",
+    "logs",
+    "output_dir",
+)
 
 
 def queue_options(func: F) -> F:
@@ -57,9 +65,10 @@ def run_queue_command(
     output: Output, image: str | None, command: tuple[str, ...], flags: dict[str, Any], make_request: Any
 ) -> None:
     """The queue branch of `acagpu run` (its own exit code; see workflow/queue/outcome.py)."""
+    from aca_gpu.cli.checks import given_flags
     from aca_gpu.workflow.queue.spec import make_queue_spec
 
-    given = [f"--{k.replace('_', '-')}" for k in FANOUT_ONLY if flags.get(k) not in (None, 0, ())]
+    given = given_flags(FANOUT_ONLY)
     if given:
         raise BadInput(
             f"--workers drains a queue: {', '.join(given)} belong to a fan-out (--shards/--map alone)"

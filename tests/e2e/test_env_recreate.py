@@ -1,9 +1,11 @@
 """A warm environment made again while its last one is still being deleted (a newcomer pasting one
 section after another did this): Azure refuses the group's PUT with 409 ResourceGroupBeingDeleted.
-That is a clear refusal with what to do (exit 2), not an unexpected failure (exit 1)."""
+That is a clear refusal with what to do (exit 2), not an unexpected failure (exit 1); so is a run
+inside the environment meanwhile."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -23,7 +25,14 @@ def test_env_create_while_its_group_is_still_deleting_is_refused_clearly(tmp_pat
         shell = {**os.environ, **emu, "ACAGPU_POLLING_INTERVAL": "0.2"}
         assert _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes").returncode == 0
         assert _acagpu(shell, "env", "delete", "lab", "--yes").returncode == 0  # returns while deleting
+        # a run inside it is refused by its name and state, before it makes anything (it failed on
+        # its own group's PUT with "create resource group rg-acagpu-env-lab: ... deprovisioning")
+        inside = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "busybox", "--", "true")
         again = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
+    assert inside.returncode == 2, inside.stderr
+    refused = json.loads(inside.stdout)["error"]
+    assert refused["code"] == "EnvironmentDeleting", refused
+    assert refused["message"] == "warm environment 'lab' is being deleted (resource group rg-acagpu-env-lab)"
     assert again.returncode == 2, again.stderr
     errors = [line for line in again.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "rg-acagpu-env-lab" in errors[0], errors

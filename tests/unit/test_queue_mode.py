@@ -210,3 +210,66 @@ def test_a_warm_floor_is_checked_priced_and_reaches_the_worker(tmp_path: Path) -
     doc = {"schema": 1, "command": "run", "mode": "queue", **queue.run.as_dict(), **queue.as_dict()}
     assert "warm floor     2 worker(s) kept waiting" in render_plan(doc)
     assert "warm floor" not in render_plan({**doc, **cold.as_dict()})
+
+
+def test_after_ctrl_c_the_items_no_worker_finished_are_unfinished_not_failed(tmp_path: Path) -> None:
+    """A Ctrl-C'd queue run listed every item still on the queue in `failed_indexes`, so a script
+    retried or blamed items that never ran; a fan-out keeps them apart (`unfinished_indexes`)."""
+    from aca_gpu.workflow.engine.outcome import TeardownResult
+    from aca_gpu.workflow.queue.outcome import QueueOutcome
+    from aca_gpu.workflow.workload.outcome import Console
+
+    queue = make_queue_spec(_run(), map_file=_items(tmp_path, "a", "b", "c", "d"), workers=2)
+    outcome = QueueOutcome(plan=queue.run.plan, spec=queue.run, queue=queue, ran=True,
+                           console=Console(False, lambda: sys.stdout, lambda: sys.stderr))  # fmt: skip
+    from aca_gpu.workflow.queue.ledger import Ledger
+
+    outcome.ledger = Ledger.of(4)
+    outcome.ledger.results.update({0: {"status": "succeeded"}, 1: {"status": "poisoned", "exit_code": 1}})
+    outcome.interrupted = True
+    summary = outcome.document()["summary"]
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1], [2, 3])
+    outcome.ran = False  # Ctrl-C while the items were being queued: none ran, none failed
+    summary = outcome.document()["summary"]
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([], [2, 3])
+    outcome.ran = True
+    outcome.interrupted = False  # the same items at a run's own end: no result is a failure (exit 1)
+    outcome.teardown = TeardownResult("deleted", verified=True)
+    summary = outcome.document()["summary"]
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1, 2, 3], [])
+    assert outcome.exit_code == 1
+
+
+def test_the_last_lines_of_a_stopped_queue_run_stay_short() -> None:
+    """A queue run of 10,000 items stopped early printed 10,000 `[k] not_done: no exit code` lines:
+    items not done are one line of ranges, failed ones at most 20 lines, the document has them all."""
+    from aca_gpu.workflow.queue.outcome import render_queue
+
+    items: list[dict[str, object]] = [
+        {"index": k, "status": "not_done", "exit_code": None, "reason": None} for k in range(10_000)
+    ]
+    for k in range(30):
+        items[k] = {"index": k, "status": "poisoned", "exit_code": 1, "reason": "failed 3 times (exit 1)"}
+    items[50] = {"index": 50, "status": "succeeded", "exit_code": 0, "reason": None}
+    doc = {"run_id": "q1", "status": "interrupted",
+           "summary": {"succeeded": 1, "items": 10_000, "workers_started": 2},
+           "items": items, "cost": {"usd_estimate": 0.5, "gpu_seconds": 1000.0},
+           "teardown": {"status": "deleting"}}  # fmt: skip
+    lines = render_queue(doc).splitlines()
+    assert len(lines) == 1 + 20 + 1 + 1 + 2, lines
+    assert lines[1] == "  [0] poisoned: exit 1; failed 3 times (exit 1)"
+    assert lines[21] == "  ... and 10 more (-o json lists every item)"
+    assert lines[22] == "  9969 item(s) not done: 30-49, 51-9999"
+
+
+def test_the_ledger_hides_secret_env_values_in_what_it_keeps() -> None:
+    """A queue run printed its --secret-env values in each item's output and reason, where a single
+    run and a fan-out mask them."""
+    from aca_gpu.workflow.queue.ledger import Ledger
+
+    ledger = Ledger.of(1)
+    ledger.mask = lambda text: text.replace("q-secret-4f1c9e", "***")
+    ledger.record({"i": 0, "status": "failed", "delivery": 1, "worker": "w1", "exit_code": 1,
+                   "output": "token q-secret-4f1c9e\n", "reason": "saw q-secret-4f1c9e"})  # fmt: skip
+    kept = ledger.results[0]
+    assert (kept["output"], kept["reason"]) == ("token ***\n", "saw ***")

@@ -97,6 +97,7 @@ def find_run(cloud: Cloud, ref: RunRef) -> Run:
             raise PreflightRefused(
                 f"resource group {group.name!r} is not tagged {naming.TAG_MANAGED}=true; not acagpu's"
             )
+        not_a_run(group)
         return run_from_group(group)
     if ref.run_id:
         group = cloud.get_resource_group(naming.RunNames(ref.run_id).resource_group)
@@ -117,6 +118,27 @@ def find_run(cloud: Cloud, ref: RunRef) -> Run:
         ids = ", ".join(sorted(r.run_id for r in runs))
         raise BadInput(f"several runs exist ({ids}); pass --run-id")
     return runs[0]
+
+
+def not_a_run(group: ResourceGroupInfo) -> None:
+    """A warm environment's or the guard's group is acagpu's but no run: `down -g` deleted a warm
+    environment (runs inside, its registry and share with it) past `env delete`'s check, and the
+    guard's group without its role assignment. Each has its own command."""
+    tags = dict(group.tags)
+    if naming.is_env_group(tags):
+        name = tags.get(naming.TAG_ENV, "NAME")
+        raise PreflightRefused(
+            f"resource group {group.name!r} is warm environment {name}, not a run",
+            code="NotARun",
+            hint=f"`acagpu env delete {name} --yes` deletes it (refused while runs are inside); "
+            f"`acagpu env show {name}` describes it",
+        )
+    if tags.get(naming.TAG_ROLE) == "guard":
+        raise PreflightRefused(
+            f"resource group {group.name!r} holds the guard, not a run",
+            code="NotARun",
+            hint="`acagpu guard uninstall --yes` removes it with its role assignment",
+        )
 
 
 def list_runs(cloud: Cloud) -> list[Run]:

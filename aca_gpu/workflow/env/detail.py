@@ -24,7 +24,7 @@ from aca_gpu.workflow.spend.so_far import run_spend
 def show(cloud: Cloud, name: str, *, now: datetime | None = None) -> dict[str, Any]:
     """The `env list` view of `name` plus storages, the runs' spend so far and the idle TTL."""
     now = now or datetime.now(UTC)
-    group, _ = find_env(cloud, name)
+    group, _ = find_env(cloud, name, to_use=False)
     doc = lifecycle.view(cloud, group, now=now)
     try:
         doc["storages"] = sorted(cloud.environment_storages(group.name, doc["environment"]))

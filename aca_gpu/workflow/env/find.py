@@ -12,8 +12,9 @@ from aca_gpu.errors import NotFound, PreflightRefused
 from aca_gpu.models import Cloud, EnvInfo, ResourceGroupInfo
 
 
-def find_env(cloud: Cloud, name: str) -> tuple[ResourceGroupInfo, EnvInfo]:
-    """The warm environment `name`, or NotFound / PreflightRefused saying why it cannot be used."""
+def find_env(cloud: Cloud, name: str, *, to_use: bool = True) -> tuple[ResourceGroupInfo, EnvInfo]:
+    """The warm environment `name`, or NotFound / PreflightRefused saying why it cannot be used
+    (`to_use=False`: only to be read, as `env show` does, which shows a deleting one as such)."""
     naming.validate_env_name(name)
     names = naming.EnvNames(name)
     group = cloud.get_resource_group(names.resource_group)
@@ -25,6 +26,14 @@ def find_env(cloud: Cloud, name: str) -> tuple[ResourceGroupInfo, EnvInfo]:
         )
     if not naming.is_env_group(dict(group.tags)):
         raise PreflightRefused(f"resource group {names.resource_group} is not an acagpu environment")
+    if to_use and (group.provisioning_state or "") == "Deleting":
+        # a run or a staging would otherwise fail on its first write with ARM's 409 about the group
+        raise PreflightRefused(
+            f"warm environment {name!r} is being deleted (resource group {names.resource_group})",
+            code="EnvironmentDeleting",
+            hint=f"once `acagpu env list` no longer lists it, `acagpu env create {name} -l {group.location}` "
+            "makes it again",
+        )
     env = cloud.get_environment(names.resource_group, names.environment)
     if env is None:
         raise NotFound(

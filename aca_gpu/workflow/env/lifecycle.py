@@ -208,7 +208,7 @@ def list_envs(cloud: Cloud) -> list[dict[str, Any]]:
 
 
 def show_env(cloud: Cloud, name: str) -> dict[str, Any]:
-    group, _ = find_env(cloud, name)
+    group, _ = find_env(cloud, name, to_use=False)
     return view(cloud, group)
 
 

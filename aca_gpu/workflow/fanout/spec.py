@@ -9,8 +9,10 @@ logs show. Shard k's execution gets `ACAGPU_SHARD_INDEX=k`, `ACAGPU_SHARD_COUNT=
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -201,6 +203,7 @@ def make_fanout(
             raise BadInput(
                 "--output-dir needs a warm environment (--env NAME): shards write to its Azure Files share"
             )
+        check_makeable(out, f"--output-dir {output_dir}")
     chosen = tuple(range(count)) if indexes is None else indexes
     warnings = list(run.warnings)
     return FanoutSpec(
@@ -217,6 +220,30 @@ def make_fanout(
         rerun_of=rerun_of,
         warnings=tuple(warnings),
     )
+
+
+def check_makeable(folder: Path, said: str) -> None:
+    """Refuse a folder the downloads could never write, before the shards run (and bill) for it.
+
+    Missing folders are made and removed again, the nearest existing one must take a new entry:
+    a parent that is a file, a read-only file system or a missing permission is found now, not as
+    exit 7 after every shard succeeded.
+    """
+    made: list[Path] = []
+    try:
+        for path in reversed([folder, *folder.parents]):
+            if not path.exists():
+                path.mkdir()
+                made.append(path)
+        probe = folder / f".acagpu-write-check-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        raise BadInput(f"{said}: cannot write there ({e.strerror or e})") from None
+    finally:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 def results_mount() -> Mount:

@@ -135,6 +135,7 @@ class QueueRuntime(WarmWorkloadRuntime):
     def _collect(self) -> None:
         """Every result message waiting: recorded, then deleted (the attached run is their reader)."""
         if self.queues is not None:
+            self.ledger.mask = self.console.mask  # the run's --secret-env values, as a single run hides them
             self.ledger.read(self.queues, self.queue.results_queue, RESULT_VISIBILITY_S, take=True)
 
     def _look(self) -> None:

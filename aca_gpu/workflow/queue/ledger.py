@@ -39,6 +39,7 @@ class Ledger:
     deliveries: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # index -> every result
     generation: dict[int, int] = field(default_factory=dict)  # index -> its latest requeue (0: none)
     errors: list[str] = field(default_factory=list)
+    mask: Callable[[str], str] | None = None  # hides the run's --secret-env values in what is kept
 
     @classmethod
     def of(cls, size: int) -> Ledger:
@@ -65,6 +66,8 @@ class Ledger:
         if index not in self._known:
             self.errors.append(f"a result for item {index}, which this run does not have")
             return
+        if self.mask is not None:
+            doc.update({k: self.mask(doc[k]) for k in ("output", "reason") if isinstance(doc.get(k), str)})
         if isinstance(doc.get("item"), str):
             self.items.setdefault(index, doc["item"])
         seen = self.deliveries.setdefault(index, [])

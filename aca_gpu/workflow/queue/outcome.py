@@ -22,9 +22,11 @@ from aca_gpu.workflow.fanout import ledger as records
 from aca_gpu.workflow.queue.ledger import Ledger
 from aca_gpu.workflow.queue.spec import QueueSpec
 from aca_gpu.workflow.spend import ledger as spend_ledger
+from aca_gpu.workflow.workload.masking import masker
 from aca_gpu.workflow.workload.outcome import Console, WorkloadOutcome
 from aca_gpu.workflow.workload.plan import RunRequest, replica_price
 
+SHOWN_ITEMS = 20  # failed items named one a line on a terminal; the document has them all
 WAIT_FOR_WORK_S = 30.0  # after Ctrl-C, how long the document waits for the watch to end
 
 
@@ -39,8 +41,28 @@ class QueueOutcome(WorkloadOutcome):
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
 
+    def ended_on_its_own(self) -> bool:
+        """Not stopped by Ctrl-C or by a failure of acagpu's or the platform's own."""
+        return not self.interrupted and self.error is None
+
     def failed_indexes(self) -> list[int]:
-        return self.ledger.failed_indexes()
+        """Items whose command failed; one without a result failed only when the run ended on its own.
+
+        After Ctrl-C or the run's own failure, an item no worker finished is unfinished, not failed
+        (as a fan-out's shards: docs/fanout.md), so a script does not blame the items for the stop.
+        """
+        results = self.ledger.results
+        return [
+            k
+            for k in self.ledger.indexes
+            if (k in results or self.ended_on_its_own()) and results.get(k, {}).get("status") != "succeeded"
+        ]
+
+    def unfinished_indexes(self) -> list[int]:
+        """After Ctrl-C or a failure of the run's own: the items no worker finished."""
+        if self.ended_on_its_own():
+            return []
+        return [k for k in self.ledger.indexes if k not in self.ledger.results]
 
     def items_error(self) -> AcaGpuError | None:
         if not self.ran:
@@ -119,6 +141,7 @@ class QueueOutcome(WorkloadOutcome):
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes() if self.ran else [],
+                "unfinished_indexes": self.unfinished_indexes(),  # also before the job existed
                 "duplicate_successes": self.ledger.duplicates,
                 "drain_s": self.drain_s,
             },
@@ -149,6 +172,7 @@ def run_queue(
     from aca_gpu.workflow.queue.aca import queue_runtime_for
 
     console = Console(False, lambda: output.stdout, lambda: output.stderr)
+    console.mask = masker(queue.run.workload.secret_values.values())  # items' outputs hide them too
 
     def say(text: str) -> None:
         if not output.is_json:
@@ -197,14 +221,30 @@ def render_queue(doc: dict[str, Any]) -> str:
         f"run {doc['run_id']}: {s.get('succeeded', 0)} of {s.get('items', 0)} items succeeded "
         f"({s.get('workers_started', 0)} workers)"
     ]
-    for item in doc["items"]:
-        if item["status"] == "succeeded":
-            continue
+    failed = [i for i in doc["items"] if i["status"] not in ("succeeded", "not_done")]
+    for item in failed[:SHOWN_ITEMS]:
         code = f"exit {item['exit_code']}" if item["exit_code"] is not None else "no exit code"
         lines.append(f"  [{item['index']}] {item['status']}: {code}; {item['reason'] or ''}".rstrip("; "))
+    if len(failed) > SHOWN_ITEMS:
+        lines.append(f"  ... and {len(failed) - SHOWN_ITEMS} more (-o json lists every item)")
+    waiting = [i["index"] for i in doc["items"] if i["status"] == "not_done"]
+    if waiting:  # one line, however many: a stopped run of 10,000 items printed 10,000 of them
+        lines.append(f"  {len(waiting)} item(s) not done: {spans(waiting)}")
     cost = doc["cost"]
     lines.append(
         f"  cost ≈ {usd_text(cost['usd_estimate'])} for {gpu_seconds_text(cost['gpu_seconds'])} (estimate)"
     )
     lines.append(f"  teardown: {doc['teardown'].get('status')}")
     return "\n".join(lines)
+
+
+def spans(indexes: list[int], most: int = 8) -> str:
+    """`0-11, 14, 20-22`: sorted indexes as runs, the first `most` of them, then how many more."""
+    runs: list[list[int]] = []
+    for k in sorted(indexes):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs[:most])
+    return text + (f", ... ({len(runs) - most} more ranges)" if len(runs) > most else "")

@@ -75,7 +75,7 @@ def log_lines(
         return
     app = cloud.get_app(run.resource_group, run.names.explorer)
     if app is None:
-        raise NotFound(f"run {run.run_id} has no explorer app {run.names.explorer}")
+        raise no_explorer(cloud, run)
     if (app.running_status or "").lower() == STOPPED.lower() or not app.max_replicas:
         # a kept run's explorer is stopped between uses: no replica, so no console stream to wait on
         raise NotFound(
@@ -89,6 +89,21 @@ def log_lines(
     )
 
 
+def no_explorer(cloud: Cloud, run: Run) -> NotFound:
+    """A run without an explorer: an `acagpu run` (its job `run-<id>`) has only its container's lines,
+    which stream to the shell that started it; say so, not just what is missing."""
+    job = f"run-{run.run_id}"
+    if any(j.name == job for j in cloud.list_jobs(run.resource_group)):
+        return NotFound(
+            f"run {run.run_id} is an `acagpu run` (job {job}): its container's lines stream to the shell "
+            "that started it (with -o json, into its document); `acagpu logs` reads an `up` run's "
+            "explorer or tester",
+            code="NoExplorer",
+            hint="`acagpu status` shows its phase (and a fan-out's shards) from any shell",
+        )
+    return NotFound(f"run {run.run_id} has no explorer app {run.names.explorer}")
+
+
 # the fields of a system event worth a column, in order (ACA's event stream: TimeStamp, Type, ...)
 EVENT_COLUMNS = ("TimeStamp", "Type", "Reason", "ReplicaName", "Msg")
 
@@ -98,6 +113,8 @@ def system_events(
 ) -> list[dict[str, Any]]:
     """Scheduling, image pull and restart events of the explorer app (or, for the tester, the
     environment), oldest first, every TimeStamp in one form (`event_time`)."""
+    if source == "explorer" and cloud.get_app(run.resource_group, run.names.explorer) is None:
+        raise no_explorer(cloud, run)
     where = {"app": run.names.explorer} if source == "explorer" else {"environment": run.names.environment}
     return in_time_order(cloud.system_events(run.resource_group, tail=tail, **where))
 
