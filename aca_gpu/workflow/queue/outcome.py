@@ -41,8 +41,10 @@ class QueueOutcome(WorkloadOutcome):
     account: str | None = None  # the environment's storage account holding the run's queues
 
     def ended_on_its_own(self) -> bool:
-        """Not stopped by Ctrl-C or by a failure of acagpu's or the platform's own."""
-        return not self.interrupted and self.error is None
+        """The workers ran and the run ended with them: not stopped by Ctrl-C, by a failure of
+        acagpu's or the platform's (the run's or its step's), nor before the job existed."""
+        stopped = self.interrupted or self.error is not None or not self.ran
+        return not stopped and not any(p.status == "error" for p in self.pairs)
 
     def failed_indexes(self) -> list[int]:
         """Items whose command failed; one without a result failed only when the run ended on its own.
@@ -65,7 +67,7 @@ class QueueOutcome(WorkloadOutcome):
         return [k for k in range(len(self.queue.items)) if k not in self.results]
 
     def items_error(self) -> AcaGpuError | None:
-        if not self.ran:
+        if not self.ended_on_its_own():
             return None
         failed = self.failed_indexes()
         if not failed:
@@ -79,13 +81,13 @@ class QueueOutcome(WorkloadOutcome):
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+        if not self.ended_on_its_own() or not self.teardown.clean:
             return super(WorkloadOutcome, self).exit_code
         error = self.items_error()
         return error.exit_code if error is not None else 0
 
     def failure(self) -> AcaGpuError | None:
-        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+        if not self.ended_on_its_own() or not self.teardown.clean:
             return super(WorkloadOutcome, self).failure()
         return self.items_error()
 
@@ -93,7 +95,7 @@ class QueueOutcome(WorkloadOutcome):
     def status(self) -> str:
         if self.exit_code == 0:
             return "ok"
-        if self.ran and self.failed_indexes() and not self.interrupted and self.error is None:
+        if self.ended_on_its_own() and self.failed_indexes():
             return "items_failed"
         return super().status
 
@@ -148,7 +150,7 @@ class QueueOutcome(WorkloadOutcome):
             "storage_account": self.account,
             "summary": {
                 **self.counts,
-                "failed_indexes": self.failed_indexes() if self.ran else [],
+                "failed_indexes": self.failed_indexes(),
                 "unfinished_indexes": self.unfinished_indexes(),  # also before the job existed
                 "duplicate_successes": self.duplicates,
             },
