@@ -1,11 +1,11 @@
 """Queue mode with real processes: `acagpu emulator serve --storage azurite` in a second shell,
 Azurite (Microsoft's Storage emulator) holding the queues, and `acagpu run --map --workers` here.
 
-20 items, 3 workers, item 7's command fails every time: the Event job's KEDA poller starts the
-workers, each a real worker process (the injected script) running the real `sh -c` command per
-item; item 7 goes to the poison queue after 3 deliveries, the run exits 1 naming it, every other
-item's result is in the document in item order, and afterwards no job, execution or queue of the
-run is left.
+20 items, 6 workers asked where the GPU quota allows 4 (clamped), item 7's command fails every
+time: the Event job's KEDA poller starts the workers, each a real worker process (the injected
+script) running the real `sh -c` command per item; item 7 goes to the poison queue after 3
+deliveries, the run exits 1 naming it, every other item's result is in the document in item
+order, and afterwards no job, execution or queue of the run is left.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def azurite() -> str:
     return found
 
 
-def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
+def test_twenty_items_workers_clamped_to_the_quota_one_poisoned_results_in_order_nothing_left(
     tmp_path: Path, azurite: str
 ) -> None:
     serve = ["emulator", "serve", "--time-scale", "0.002", "--storage", "azurite"]
@@ -74,8 +74,9 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
         items = tmp_path / "items.txt"
         items.write_text("".join("bad\n" if k == 7 else f"ok-{k}\n" for k in range(20)))
 
+        # 6 workers asked of an environment of 4 T4 GPUs: clamped to 4, as a fan-out's --parallel is
         done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items), "--workers",
-                       "3", "--secret-env", "QTOKEN", "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
+                       "6", "--secret-env", "QTOKEN", "busybox", "--", "sh", "-c", COMMAND)  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert SECRET not in done.stdout + done.stderr  # items' outputs held it before
         doc = json.loads(done.stdout)  # exactly one document
@@ -94,7 +95,8 @@ def test_twenty_items_three_workers_one_poisoned_results_in_order_nothing_left(
             )
         summary = doc["summary"]
         assert (summary["succeeded"], summary["poisoned"], summary["failed_indexes"]) == (19, 1, [7])
-        assert 1 <= summary["workers_started"] <= 3 and summary["duplicate_successes"] == 0
+        assert 1 <= summary["workers_started"] <= 4 and summary["duplicate_successes"] == 0
+        assert doc["queue"]["workers"] == 4 and doc["workers_quota"]["asked"] == 6, doc["workers_quota"]
         assert doc["cost"]["replica_seconds"] > 0 and doc["teardown"]["billing_stopped"] is True
 
         inventory = emulator_get(emu, "inventory")

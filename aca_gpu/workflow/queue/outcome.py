@@ -39,6 +39,7 @@ class QueueOutcome(WorkloadOutcome):
     errors: list[str] = field(default_factory=list)
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
+    clamp: dict[str, Any] | None = None  # --workers against the free GPU quota, as the preflight read it
 
     def ended_on_its_own(self) -> bool:
         """The workers ran and the run ended with them: not stopped by Ctrl-C, by a failure of
@@ -148,6 +149,7 @@ class QueueOutcome(WorkloadOutcome):
             **self.spec.as_dict(),
             **self.queue.as_dict(),
             "storage_account": self.account,
+            "workers_quota": self.clamp,
             "summary": {
                 **self.counts,
                 "failed_indexes": self.failed_indexes(),
@@ -189,6 +191,8 @@ def run_queue(
     if runtime.job is not None and not runtime.done.wait(WAIT_FOR_WORK_S):
         outcome.errors.append("the queue's watch had not ended when the run did")
     outcome.ran = runtime.job is not None
+    outcome.queue = runtime.queue  # --workers as the preflight clamped it to the GPU quota
+    outcome.clamp = runtime.clamp
     outcome.account = runtime.account
     outcome.results = dict(runtime.results)
     outcome.deliveries = {k: list(v) for k, v in runtime.deliveries.items()}
