@@ -50,7 +50,9 @@ class StorageQueues:
         return f"StorageQueues({self.account!r})"  # never the key
 
     def _failed(self, what: str, queue: str, exc: AzureError) -> InfraError:
-        return InfraError(f"queue {queue} in {self.account}: {what} failed: {exc.message or exc}")
+        # the Storage SDK's message goes on with `\nRequestId:...\nErrorCode:...`: one line is said
+        said = str(exc.message or exc).strip().splitlines()[0] if str(exc.message or exc).strip() else ""
+        return InfraError(f"queue {queue} in {self.account}: {what} failed: {said or type(exc).__name__}")
 
     def create(self, queue: str) -> None:
         try:

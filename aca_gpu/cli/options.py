@@ -178,7 +178,7 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> s
     return value
 
 
-class Seconds(click.ParamType):  # type: ignore[type-arg]
+class Seconds(click.ParamType[float]):
     """Seconds as a bare number (`120`, `2.5`) or a duration as every other flag takes it (`90s`,
     `5m`): `exec --timeout 2s` said "'2s' is not a valid float range" where `test --timeout 2s` works."""
 

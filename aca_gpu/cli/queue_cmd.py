@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -152,8 +152,17 @@ def _execute(output: Output, flags: dict[str, Any], request: Any, make_queue: An
     queue = make_queue(spec)
     if queue.run.plan.env is not None and not flags["emulator"]:
         queue = replace(queue, run=replace(queue.run, plan=placed_plan(open_cloud(settings), queue.run.plan)))
+    # the document's workers_quota, as the run's own preflight writes it
+    shown, said = queue, cast("dict[str, Any] | None", None)
+    if not flags["emulator"] and queue.run.plan.env is not None:  # P as the preflight will clamp it
+        from aca_gpu.workflow.env.find import find_env
+        from aca_gpu.workflow.fanout.clamp import read_clamp
+
+        cloud = open_cloud(settings)
+        clamp = read_clamp(cloud, queue.run.plan, queue.workers, find_env(cloud, queue.run.plan.env))
+        shown, said = replace(queue, workers=clamp.parallel), {"said": clamp.said, **(clamp.doc or {})}
     doc = {"schema": 1, "command": "run", "mode": "queue", "status": "planned",
-           **queue.run.as_dict(), **queue.as_dict()}  # fmt: skip
+           **shown.run.as_dict(), **shown.as_dict(), "workers_quota": said}  # fmt: skip
     if flags["dry_run"]:
         output.emit(doc, render_plan(doc))
         return
@@ -186,6 +195,7 @@ def render_plan(doc: dict[str, Any]) -> str:
             f"{queue['max_deliveries']} deliveries",
             f"  queue price    ${price['usd_per_second_per_worker']:.7f}/s a worker, "
             f"${price['usd_per_second_at_workers']:.7f}/s at --workers (workers bill from start to exit)",
+            *([f"  GPU quota      {doc['workers_quota']['said']}"] if doc.get("workers_quota") else []),
         ]
         + (
             [

@@ -412,9 +412,11 @@ class EmulatorServer:
             if params is not None:
                 return await self._arm(req, route, params)
         queue_path = queues.split(path)
-        if queue_path is not None and ctx.queues is not None:  # a storage account's queues (Azurite)
+        if queue_path is not None:  # a storage account's queues (Azurite)
             account = files.find_account(ctx, queue_path[0])
-            if account is not None:
+            if account is not None and ctx.queues is None:
+                return queues.not_served()
+            if account is not None and ctx.queues is not None:
                 return await ctx.queues.serve(req, account, queue_path[1])
         if not path.lower().startswith("/subscriptions"):  # a storage account's Azure Files share
             served = await files.serve(ctx, req, self.workdir / "storages")

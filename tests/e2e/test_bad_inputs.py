@@ -304,6 +304,10 @@ CASES = [
     c("serve", "--yes", "--health", "health", IMAGE, says="--health"),
     c("serve", "--yes", "--secret-env", "ACAGPU_TEST_UNSET_X", IMAGE, says="ACAGPU_TEST_UNSET_X"),
     c("serve", "--measure", "2", says="IMAGE is required"),
+    # -- attach / results (a queue run read back) -----------------------------------------------
+    c("attach", says="RUN_ID"),
+    c("attach", "NOPE_", says="invalid run id"),
+    c("results", "NOPE_", says="invalid run id"),
     # -- the group itself ----------------------------------------------------------------------
     c("nope", says="No such command"),
     c("ci nope", says="No such command"),

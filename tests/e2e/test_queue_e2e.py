@@ -101,7 +101,7 @@ def test_twenty_items_three_workers_one_poisoned_then_rerun_alone_nothing_left(
     fixed = tmp_path / "fixed"
 
     done = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
-                   "--workers", "3", "busybox", "--", "sh", "-c", _fixable(fixed))  # fmt: skip
+                   "--workers", "6", "busybox", "--", "sh", "-c", _fixable(fixed))  # fmt: skip
     assert done.returncode == 1, done.stderr
     doc = json.loads(done.stdout)  # exactly one document
     assert doc["mode"] == "queue" and doc["status"] == "items_failed"
@@ -119,7 +119,9 @@ def test_twenty_items_three_workers_one_poisoned_then_rerun_alone_nothing_left(
         )
     summary = doc["summary"]
     assert (summary["succeeded"], summary["poisoned"], summary["failed_indexes"]) == (19, 1, [7])
-    assert 1 <= summary["workers_started"] <= 3 and summary["duplicate_successes"] == 0
+    assert 1 <= summary["workers_started"] <= 4 and summary["duplicate_successes"] == 0
+    # 6 asked where the environment's GPU quota allows 4: clamped, as a fan-out's --parallel is
+    assert doc["queue"]["workers"] == 4 and doc["workers_quota"]["asked"] == 6, doc["workers_quota"]
     assert doc["cost"]["replica_seconds"] > 0 and doc["teardown"]["billing_stopped"] is True
 
     inventory = emulator_get(emu, "inventory")

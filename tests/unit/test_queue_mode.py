@@ -229,10 +229,10 @@ def test_after_ctrl_c_the_items_no_worker_finished_are_unfinished_not_failed(tmp
     outcome.interrupted = True
     summary = outcome.document()["summary"]
     assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([1], [2, 3])
-    outcome.ran = False  # Ctrl-C while the items were being queued: none ran, none failed
+    ran, outcome.ran, outcome.ledger = outcome.ledger, False, Ledger.of(4)  # Ctrl-C while queueing: none ran
     summary = outcome.document()["summary"]
-    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([], [2, 3])
-    outcome.ran = True
+    assert (summary["failed_indexes"], summary["unfinished_indexes"]) == ([], [0, 1, 2, 3])
+    outcome.ran, outcome.ledger = True, ran
     outcome.interrupted = False  # the same items at a run's own end: no result is a failure (exit 1)
     outcome.teardown = TeardownResult("deleted", verified=True)
     summary = outcome.document()["summary"]

@@ -42,6 +42,17 @@ def _error(status: int, code: str, message: str) -> web.Response:
     )
 
 
+def not_served() -> web.Response:
+    """This emulator's own answer (not Azure's) when it runs without Azurite: 501, which the Storage
+    SDK does not retry, with the flag that serves the queues."""
+    return _error(
+        501,
+        "NotImplemented",
+        "this emulator serves Storage queues only when started with "
+        "`acagpu emulator serve --storage azurite`",
+    )
+
+
 class QueueProxy:
     """Authenticates a queue request against the emulated account, then forwards it to Azurite."""
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
-from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ExecutionInfo, Queues, ResourceGroupInfo
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
@@ -68,6 +70,34 @@ class QueueRuntime(WarmWorkloadRuntime):
         self.drain_began = 0.0
         self.drain_s: float | None = None  # the job's creation to the last item's final result (real s)
         self._shown = ""
+        self.clamp: dict[str, Any] | None = None  # --workers against the GPU quota (read_clamp's doc)
+
+    # -- preflight: P against the GPU quota, as a fan-out's --parallel --------------------------------
+    def preflight(self, plan: Plan, progress: Progress) -> None:
+        """The warm run's checks, then --workers clamped to the GPUs free: 8 workers in an environment
+        of 4 GPUs were all started (the emulator's KEDA ran them; ACA would hold or fail the rest)."""
+        try:
+            WarmWorkloadRuntime.preflight(self, plan, progress)
+        except QuotaError:
+            self._clamp_workers(plan, progress)  # a quota of 0: exit 2, said before "none free now"
+            raise
+        self._clamp_workers(plan, progress)
+
+    def _clamp_workers(self, plan: Plan, progress: Progress) -> None:
+        from aca_gpu.workflow.fanout.clamp import read_clamp
+
+        with progress.step("workers (GPU quota)") as step:
+            clamp = read_clamp(self.cloud, plan, self.queue.workers, (self.group, self.place))
+            step.update(clamp.said)
+            self.clamp = {"said": clamp.said, **(clamp.doc or {})}
+            if clamp.refusal is not None:
+                step.status = "fail"
+                raise PreflightRefused(
+                    clamp.refusal.message.replace("--parallel", "--workers").replace("no shard", "no worker"),
+                    code=clamp.refusal.code,
+                    hint=clamp.refusal.hint,
+                )
+            self.queue = replace(self.queue, workers=clamp.parallel)
 
     # -- the work ---------------------------------------------------------------------------------
     def run_tester(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:

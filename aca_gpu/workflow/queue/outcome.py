@@ -40,10 +40,13 @@ class QueueOutcome(WorkloadOutcome):
     errors: list[str] = field(default_factory=list)
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
+    clamp: dict[str, Any] | None = None  # --workers against the free GPU quota, as the preflight read it
 
     def ended_on_its_own(self) -> bool:
-        """Not stopped by Ctrl-C or by a failure of acagpu's or the platform's own."""
-        return not self.interrupted and self.error is None
+        """The workers ran and the run ended with them: not stopped by Ctrl-C, by a failure of
+        acagpu's or the platform's (the run's or its step's), nor before the job existed."""
+        stopped = self.interrupted or self.error is not None or not self.ran
+        return not stopped and not any(p.status == "error" for p in self.pairs)
 
     def failed_indexes(self) -> list[int]:
         """Items whose command failed; one without a result failed only when the run ended on its own.
@@ -65,7 +68,7 @@ class QueueOutcome(WorkloadOutcome):
         return [k for k in self.ledger.indexes if k not in self.ledger.results]
 
     def items_error(self) -> AcaGpuError | None:
-        if not self.ran:
+        if not self.ended_on_its_own():
             return None
         failed = self.failed_indexes()
         if not failed:
@@ -84,7 +87,7 @@ class QueueOutcome(WorkloadOutcome):
     def exit_code(self) -> int:
         if self.detached and self.error is None and not self.interrupted:
             return 0
-        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+        if not self.ended_on_its_own() or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).exit_code
         error = self.items_error()
         return error.exit_code if error is not None else 0
@@ -92,7 +95,7 @@ class QueueOutcome(WorkloadOutcome):
     def failure(self) -> AcaGpuError | None:
         if self.detached and self.error is None and not self.interrupted:
             return None
-        if self.interrupted or self.error is not None or not self.teardown.clean or not self.ran:
+        if not self.ended_on_its_own() or not self.teardown.clean or not self.ran:
             return super(WorkloadOutcome, self).failure()
         return self.items_error()
 
@@ -102,7 +105,7 @@ class QueueOutcome(WorkloadOutcome):
             return "detached"
         if self.exit_code == 0:
             return "ok"
-        if self.ran and self.failed_indexes() and not self.interrupted and self.error is None:
+        if self.ended_on_its_own() and self.failed_indexes():
             return "items_failed"
         return super().status
 
@@ -138,9 +141,10 @@ class QueueOutcome(WorkloadOutcome):
             **self.spec.as_dict(),
             **self.queue.as_dict(),
             "storage_account": self.account,
+            "workers_quota": self.clamp,
             "summary": {
                 **self.counts,
-                "failed_indexes": self.failed_indexes() if self.ran else [],
+                "failed_indexes": self.failed_indexes(),
                 "unfinished_indexes": self.unfinished_indexes(),  # also before the job existed
                 "duplicate_successes": self.ledger.duplicates,
                 "drain_s": self.drain_s,
@@ -186,6 +190,8 @@ def run_queue(
     if runtime.job is not None and not runtime.done.wait(WAIT_FOR_WORK_S):
         outcome.errors.append("the queue's watch had not ended when the run did")
     outcome.ran = runtime.job is not None
+    outcome.queue = runtime.queue  # --workers as the preflight clamped it to the GPU quota
+    outcome.clamp = runtime.clamp
     outcome.account = runtime.account
     outcome.ledger = runtime.ledger
     outcome.drain_s = runtime.drain_s

@@ -121,7 +121,8 @@ def account_body(ctx: Ctx, account: StorageAccount) -> dict[str, Any]:
     endpoints = {s: f"https://{account.name}.{s}.core.windows.net/" for s in services}
     if ctx.endpoint:  # the emulator serves the File service itself, path-style (dataplane/files.py)
         endpoints["file"] = f"{ctx.endpoint}/{account.name}/"
-    if ctx.endpoint and ctx.queues is not None:  # Azurite serves the queues, behind the emulator
+    if ctx.endpoint:  # Azurite serves the queues behind the emulator; without it, the emulator
+        # answers them 501, naming `--storage azurite` (an unresolvable Azure host cost 86 s of retries)
         endpoints["queue"] = queues.endpoint_of(ctx.endpoint, account.name)
     return {
         "id": account_id(ctx, account),
