@@ -50,3 +50,19 @@ def test_a_mount_becomes_the_apps_azure_files_volume() -> None:
     template = body["properties"]["template"]
     assert template["volumes"] == [{"name": "share-1", "storageType": "AzureFile", "storageName": "weights"}]
     assert template["containers"][0]["volumeMounts"] == [{"volumeName": "share-1", "mountPath": "/models"}]
+
+
+def test_a_model_killed_for_memory_ends_the_wait_at_once_with_exit_5(emu: Any) -> None:
+    """The `oom` fault: the container is killed for memory as the model loads; serve says so in the
+    platform's words at once (not after the load timeout) and tears down what it made."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    stand_in = ("python:3.12-slim", "--", "python3", "-m", "http.server", port, "--bind", "127.0.0.1")
+    emu.set_faults("oom")
+    code, doc = serve("--run-id", "oom1", "--port", port, "--load-timeout", "10m", *stand_in)
+    assert code == 5 and doc["error"]["code"] == "OOMKilled", doc["error"]
+    assert "OOMKilled" in doc["error"]["message"] and doc["teardown"]["billing_stopped"], doc
+    assert run_made(emu, "oom1") == [] or doc["teardown"]["status"] == "deleting"
