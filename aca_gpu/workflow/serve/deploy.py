@@ -232,7 +232,8 @@ def first_answer(
             f"GET {target.url}{target.health}: waiting for a replica to be placed, pull the image, "
             f"start and answer (up to {duration_text(target.load_timeout_s)})"
         )
-        watch = diagnose.Watch(cloud, target.resource_group, target.app).start()
+        look = min(diagnose.LOOK_S, max(0.2, waiter.interval * 10))
+        watch = diagnose.Watch(cloud, target.resource_group, target.app, look_s=look).start()
         try:
             attempts, end = cold_request(target, lambda: waiter.cancel.is_set() or watch.found is not None)
         finally:

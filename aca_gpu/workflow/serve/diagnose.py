@@ -21,7 +21,7 @@ from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine.replicas import event_owner
 
 CAPACITY = "WorkLoad Profile Full"
-LOOK_S = 2.0  # between two looks at the app's replicas and events
+LOOK_S = 2.0  # at most between two looks at the app's replicas and events (less with a short poll)
 EVENTS_TAIL = 200
 
 
@@ -97,6 +97,7 @@ class Watch:
     cloud: Cloud
     resource_group: str
     app: str
+    look_s: float = LOOK_S
     stop: threading.Event = field(default_factory=threading.Event)
     found: AcaGpuError | None = None
 
@@ -114,4 +115,4 @@ class Watch:
             self.found = decisive(self.app, replicas, events)
             if self.found is not None:
                 return
-            self.stop.wait(LOOK_S)
+            self.stop.wait(self.look_s)
