@@ -272,11 +272,19 @@ def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> T
 
 
 def _teardown_unless_interrupted(
-    outcome: ServeOutcome, runtime: Any, spec: ServeSpec, plan: Any, progress: Progress
+    outcome: ServeOutcome,
+    runtime: Any,
+    spec: ServeSpec,
+    plan: Any,
+    progress: Progress,
+    *,
+    interrupted: bool = False,
 ) -> None:
     """Teardown; a Ctrl-C during it leaves the rest in place and says the one command that removes
     it (the deletes already sent go on in the platform)."""
     try:
+        if interrupted:
+            progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
         outcome.teardown = _teardown(runtime, spec, plan, progress)
     except KeyboardInterrupt:
         delete = f"acagpu down --run-id {spec.run_id} --yes"
@@ -341,8 +349,7 @@ def serve(
             f"interrupted: what this command made is torn down (billing first); if anything is left, "
             f"acagpu down --run-id {spec.run_id} --yes removes it"
         )
-        progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
-        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
+        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress, interrupted=True)
     except AcaGpuError as exc:
         outcome.error = exc
         if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
