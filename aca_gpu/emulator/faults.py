@@ -92,6 +92,11 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   loaded on the CPU: its simulated GPU shows the idle memory figure instead of a served model's
   (30% of the card, UNCONFIRMED), so `serve` says the GPU was left idle; `match=` picks replicas.
 
+- `oom`: a served app's replica (external ingress) has its container killed for memory at its first
+  tick running: a ContainerTerminated event "... terminated with exit code '137' and reason
+  'OOMKilled'" (Warning; the wording is UNCONFIRMED for ACA), then the restart back-off, again and
+  again. `pull_stall` (below) also holds a served app's replica in PullingImage.
+
 - `conversion`: an ACR artifact-streaming conversion requested on an emulated registry's data
   plane ends `Failed` when it would have succeeded (providers/registry/streaming.py).
 
@@ -124,6 +129,7 @@ KINDS = (
     "throttle",
     "gpu",
     "cpu_fallback",
+    "oom",
     "stall",
     "cost_delay",
     "pull",

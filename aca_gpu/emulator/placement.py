@@ -71,8 +71,9 @@ class GpuBudget:
 
 
 def _fire(runtime: Runtime, kind: str, rep: Replica) -> float | None:
-    """The fault's number parameter when `kind` fires for this job replica, else None."""
-    if rep.kind != "job":
+    """The fault's number parameter when `kind` fires for this job replica (`pull_stall` also for an
+    app's: a served app's pull that never ends), else None."""
+    if rep.kind != "job" and not (kind == "pull_stall" and rep.kind == "app"):
         return None
     fault = runtime.faults.fire(
         kind, path=rep.name, location=_location(runtime.state, rep), profile=rep.profile_type

@@ -195,6 +195,7 @@ class Runtime:
             rep.specs = [replace(spec, gpu_health=sick.param("health", "ecc")) for spec in rep.specs]
         if kind == "app" and ingress_port and self.faults.fire("cpu_fallback", path=name, **where):
             rep.specs = [replace(spec, gpu_idle=True) for spec in rep.specs]
+        rep.oom = bool(kind == "app" and ingress_port and self.faults.fire("oom", path=name, **where))
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []
@@ -336,11 +337,32 @@ class Runtime:
             await self._start(rep)
         elif rep.phase == "Running" and rep.lost_at is not None and now >= rep.lost_at:
             placement.lose(self, rep)
+        elif rep.phase == "Running" and rep.oom:
+            self._kill_for_memory(rep)
         elif rep.phase == "Running":
             self._capture_logs(rep)
             codes = [h.exit_code for h in rep.handles.values()]
             if rep.handles and all(c is not None for c in codes):
                 self._on_exit(rep, next((c for c in codes if c), 0))
+
+    def _kill_for_memory(self, rep: Replica) -> None:
+        """The `oom` fault: the container is killed for memory at its first tick running (a model
+        too large for the replica, while it loads), then restarted after the back-off, as the
+        platform restarts an app's container (the event's wording is UNCONFIRMED for ACA)."""
+        for handle in rep.handles.values():
+            handle.stop()
+        self._capture_logs(rep)
+        self._emit_rep(
+            rep,
+            "ContainerTerminated",
+            f"Container '{rep.specs[0].name}' was terminated with exit code '137' and reason 'OOMKilled'",
+            "Warning",
+        )
+        rep.exit_code = 137
+        rep.restart_count += 1
+        rep.phase = "Waiting"
+        rep.details = "OOMKilled"
+        rep.phase_until = self.clock.after("restart_backoff")
 
     def _pull_failed(self, rep: Replica) -> bool:
         """The `pull` fault: the pull fails as ACA's log shows it and is retried after a back-off

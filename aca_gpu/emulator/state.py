@@ -147,6 +147,7 @@ class Replica:
     gone: bool = False
     pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
     pulls: list[Any] = field(default_factory=list)  # pulls.PullPlan per container, made when the pull began
+    oom: bool = False  # the `oom` fault: a served replica's container is killed for memory as it starts
     lost_at: float | None = None  # the `lost` fault: monotonic time its node goes away (placement.py)
 
 

@@ -102,7 +102,10 @@ def test_serve_answers_measures_and_leaves_nothing(
     # `cost` knows the served run: the estimate `down` recorded beside the emulator's bill
     row = next(r for r in acagpu("cost", "--run-id", "sv1", "--min-difference", "0")["runs"])
     assert row["estimate_usd"] == pytest.approx(down["served_usd_estimate"], rel=1e-3)
-    assert row["billed_usd"] == pytest.approx(row["estimate_usd"], rel=0.15), row
+    # event stamps have whole seconds: each replica life read from them is exact to about a second
+    second = served["price"]["usd_per_hour"] / 3600
+    slack = (runs["sv1"]["served"]["replicas_seen"] + 1) * second
+    assert abs(row["billed_usd"] - row["estimate_usd"]) <= slack, (row, slack)
     assert row["estimate_usd"] >= runs["sv1"]["cost"]["usd_estimate"]  # status's, a moment earlier
     inventory = emulator.inventory()
     assert not [r for r in inventory["replicas"] if r["owner"] == "serve-sv1"]
@@ -145,46 +148,3 @@ def test_a_served_app_past_its_ttl_is_reaped(emulator: EmulatorServer, tmp_path:
     assert row["estimate_usd"] and row["billed_usd"], row  # reap left the served run's estimate
     assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-ttl1"]
     assert all(b.ended_wall is not None for b in emulator.ctx.state.billing)  # type: ignore[union-attr]
-
-
-def served_replicas(emulator: EmulatorServer, run_id: str) -> list[dict[str, Any]]:
-    """The emulator's bill: the replica lives of `run_id`'s app."""
-    return [r for r in emulator.billing()["replicas"] if r["run_id"] == run_id and r["kind"] == "app"]
-
-
-def test_teardown_stops_a_served_apps_billing_before_its_delete(
-    emulator: EmulatorServer, tmp_path: Path
-) -> None:
-    """Billing first: the app is scaled to 0 replicas before it is deleted, so deletes that are
-    refused (here: the caller may delete neither container apps nor groups) leave nothing billing."""
-    from aca_gpu.config import load_settings
-    from aca_gpu.workflow.base.context import open_cloud
-    from aca_gpu.workflow.engine.teardown import teardown_group
-
-    script = tmp_path / "standin.py"
-    script.write_text(STANDIN, encoding="utf-8")
-    port = str(free_port())
-    acagpu("env", "create", "lab", "--yes")
-    emulator.set_faults("cpu_fallback")  # the model answers from the CPU: its GPU stays idle
-    served = acagpu(
-        "serve", "--env", "lab", "--run-id", "bf1", "--port", port, "--yes",
-        IMAGE, "--", "python3", str(script), port, "0.1",
-    )  # fmt: skip
-    assert served["status"] == "serving" and served["exit_code"] == 0
-    assert served["gpu_use"]["idle"] is True and "CPU" in served["gpu_use"]["note"], served["gpu_use"]
-    assert [r["running"] for r in served_replicas(emulator, "bf1")] == [True]
-
-    emulator.set_faults(
-        "deny:action=Microsoft.App/containerApps/delete;"
-        "deny:action=Microsoft.Resources/subscriptions/resourceGroups/delete"
-    )
-    result = teardown_group(
-        open_cloud(load_settings()), "rg-acagpu-bf1", wait_gone=False, poll=0.05, billing_deadline=0.5
-    )
-    assert result.status == "incomplete" and "serve-bf1" in (result.message or "")
-    bill = served_replicas(emulator, "bf1")
-    assert bill and not [r for r in bill if r["running"]], bill  # nothing bills though the app is there
-
-    emulator.set_faults("")
-    assert acagpu("down", "--run-id", "bf1", "--yes")["teardown"]["status"] == "deleted"
-    assert not [a for a in emulator.inventory()["apps"] if a["name"] == "serve-bf1"]

@@ -5,6 +5,7 @@ storage for (exit 2). The emulator's inventory shows that nothing of the run was
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from click.testing import CliRunner
@@ -17,6 +18,22 @@ from aca_gpu.models import AppSpec, ContainerDef
 def serve(*args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(cli, ["serve", "--yes", "-o", "json", *args])
     return result.exit_code, json.loads(result.stdout)
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def stand_in(port: str) -> tuple[str, ...]:
+    """A real HTTP server as the model (the emulator runs its command for real)."""
+    return ("python:3.12-slim", "--", "python3", "-m", "http.server", port, "--bind", "127.0.0.1")
+
+
+def app_bill(emu: Any, run_id: str) -> list[dict[str, Any]]:
+    """The emulator's bill: the replica lives of `run_id`'s app."""
+    return [r for r in emu.billing()["replicas"] if r["run_id"] == run_id and r["kind"] == "app"]
 
 
 def run_made(emu: Any, run_id: str) -> list[str]:
@@ -50,3 +67,48 @@ def test_a_mount_becomes_the_apps_azure_files_volume() -> None:
     template = body["properties"]["template"]
     assert template["volumes"] == [{"name": "share-1", "storageType": "AzureFile", "storageName": "weights"}]
     assert template["containers"][0]["volumeMounts"] == [{"volumeName": "share-1", "mountPath": "/models"}]
+
+
+def test_a_model_killed_for_memory_ends_the_wait_at_once_with_exit_5(emu: Any) -> None:
+    """The `oom` fault: the container is killed for memory as the model loads; serve says so in the
+    platform's words at once (not after the load timeout) and tears down what it made."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("oom")
+    code, doc = serve(
+        "--env", "lab", "--run-id", "oom1", "--port", port, "--load-timeout", "10m", *stand_in(port)
+    )
+    assert code == 5 and doc["error"]["code"] == "OOMKilled", doc["error"]
+    assert "OOMKilled" in doc["error"]["message"] and doc["teardown"]["billing_stopped"], doc
+    assert run_made(emu, "oom1") == [] or doc["teardown"]["status"] == "deleting"
+
+
+def test_teardown_stops_a_served_apps_billing_before_its_delete(emu: Any) -> None:
+    """Billing first: the app is scaled to 0 replicas before it is deleted, so deletes that are
+    refused (here: the caller may delete neither container apps nor groups) leave nothing billing.
+    The model answers from the CPU (`cpu_fallback`): serve says its GPU was left idle."""
+    from aca_gpu.config import load_settings
+    from aca_gpu.workflow.base.context import open_cloud
+    from aca_gpu.workflow.engine.teardown import teardown_group
+
+    port = free_port()
+    emu.set_faults("cpu_fallback")
+    code, served = serve("--run-id", "bf1", "--port", port, *stand_in(port))
+    assert code == 0 and served["status"] == "serving", served
+    assert served["gpu_use"]["idle"] is True and "CPU" in served["gpu_use"]["note"], served["gpu_use"]
+    assert [r["running"] for r in app_bill(emu, "bf1")] == [True]
+
+    emu.set_faults(
+        "deny:action=Microsoft.App/containerApps/delete;"
+        "deny:action=Microsoft.Resources/subscriptions/resourceGroups/delete"
+    )
+    result = teardown_group(
+        open_cloud(load_settings()), "rg-acagpu-bf1", wait_gone=False, poll=0.05, billing_deadline=0.5
+    )
+    assert result.status == "incomplete" and "serve-bf1" in (result.message or "")
+    bill = app_bill(emu, "bf1")
+    assert bill and not [r for r in bill if r["running"]], bill  # nothing bills though the app is there
+
+    emu.set_faults("")
+    done = CliRunner().invoke(cli, ["down", "--run-id", "bf1", "--yes", "--no-wait", "-o", "json"])
+    assert json.loads(done.stdout)["teardown"]["billing_stopped"] is True

@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aca_gpu.errors import AcaGpuError, BadInput, Interrupted, NotFound, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, BadInput, Interrupted, NotFound
 from aca_gpu.models import AppSpec, Cloud, ContainerDef, RegistryCred
 from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.env.warm_runtime import runtime_for
-from aca_gpu.workflow.serve import http
+from aca_gpu.workflow.serve import diagnose, http
 from aca_gpu.workflow.serve.gpu_use import gpu_use
 from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
 from aca_gpu.workflow.serve.phases import cycle_phases
@@ -232,18 +232,26 @@ def first_answer(
             f"GET {target.url}{target.health}: waiting for a replica to be placed, pull the image, "
             f"start and answer (up to {duration_text(target.load_timeout_s)})"
         )
-        attempts, end = cold_request(target, waiter.cancel.is_set)
+        look = min(diagnose.LOOK_S, max(0.2, waiter.interval * 10))
+        watch = diagnose.Watch(cloud, target.resource_group, target.app, look_s=look).start()
+        try:
+            attempts, end = cold_request(target, lambda: waiter.cancel.is_set() or watch.found is not None)
+        finally:
+            watch.stop.set()
         if waiter.cancel.is_set():
             raise KeyboardInterrupt
         last = attempts[-1]
+        if watch.found is not None and not last.ok:  # waiting longer cannot help (diagnose.py)
+            step.status = "fail"
+            raise watch.found
         if not last.ok:
             step.status = "fail"
-            raise WaitTimedOut(
-                f"no answer from {target.url}{target.health} within {duration_text(target.load_timeout_s)} "
-                f"(last: {last.status or last.error})",
-                code="NoAnswer",
-                hint="`acagpu logs --run-id ...` and the app's system events say why; "
-                "--load-timeout gives a slow model longer",
+            events = cloud.system_events(target.resource_group, app=target.app, tail=diagnose.EVENTS_TAIL)
+            raise diagnose.after_timeout(
+                target.app,
+                target.health,
+                events,
+                f"{duration_text(target.load_timeout_s)} (last: {last.status or last.error})",
             )
         first_byte = last.sent + last.first_byte_s if last.first_byte_s is not None else None
         events = cloud.system_events(target.resource_group, app=target.app, tail=200)
@@ -264,11 +272,19 @@ def _teardown(runtime: Any, spec: ServeSpec, plan: Any, progress: Progress) -> T
 
 
 def _teardown_unless_interrupted(
-    outcome: ServeOutcome, runtime: Any, spec: ServeSpec, plan: Any, progress: Progress
+    outcome: ServeOutcome,
+    runtime: Any,
+    spec: ServeSpec,
+    plan: Any,
+    progress: Progress,
+    *,
+    interrupted: bool = False,
 ) -> None:
     """Teardown; a Ctrl-C during it leaves the rest in place and says the one command that removes
     it (the deletes already sent go on in the platform)."""
     try:
+        if interrupted:
+            progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
         outcome.teardown = _teardown(runtime, spec, plan, progress)
     except KeyboardInterrupt:
         delete = f"acagpu down --run-id {spec.run_id} --yes"
@@ -306,7 +322,14 @@ def serve(
                 f"{spec.app}: external ingress on port {spec.port}, "
                 f"{spec.min_replicas}-{spec.max_replicas} replicas"
             )
-            info = served.create_served_app(clients, served_spec(spec, runtime, where))
+            try:
+                info = served.create_served_app(clients, served_spec(spec, runtime, where))
+            except AcaGpuError as exc:  # a 504 while the app was made (#1705: a full profile)
+                found = served.read_served(clients, where.resource_group, spec.app)
+                if exc.code != "GatewayTimeout" or found is None:
+                    raise
+                info = found
+                progress.warn(f"creating {spec.app} answered {exc.code}, but the app exists: watching it")
             if not info.fqdn:
                 raise NotFound(f"container app {spec.app} has no ingress FQDN", code="NoIngress")
             outcome.fqdn = info.fqdn
@@ -326,8 +349,7 @@ def serve(
             f"interrupted: what this command made is torn down (billing first); if anything is left, "
             f"acagpu down --run-id {spec.run_id} --yes removes it"
         )
-        progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
-        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
+        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress, interrupted=True)
     except AcaGpuError as exc:
         outcome.error = exc
         if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
