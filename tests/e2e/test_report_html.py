@@ -1,4 +1,5 @@
-"""`acagpu report RUN.json --html`: the pages opened in a real headless Chromium (Debian's `chromium`,
+"""`acagpu report RUN.json --html`: the pages (a fan-out, a matrix, a serve measurement built by
+`serve_document.py`) opened in a real headless Chromium (Debian's `chromium`,
 which `make test-tools` installs as root): no console error, no network request (Chromium's own
 net log is read), and a screenshot kept under test-artifacts/ (ACAGPU_TEST_ARTIFACTS) for a person
 to look at. Skips, saying why, where Chromium cannot be had."""
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 from benchmarks.report_html import fanout_document
+from tests.e2e.serve_document import serve_document
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("ACAGPU_TEST_ARTIFACTS", ROOT / "test-artifacts"))
@@ -108,6 +110,7 @@ def _shot(page: Path, out: Path, height: int) -> Path:
     [
         ("fanout-1000", fanout_document(1000), "1000 shards"),
         ("matrix", MATRIX, "CUDA 12.6 needs driver 560"),
+        ("serve-measure", serve_document(), "Cut off at the ingress: cycle 3"),
     ],
 )
 def test_pages_open_in_chromium_without_errors_or_requests(
@@ -116,9 +119,9 @@ def test_pages_open_in_chromium_without_errors_or_requests(
     page = _render(tmp_path, name, doc)
     dom, console, urls = _open(page, tmp_path)
     assert expect in dom
-    assert ("<svg" in dom) == name.startswith("fanout")
+    assert ("<svg" in dom) == (name != "matrix")
     assert console == [] and urls == [], (console, urls)
-    _shot(page, tmp_path, 1400 if name.startswith("fanout") else 500)
+    _shot(page, tmp_path, {"fanout-1000": 1400, "serve-measure": 1300}.get(name, 500))
 
 
 def test_the_checks_do_see_an_error_and_a_request(chromium: str, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import acagpu as api
 from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
+from aca_gpu.workflow.report.html import render
 
 IMAGE = "python:3.12-slim"
 SECRET = "tok-3f9a1c"
@@ -89,6 +90,9 @@ def test_serve_answers_measures_and_leaves_nothing(
         assert cycle["woke_from_zero"], cycle
         assert abs(cycle["sum_s"] - cycle["end_to_end_s"]) <= 2.0
     assert measured["measurement"]["warm"]["ok"] == 5
+    # the real document drawn by `report --html`: a bar segment per phase, each naming its clock
+    page = render(measured, "serve.json")
+    assert page.count(" clock)</title>") == sum(len(c["phases"]) for c in cycles) and "TODO" not in page
 
     runs = {r["run_id"]: r for r in acagpu("status")["runs"]}
     assert runs["sv1"]["served"]["url"] == served["url"]

@@ -11,7 +11,9 @@ What each document becomes:
   cumulative cost curve over the same time axis;
 - a `report merge` matrix: the tag × GPU table, each cell coloured by its verdict;
 - a run (`up`, `validate`, `test`, `local`, `run`): its phases as a timeline, its results;
-- a serve measurement: not written by acagpu yet (TODO below); any other document: its fields.
+- a serve document (`serve --measure N`): each cold cycle's phases as a stacked bar, p50/p95 per
+  phase, the warm percentiles, the cut-off flags and their remedies (serve_page.py);
+- any other document: its fields.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from aca_gpu.workflow.report.serve_page import serve_section
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 WIDTH = 960  # the SVGs' drawing width; they scale to the page
@@ -42,7 +46,7 @@ td,th{border:1px solid #d4d9de;padding:3px 8px;text-align:left;vertical-align:to
 th{background:#f3f5f7}.pass{background:#dff3e4}.fail{background:#f9dcd7}.none{color:#9aa3ab}
 .refused{background:#fbe9d0}svg{max-width:100%;height:auto;display:block}
 .legend span{display:inline-block;margin-right:14px}.legend i{display:inline-block;width:11px;
-height:11px;margin-right:4px;vertical-align:-1px}.todo{border:2px dashed #c8412f;padding:8px}
+height:11px;margin-right:4px;vertical-align:-1px}.flag{color:#c8412f}
 @media print{body{margin:0;font-size:11px}h2{break-after:avoid}svg,table{break-inside:avoid}}
 """
 
@@ -410,12 +414,7 @@ def _matrix(doc: Mapping[str, Any]) -> str:
 
 
 def _serve(doc: Mapping[str, Any]) -> str:
-    # TODO(serve measure): acagpu writes no serve-measurement document yet; when `serve measure`
-    # exists, draw its cold-start phases per cycle here (one Gantt row per cycle, as _gantt_svg).
-    return (
-        '<p class="todo">TODO: serve measurements are not drawn yet (acagpu writes no serve-measurement '
-        "document so far); the fields follow.</p>" + _fields(doc)
-    )
+    return serve_section(doc, _e, _table, WIDTH) or _fields(doc)
 
 
 def _fields(doc: Mapping[str, Any]) -> str:
