@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aca_gpu.errors import AcaGpuError, BadInput, Interrupted, NotFound
-from aca_gpu.models import AppSpec, Cloud, ContainerDef, RegistryCred
+from aca_gpu.models import AppSpec, Cloud, RegistryCred
 from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
 from aca_gpu.workflow.base.context import Waiter
@@ -28,7 +28,7 @@ from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request
 from aca_gpu.workflow.serve.phases import cycle_phases
 from aca_gpu.workflow.serve.plan import ServeSpec
 from aca_gpu.workflow.spend import ledger
-from aca_gpu.workflow.workload.aca import CONTAINER, REGISTRY_SECRET
+from aca_gpu.workflow.workload.aca import workload_parts
 
 EXIT_INTERRUPTED = 130
 
@@ -160,24 +160,7 @@ def served_spec(spec: ServeSpec, runtime: Any, where: Any) -> Any:
     registries: tuple[RegistryCred, ...] = (
         runtime._registries(image) if hasattr(runtime, "_registries") else ()
     )
-    secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
-    if work.registry is not None:
-        reg = work.registry
-        if reg.identity:
-            registries = (RegistryCred(reg.server, identity=reg.identity),)
-        elif work.registry_password is not None:
-            secrets[REGISTRY_SECRET] = work.registry_password
-            registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
-    container = ContainerDef(
-        name=CONTAINER,
-        image=image,
-        cpu=work.cpu,
-        memory=work.memory,
-        args=work.command,
-        env=dict(work.env),
-        secret_env=dict(work.secrets),
-        mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
-    )
+    container, secrets, registries = workload_parts(work, image, registries)
     app = AppSpec(
         resource_group=where.resource_group,
         name=spec.app,

@@ -60,6 +60,7 @@ from aca_gpu.workflow.workload.follow import Followed, follow_execution
 from aca_gpu.workflow.workload.local import outcome_of
 from aca_gpu.workflow.workload.outcome import Console, WorkloadResult
 from aca_gpu.workflow.workload.plan import RunSpec
+from aca_gpu.workflow.workload.plan import Workload as UserWorkload
 
 CONTAINER = "main"
 REGISTRY_SECRET = "registry-password"
@@ -91,22 +92,24 @@ def verdict_of(result: WorkloadResult) -> Verdict:
     return Verdict(whose, result.status, result.reason, result.exit_code, value=outcome)
 
 
-def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
-    work = spec.workload
+def workload_parts(
+    work: UserWorkload, image: str | None = None, registries: tuple[RegistryCred, ...] = ()
+) -> tuple[ContainerDef, dict[str, str], tuple[RegistryCred, ...]]:
+    """The user's container and what its pull and its `--secret-env` need, for a job (`run`) and
+    an app (`serve`) alike: the container (`image`: a staged copy's name where there is one), the
+    secrets by name (the registry's password among them) and the pull's credentials (the
+    workload's own registry, else `registries`: a staged copy's identity)."""
     secrets = {name: work.secret_values[env] for env, name in work.secrets.items()}
-    registries: tuple[RegistryCred, ...] = ()
     if work.registry is not None:
         reg = work.registry
         if reg.identity:
             registries = (RegistryCred(reg.server, identity=reg.identity),)
-        else:
-            assert work.registry_password is not None
+        elif work.registry_password is not None:
             secrets[REGISTRY_SECRET] = work.registry_password
             registries = (RegistryCred(reg.server, username=reg.username, password_secret=REGISTRY_SECRET),)
-    volumes = tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1))
     container = ContainerDef(
         name=CONTAINER,
-        image=work.image,
+        image=image or work.image,
         cpu=work.cpu,
         memory=work.memory,
         args=work.command,
@@ -114,6 +117,15 @@ def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
         secret_env=dict(work.secrets),
         mounts=tuple((f"share-{i}", m.path) for i, m in enumerate(work.mounts, start=1)),
     )
+    return container, secrets, registries
+
+
+def job_spec(spec: RunSpec, plan: Plan, pair: Pair, where: Where) -> JobSpec:
+    work = spec.workload
+    # a registry without an identity has its password read when the plan was made (workload/plan.py)
+    assert work.registry is None or work.registry.identity or work.registry_password is not None
+    container, secrets, registries = workload_parts(work)
+    volumes = tuple((f"share-{i}", m.source) for i, m in enumerate(work.mounts, start=1))
     return JobSpec(
         resource_group=where.resource_group,
         name=pair.tester,
