@@ -7,12 +7,10 @@ Parse, build the FanoutSpec (bad input: exit 2 before anything exists), confirm,
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any, TypeVar
 
 import click
 
-from aca_gpu.cli.options import confirm
 from aca_gpu.errors import BadInput
 from aca_gpu.output import Output
 
@@ -56,7 +54,7 @@ def run_fanout_command(
     """The fan-out branch of `acagpu run` (its own exit code; see workflow/fanout/outcome.py)."""
     from dataclasses import replace
 
-    from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
+    from aca_gpu.cli.runopts import command_settings, launch
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
     from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.fanout import ledger
@@ -115,21 +113,11 @@ def run_fanout_command(
     if flags["dry_run"]:
         output.emit(doc, render_plan(doc))
         return
-    for warning in fanout.warnings:
-        output.warn(warning)
-    confirm(render_plan(doc) + "\nCreate these billable resources?", yes=flags["yes"] or flags["emulator"],
-            refusal="not creating billable resources")  # fmt: skip
-    scope = emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
-    with scope as active:
-        if flags["emulator"]:
-            fanout = replace(
-                fanout, run=replace(fanout.run, plan=emulated_plan(fanout.run.plan, flags["time_scale"]))
-            )
-        outcome = run_fanout(open_cloud(active), fanout, output, waiter_for(active), request=request)
-    result = outcome.document()
-    output.emit(result, lambda _stdout: print(render_fanout(result), file=output.stderr, flush=True))
-    if outcome.exit_code:
-        raise SystemExit(outcome.exit_code)
+
+    def go(cloud: Any, spec: Any, waiter: Any) -> Any:
+        return run_fanout(cloud, spec, output, waiter, request=request)
+
+    launch(output, flags, settings, fanout, render_plan(doc), fanout.warnings, go, render_fanout)
 
 
 def render_plan(doc: dict[str, Any]) -> str:

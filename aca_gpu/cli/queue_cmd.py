@@ -7,12 +7,10 @@ render. Everything else lives in `workflow/queue/`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any, TypeVar, cast
 
 import click
 
-from aca_gpu.cli.options import confirm
 from aca_gpu.errors import BadInput
 from aca_gpu.output import Output
 
@@ -141,7 +139,7 @@ def _execute(output: Output, flags: dict[str, Any], request: Any, make_queue: An
     """Plan, confirm, run, render: one queue run (a new one, or a rerun's)."""
     from dataclasses import replace
 
-    from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
+    from aca_gpu.cli.runopts import command_settings, launch
     from aca_gpu.workflow.base.context import open_cloud, resolve_owner
     from aca_gpu.workflow.env.warm_runtime import placed_plan
     from aca_gpu.workflow.queue.outcome import render_queue, run_queue
@@ -166,21 +164,11 @@ def _execute(output: Output, flags: dict[str, Any], request: Any, make_queue: An
     if flags["dry_run"]:
         output.emit(doc, render_plan(doc))
         return
-    for warning in queue.run.warnings:
-        output.warn(warning)
-    confirm(render_plan(doc) + "\nCreate these billable resources?", yes=flags["yes"] or flags["emulator"],
-            refusal="not creating billable resources")  # fmt: skip
-    scope = emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
-    with scope as active:
-        if flags["emulator"]:
-            queue = replace(
-                queue, run=replace(queue.run, plan=emulated_plan(queue.run.plan, flags["time_scale"]))
-            )
-        outcome = run_queue(open_cloud(active), queue, output, waiter_for(active), request=request)
-    result = outcome.document()
-    output.emit(result, lambda _stdout: print(render_queue(result), file=output.stderr, flush=True))
-    if outcome.exit_code:
-        raise SystemExit(outcome.exit_code)
+
+    def go(cloud: Any, spec: Any, waiter: Any) -> Any:
+        return run_queue(cloud, spec, output, waiter, request=request)
+
+    launch(output, flags, settings, queue, render_plan(doc), queue.run.warnings, go, render_queue)
 
 
 def render_plan(doc: dict[str, Any]) -> str:

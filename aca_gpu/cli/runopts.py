@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import click
@@ -110,3 +110,36 @@ def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[
         )
     finally:
         server.stop()
+
+
+def launch(
+    output: Any,
+    flags: dict[str, Any],
+    settings: Settings,
+    spec: Any,
+    plan_text: str,
+    warnings: Iterable[str],
+    go: Callable[[Any, Any, Waiter], Any],
+    render: Callable[[dict[str, Any]], str],
+) -> None:
+    """After the plan of a fan-out or a queue run: its warnings, the one `--yes` question, the run
+    (on the embedded emulator with `--emulator`, its start deadline on that clock), and its one
+    document, ending with the run's own exit code. `spec` has a `run.plan` (FanoutSpec, QueueSpec);
+    `go(cloud, spec, waiter)` runs it and returns an outcome with `document()` and `exit_code`."""
+    from aca_gpu.cli.options import confirm
+    from aca_gpu.workflow.base.context import open_cloud
+
+    for warning in warnings:
+        output.warn(warning)
+    confirm(plan_text + "\nCreate these billable resources?", yes=flags["yes"] or flags["emulator"],
+            refusal="not creating billable resources")  # fmt: skip
+    scope = emulator_settings(settings, flags["time_scale"]) if flags["emulator"] else nullcontext(settings)
+    with scope as active:
+        if flags["emulator"]:
+            run = dataclasses.replace(spec.run, plan=emulated_plan(spec.run.plan, flags["time_scale"]))
+            spec = dataclasses.replace(spec, run=run)
+        outcome = go(open_cloud(active), spec, waiter_for(active))
+    result = outcome.document()
+    output.emit(result, lambda _stdout: print(render(result), file=output.stderr, flush=True))
+    if outcome.exit_code:
+        raise SystemExit(outcome.exit_code)
