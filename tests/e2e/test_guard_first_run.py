@@ -77,21 +77,23 @@ def test_the_first_runs_wait_for_the_role_and_a_failed_run_says_why(tmp_path: Pa
             time.monotonic() + 120
         )  # runs every emulated minute: ~10 s apart idle, far more on a busy machine
         while len(_ended(doc := _status(shell))) < 3:  # the first three runs, the role not yet effective
-            assert time.monotonic() < deadline, doc
+            assert time.monotonic() < deadline, doc["executions"]
             time.sleep(0.5)
         assert all(e["status"] == "Succeeded" for e in _ended(doc)), doc["executions"]
         assert not [m for m in hook.received() if "failed 0" not in m["text"]], hook.received()
 
-        # the identity loses its role; the guard may wait 1 s for it: the next run fails, and says why
-        roles = "/providers/Microsoft.Authorization/roleAssignments"
-        for assignment in _arm(emu, "GET", roles, "2022-04-01")["value"]:
-            _arm(emu, "DELETE", f"{roles}/{assignment['name']}", "2022-04-01")
+        # the guard may wait 1 s for its role, then the identity loses it: the next run fails, and
+        # says why. The template changes first: a run that began between the two with the default
+        # wait (600 wall seconds) would hold the schedule until its replica timeout
         job = _arm(emu, "GET", JOB, "2025-07-01")
         job["properties"]["template"]["containers"][0]["env"].append(
             {"name": "ACAGPU_GUARD_AUTH_WAIT_S", "value": "1"}
         )
         job["properties"]["configuration"]["secrets"] = [{"name": "acagpu-notify", "value": hook.url}]
         _arm(emu, "PUT", JOB, "2025-07-01", job)
+        roles = "/providers/Microsoft.Authorization/roleAssignments"
+        for assignment in _arm(emu, "GET", roles, "2022-04-01")["value"]:
+            _arm(emu, "DELETE", f"{roles}/{assignment['name']}", "2022-04-01")
         deadline = (
             time.monotonic() + 120
         )  # runs every emulated minute: ~10 s apart idle, far more on a busy machine
@@ -99,7 +101,7 @@ def test_the_first_runs_wait_for_the_role_and_a_failed_run_says_why(tmp_path: Pa
             doc = _status(shell)
             if any(e["status"] == "Failed" and e["exit_code"] == 6 for e in _ended(doc)):
                 break
-            assert time.monotonic() < deadline, doc
+            assert time.monotonic() < deadline, doc["executions"]
             time.sleep(0.5)
         assert all(e["reason"] for e in _ended(doc) if e["status"] == "Failed"), doc["executions"]
         failed = next(e for e in doc["executions"] if e["status"] == "Failed" and e["exit_code"] == 6)
