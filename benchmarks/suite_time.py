@@ -2,6 +2,8 @@
 
     python benchmarks/suite_time.py [--per-test] [PYTEST ARGS...]   (default: -n 6 --dist worksteal -q)
 
+SUITE_TIME_ROWS=FILE (with --per-test) writes every test's CPU and wall seconds there as JSON.
+
 The suite on a two-core machine is bound by its CPU; idle CPU while it runs means workers waiting on
 tests that started late (a long scenario at the end of a worker's share). CPU figures come from
 /proc/stat (the whole machine: run it with nothing else busy). `--per-test` adds each test's CPU
@@ -71,6 +73,8 @@ def main(argv: list[str]) -> int:
             by_file: collections.Counter[str] = collections.Counter()
             for row in rows:
                 by_file[row["id"].split("::")[0]] += row["cpu"]
+            if os.environ.get("SUITE_TIME_ROWS"):  # every test's figures, for a closer look
+                Path(os.environ["SUITE_TIME_ROWS"]).write_text(json.dumps(rows), encoding="utf-8")
             cpu, wall = sum(r["cpu"] for r in rows), sum(r["wall"] for r in rows)
             print(f"tests {len(rows)}: CPU {cpu:.0f} s, wall {wall:.0f} s")
             for row in sorted(rows, key=lambda r: -r["cpu"])[:15]:

@@ -27,7 +27,7 @@ GPU_TYPE = "Consumption-GPU-NC8as-T4"
 @pytest.fixture(scope="module")
 def cloud() -> Iterator[AzureCloud]:
     with server.EmulatorServer(time_scale=0.002).start() as emu:
-        settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.05"}, file={})
+        settings = load_settings(env=emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
         yield AzureCloud.from_settings(settings)
 
 

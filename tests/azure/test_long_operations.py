@@ -40,7 +40,7 @@ def emulator() -> Iterator[EmulatorServer]:
 
 def _cloud(server: EmulatorServer) -> AzureCloud:
     """A fresh cloud: its clients' read policy takes the read budget in force when they are made."""
-    env = server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+    env = server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}
     return AzureCloud.from_settings(load_settings(env=env, file={}))
 
 

@@ -30,7 +30,7 @@ def _cloud(upstream: EmulatorServer, proxy: ChaosProxy) -> AzureCloud:
     env = upstream.client_env() | {
         "ACAGPU_ARM_ENDPOINT": proxy.endpoint,
         "ACAGPU_CA_BUNDLE": proxy.ca_bundle,
-        "ACAGPU_POLLING_INTERVAL": "0.05",
+        "ACAGPU_POLLING_INTERVAL": "0.1",
     }
     return AzureCloud.from_settings(load_settings(env=env, file={}))
 

@@ -30,7 +30,7 @@ def emu(emulator: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     emulator.reset()  # type: ignore[attr-defined]
     for key, value in emulator.client_env().items():  # type: ignore[attr-defined]
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.02")
+    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.1")
     monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     yield emulator

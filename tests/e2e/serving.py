@@ -95,7 +95,7 @@ def serve_behind_proxy(
         emulator_serve(tmp_path / "emu.env", extra=extra) as emu,
         ChaosProxy(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_CA_BUNDLE"], workdir=tmp_path / "proxy") as proxy,
     ):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
         shell.pop("ACAGPU_ENV", None)
         yield emu, proxy, shell

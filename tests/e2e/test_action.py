@@ -88,7 +88,7 @@ def test_the_action_validates_against_the_emulator(tmp_path: Path, served: dict[
     base = clean | served | {
         "PATH": f"{bin_dir}:{clean['PATH']}",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "ACAGPU_POLLING_INTERVAL": "0.05",
+        "ACAGPU_POLLING_INTERVAL": "0.1",
         "GITHUB_ACTIONS": "true",
         "GITHUB_ACTION_PATH": str(ROOT),
         "GITHUB_STEP_SUMMARY": str(summary),

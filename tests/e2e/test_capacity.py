@@ -42,7 +42,7 @@ def _faults(emu: dict[str, str], spec: str) -> None:
 @pytest.mark.slow(20)
 def test_a_replica_never_placed_for_want_of_capacity_is_exit_3_with_its_evidence(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
             shell.pop(key, None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
@@ -77,7 +77,7 @@ def test_a_replica_never_placed_for_want_of_capacity_is_exit_3_with_its_evidence
 
 def test_a_run_whose_container_is_never_placed_is_exit_3_not_still_running(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=0.01) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
             shell.pop(key, None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")

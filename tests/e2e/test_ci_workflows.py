@@ -205,7 +205,7 @@ def test_the_jobs_steps_agree_against_the_emulator(
         | served
         | {
             "PATH": f"{bin_dir}:{os.environ['PATH']}",  # where the install step put acagpu
-            "ACAGPU_POLLING_INTERVAL": "0.05",
+            "ACAGPU_POLLING_INTERVAL": "0.1",
             "GITHUB_ACTIONS": "true",
             "GITHUB_RUN_ID": "4242",
             "GITHUB_RUN_ATTEMPT": "1",

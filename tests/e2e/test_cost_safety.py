@@ -32,14 +32,14 @@ def emu(emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch, tmp_path: obj
     emulator.reset()
     for key, value in emulator.client_env().items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.05")
+    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.1")
     monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path))
     return emulator
 
 
 def _cloud(emu: EmulatorServer) -> Cloud:
-    env = emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+    env = emu.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}
     return open_cloud(load_settings(env=env, file={}))
 
 

@@ -42,7 +42,7 @@ ENV_FILE = "/tmp/acagpu.env"
 # a page that shows no serve line runs against a faster emulator, polled faster: what its examples
 # print and exit with is the same at any speed (the front page runs as pasted, at the defaults)
 DEFAULT_SERVE = f"acagpu emulator serve --time-scale 0.002 --env-file {ENV_FILE}"
-FASTER = {"ACAGPU_POLLING_INTERVAL": "0.05"}
+FASTER = {"ACAGPU_POLLING_INTERVAL": "0.1"}
 # the front page's shell polls every 0.5 s instead of 5: the same answers, sooner (the pasted text
 # and the server are as written)
 POLL_OFTEN = {"ACAGPU_POLLING_INTERVAL": "0.5"}

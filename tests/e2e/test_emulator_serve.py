@@ -44,7 +44,7 @@ def test_serve_then_a_second_shell_runs_the_journey_at_default_polling(tmp_path:
         # nothing tuned: the user's default polling (5 s) for the commands whose tester must not
         # finish unseen between two looks; the rest polls fast (what they print does not depend on it)
         user = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | emu
-        fast = user | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        fast = user | {"ACAGPU_POLLING_INTERVAL": "0.1"}
 
         def acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
             done = subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=180)

@@ -23,7 +23,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 
 def test_env_list_has_a_header_and_env_show_has_the_details(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG"):
             shell.pop(key, None)
         made = _acagpu(

@@ -24,7 +24,7 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     env_file = tmp_path_factory.mktemp("serve") / "emu.env"
     with emulator_serve(env_file) as served:
         assert env_file.stat().st_mode & 0o777 == 0o600, "the env file holds a token: owner-only"
-        env = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        env = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         env.pop("ACAGPU_CONFIG", None)
         up = run(env, "up", "--yes", "--run-id", "pipe1", "--keep")
         assert up.returncode == 0, up.stderr

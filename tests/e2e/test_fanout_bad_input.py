@@ -56,7 +56,7 @@ def test_bad_fanout_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str
 def test_rerun_of_a_run_with_no_failed_shard_or_not_a_fanout_is_refused(tmp_path: Path) -> None:
     # the two runs only have to exist: made 10x faster and polled fast, the refusals are the test
     fast = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")} | {
-        "ACAGPU_POLLING_INTERVAL": "0.05"
+        "ACAGPU_POLLING_INTERVAL": "0.1"
     }
     # 30 emulated minutes are 3.6 wall s at 0.002: a busy machine outlived them (DeadlineExceeded)
     made = ("--emulator", "--time-scale", "0.002", "--max-minutes", "600", "--yes", "-o", "json")
@@ -74,7 +74,7 @@ def test_parallel_that_the_quota_can_never_serve_is_refused_before_anything_exis
     with emulator_serve(
         tmp_path / "emu.env", extra=("--faults", "quota:region=eastus,profile=T4,limit=0")
     ) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_ENV", None)
         # a plan writes nothing: in a subscription without Microsoft.App it does not register it to
         # read the quota (the SDK would), and says the run will

@@ -34,7 +34,7 @@ def _acagpu(shell: dict[str, str], *args: str, timeout: float = 300) -> subproce
 
 def _shell(emu: dict[str, str], tmp_path: Path) -> dict[str, str]:
     shell = (
-        os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
+        os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
     )
     shell.pop("ACAGPU_ENV", None)
     return shell
@@ -205,7 +205,7 @@ def test_map_file_gives_each_shard_its_item_and_logs_failed_prints_only_the_fail
     items.write_text(json.dumps(["red", "green", {"n": 3}, "blue"]))
     shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
     shell |= {"ACAGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-    shell |= {"ACAGPU_POLLING_INTERVAL": "0.05"}  # items, lines and statuses do not depend on the speed
+    shell |= {"ACAGPU_POLLING_INTERVAL": "0.1"}  # items, lines and statuses do not depend on the speed
     script = 'echo "got $ACAGPU_ITEM of $ACAGPU_SHARD_COUNT"; [ "$ACAGPU_ITEM" != green ] || exit 2'
     # 600 emulated minutes to start (72 s here): a shard slow to start on a busy machine is not the
     # platform's failure to retry (its first attempt's lines and its second's were both printed)

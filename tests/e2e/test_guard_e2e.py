@@ -91,7 +91,7 @@ class Arm:
 def test_the_guard_deletes_an_expired_kept_run_with_nobody_at_the_laptop(
     served: dict[str, str], hook: Receiver
 ) -> None:
-    shell = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+    shell = os.environ | served | {"ACAGPU_POLLING_INTERVAL": "0.1"}
     arm = Arm(served)
     other = OTHER_SUBSCRIPTION  # the emulator's second subscription, guarded by the same job
     arm2 = Arm(served, other)

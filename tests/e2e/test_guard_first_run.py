@@ -66,7 +66,7 @@ def _guard_folders(emu: dict[str, str]) -> list[Path]:
 @pytest.mark.slow(70)
 def test_the_first_runs_wait_for_the_role_and_a_failed_run_says_why(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=SCALE) as emu, webhook() as hook:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_CONFIG", None)
         installed = _acagpu(
             shell, "guard", "install", "-l", "eastus", "--every", "1m", "--yes", "--notify", hook.url

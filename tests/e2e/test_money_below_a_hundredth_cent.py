@@ -25,7 +25,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 
 def test_a_bill_of_a_fraction_of_a_hundredth_cent_is_not_printed_as_zero(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         ran = _acagpu(shell, "run", "--gpu", "t4", "--yes", "--run-id", "tiny", "-o", "json", "busybox", "--",
                       "sh", "-c", "exit 0")  # fmt: skip

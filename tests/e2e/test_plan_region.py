@@ -23,7 +23,7 @@ def test_a_dry_run_in_a_warm_environment_shows_the_environments_region(tmp_path:
     config = tmp_path / "config.toml"
     config.write_text('env = "lab"\nlocation = "westus3"\n', encoding="utf-8")
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_ENV", None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr

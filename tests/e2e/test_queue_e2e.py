@@ -84,7 +84,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, st
     server_env = os.environ | {"ACAGPU_EMULATOR_CONTAINERS": "off"}
     folder = tmp_path_factory.mktemp("queue-emu")
     with background_server(serve, folder / "emu.env", env=server_env) as (emu, _server):
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_ENV", None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr

@@ -52,7 +52,7 @@ def _keys(emu: dict[str, str], recorded: list[dict[str, Any]]) -> list[str]:
 def test_a_recorded_fanout_holds_its_share_exchanges_without_a_key(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
-        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell |= {"ACAGPU_EMULATOR_CONTAINERS": "off", "NO_COLOR": "1"}
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr

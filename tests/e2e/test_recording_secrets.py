@@ -52,7 +52,7 @@ def _forms(value: str) -> set[str]:
 def test_a_recorded_create_share_run_holds_no_storage_key(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
-        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "NO_COLOR": "1"}
+        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "NO_COLOR": "1"}
         made = _acagpu(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr
         planned = _acagpu(shell, "run", "--env", "lab", "--dry-run", "-o", "json", "--mount", "models:/m",

@@ -130,7 +130,7 @@ def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
     recordings = tmp_path / "recordings"
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
-        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "NO_COLOR": "1", "MY_API_TOKEN": USER_SECRET}
+        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "NO_COLOR": "1", "MY_API_TOKEN": USER_SECRET}
 
         def record(name: str, *args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
             words = 2 if args[0] in ("env", "guard") else 1  # the command's own words, then options

@@ -29,7 +29,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 @pytest.mark.slow(26)
 def test_a_mount_path_is_the_share_wherever_the_shell_reads_it_and_only_there(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr

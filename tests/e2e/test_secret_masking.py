@@ -30,7 +30,7 @@ def _run(shell: dict[str, str], value: str, *extra: str) -> subprocess.Completed
 def test_a_printed_secret_env_value_is_masked_live_and_in_the_document(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env") as emu:
         shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
-        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "NO_COLOR": "1"}
+        shell |= emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "NO_COLOR": "1"}
         live = _run(shell, VALUE)
         assert live.returncode == 0, live.stderr
         assert live.stdout.splitlines()[:2] == ["token is ***", f"length {len(VALUE)}"]

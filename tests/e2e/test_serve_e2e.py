@@ -39,11 +39,12 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 
 @pytest.fixture
 def emulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
-    """Scale 0.01: the ingress cut-off is 2.4 wall s, the cooldown of 20 s is 0.2 wall s."""
+    """Scale 0.01: the ingress cut-off is 2.4 wall s, a cooldown of 150 s is 1.5 wall s (room for the
+    GPU check after the first answer on a busy machine), one of 20 s 0.2 wall s."""
     with EmulatorServer(time_scale=0.01, registered=True, workdir=tmp_path / "emu") as server:
         for key, value in server.client_env().items():
             monkeypatch.setenv(key, value)
-        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.05")
+        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.1")
         monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
         yield server
 
@@ -73,7 +74,7 @@ def test_serve_answers_measures_and_leaves_nothing(
     monkeypatch.setenv("MODEL_TOKEN", SECRET)
     acagpu("env", "create", "lab", "--yes")
     served = acagpu(
-        "serve", "--env", "lab", "--run-id", "sv1", "--port", port, "--cooldown", "20", "--yes",
+        "serve", "--env", "lab", "--run-id", "sv1", "--port", port, "--cooldown", "150", "--yes",
         "--secret-env", "MODEL_TOKEN",
         IMAGE, "--", "python3", str(script), port, "1",
     )  # fmt: skip

@@ -21,7 +21,7 @@ ACAGPU = [sys.executable, "-m", "aca_gpu"]
 @pytest.fixture(scope="module")
 def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     with emulator_serve(tmp_path_factory.mktemp("emu") / "emu.env") as emu:
-        env = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        env = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG"):
             env.pop(key, None)
         yield env

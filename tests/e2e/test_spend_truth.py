@@ -78,7 +78,7 @@ def served_fast(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     phases, clocks and whether a figure is above zero, none of which depends on the speed."""
     home = tmp_path_factory.mktemp("spend-fast")
     with emulator_serve(home / "emu.env", time_scale=0.002, extra=("--registered",)) as emu:
-        fast = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+        fast = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.1")
         _json(fast, "env", "create", "lab", "--gpu", "t4", "--yes")
         yield emu, home
 
@@ -116,7 +116,7 @@ def test_warm_runs_bill_what_the_emulator_billed_at_default_polling(
 def test_test_env_names_only_the_image_it_ran(served: Served) -> None:
     """Smaller: `test --env` named the explorer image, which it never runs, as the one it tested."""
     emu, home = served
-    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.1")
     doc = _json(shell, "test", "--env", "lab", "--yes")
     unrun = doc["results"][0]["image"]  # the pair's explorer image: no container of it started
     assert doc["explorer"]["image"] is None and doc["explorer"]["status"] == "not-run", doc["explorer"]
@@ -180,10 +180,10 @@ def test_cost_flags_only_past_its_tolerance_and_lists_only_this_clouds_runs(tmp_
     with emulator_serve(tmp_path / "old.env", time_scale=0.002, extra=("--registered",)) as old:
         # the former cloud's run only has to be in the ledger: 10x faster and polled fast, its figure
         # is not read
-        shell = _shell(old, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
+        shell = _shell(old, tmp_path, ACAGPU_POLLING_INTERVAL="0.1", **cache)
         _json(shell, "up", "--gpu", "t4", "--run-id", "gone1", "--yes")
     with emulator_serve(tmp_path / "emu.env", time_scale=0.02, extra=("--registered",)) as emu:
-        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.05", **cache)
+        shell = _shell(emu, tmp_path, ACAGPU_POLLING_INTERVAL="0.1", **cache)
         _json(shell, "env", "create", "lab", "--gpu", "t4", "--yes")
         for rid in ("c1", "c2", "c3"):
             _json(shell, "up", "--env", "lab", "--run-id", rid, "--yes")
@@ -205,7 +205,7 @@ def test_phases_say_which_clock_and_up_shows_its_place(served_fast: Served) -> N
     group and environment rows; `test` with an empty phases row; `status` says keep false for a
     kept run; one money format (no `0 GPU-seconds, ≈ $0.0001`)."""
     emu, home = served_fast
-    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.05")
+    shell = _shell(emu, home, ACAGPU_POLLING_INTERVAL="0.1")
     doc = _json(shell, "up", "--gpu", "t4", "--run-id", "ph1", "--keep", "--yes")
     assert {"resource group", "environment"} <= set(doc["phases"]), doc["phases"]
     assert set(doc["phase_clocks"]) == set(doc["phases"]), doc["phase_clocks"]
@@ -277,7 +277,7 @@ def test_a_kept_runs_status_counts_what_its_group_records(served: Served) -> Non
     text = _run(shell, "status").stdout
     (row,) = [line for line in text.splitlines() if line.startswith("k1 ")]
     assert not row.rstrip().endswith("+") and "past use is not counted" not in text, text
-    fast = shell | {"ACAGPU_POLLING_INTERVAL": "0.05"}  # the figures are read: deleting is not about them
+    fast = shell | {"ACAGPU_POLLING_INTERVAL": "0.1"}  # the figures are read: deleting is not about them
     assert _run(fast, "down", "--run-id", "k1", "--yes").returncode == 0
 
 

@@ -47,7 +47,7 @@ def test_staging_an_image_that_does_not_exist_fails_and_leaves_nothing(tmp_path:
     from aca_gpu.workflow.env.staging.catalogue import registry_name
 
     with emulator_serve(tmp_path / "emu.env") as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr

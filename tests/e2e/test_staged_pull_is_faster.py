@@ -53,7 +53,7 @@ def _pull(shell: dict[str, str]) -> dict[str, Any]:
 @pytest.mark.parametrize("durations", ["recorded", "aca-2026"])
 def test_a_staged_same_region_pull_is_faster_than_docker_hub(tmp_path: Path, durations: str) -> None:
     with emulator_serve(tmp_path / "emu.env", extra=("--durations", durations)) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr

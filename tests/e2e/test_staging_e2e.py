@@ -61,7 +61,7 @@ def _arm_get(emu: dict[str, str], path: str, version: str) -> requests.Response:
 
 def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", extra=("--durations", "aca-2026")) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
@@ -105,7 +105,7 @@ def test_a_staged_image_is_pulled_by_tag_from_the_environment_s_registry(tmp_pat
 def test_a_driver_older_than_the_image_s_cuda_stops_the_run_before_its_container(tmp_path: Path) -> None:
     """The host says 535.54.03 (CUDA 12.2) in GpuDriverInfo; a CUDA 12.8 image cannot run there."""
     with emulator_serve(tmp_path / "emu.env", extra=("--driver-version", "535.54.03")) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
@@ -136,7 +136,7 @@ def test_staging_that_cannot_work_says_so_before_anything_is_made(tmp_path: Path
 
     extra = ("--subscriptions", "2", "--faults", "deny:action=Microsoft.Authorization/roleAssignments/write")
     with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         sub = emu["ACAGPU_SUBSCRIPTION"]
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
@@ -186,7 +186,7 @@ def test_acagpu_run_stops_when_the_host_driver_is_older_than_its_image(tmp_path:
     """`acagpu run --env` of a CUDA 12.8 image on a host whose GpuDriverInfo says 535.54.03: exit 5,
     the driver and the event named, the container never started (nothing billed)."""
     with emulator_serve(tmp_path / "emu.env", extra=("--driver-version", "535.54.03")) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr
@@ -208,7 +208,7 @@ def test_a_streamed_stage_waits_for_acr_s_conversion_and_up_streams_the_image(tm
 
     extra = ("--durations", "aca-2026", "--pulls", "streaming=on")
     with emulator_serve(tmp_path / "emu.env", extra=extra) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         sub = emu["ACAGPU_SUBSCRIPTION"]
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
@@ -272,7 +272,7 @@ def test_a_failed_streaming_conversion_is_one_line_and_the_image_stays_staged(tm
     """ACR's conversion ends Failed (the emulator's `conversion` fault): exit 7, one error line naming
     the status, and the image that was imported is still recorded (pulled in full, not streamed)."""
     with emulator_serve(tmp_path / "emu.env", extra=("--faults", "conversion")) as emu:
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "ACAGPU_CACHE_DIR": str(tmp_path)}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path)}
         shell.pop("ACAGPU_ENV", None)
         made = _run(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes", "-o", "json")
         assert made.returncode == 0, made.stderr

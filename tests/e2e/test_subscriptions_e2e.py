@@ -19,7 +19,7 @@ FIRST, SECOND, THIRD = subscription_ids(3)
 
 def _shell(emu: dict[str, str]) -> dict[str, str]:
     shell = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
-    return shell | emu | {"ACAGPU_POLLING_INTERVAL": "0.05", "NO_COLOR": "1", "COLUMNS": "200"}
+    return shell | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "NO_COLOR": "1", "COLUMNS": "200"}
 
 
 def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -76,7 +76,7 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
             os.environ
             | emu
             | {
-                "ACAGPU_POLLING_INTERVAL": "0.05",
+                "ACAGPU_POLLING_INTERVAL": "0.1",
                 "ACAGPU_CAPACITY_GAP_S": "0.5",  # the client's wall-clock gap, scaled down like the emulator
                 "ACAGPU_CACHE_DIR": str(tmp_path / "cache"),
             }

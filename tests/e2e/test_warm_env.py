@@ -49,7 +49,7 @@ def _control(emu: dict[str, str], name: str) -> dict[str, Any]:
 @pytest.mark.slow(22)
 def test_two_runs_share_a_warm_environment_and_leave_it_idle(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=None) as emu:  # the server's own default speed
-        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_ENV", None)
 
         refused = _run(shell, "up", "--env", "nowhere", "--yes", "-o", "json")
@@ -279,7 +279,7 @@ def test_a_warm_run_says_where_its_time_went(tmp_path: Path, monkeypatch: pytest
     try:
         for key, value in server.client_env().items():
             monkeypatch.setenv(key, value)
-        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.02")
+        monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.1")
         for key in ("ACAGPU_CONFIG", "ACAGPU_ENV", "GITHUB_ACTIONS"):
             monkeypatch.delenv(key, raising=False)
 

@@ -60,7 +60,7 @@ def test_a_run_whose_environment_is_force_deleted_says_its_job_is_gone_and_stops
 ) -> None:
     # 0.05: the default --max-minutes (30) is 90 wall seconds, longer than the container's sleep
     with emulator_serve(tmp_path / "emu.env", time_scale=0.05) as emu:
-        shell = {**os.environ, **emu, "ACAGPU_POLLING_INTERVAL": "0.05"}
+        shell = {**os.environ, **emu, "ACAGPU_POLLING_INTERVAL": "0.1"}
         shell.pop("ACAGPU_ENV", None)
         made = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
         assert made.returncode == 0, made.stderr

@@ -184,7 +184,7 @@ def test_a_fan_out_whose_shards_shared_a_gpu_says_so(host_server: EmulatorServer
         os.environ
         | host_server.client_env()
         | {
-            "ACAGPU_POLLING_INTERVAL": "0.05",
+            "ACAGPU_POLLING_INTERVAL": "0.1",
             "ACAGPU_CACHE_DIR": str(tmp_path / "cache"),
         }
     )

@@ -22,7 +22,7 @@ from tests.emulator.helpers import env_body, make_env, make_rg, wait_for
 
 
 def _run(server: EmulatorServer) -> dict[str, Any]:
-    env = server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.02"}
+    env = server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}
     (run,) = status(AzureCloud.from_settings(load_settings(env=env, file={})))["runs"]
     return dict(run)
 

@@ -115,7 +115,7 @@ def test_delete_answers_200_then_204(
 
 @pytest.fixture
 def cloud(server: EmulatorServer) -> Iterator[AzureCloud]:
-    settings = load_settings(env=server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.02"}, file={})
+    settings = load_settings(env=server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.1"}, file={})
     yield AzureCloud.from_settings(settings)
 
 

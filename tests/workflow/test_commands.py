@@ -20,7 +20,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCloud:
     cloud = autospec_cloud(state)
     factory = MagicMock(return_value=cloud)
     monkeypatch.setattr(AzureCloud, "from_settings", factory)
-    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.01")
+    monkeypatch.setenv("ACAGPU_POLLING_INTERVAL", "0.1")
     monkeypatch.delenv("ACAGPU_CONFIG", raising=False)
     state.factory = factory  # type: ignore[attr-defined]
     return state
