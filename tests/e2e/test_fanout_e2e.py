@@ -33,9 +33,7 @@ def _acagpu(shell: dict[str, str], *args: str, timeout: float = 300) -> subproce
 
 
 def _shell(emu: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    shell = (
-        os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
-    )
+    shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path / "cache")}
     shell.pop("ACAGPU_ENV", None)
     return shell
 

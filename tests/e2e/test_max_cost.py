@@ -30,9 +30,7 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 @pytest.mark.slow(15)
 def test_a_fanout_stops_at_its_cost_cap_within_the_bound_and_a_rerun_completes_it(tmp_path: Path) -> None:
     with emulator_serve(tmp_path / "emu.env", time_scale=0.002) as emu:
-        shell = (
-            os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path / "c")}
-        )
+        shell = os.environ | emu | {"ACAGPU_POLLING_INTERVAL": "0.1", "ACAGPU_CACHE_DIR": str(tmp_path / "c")}
         for key in ("ACAGPU_ENV", "ACAGPU_CONFIG", "ACAGPU_REGIONS"):
             shell.pop(key, None)
         planned = json.loads(
