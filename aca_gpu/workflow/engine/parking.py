@@ -24,7 +24,7 @@ client waits for ARM's end, and its own backstop is wall time, only ever longer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,6 +32,7 @@ from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, NotFound, PreflightRefused, QuotaError
+from aca_gpu.gpu.profiles import GpuProfile
 from aca_gpu.models import Cloud, ContainerDef, EnvInfo, ExecutionInfo, JobSpec
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
@@ -52,17 +53,12 @@ STOP_SLACK_S = 120.0  # past its window, a probe ARM has not ended is stopped by
 LOOK_S = (0.5, 5.0)  # the first look at a probe's execution, and the longest pause between looks
 
 
-def probe_job_name(run_id: str) -> str:
-    return naming.validate_aca_name(f"gpu-room-{run_id}", "job")
+def window_s(start_timeout_s: float) -> int:
+    """How long a probe may wait to be placed: the start timeout, within 1 to 10 minutes."""
+    return int(min(WINDOW_MAX_S, max(WINDOW_MIN_S, start_timeout_s)))
 
 
-def window_s(plan: Plan) -> int:
-    """How long a probe may wait to be placed: the run's start timeout, within 1 to 10 minutes."""
-    return int(min(WINDOW_MAX_S, max(WINDOW_MIN_S, plan.start_timeout_s)))
-
-
-def probe_container(plan: Plan) -> ContainerDef:
-    profile = plan.pairs[0].profile
+def probe_container(profile: GpuProfile) -> ContainerDef:
     return ContainerDef(
         name="gpu-room",
         image=PROBE_IMAGE,
@@ -79,7 +75,7 @@ class Parked:
     gpu: str | None  # the place's GPU as the engine names it (None: the plan's first)
     profile_type: str
     plan: Plan
-    job: str
+    spec: JobSpec  # its probe job
 
     @property
     def resource_group(self) -> str:
@@ -90,7 +86,7 @@ class Parked:
 class Answer:
     """What one probe said: placed (room), refused (the platform's words), or nothing (broken)."""
 
-    parked: Parked
+    parked: Parked | None = None  # None: a place asked on its own (wait_for_room)
     placed: bool = False
     refusal: AcaGpuError | None = None  # typed by waiting.reason_of
     broken: AcaGpuError | None = None  # the probe itself failed: the place gets a full attempt
@@ -103,7 +99,7 @@ class Answer:
         if self.refusal is not None:
             answer = waiting.reason_of(self.refusal)
         return {
-            "region": self.parked.region,
+            "region": self.parked.region if self.parked else None,
             "gpu": gpu,
             "answer": answer,
             "writes": self.writes,
@@ -111,16 +107,20 @@ class Answer:
         }
 
 
-def probe_spec(plan: Plan, where_group: str, env_id: str, profile_name: str, tags: dict[str, str]) -> JobSpec:
+def probe_spec(
+    name: str, rg: str, location: str, env_id: str, profile_name: str, profile: GpuProfile,
+    tags: Mapping[str, str], start_timeout_s: float,
+) -> JobSpec:  # fmt: skip
+    """The probe job: Manual, one replica, no retry, its window as its replica timeout."""
     return JobSpec(
-        resource_group=where_group,
-        name=probe_job_name(plan.run_id),
-        location=plan.location,
+        resource_group=rg,
+        name=naming.validate_aca_name(name, "job"),
+        location=location,
         environment_id=env_id,
         workload_profile_name=profile_name,
-        container=probe_container(plan),
+        container=probe_container(profile),
         tags=tags,
-        replica_timeout_s=window_s(plan),
+        replica_timeout_s=window_s(start_timeout_s),
         retry_limit=0,
     )
 
@@ -133,18 +133,16 @@ def _placed(info: ExecutionInfo) -> bool:
     return any(state not in (*PLACING, "Terminated") for state in info.states)
 
 
-def ask(cloud: Cloud, parked: Parked, waiter: Waiter, window: float) -> Answer:
-    """One start of the parked place's probe, then reads until it is placed or ARM ends it unplaced."""
+def ask(cloud: Cloud, spec: JobSpec, waiter: Waiter, parked: Parked | None = None) -> Answer:
+    """One start of a probe job, then reads until it is placed or ARM ends it unplaced."""
     answer = Answer(parked)
-    rg, job = parked.resource_group, parked.job
+    rg, job, window = spec.resource_group, spec.name, float(spec.replica_timeout_s)
     if waiter.cancel.is_set():
         return answer
     token = executions.new_token()
     try:
         answer.writes += 1
-        started = executions.start_marked(
-            cloud, rg, job, [probe_container(parked.plan)], token, waiter.cancel
-        )
+        started = executions.start_marked(cloud, rg, job, [spec.container], token, waiter.cancel)
     except AcaGpuError as exc:
         answer.broken = exc
         return answer
@@ -188,11 +186,9 @@ def _release(cloud: Cloud, rg: str, job: str) -> int:
     return 1
 
 
-def ask_all(
-    cloud: Cloud, places: Sequence[Parked], waiter: Waiter, window: Callable[[Parked], float]
-) -> list[Answer]:
+def ask_all(cloud: Cloud, places: Sequence[Parked], waiter: Waiter) -> list[Answer]:
     """Every parked place asked at once (one start each), answers in the places' order."""
-    futures = [spawn(partial(ask, cloud, p, waiter, window(p)), "acagpu-room") for p in places]
+    futures = [spawn(partial(ask, cloud, p.spec, waiter, p), "acagpu-room") for p in places]
     answers: list[Answer] = []
     for place, future in zip(places, futures, strict=True):
         try:
@@ -200,6 +196,41 @@ def ask_all(
         except AcaGpuError as exc:
             answers.append(Answer(place, broken=exc))
     return answers
+
+
+def wait_for_room(
+    cloud: Cloud, spec: JobSpec, wait: waiting.CapacityWait, gpu: str, profile_type: str,
+    progress: Progress, waiter: Waiter,
+) -> int:  # fmt: skip
+    """Ask one place for room until it has some (the number of asks), each ask one start of `spec`
+    (made here once, deleted in the end whatever happens); at the bound `wait.error` (exit 3), on
+    Ctrl-C a KeyboardInterrupt. What `env create` and `serve` wait with."""
+    if cloud.get_job(spec.resource_group, spec.name) is None:
+        cloud.create_job(spec)
+    placed = False
+    try:
+        while True:
+            began = time.time()
+            answer = ask(cloud, spec, waiter)
+            if waiter.cancel.is_set():
+                raise KeyboardInterrupt
+            wait.asked(began, [{**answer.as_dict(gpu), "region": spec.location}])
+            if answer.broken is not None:
+                raise answer.broken
+            if answer.placed:
+                placed = True  # its job went with the answer (billing first)
+                waiting.placed(wait, spec.location, gpu, profile_type, None)
+                return len(wait.asks)
+            assert answer.refusal is not None
+            wait.saw(spec.location, gpu, profile_type, answer.refusal)
+            if not wait.pause(gpu, progress, waiter.cancel):
+                if waiter.cancel.is_set():
+                    raise KeyboardInterrupt
+                raise wait.error(gpu)
+    finally:
+        if not placed:
+            with suppress(AcaGpuError):
+                cloud.delete_job(spec.resource_group, spec.name)
 
 
 class Parks:
@@ -213,10 +244,10 @@ class Parks:
     remove_place: Callable[[Plan, Progress], TeardownResult]  # the runtime's own teardown
     _where: Callable[[Plan, Pair], Any]  # the runtime's: where the run's jobs go
 
-    def park_place(self, plan: Plan, progress: Progress) -> str | None:
+    def park_place(self, plan: Plan, progress: Progress) -> JobSpec | None:
         """Billing first, the attempt's apps and jobs go (this runtime's own teardown, stopped before
         the group delete); its group and serverless environment stay, with the capacity probe job.
-        The probe job's name, or None when the place cannot be kept at $0 (a dedicated profile's
+        The probe job, or None when the place cannot be kept at $0 (a dedicated profile's
         node bills) or that failed: the engine then removes it as any region it leaves."""
         if self.env is None or not plan.pairs or plan.dedicated:
             return None
@@ -229,17 +260,18 @@ class Parks:
             return None
         where = self._where(plan, plan.pairs[0])
         spec = probe_spec(
-            plan, where.resource_group, where.environment_id, where.profile_name, dict(where.tags)
-        )
+            f"gpu-room-{plan.run_id}", where.resource_group, plan.location, where.environment_id,
+            where.profile_name, plan.pairs[0].profile, where.tags, plan.start_timeout_s,
+        )  # fmt: skip
         try:
             self.cloud.create_job(spec)
         except AcaGpuError:
             return None
-        return spec.name
+        return spec
 
     def ask_parked(self, places: Sequence[Parked], waiter: Waiter) -> list[Answer]:
         """Each parked place asked for room at once: one start of its probe job each."""
-        return ask_all(self.cloud, places, waiter, lambda p: float(window_s(p.plan)))
+        return ask_all(self.cloud, places, waiter)
 
     def release_parked(self, place: Parked) -> TeardownResult:
         """A parked place no longer waited on: its group goes (the probe job first, billing first)."""

@@ -112,22 +112,19 @@ class Sweeps:
         began = time.time()
         answers: list[parking.Answer] = self.runtime.ask_parked(asks, self.waiter)
         room: list[Place] = []
+        said: list[str] = []
         for answer in answers:
-            place = next(p for p, kept in self.parked.items() if kept is answer.parked)
+            kept = answer.parked
+            assert kept is not None
+            place = next(p for p, k in self.parked.items() if k is kept)
             if answer.refusal is not None:
-                waiting.learn(wait, answer.parked.region, self._gpu_of(place[1]), answer.parked.profile_type,
-                              answer.refusal)  # fmt: skip
+                waiting.learn(wait, kept.region, self._gpu_of(place[1]), kept.profile_type, answer.refusal)
             elif answer.placed or answer.broken is not None:
                 room.append(place)
-        wait.asked(began, [a.as_dict(self._gpu_of(a.parked.gpu)) for a in answers])
+                said.append(f"{kept.region} (room)" if answer.placed else f"{kept.region} (its probe "
+                            f"failed: {answer.broken.message if answer.broken else ''})")  # fmt: skip
+        wait.asked(began, [a.as_dict(self._gpu_of(a.parked.gpu if a.parked else None)) for a in answers])
         if room:
-            said = [
-                f"{a.parked.region} (room)"
-                if a.placed
-                else f"{a.parked.region} (its probe failed: {a.broken.message if a.broken else ''})"
-                for a in answers
-                if a.placed or a.broken is not None
-            ]
             self.progress.note(f"sweep {wait.sweeps}: trying the run in {', '.join(said)}")
         return room + [p for p in pending if p not in self.parked]
 
@@ -172,11 +169,13 @@ class Sweeps:
         if self.wait.left_s() <= 0:  # no sweep will follow: the place goes now
             return False
         with self.phase(f"park {attempt.region}") as step:
-            job = park(self.plan, self.progress)
-            step.update(f"kept empty, {job} asks for room" if job else "could not be kept: removing it")
-        if job is None:
+            spec = park(self.plan, self.progress)
+            step.update(
+                f"kept empty, {spec.name} asks for room" if spec else "could not be kept: removing it"
+            )
+        if spec is None:
             return False
-        self.parked[place] = parking.Parked(place[0], place[1], self._profile_type(place[1]), self.plan, job)
+        self.parked[place] = parking.Parked(place[0], place[1], self._profile_type(place[1]), self.plan, spec)
         attempt.teardown, self._removed = "parked", None
         return True
 

@@ -71,7 +71,7 @@ def reason_of(error: AcaGpuError) -> str:
     code, text = error.code or "", error.message
     if re.search(r"workload ?profile ?full", text, re.I):
         return PROFILE_FULL
-    if code in ("CapacityUnavailable", "ReplicaNotRunning") or re.search(
+    if code in ("CapacityUnavailable", "ReplicaNotRunning", "ReplicaNotPlaced") or re.search(
         r"waiting for a running replica|never placed|no replica of it ran|nodes are available", text, re.I
     ):
         return NO_CAPACITY
