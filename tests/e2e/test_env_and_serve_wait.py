@@ -32,6 +32,7 @@ def _starts(emu: EmulatorServer) -> list[dict[str, Any]]:
     return [w for w in emu.ctx.writes.describe()["writes"] if w["path"].endswith("/start")]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow(7)  # each ask waits out its probe's 300 emulated seconds
 def test_env_create_waits_for_room_with_one_probe_start_per_sweep(
     emu: EmulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,6 +70,7 @@ def test_env_create_waits_for_room_with_one_probe_start_per_sweep(
     assert not emu.inventory()["jobs"]
 
 
+@pytest.mark.slow(10)  # two asks, then a model that loads for 30 s until the cap stops it
 def test_serve_waits_for_room_before_its_app_and_its_cap_stops_the_app_billing_first(
     emu: EmulatorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
