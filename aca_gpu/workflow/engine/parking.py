@@ -195,6 +195,10 @@ def ask_all(cloud: Cloud, places: Sequence[Parked], waiter: Waiter) -> list[Answ
             answers.append(wait_for(future))
         except AcaGpuError as exc:
             answers.append(Answer(place, broken=exc))
+        except Exception as exc:  # a programming or SDK error: that place gets a full attempt
+            answers.append(
+                Answer(place, broken=AcaGpuError(f"unexpected failure: {type(exc).__name__}: {exc}"))
+            )
     return answers
 
 
