@@ -25,6 +25,7 @@ KIND_ENV = "env"
 TAG_QUEUE = "acagpu:queue"  # on a queue run's Event job: its account, items, workers (queue/spec.py)
 TAG_SHARDS = "acagpu:shards"  # on a fan-out's job: how many shards it starts (`status` counts them)
 TAG_SERVED = "acagpu:served"  # on a served run's group: its app (teardown scales it to 0 first)
+TAG_MAX_COST = "acagpu:max-cost"  # a run's --max-cost in USD (`cost` sets it beside the bill)
 TAG_ROLE = "acagpu:role"  # "guard" on the guard's own group (`acagpu guard install`), which is no run
 
 ACA_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")

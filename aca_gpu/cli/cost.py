@@ -51,19 +51,21 @@ def render_cost(doc: dict[str, Any], stream: TextIO) -> None:
 
 
 def _cost_table(runs: list[dict[str, Any]], stream: TextIO) -> str:
+    capped = any(r.get("max_cost_usd") is not None for r in runs)  # a CAP column beside the bill
     rows = [
         [
             r["run_id"],
             (r["ended_at"] or "?")[:16],
             _usd(r["estimate_usd"]),
             _usd(r["billed_usd"]),
+            *([_usd(r.get("max_cost_usd"))] if capped else []),
             _difference(r["difference_usd"]),
             r["status"],
         ]
         for r in runs
     ]
-    headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", "DIFF", "STATUS"]
-    return table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "DIFF"))
+    headers = ["RUN", "ENDED", "ESTIMATE", "BILLED", *(["CAP"] if capped else []), "DIFF", "STATUS"]
+    return table(headers, rows, stream=stream, right=("ESTIMATE", "BILLED", "CAP", "DIFF"))
 
 
 def _notes(runs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:

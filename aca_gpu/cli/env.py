@@ -11,7 +11,7 @@ from aca_gpu.cli.runopts import command_settings, waiter_for
 from aca_gpu.errors import EXIT_TEARDOWN, Interrupted
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
-from aca_gpu.workflow.env import detail, lifecycle
+from aca_gpu.workflow.env import detail, lifecycle, room
 
 
 @click.group()
@@ -60,6 +60,12 @@ def _render(docs: list[dict[str, Any]]) -> Any:
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
 @click.option("--gpu", help="Serverless GPU profiles it offers, e.g. t4,a100 (default t4).")
 @click.option("--idle-ttl", help="Removed by reap/guard after this long unused, e.g. 7d, 12h (default 7d).")
+@click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Then wait up to DURATION (e.g. 2h) until each GPU can place a replica there: one probe start "
+    "per sweep, 30 s growing to 10 min apart; exit 3 at the end (the environment stays).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask before creating it.")
 @click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
 @output_options
@@ -69,6 +75,7 @@ def create(
     location: str | None,
     gpu: str | None,
     idle_ttl: str | None,
+    wait_for_capacity: str | None,
     yes: bool,
     subscription: str | None,
 ) -> None:
@@ -77,7 +84,13 @@ def create(
     It costs nothing while no replica runs; every run that uses it renews its idle TTL."""
     settings = command_settings(subscription)
     plan = lifecycle.make_env_plan(
-        settings, name, location=location, gpus=gpu, idle_ttl=idle_ttl, owner=resolve_owner(settings)
+        settings,
+        name,
+        location=location,
+        gpus=gpu,
+        idle_ttl=idle_ttl,
+        owner=resolve_owner(settings),
+        wait_for_capacity=wait_for_capacity,
     )
     profiles = ", ".join(t for _, t in plan.profiles())
     confirm(
@@ -86,7 +99,7 @@ def create(
         refusal=f"not creating environment {name}",
     )
     try:
-        doc = lifecycle.create_env(open_cloud(settings), plan, output)
+        doc = room.create(open_cloud(settings), plan, output, waiter_for(settings))
     except KeyboardInterrupt:  # what was made stays: say so, and how to finish or remove it
         raise Interrupted(
             f"interrupted: environment {name} may be partly made in {plan.names.resource_group}",

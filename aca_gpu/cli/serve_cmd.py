@@ -135,6 +135,19 @@ def render_serve(doc: dict[str, Any]) -> str:
 @click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
 @click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
 @click.option(
+    "--max-cost",
+    type=float,
+    metavar="USD",
+    help="Spend at most USD on the app: stopped at it while serve runs (exit 8), and its --ttl cut to what "
+    "USD pays for at --max-replicas after.",
+)
+@click.option(
+    "--wait-for-capacity",
+    metavar="DURATION",
+    help="Wait up to DURATION (e.g. 2h) until the region has room before the app is made: one probe "
+    "start per sweep, 30 s growing to 10 min apart, nothing billing; exit 3 at the end.",
+)
+@click.option(
     "--env", "env_name", metavar="NAME", help="Serve inside the warm environment NAME (`acagpu env create`)."
 )
 @click.option(
@@ -207,6 +220,8 @@ def serve(output: Output, image: str | None, command: tuple[str, ...], **flags: 
         measure=flags["measure"],
         requests=flags["requests"],
         request_concurrency=flags["request_concurrency"],
+        wait_for_capacity=flags["wait_for_capacity"],
+        max_cost=flags["max_cost"],
     )
     owner = resolve_owner(settings)
     attached = image is None and flags["run_id"] is not None and flags["measure"] > 0

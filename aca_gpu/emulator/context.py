@@ -16,6 +16,7 @@ from aca_gpu.emulator.runtime import Runtime
 from aca_gpu.emulator.state import State
 from aca_gpu.emulator.throttle import Throttle
 from aca_gpu.emulator.timing import Clock
+from aca_gpu.emulator.writes import Writes
 
 
 @dataclass
@@ -35,6 +36,7 @@ class Ctx:
     throttle: Throttle = field(default_factory=Throttle)  # ARM's per-subscription token buckets
     storages: Path | None = None  # where the Azure Files shares' folders live (share_folders.py)
     queues: QueueProxy | None = None  # the Storage queue data plane (Azurite behind it), when started
+    writes: Writes = field(default_factory=Writes)  # ARM writes per caller and region (writes.py)
 
     @property
     def ws_endpoint(self) -> str:

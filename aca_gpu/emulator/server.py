@@ -65,6 +65,7 @@ from aca_gpu.emulator.throttle import admit as admit_request
 from aca_gpu.emulator.timing import DURATION_SETS, Clock
 from aca_gpu.emulator.tls import CERT_FILE, KEY_FILE, make_tls
 from aca_gpu.emulator.workloads.base import Workload
+from aca_gpu.emulator.writes import Writes, is_write
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -345,6 +346,7 @@ class EmulatorServer:
             ctx.state = fresh
             ctx.runtime.state = fresh
             ctx.throttle = Throttle()
+            ctx.writes = Writes()
             self._apply_registration(ctx)
         shutil.rmtree(self.workdir / "storages", ignore_errors=True)  # the shares' files go with the state
         self._link_peers(self.ctx.fleet)
@@ -493,6 +495,10 @@ class EmulatorServer:
             resp = await route.handler(ctx, req, params)
         except ArmError as exc:
             resp = exc.response()
+        if "sub" in params and is_write(req.method):
+            ctx.writes.record(
+                caller, req.method, req.path, _location(ctx, params), resp.status, ctx.faults.elapsed()
+            )
         for name, value in limits.items():  # a live bucket's count, not the recorded constant
             resp.headers[name] = value
         # Recorded: resource and operation answers carry api-supported-versions, usages answers do not.
@@ -511,6 +517,8 @@ class EmulatorServer:
                 return json_response(control.inventory(self._ctx_of(req.query.get("subscription"))))
             except KeyError as exc:
                 return json_response({"error": {"code": "NotFound", "message": str(exc)}}, status=404)
+        if name == "writes" and req.method == "GET":  # ARM writes per caller and region (writes.py)
+            return json_response(self.ctx.writes.describe(req.query.get("caller")))
         if name == "billing" and req.method == "GET":
             return json_response(control.billing(self.ctx))
         if name == "reset" and req.method == "POST":

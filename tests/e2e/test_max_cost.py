@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from aca_gpu.units import usd_text
 from tests.e2e.serving import emulator_get, emulator_serve
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
@@ -58,6 +59,14 @@ def test_a_fanout_stops_at_its_cost_cap_within_the_bound_and_a_rerun_completes_i
         stopping = 4 * per_s * doc["cost_cap"]["stops_took_s"]
         assert spent <= cap + doc["cost_cap"]["overshoot_bound_usd"] + stopping, (spent, doc["cost_cap"])
         assert not [r for r in bill if r["running"]], bill  # what ran was stopped
+        # `cost` sets the cap beside the bill (the run's ledger lines carry it, its group its tag)
+        costed = _acagpu(shell, "cost", "--run-id", doc["run_id"], "--min-difference", "0", "-o", "json")
+        assert costed.returncode == 0, costed.stderr
+        row = json.loads(costed.stdout)["runs"][0]
+        assert row["max_cost_usd"] == cap and row["billed_usd"], row
+        assert row["over_cap"] is (row["billed_usd"] > cap), row
+        shown = _acagpu(shell, "cost", "--run-id", doc["run_id"], "--min-difference", "0")
+        assert "CAP" in shown.stdout and usd_text(cap) in shown.stdout, shown.stdout
 
         # a single run under a cap: its container stopped at it, exit 8 (side by side with the rerun)
         single = subprocess.Popen(

@@ -44,11 +44,11 @@ def _started(shell: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _until_waiting(run: subprocess.Popen[str]) -> str:
-    """Its stderr up to its first waiting line."""
+def _until_waiting(run: subprocess.Popen[str], lines: int = 1) -> str:
+    """Its stderr up to its `lines`-th waiting line."""
     assert run.stderr is not None
     said = ""
-    while "waiting for a T4" not in said:
+    while said.count("waiting for a T4") < lines:
         line = run.stderr.readline()
         assert line, said
         said += line
@@ -90,19 +90,41 @@ def test_a_run_waits_spends_nothing_places_where_capacity_comes_back_and_gives_u
             "waiting for a T4: no capacity in eastus (WorkLoad Profile Full), westus3 (no capacity)" in said
         )
         assert "next try" in said and "gives up" in said
+        said += _until_waiting(waiting)  # a sweep that only asks: each kept place once
         _faults(emu, FAULTS)  # westus3 has room again
         out, err = waiting.communicate(timeout=120)
         assert waiting.returncode == 0, said + err
         doc = json.loads(out)
         wait = doc["capacity_wait"]
-        assert wait["placed"] == "westus3" and wait["sweeps"] >= 2, wait
+        assert wait["placed"] == "westus3" and wait["sweeps"] >= 3, wait
         reasons = {p["region"]: p["reason"] for p in wait["places"]}
         assert reasons["eastus"] == "profile-full", wait
         used = [a for a in doc["attempts"] if a["status"] == "used"]
         assert [a["region"] for a in used] == ["westus3"], doc["attempts"]
-        # $0 while it waited: every replica the emulator billed ran in the place that worked
+        # at most one ARM write per region per sweep, by the emulator's count of this caller's writes:
+        # each sweep after the first starts the probe job it kept in each place (nothing between
+        # sweeps); the place that has room then deletes its probe and places the run itself there
+        writes = emulator_get(emu, "writes")["writes"]
+        asks = wait["asks"]
+        answers = [{p["region"]: p["answer"] for p in ask["places"]} for ask in asks]
+        assert len(asks) >= 2 and answers[-1]["westus3"] == "room", answers
+        assert all(a == {"eastus": "profile-full", "westus3": "no-capacity"} for a in answers[:-1]), answers
+        for ask, after in zip(asks, [*asks[1:], None], strict=True):
+            room = {p["region"] for p in ask["places"] if p["answer"] == "room"}
+            end = after["began_at"] if after else ask["ended_at"]
+            during = [w for w in writes if ask["began_at"] <= w["at"] <= end]
+            for region in ("eastus", "westus3"):
+                mine = [w for w in during if w["region"] == region]
+                if region in room:  # the start that found room, the probe's delete
+                    assert [w["method"] for w in mine] == ["POST", "DELETE"], mine
+                else:
+                    assert len(mine) <= 1, (ask, mine)
+                    assert all(w["path"].endswith("/start") for w in mine), mine
+        # $0 while it waited: nothing billed but the probe that found room and the run's own container
         billed = [r for r in emulator_get(emu, "billing")["replicas"] if r["gpu_seconds"] > 0]
+        found = next(p["execution"] for p in asks[-1]["places"] if p["region"] == "westus3")
         assert billed and {r["location"] for r in billed} == {"westus3"}, billed
+        assert {r["resource"] for r in billed if r["parent"] != found} == {f"run-{doc['run_id']}"}, billed
         assert not [r for r in billed if r["running"]], billed
 
         # what the first run learnt, the next knows: eastus (full when last seen) goes last, and the

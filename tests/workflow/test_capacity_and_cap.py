@@ -152,3 +152,32 @@ def test_no_start_once_the_cap_less_one_starts_cost_is_spent() -> None:
     states = _runner(backend, 4, cap, [2.5]).run()  # 2.5 spent: 2.5 + one start's 1.0 > 3
     assert backend.started == [] and cap.reached
     assert [s.state for s in states] == ["cancelled"] * 4
+
+
+def test_a_ctrl_c_as_the_waiting_line_is_said_ends_the_wait_and_a_probe_reads_placement_right() -> None:
+    """The SIGINT a user (or a test) sends on seeing the waiting line can land while it is written:
+    it ends the wait like one during the gap, never escaping as a KeyboardInterrupt that would leave
+    the places the wait kept. A probe is placed by a state past AssigningReplica while it runs, and
+    once ended only by success or a container's own exit code (an unplaced one ended by its
+    timeout shows "Terminated" with no code)."""
+    from aca_gpu.models import ExecutionInfo
+    from aca_gpu.workflow.engine.parking import _placed
+
+    class Interrupting:
+        def warn(self, text: str) -> None:
+            raise KeyboardInterrupt
+
+        def note(self, text: str) -> None:
+            pass
+
+    wait, cancel = waiting.CapacityWait(60, first_gap=5), threading.Event()
+    assert wait.pause("t4", Interrupting(), cancel) is False  # type: ignore[arg-type]
+    assert cancel.is_set() and wait.sweeps == 1
+
+    def info(status: str, states: tuple[str, ...] = (), codes: tuple[int, ...] = ()) -> ExecutionInfo:
+        return ExecutionInfo(name="x", status=status, states=states, exit_codes=codes)
+
+    assert not _placed(info("Running", ("AssigningReplica",)))
+    assert _placed(info("Running", ("PullingImage",))) and _placed(info("Running", ("Running",)))
+    assert not _placed(info("Failed", ("Terminated",)))  # DeadlineExceeded, never placed
+    assert _placed(info("Succeeded", ("Terminated",), (0,))) and _placed(info("Failed", (), (1,)))

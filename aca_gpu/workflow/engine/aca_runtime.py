@@ -26,7 +26,7 @@ from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.base.threads import spawn
-from aca_gpu.workflow.engine import executions
+from aca_gpu.workflow.engine import executions, parking
 from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import ProbeResult, TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.phases import phases_of
@@ -84,7 +84,7 @@ def require_offered(location: str, offered: list[str], wanted: list[str]) -> Non
         )
 
 
-class AcaRuntime:
+class AcaRuntime(parking.Parks):
     """The engine's Runtime over a `Cloud` (Azure, the emulator, or a test double)."""
 
     name = "aca"
@@ -101,6 +101,7 @@ class AcaRuntime:
         self._tester_jobs: dict[str, list[TesterRun]] = {}  # by job name, for the delete that stops them
         self._resumed: list[str] = []
         self._probes: dict[str, list[executions.ExecutionRun]] = {}  # by probe job name
+        self._parking = False  # remove_place stops at billing: the place is kept empty (parking.py)
 
     def _resume(self, what: str) -> None:
         with self._lock:
@@ -480,6 +481,7 @@ class AcaRuntime:
                 dedicated=plan.dedicated,
                 poll=max(0.05, self.waiter.interval),
                 on_deleted=self._deleted,
+                keep_group=self._parking,
             )
         except PreflightRefused as exc:
             return TeardownResult("incomplete", message=exc.message)

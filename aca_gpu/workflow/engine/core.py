@@ -25,7 +25,7 @@ from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import ChildCancel, Waiter
 from aca_gpu.workflow.base.threads import spawn, wait_for
-from aca_gpu.workflow.engine import capacity, failover, waiting
+from aca_gpu.workflow.engine import capacity, failover, parking, waiting
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.outcome import (
     PairOutcome,
@@ -35,6 +35,7 @@ from aca_gpu.workflow.engine.outcome import (
     TesterOutcome,
 )
 from aca_gpu.workflow.engine.plan import Pair, Plan
+from aca_gpu.workflow.engine.sweeps import Place, Sweeps
 from aca_gpu.workflow.preflight import unavailable
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class Interrupts:
 PLACE_STEPS = ("warm environment", "resource group", "environment")
 
 
-class Engine:
+class Engine(Sweeps):
     """One run of a plan on a runtime; `run()` returns a RunOutcome and never raises AcaGpuError."""
 
     def __init__(
@@ -130,6 +131,7 @@ class Engine:
             else None
         )
         self._removed: TeardownResult | None = None  # the last left region's teardown, when clean
+        self.parked: dict[Place, parking.Parked] = {}  # places kept empty while the run waits
         if plan.spend_cap is not None:  # --max-cost reads the run's measured replica lifetimes
             plan.spend_cap.seconds = runtime.gpu_seconds
         self.more_regions = False
@@ -181,81 +183,6 @@ class Engine:
         self._mark("time_to_prompt_s")
         return outcome
 
-    def _sweeps(self, places: tuple[tuple[str, str | None], ...]) -> None:
-        """Try the places in order; with `--wait-for-capacity`, sweep them again after a gap while
-        every one refused for a reason waiting can cure, until the bound (waiting.py)."""
-        outcome, wait = self.outcome, self.wait
-        pending, number = list(places), 0
-        while True:
-            for index, (region, gpu) in enumerate(pending):
-                number += 1
-                last = index == len(pending) - 1
-                self.more_regions = not last or wait is not None
-                attempt = self._attempt(number, region, gpu)
-                if self.interrupts.count and not outcome.interrupted:
-                    # a Ctrl-C whose KeyboardInterrupt was swallowed (raised inside a finalizer,
-                    # where Python only prints it): the cancel it set still ended the pairs
-                    outcome.interrupted = True
-                    outcome.error = Interrupted(f"interrupted: run {self.plan.run_id} stopped")
-                following = self._place_label(*pending[index + 1]) if not last else "them again after a wait"
-                error, where = self._refusal(), (region, self._gpu_of(gpu), self._profile_type(gpu))
-                if error is not None and not outcome.interrupted:
-                    waiting.learn(wait, *where, error)  # this wait's and the next runs' to know
-                if not self.more_regions or not self._leave_region(attempt, following):
-                    ran = any(p.probe is not None or p.tester is not None for p in outcome.pairs)
-                    if ran and not outcome.interrupted:
-                        waiting.placed(wait, *where, error)
-                    return
-            if wait is None:
-                return
-            pending = [p for p in places if wait.worth_trying(self._seen_key(p))]
-            if not pending or not self._wait_between_sweeps(wait):
-                if not outcome.interrupted:
-                    outcome.error = wait.error(self._gpu_of(None))
-                    self.progress.warn(f"every place's last reason:\n{wait.table()}")
-                return
-
-    def _capped(self) -> None:
-        """--max-cost reached: the run ends on it (exit 8), saying what was done and what was not."""
-        cap, outcome = self.base.spend_cap, self.outcome
-        if cap is None or not cap.reached or outcome.interrupted:
-            return
-        outcome.error = cap.error(*outcome.cap_summary())
-
-    def _profile_type(self, gpu: str | None) -> str:
-        pair = next((p for _, p in self.base.fallbacks if p.gpu == gpu), self.base.pairs[0])
-        return pair.profile.type
-
-    def _gpu_of(self, gpu: str | None) -> str:
-        return gpu or (self.base.pairs[0].gpu if self.base.pairs else "gpu")
-
-    def _seen_key(self, place: tuple[str, str | None]) -> tuple[str, str]:
-        return place[0], self._gpu_of(place[1])
-
-    def _refusal(self) -> AcaGpuError | None:
-        """The error the attempt just made ended on (the run's own, else its first pair's)."""
-        outcome = self.outcome
-        if outcome.error is not None:
-            return outcome.error
-        return next((p.error for p in outcome.pairs if p.error is not None), None)
-
-    def _wait_between_sweeps(self, wait: waiting.CapacityWait) -> bool:
-        """The gap between two sweeps, nothing of the run existing; False at the bound or on Ctrl-C."""
-        if wait.pause(self._gpu_of(None), self.progress, self.waiter.cancel):
-            return True
-        if self.waiter.cancel.is_set():
-            self.outcome.interrupted = True
-            self.outcome.error = Interrupted(
-                f"interrupted while waiting for capacity: run {self.plan.run_id} stopped "
-                "(nothing of it exists)"
-            )
-        return False
-
-    def _place_label(self, region: str, gpu: str | None) -> str:
-        """How the next place is named: its region, and its GPU when that is a fallback's."""
-        first = self.base.pairs[0].gpu if self.base.pairs else None
-        return region if gpu in (None, first) else f"{region} with {gpu}"
-
     def _attempt(self, number: int, region: str, gpu: str | None = None) -> Attempt:
         """One region: the whole lifecycle but teardown, with the run's errors caught into the outcome."""
         outcome = self.outcome
@@ -275,31 +202,6 @@ class Engine:
         except Exception as exc:  # a programming or SDK error must still tear down
             outcome.error = AcaGpuError(f"unexpected failure: {type(exc).__name__}: {exc}")
         return attempt
-
-    def _leave_region(self, attempt: Attempt, following: str) -> bool:
-        """True when this region cannot place the plan and its attempt is cleaned up: try `following`."""
-        outcome = self.outcome
-        errors = [outcome.error] if outcome.error is not None else [p.error for p in outcome.pairs if p.error]
-        if outcome.interrupted or not errors or any(p.gpu_failure for p in outcome.pairs):
-            return False
-        blast, reason = failover.classify(errors[0])
-        if blast != failover.NEXT_REGION:
-            return False
-        attempt.reason, attempt.blast = f"{reason}: {errors[0].message}", blast
-        attempt.status = "abandoned" if self.runtime.has_place() else "refused"
-        if self.runtime.has_place():
-            with self.phase(f"teardown {attempt.region}") as step:
-                result = self.runtime.remove_place(self.plan, self.progress)
-                step.update(result.status)
-            attempt.teardown = result.status
-            if not result.clean:  # never start paying in another region while this one may bill
-                outcome.teardown = result
-                return False
-            self._removed = result
-        self._close_attempt()
-        self.progress.warn(f"{attempt.region}: {reason}; trying {following}")
-        outcome.error, outcome.pairs, outcome.resumed[:] = None, [], []
-        return True
 
     def _close_attempt(self) -> None:
         """Time and cost of the attempt in progress (called once per attempt)."""
@@ -445,11 +347,17 @@ class Engine:
         if plan.existing:
             outcome.teardown = TeardownResult("attached", billing_stopped=True)
             return
+        released = None
+        if self.parked:  # places a wait kept empty and did not use (sweeps.py)
+            self.interrupts.in_teardown = True
+            released = self._release_parked()
         if self._removed is not None:  # a wait for capacity ended after its last place was removed
-            outcome.teardown = self._removed
+            outcome.teardown = self._removed if released is None or released.clean else released
             return
         if not self.runtime.has_place():
-            outcome.teardown = TeardownResult("nothing-created", verified=True, billing_stopped=True)
+            outcome.teardown = released or TeardownResult(
+                "nothing-created", verified=True, billing_stopped=True
+            )
             return
         if outcome.interrupted:
             self.progress.warn(f"interrupted: tearing down run {plan.run_id} (Ctrl-C again to leave it)")
@@ -466,6 +374,11 @@ class Engine:
             step.update(outcome.teardown.status + (" (verified gone)" if outcome.teardown.verified else ""))
             if not outcome.teardown.clean:
                 step.status = "fail"
+        if released is not None and not released.clean and outcome.teardown.clean:
+            outcome.teardown = released
+        for attempt in outcome.attempts:  # the place a wait kept last went with the run
+            if attempt.teardown == "parked" and attempt.resource_group == plan.names.resource_group:
+                attempt.teardown = outcome.teardown.status
         if outcome.teardown.verified:
             self._mark("time_to_gone_s")
         if outcome.teardown.status == "deleting":

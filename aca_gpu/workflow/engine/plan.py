@@ -84,7 +84,10 @@ class Plan:
 
     def with_max_cost(self, usd: float | None, usd_per_s: float) -> Plan:
         """The plan capped at `usd` (None: uncapped; bad input when not even one start fits)."""
-        return self if usd is None else replace(self, spend_cap=SpendCap.checked(usd, usd_per_s))
+        if usd is None:
+            return self
+        cap = SpendCap.checked(usd, usd_per_s)  # its tag: `cost` and `status` read the cap from the run
+        return replace(self, spend_cap=cap, tags={**self.tags, naming.TAG_MAX_COST: f"{cap.cap_usd:g}"})
 
     @property
     def region_order(self) -> tuple[str, ...]:

@@ -79,10 +79,12 @@ def teardown_group(
     billing_deadline: float | None = None,
     gone_deadline: float | None = None,
     on_deleted: Callable[[str], None] | None = None,
+    keep_group: bool = False,
 ) -> TeardownResult:
     """Remove one managed resource group, billing first (see the module doc). Never raises for cloud
     failures, except PreflightRefused for a group acagpu does not own. `on_deleted(name)` runs as
-    ARM accepts the delete of an app or job: the moment its replicas stop billing."""
+    ARM accepts the delete of an app or job: the moment its replicas stop billing. `keep_group`
+    stops after step 1 (`parked`: a place a wait for capacity keeps empty, engine/parking.py)."""
     billing_deadline = BILLING_DEADLINE_S if billing_deadline is None else billing_deadline
     gone_deadline = GONE_DEADLINE_S if gone_deadline is None else gone_deadline
     errors: list[str] = []
@@ -104,6 +106,8 @@ def teardown_group(
     billing_stopped = _stop_billing(
         cloud, name, errors, poll=poll, deadline=billing_deadline, on_deleted=on_deleted
     )
+    if keep_group:
+        return TeardownResult("parked", billing_stopped=billing_stopped, message="; ".join(errors) or None)
 
     def accept() -> bool:
         cloud.delete_resource_group(name, wait=False)

@@ -71,7 +71,7 @@ def reason_of(error: AcaGpuError) -> str:
     code, text = error.code or "", error.message
     if re.search(r"workload ?profile ?full", text, re.I):
         return PROFILE_FULL
-    if code in ("CapacityUnavailable", "ReplicaNotRunning") or re.search(
+    if code in ("CapacityUnavailable", "ReplicaNotRunning", "ReplicaNotPlaced") or re.search(
         r"waiting for a running replica|never placed|no replica of it ran|nodes are available", text, re.I
     ):
         return NO_CAPACITY
@@ -145,6 +145,7 @@ class CapacityWait:
     seen: dict[tuple[str, str], Seen] = field(default_factory=dict)
     waited_s: float = 0.0
     placed: str | None = None  # where it placed in the end
+    asks: list[dict[str, Any]] = field(default_factory=list)  # each later sweep's asks (parking.py)
 
     def gap(self) -> float:
         return min(self.first_gap * 2.0 ** (self.sweeps - 1), MAX_GAP_S)
@@ -181,9 +182,9 @@ class CapacityWait:
         if left <= 0:
             return False
         gap = min(self.gap(), left)
-        progress.warn(self.line(gpu, time.time() + gap))
         began = time.monotonic()
         try:
+            progress.warn(self.line(gpu, time.time() + gap))
             while not cancel.wait(min(1.0, max(0.0, gap - (time.monotonic() - began)))):
                 if time.monotonic() - began >= gap:
                     break
@@ -195,6 +196,18 @@ class CapacityWait:
         self.sweeps += 1
         progress.note(f"sweep {self.sweeps}: trying again the places waiting can cure")
         return True
+
+    def asked(self, began: float, places: list[dict[str, Any]]) -> None:
+        """A sweep's asks, for the document: when (epoch seconds), each place's answer and the ARM
+        writes it cost (one start; a delete when it found room, a stop when ARM did not end it)."""
+        self.asks.append(
+            {
+                "sweep": self.sweeps,
+                "began_at": round(began, 3),
+                "ended_at": round(time.time(), 3),
+                "places": places,
+            }
+        )
 
     def table(self) -> str:
         """Every place's last reason, one row each: region, GPU, reason, waited on, the platform's words."""
@@ -235,6 +248,7 @@ class CapacityWait:
             "waited_s": round(self.waited_s, 1),
             "placed": self.placed,
             "places": [s.as_dict() for s in self.seen.values()],
+            "asks": self.asks,
         }
 
 

@@ -44,6 +44,7 @@ class EnvPlan:
     gpus: tuple[tuple[str, checks.Profile], ...]  # (alias, profile), serverless only
     idle_ttl: timedelta
     owner: str
+    wait_for_capacity_s: float | None = None  # --wait-for-capacity: then wait until each GPU has room
 
     def profiles(self) -> list[tuple[str, str]]:
         """(workload profile name, type): named after the alias, the way runs look them up."""
@@ -78,6 +79,7 @@ def make_env_plan(
     gpus: str | None,
     idle_ttl: str | None,
     owner: str,
+    wait_for_capacity: str | None = None,
 ) -> EnvPlan:
     naming.validate_env_name(name)
     where = naming.validate_location(location or settings.location)
@@ -97,7 +99,9 @@ def make_env_plan(
         ttl = naming.parse_ttl(idle_ttl or DEFAULT_IDLE_TTL, "idle TTL")
     except BadInput as exc:
         raise BadInput(f"--idle-ttl: {exc.message}") from exc
-    return EnvPlan(name, naming.EnvNames(name), where, tuple(chosen), ttl, owner)
+    from aca_gpu.workflow.engine.waiting import bound_of
+
+    return EnvPlan(name, naming.EnvNames(name), where, tuple(chosen), ttl, owner, bound_of(wait_for_capacity))
 
 
 # ---- reading ---------------------------------------------------------------------------------

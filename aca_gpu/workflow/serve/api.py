@@ -87,6 +87,8 @@ def serve(
     mounts: Sequence[str] = (),
     run_id: str | None = None,
     ttl: str | None = None,
+    wait_for_capacity: str | None = None,
+    max_cost: float | None = None,
 ) -> Iterator[ServedApp]:
     """Serve IMAGE (and COMMAND) until the block ends (module doc)."""
     from aca_gpu.config import load_settings
@@ -115,6 +117,8 @@ def serve(
         cooldown=cooldown,
         health=health,
         load_timeout=load_timeout,
+        wait_for_capacity=wait_for_capacity,
+        max_cost=max_cost,
     )
     spec: ServeSpec = make_serve_spec(settings, request, owner=resolve_owner(settings))
     cloud = open_cloud(settings)

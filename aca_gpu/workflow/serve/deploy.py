@@ -20,9 +20,10 @@ from aca_gpu.models import AppSpec, Cloud, RegistryCred
 from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
 from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.engine import waiting
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.env.warm_runtime import runtime_for
-from aca_gpu.workflow.serve import diagnose, http
+from aca_gpu.workflow.serve import diagnose, http, limits
 from aca_gpu.workflow.serve.gpu_use import gpu_use
 from aca_gpu.workflow.serve.measure import CUTOFF_STATUSES, Target, cold_request, measure
 from aca_gpu.workflow.serve.phases import cycle_phases
@@ -49,6 +50,9 @@ class ServeOutcome:
     interrupted: bool = False
     attached: bool = False  # `--run-id NAME --measure N`: an app already served, measured only
     notes: list[str] = field(default_factory=list)
+    target: Target | None = None  # where the first answer came from (measured after it)
+    capacity_wait: dict[str, Any] | None = None  # --wait-for-capacity (serve/limits.py)
+    cost_cap: dict[str, Any] | None = None  # --max-cost (serve/limits.py)
 
     @property
     def status(self) -> str:
@@ -90,6 +94,8 @@ class ServeOutcome:
             "delete": f"acagpu down --run-id {spec.run_id} --yes",
             "teardown": self.teardown.as_dict() if self.teardown is not None else None,
             "notes": list(self.notes),
+            **({"capacity_wait": self.capacity_wait} if self.capacity_wait is not None else {}),
+            **({"cost_cap": self.cost_cap} if self.cost_cap is not None else {}),
             "error": self.error.as_dict() if self.error is not None else None,
             "exit_code": self.exit_code,
         }
@@ -280,12 +286,42 @@ def _teardown_unless_interrupted(
         progress.warn(f"teardown stopped: run {spec.run_id} is left in place; {delete} removes it")
 
 
+def _deploy(
+    cloud: Cloud, clients: Any, spec: ServeSpec, runtime: Any, where: Any, outcome: ServeOutcome,
+    progress: Progress, waiter: Waiter, verify: str | bool,
+) -> None:  # fmt: skip
+    """The app made (or found after a 504, #1705), its first answer, the GPU it uses."""
+    from aca_gpu.azure import served
+
+    since = time.time()
+    with progress.step("container app") as step:
+        step.update(
+            f"{spec.app}: external ingress on port {spec.port}, "
+            f"{spec.min_replicas}-{spec.max_replicas} replicas"
+        )
+        try:
+            info = served.create_served_app(clients, served_spec(spec, runtime, where))
+        except AcaGpuError as exc:  # a 504 while the app was made (#1705: a full profile)
+            found = served.read_served(clients, where.resource_group, spec.app)
+            if exc.code != "GatewayTimeout" or found is None:
+                raise
+            info = found
+            progress.warn(f"creating {spec.app} answered {exc.code}, but the app exists: watching it")
+        if not info.fqdn:
+            raise NotFound(f"container app {spec.app} has no ingress FQDN", code="NoIngress")
+        outcome.fqdn = info.fqdn
+        outcome.url = served.url_of(clients, info.fqdn)
+        step.update(outcome.url)
+    outcome.target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
+    outcome.first_answer = first_answer(cloud, outcome.target, waiter, progress, since)
+    outcome.gpu_use = gpu_use(cloud, where.resource_group, spec.app, waiter, progress)
+
+
 def serve(
     cloud: Cloud, spec: ServeSpec, progress: Progress, waiter: Waiter, *, verify: str | bool = True
 ) -> ServeOutcome:
-    """Deploy, wait for the first answer, measure when asked (module doc)."""
-    from aca_gpu.azure import served
-
+    """Deploy, wait for the first answer, measure when asked (module doc); `--wait-for-capacity` and
+    `--max-cost` as serve/limits.py says."""
     plan, runtime = runtime_for(cloud, spec.run.plan, waiter)
     spec = replace(spec, run=replace(spec.run, plan=plan))
     outcome = ServeOutcome(spec, resource_group=plan.names.resource_group)
@@ -294,51 +330,70 @@ def serve(
     if refused is not None:  # nothing exists yet: nothing to tear down
         outcome.error = refused
         return outcome
+    cap, wait = (
+        plan.spend_cap,
+        waiting.CapacityWait(plan.wait_for_capacity_s) if plan.wait_for_capacity_s else None,
+    )
+    watch: limits.CapWatch | None = None
     try:
         runtime.preflight(plan, progress)
         runtime.create_place(plan, progress, [])
         where = runtime._where(plan, plan.pairs[0])
         outcome.resource_group = where.resource_group
-        since = time.time()
-        with progress.step("container app") as step:
-            step.update(
-                f"{spec.app}: external ingress on port {spec.port}, "
-                f"{spec.min_replicas}-{spec.max_replicas} replicas"
-            )
+        probe = limits.probe_for(plan, where)
+        if cap is not None:
+            watch = limits.CapWatch(cloud, where.resource_group, spec.app, cap, waiter.cancel).start()
+        while True:
+            if wait is not None:
+                limits.room(cloud, plan, probe, wait, progress, waiter)
             try:
-                info = served.create_served_app(clients, served_spec(spec, runtime, where))
-            except AcaGpuError as exc:  # a 504 while the app was made (#1705: a full profile)
-                found = served.read_served(clients, where.resource_group, spec.app)
-                if exc.code != "GatewayTimeout" or found is None:
+                _deploy(cloud, clients, spec, runtime, where, outcome, progress, waiter, verify)
+                break
+            except AcaGpuError as exc:
+                if not limits.refused_for_room(exc, wait) or waiter.cancel.is_set():
                     raise
-                info = found
-                progress.warn(f"creating {spec.app} answered {exc.code}, but the app exists: watching it")
-            if not info.fqdn:
-                raise NotFound(f"container app {spec.app} has no ingress FQDN", code="NoIngress")
-            outcome.fqdn = info.fqdn
-            outcome.url = served.url_of(clients, info.fqdn)
-            step.update(outcome.url)
-        target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
-        outcome.first_answer = first_answer(cloud, target, waiter, progress, since)
-        outcome.gpu_use = gpu_use(cloud, where.resource_group, spec.app, waiter, progress)
-        if spec.measure:
+                assert wait is not None
+                wait.saw(plan.location, plan.pairs[0].gpu, plan.pairs[0].profile.type, exc)
+                progress.warn(f"{exc.message}: {spec.app} goes (billing first) and the wait for room goes on")
+                outcome.fqdn = outcome.url = None
+                probe = runtime.park_place(plan, progress) or probe
+        if spec.measure and outcome.target is not None:
             outcome.measurement = measure(
-                cloud, target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
+                cloud, outcome.target, spec.measure, spec.requests, spec.request_concurrency, waiter, progress
             )
     except KeyboardInterrupt:
-        outcome.interrupted = True
         waiter.cancel.set()
-        outcome.error = Interrupted(
-            f"interrupted: what this command made is torn down (billing first); if anything is left, "
-            f"acagpu down --run-id {spec.run_id} --yes removes it"
-        )
-        _teardown_unless_interrupted(outcome, runtime, spec, plan, progress, interrupted=True)
+        if cap is None or not cap.reached:
+            outcome.interrupted = True
+            outcome.error = Interrupted(
+                f"interrupted: what this command made is torn down (billing first); if anything is "
+                f"left, acagpu down --run-id {spec.run_id} --yes removes it"
+            )
+            _teardown_unless_interrupted(outcome, runtime, spec, plan, progress, interrupted=True)
     except AcaGpuError as exc:
         outcome.error = exc
-        if outcome.first_answer is None:  # nothing answered yet: nothing worth keeping
-            waiter.cancel.clear()
+        if outcome.first_answer is None and not (cap is not None and cap.reached):
+            waiter.cancel.clear()  # nothing answered yet: nothing worth keeping
             _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
+    finally:
+        if watch is not None:
+            watch.stop.set()
+    if cap is not None and cap.reached and not outcome.interrupted:  # the watch stopped serve: exit 8
+        _capped(outcome, cap, runtime, spec, plan, progress, waiter)
+    outcome.cost_cap = cap.as_dict() if cap is not None else None
+    outcome.capacity_wait = wait.as_dict() if wait is not None else None
     return outcome
+
+
+def _capped(
+    outcome: ServeOutcome, cap: Any, runtime: Any, spec: ServeSpec, plan: Any, progress: Progress,
+    waiter: Waiter,
+) -> None:  # fmt: skip
+    """--max-cost reached while `serve` ran: the app goes billing first (scaled to 0, then deleted)."""
+    done = f"{spec.app} answered" if outcome.first_answer else f"{spec.app} was made"
+    outcome.error = cap.error(done, "serving it on (the app is scaled to 0 and deleted)", None)
+    waiter.cancel.clear()
+    _teardown_unless_interrupted(outcome, runtime, spec, plan, progress)
 
 
 def measure_served(

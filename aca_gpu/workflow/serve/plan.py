@@ -6,12 +6,13 @@ health path, load timeout, measurement), every value checked before anything exi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
-from aca_gpu.workflow.workload.plan import RunRequest, RunSpec, make_run_spec
+from aca_gpu.workflow.workload.plan import RunRequest, RunSpec, capped, make_run_spec
 
 DEFAULT_PORT = 8000
 DEFAULT_COOLDOWN_S = 300  # ACA's Scale.cooldownPeriod default
@@ -51,6 +52,8 @@ class ServeRequest:
     measure: int = 0
     requests: int = 0
     request_concurrency: int = 1
+    wait_for_capacity: str | None = None  # --wait-for-capacity DURATION (serve/limits.py)
+    max_cost: float | None = None  # --max-cost USD (serve/limits.py)
 
 
 @dataclass(frozen=True)
@@ -154,9 +157,11 @@ def make_serve_spec(settings: Settings, request: ServeRequest, *, owner: str) ->
             memory=request.memory,
             env_name=request.env_name,
             mounts=request.mounts,
+            wait_for_capacity=request.wait_for_capacity,
         ),
         owner=owner,
     )
+    run = ttl_within_cap(capped(run, request.max_cost), request.max_replicas)
     plan = run.plan
     name = app_name(plan.run_id)
     plan = replace(plan, command="serve", tags={**plan.tags, TAG_SERVED: name})
@@ -174,6 +179,25 @@ def make_serve_spec(settings: Settings, request: ServeRequest, *, owner: str) ->
         requests=request.requests,
         request_concurrency=request.request_concurrency,
     )
+
+
+MIN_CAPPED_TTL = timedelta(minutes=1)
+
+
+def ttl_within_cap(run: RunSpec, max_replicas: int) -> RunSpec:
+    """`serve --max-cost`: once `serve` returns, nothing of it watches the app, so its TTL (what
+    `reap` and the guard remove it by) is cut to what the cap pays for at `max_replicas` replicas."""
+    cap = run.plan.spend_cap
+    if cap is None or cap.usd_per_s <= 0:
+        return run
+    # at least a minute: a cap that pays for less is kept by serve's own watch while it runs
+    paid = max(MIN_CAPPED_TTL, timedelta(seconds=int(cap.cap_usd / (cap.usd_per_s * max_replicas))))
+    if paid >= run.plan.ttl:
+        return run
+    created = naming.parse_iso_utc(run.plan.tags[naming.TAG_CREATED_AT])
+    assert created is not None
+    tags = {**run.plan.tags, naming.TAG_EXPIRES_AT: naming.iso_utc(created + paid)}
+    return replace(run, plan=replace(run.plan, ttl=paid, tags=tags))
 
 
 ATTACHED_IMAGE = "acagpu/served-app"  # `--run-id NAME --measure N` names no image: the app has one

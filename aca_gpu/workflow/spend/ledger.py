@@ -45,6 +45,8 @@ def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
     arm = arm_of(getattr(settings, "arm_endpoint", None))
     profile = outcome.plan.pairs[0].profile
     table = cost.load_prices()
+    cap = outcome.plan.spend_cap  # --max-cost: `cost` sets it beside the bill
+    capped = {"max_cost_usd": cap.cap_usd} if cap is not None else {}
     lines = []
     for attempt in outcome.attempts:
         try:
@@ -64,6 +66,7 @@ def record(cloud: Cloud, outcome: RunOutcome, path: Path | None = None) -> None:
                 "usd_estimate": est.usd,
                 "prices": est.table,
                 "kept": outcome.plan.keep,
+                **capped,
             }
         )
     _append(lines, path)
@@ -121,9 +124,20 @@ def record_served(cloud: Cloud, run: Run, path: Path | None = None) -> float | N
         "prices": spent.estimate.table,
         "kept": False,
         "served": True,
+        **tagged_cap(run.tags),
     }
     _append([line], path)
     return spent.estimate.usd
+
+
+def tagged_cap(tags: dict[str, str] | Any) -> dict[str, float]:
+    """`{"max_cost_usd": X}` from a run's `acagpu:max-cost` tag, else nothing."""
+    from aca_gpu.naming import TAG_MAX_COST
+
+    try:
+        return {"max_cost_usd": float(dict(tags or {})[TAG_MAX_COST])}
+    except (KeyError, ValueError):
+        return {}
 
 
 def record_served_group(cloud: Cloud, resource_group: str) -> float | None:

@@ -12,6 +12,10 @@ run. A run may be:
 - `not-billed`: no bill though the delay has passed;
 - `no-estimate`: billed, but this machine has no record of the run (made elsewhere, e.g. CI).
 
+A run made with `--max-cost` has its cap beside the bill (`max_cost_usd`, from its ledger lines; a
+served app's from its group's `acagpu:max-cost` tag as it was torn down) and `over_cap` when the bill
+is known; a bill above the cap says by what rule it may be.
+
 Only this cloud's runs are set beside its bill: a ledger line names its ARM endpoint (`arm`), and an
 emulator (a new endpoint at every start, one subscription id for all) never lists another's runs.
 
@@ -34,6 +38,10 @@ TOLERANCE_USD = 0.01  # a cent: differences below it are the rounding of seconds
 OVER_NOTE = (
     "billed more than estimated, past the tolerance: Azure billed time acagpu did not see running "
     "(e.g. a replica that stalled between its image pull and its container start), or prices changed"
+)
+CAP_NOTE = (
+    "billed above its --max-cost ${cap:g}: the cap's overshoot is bounded by the replicas running x "
+    "their price x one look, plus the time ARM took to accept the stops (the run's `cost_cap`)"
 )
 DELAY_NOTE = (
     "Cost Management's data arrive 8 to 24 hours after the usage: runs newer than a day may show "
@@ -88,6 +96,8 @@ def cost_report(
         run["ended_at"] = max(run["ended_at"] or "", str(line.get("ended_at")))
         run["prices"] = line.get("prices")
         run["profile"] = line.get("profile")
+        if isinstance(line.get("max_cost_usd"), (int, float)):  # --max-cost, beside the bill
+            run["max_cost_usd"] = float(line["max_cost_usd"])
     delay = timedelta(hours=DATA_DELAY_HOURS)
     out = [_judge(run, end, delay, min_usd) for run in runs.values()]
     out.sort(key=lambda r: (r["ended_at"] or "", r["run_id"]))
@@ -126,6 +136,7 @@ def _run(runs: dict[tuple[str, str], dict[str, Any]], subscription: str, run_id:
             "ended_at": None,
             "prices": None,
             "profile": None,
+            "max_cost_usd": None,
         },
     )
 
@@ -159,8 +170,12 @@ def _judge(run: dict[str, Any], now: datetime, delay: timedelta, min_usd: float)
     else:
         status = "billed"
         note = "may still grow: " + DELAY_NOTE if recent else ""
+    cap = run.get("max_cost_usd")
+    if cap is not None and billed is not None and billed > cap:
+        note = (note + "; " if note else "") + CAP_NOTE.format(cap=cap)
     return {
         **run,
+        "over_cap": None if cap is None or billed is None else billed > cap,
         "resource_groups": sorted(g for g in run["resource_groups"] if g),
         "estimate_usd": None if est is None else round(est, 6),
         "billed_usd": None if billed is None else round(billed, 6),

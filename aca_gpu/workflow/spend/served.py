@@ -29,6 +29,7 @@ class ServedTime:
 
     seconds: float
     replicas: int
+    running: int = 0  # replicas started and not yet ended by the events read
 
 
 def event_time(event: dict[str, Any]) -> float | None:
@@ -63,7 +64,7 @@ def replica_seconds(events: Iterable[dict[str, Any]], app: str, now: float) -> S
         elif reason in ENDS and replica in started:
             total += max(0.0, when - started.pop(replica))
     total += sum(max(0.0, now - at) for at in started.values())
-    return ServedTime(total, len(seen))
+    return ServedTime(total, len(seen), len(started))
 
 
 def served_time(cloud: Cloud, resource_group: str, app: str, now: float) -> ServedTime:
