@@ -56,7 +56,7 @@ def test_a_wait_rides_out_resets_and_429s_and_a_ctrl_c_leaves_nothing(
         | {
             "ACAGPU_ARM_ENDPOINT": proxy.endpoint,
             "ACAGPU_CA_BUNDLE": proxy.ca_bundle,
-            "ACAGPU_POLLING_INTERVAL": "0.05",
+            "ACAGPU_POLLING_INTERVAL": "0.1",
             "ACAGPU_CAPACITY_GAP_S": "0.3",
             "ACAGPU_CACHE_DIR": str(tmp_path / "cache"),
         }
