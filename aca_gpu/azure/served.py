@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
 
 SCALE_RULE = "http-concurrency"
-# ACA's probe limits (the API spec's ContainerAppProbe): periodSeconds 1-240, failureThreshold 1-10
-PROBE_PERIOD_MAX_S, PROBE_FAILURES_MAX = 240, 10
+# ACA's probe limits (the API spec's ContainerAppProbe): periodSeconds 1-240, failureThreshold 1-10,
+# initialDelaySeconds 1-60
+PROBE_PERIOD_MAX_S, PROBE_FAILURES_MAX, PROBE_DELAY_MAX_S = 240, 10, 60
 PROBE_TIMEOUT_S = 5
 
 
@@ -58,14 +59,22 @@ class ServedInfo:
 
 
 def startup_probe(path: str, port: int, load_timeout_s: int) -> dict[str, Any]:
-    """A startup probe that gives the model `load_timeout_s` to answer `path`: ten looks at most,
-    spaced so that they span the load (ACA restarts the container after the tenth failure)."""
-    period = max(1, min(PROBE_PERIOD_MAX_S, -(-load_timeout_s // PROBE_FAILURES_MAX)))
+    """A startup probe that gives the model `load_timeout_s` to answer `path`. The platform (its
+    Kubernetes prober) looks first `initialDelaySeconds` after the container starts, then every
+    `periodSeconds`, and restarts the container at the `failureThreshold`-th failed look in a row:
+    so the last look falls at delay + (looks - 1) x period, which is made to reach the load timeout
+    (ten looks at most; one a second for a load under ten seconds)."""
+    looks = max(1, min(PROBE_FAILURES_MAX, load_timeout_s))
+    period = max(1, -(-load_timeout_s // looks))
+    delay = min(PROBE_DELAY_MAX_S, period)
+    if looks > 1:
+        period = max(1, min(PROBE_PERIOD_MAX_S, -(-(load_timeout_s - delay) // (looks - 1))))
     return {
         "type": "Startup",
         "httpGet": {"path": path, "port": port},
+        "initialDelaySeconds": delay,
         "periodSeconds": period,
-        "failureThreshold": PROBE_FAILURES_MAX,
+        "failureThreshold": looks,
         "timeoutSeconds": min(PROBE_TIMEOUT_S, period),
     }
 
@@ -146,6 +155,21 @@ def read_served(clients: Clients, rg: str, name: str) -> ServedInfo | None:
         return None
     with translate_errors("read container app", name):
         return served_info(clients.apps.container_apps.get(rg, name), rg)
+
+
+def revision_health(clients: Clients, rg: str, name: str) -> dict[str, str] | None:
+    """The app's latest revision as ARM reports its health: {revision, health_state, running_state};
+    None when there is none yet."""
+    app = get_app(clients, rg, name)
+    if app is None or not app.latest_revision:
+        return None
+    with translate_errors("read revision of", name):
+        rev = clients.apps.container_apps_revisions.get_revision(rg, name, app.latest_revision)
+    return {
+        "revision": str(rev.name or app.latest_revision),
+        "health_state": str(getattr(rev.health_state, "value", rev.health_state) or ""),
+        "running_state": str(getattr(rev.running_state, "value", rev.running_state) or ""),
+    }
 
 
 def url_of(clients: Clients, fqdn: str) -> str:

@@ -112,3 +112,24 @@ def test_teardown_stops_a_served_apps_billing_before_its_delete(emu: Any) -> Non
     emu.set_faults("")
     done = CliRunner().invoke(cli, ["down", "--run-id", "bf1", "--yes", "--no-wait", "-o", "json"])
     assert json.loads(done.stdout)["teardown"]["billing_stopped"] is True
+
+
+def test_a_startup_probe_that_never_passes_is_said_with_its_probe_and_torn_down(emu: Any) -> None:
+    """The `probe` fault: the replica's startup probe fails every look. The platform's events say so
+    (ReplicaUnhealthy each look, StoppingContainer at the last) and the revision reads Unhealthy;
+    serve ends its wait at once with the probe it set (path, port, looks, load timeout) in the
+    platform's words, exit 4, and tears down what it made."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("probe:status=503")
+    code, doc = serve(
+        "--env", "lab", "--run-id", "pb1", "--port", port, "--health", "/ready", "--load-timeout", "2s",
+        *stand_in(port),
+    )  # fmt: skip
+    assert code == 4 and doc["error"]["code"] == "ProbeFailed", doc["error"]
+    said = doc["error"]["message"]
+    assert f"GET /ready on port {port}, 2 look(s) 1 s apart" in said and "--load-timeout 2s" in said, said
+    assert '"startup probe failed: HTTP probe failed with statuscode: 503"' in said, said
+    assert "failed startup probe, will be restarted" in said and "healthState Unhealthy" in said, said
+    assert doc["teardown"]["billing_stopped"], doc["teardown"]
+    assert run_made(emu, "pb1") == [] or doc["teardown"]["status"] == "deleting"
