@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from aca_gpu.azure.apps import app_body, app_info, get_app
 from aca_gpu.azure.resources import as_json
-from aca_gpu.azure.translate import retrying, translate_errors
+from aca_gpu.azure.translate import CORE_RETRIED_STATUS, retrying, translate_errors
+from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import AppInfo, AppSpec, RegistryCred
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
 
 SCALE_RULE = "http-concurrency"
+GATEWAY_TIMEOUT = 504
 # ACA's probe limits (the API spec's ContainerAppProbe): periodSeconds 1-240, failureThreshold 1-10,
 # initialDelaySeconds 1-60
 PROBE_PERIOD_MAX_S, PROBE_FAILURES_MAX, PROBE_DELAY_MAX_S = 240, 10, 60
@@ -135,18 +137,31 @@ def served_info(obj: Any, rg: str) -> ServedInfo:
 
 
 def create_served_app(clients: Clients, spec: ServedAppSpec) -> ServedInfo:
-    """PUT the app (idempotent, so an unreadable answer is sent again) and wait for its LRO."""
+    """PUT the app (idempotent, so an unreadable answer is sent again) and wait for its LRO.
+
+    A 504 is not sent again at once: on a full profile ARM answers the create 504 although the app
+    exists (#1705), and each of azure-core's retries of it would wait its back-off (50 s in all) for
+    the same answer. When the app exists the 504 is the caller's to follow; when it does not, the
+    PUT goes again with the usual retries."""
     from azure.mgmt.appcontainers.models import ContainerApp
 
     body = ContainerApp(served_body(spec))
     ops = clients.apps.container_apps
     rg, name = spec.app.resource_group, spec.app.name
 
-    def put() -> ServedInfo:
+    def put(**options: Any) -> ServedInfo:
         with translate_errors("create container app", name):
-            found = ops.begin_create_or_update(rg, name, body).result()
+            found = ops.begin_create_or_update(rg, name, body, **options).result()
         return served_info(found, rg)
 
+    try:  # first without azure-core's retries of a status
+        return retrying("create container app", name, lambda: put(retry_status=0))
+    except AcaGpuError as exc:
+        status = getattr(exc.__cause__, "status_code", None)
+        if status not in CORE_RETRIED_STATUS:
+            raise
+        if status == GATEWAY_TIMEOUT and get_app(clients, rg, name) is not None:
+            raise
     return retrying("create container app", name, put)
 
 
@@ -158,8 +173,8 @@ def read_served(clients: Clients, rg: str, name: str) -> ServedInfo | None:
 
 
 def revision_health(clients: Clients, rg: str, name: str) -> dict[str, str] | None:
-    """The app's latest revision as ARM reports its health: {revision, health_state, running_state};
-    None when there is none yet."""
+    """The app's latest revision as ARM reports its health: {revision, health_state, running_state,
+    replicas (the count it reports)}; None when there is none yet."""
     app = get_app(clients, rg, name)
     if app is None or not app.latest_revision:
         return None
@@ -169,6 +184,7 @@ def revision_health(clients: Clients, rg: str, name: str) -> dict[str, str] | No
         "revision": str(rev.name or app.latest_revision),
         "health_state": str(getattr(rev.health_state, "value", rev.health_state) or ""),
         "running_state": str(getattr(rev.running_state, "value", rev.running_state) or ""),
+        "replicas": str(rev.replicas or 0),
     }
 
 

@@ -8,6 +8,8 @@ from typing import Any
 from aca_gpu.azure.served import startup_probe
 from aca_gpu.models import ReplicaInfo
 from aca_gpu.workflow.serve.diagnose import after_timeout, decisive, probe_text
+from aca_gpu.workflow.serve.waiting import standing
+from aca_gpu.workflow.spend.served import event_time
 
 APP = "serve-x1"
 
@@ -72,3 +74,23 @@ def test_the_startup_probe_gives_the_model_its_whole_load_timeout() -> None:
         assert load <= last <= load + p["periodSeconds"], (load, p)
         assert 1 <= p["initialDelaySeconds"] <= 60 and 1 <= p["periodSeconds"] <= 240, p
         assert 1 <= p["failureThreshold"] <= 10, p
+
+
+def test_while_it_waits_serve_says_where_the_start_stands_in_the_platforms_words() -> None:
+    assigning = ReplicaInfo(f"{APP}--r1-abc", "NotRunning", details="AssigningReplica")
+    placing = [event("AssigningReplica", "Replica 'r1' has been scheduled to run on a node.")]
+    found = standing(APP, [assigning], placing, None)
+    assert found.text.startswith(f"not placed yet: replica {APP}--r1-abc waits for a node (AssigningReplica")
+    pulling = ReplicaInfo(f"{APP}--r1-abc", "NotRunning", details="PullingImage")
+    found = standing(APP, [pulling], PLACED, None, now=event_time(PLACED[-1]) + 40)  # type: ignore[operator]
+    assert (
+        found.text == 'pulling the image for 40s, not ended yet (Pulling image "m:1")' and not found.unplaced
+    )
+    # the revision counts a replica the platform does not list: no node took it, said as such
+    found = standing(APP, [], [], 1)
+    assert found.unplaced and "the revision counts 1 replica(s) and the platform lists none" in found.text
+    assert not standing(APP, [], [], 0).unplaced  # at zero: the platform is asked for one
+    started = [*PLACED, event("ImagePulled", "pulled"), event("ContainerStarted", "Started"),
+               event("ReplicaUnhealthy", "startup probe failed: connection refused")]  # fmt: skip
+    running = ReplicaInfo(f"{APP}--r1-abc", "Running")
+    assert "startup probe failed 1 look(s) so far" in standing(APP, [running], started, None).text

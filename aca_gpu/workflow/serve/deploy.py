@@ -206,6 +206,14 @@ def target_of(spec: ServeSpec, rg: str, url: str, location: str, verify: str | b
     )
 
 
+def revision_replicas(cloud: Cloud, target: Target) -> int | None:
+    """How many replicas the app's latest revision counts (None when unread)."""
+    from aca_gpu.azure import served
+
+    found = served.revision_health(clients_of(cloud), target.resource_group, target.app)
+    return int(found["replicas"]) if found is not None else None
+
+
 def with_revision_health(cloud: Cloud, target: Target, found: AcaGpuError) -> AcaGpuError:
     """A probe that never passed names its revision's health as ARM reports it (best effort)."""
     from aca_gpu.azure import served
@@ -235,7 +243,16 @@ def first_answer(
             f"start and answer (up to {duration_text(target.load_timeout_s)})"
         )
         look = min(diagnose.LOOK_S, max(0.2, waiter.interval * 10))
-        watch = diagnose.Watch(cloud, target.resource_group, target.app, look_s=look, probe=probe).start()
+        watch = diagnose.Watch(
+            cloud,
+            target.resource_group,
+            target.app,
+            look_s=look,
+            probe=probe,
+            counted=lambda: revision_replicas(cloud, target),
+            on_wait=lambda text: step.update(f"GET {target.url}{target.health}: {text}"),
+            on_warn=progress.warn,
+        ).start()
         try:
             attempts, end = cold_request(target, lambda: waiter.cancel.is_set() or watch.found is not None)
         finally:

@@ -14,7 +14,7 @@ placed. Each message quotes the platform.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from aca_gpu.units import duration_text
 from aca_gpu.workflow.base.threads import spawn
 from aca_gpu.workflow.engine import capacity
 from aca_gpu.workflow.engine.replicas import event_owner
+from aca_gpu.workflow.serve import waiting
 
 LOOK_S = 2.0  # at most between two looks at the app's replicas and events (less with a short poll)
 EVENTS_TAIL = 200
@@ -126,15 +127,24 @@ def after_timeout(
     )
 
 
+def _said(_: str) -> None:
+    return None
+
+
 @dataclass
 class Watch:
-    """Looks at the app every LOOK_S while `serve` waits; `found` is set when waiting cannot help."""
+    """Looks at the app every LOOK_S while `serve` waits: `found` is set when waiting cannot help;
+    `on_wait` hears where the start stands whenever that changes (waiting.py), `on_warn` once that
+    no node has taken the replica (two looks in a row, so a list read mid-create is no alarm)."""
 
     cloud: Cloud
     resource_group: str
     app: str
     look_s: float = LOOK_S
     probe: str = ""  # the startup probe in words (probe_text), for a finding about it
+    counted: Callable[[], int | None] = lambda: None  # replicas the app's revision counts
+    on_wait: Callable[[str], None] = _said
+    on_warn: Callable[[str], None] = _said
     stop: threading.Event = field(default_factory=threading.Event)
     found: AcaGpuError | None = None
 
@@ -143,13 +153,24 @@ class Watch:
         return self
 
     def _run(self) -> None:
+        said, unplaced, warned = "", 0, False
         while not self.stop.is_set():
             try:
                 replicas = self.cloud.list_app_replicas(self.resource_group, self.app)
                 events = self.cloud.system_events(self.resource_group, app=self.app, tail=EVENTS_TAIL)
+                counted = self.counted() if not replicas else None
             except AcaGpuError:  # one failed look says nothing
-                replicas, events = [], []
+                self.stop.wait(self.look_s)
+                continue
             self.found = decisive(self.app, replicas, events, self.probe)
             if self.found is not None:
                 return
+            now = waiting.standing(self.app, replicas, events, counted)
+            unplaced = unplaced + 1 if now.unplaced else 0
+            if unplaced >= 2 and not warned:
+                warned = True
+                self.on_warn(f"{self.app}: {now.text}")
+            if now.text != said:
+                said = now.text
+                self.on_wait(said)
             self.stop.wait(self.look_s)
