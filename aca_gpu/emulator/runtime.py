@@ -23,6 +23,7 @@ from aca_gpu.emulator.state import (
     Job,
     LogLine,
     Replica,
+    Revision,
     State,
     in_env,
     key,
@@ -86,9 +87,20 @@ def container_specs(
                 replica=replica,
                 mounts=volume_mounts(place, template, c),
                 ingress_port=ingress_port,
+                probe_ports=probe_ports(c) if ingress_port else (),
             )
         )
     return specs
+
+
+def probe_ports(container: dict[str, Any]) -> tuple[int, ...]:
+    """The ports a container's probes look at (HTTP or TCP)."""
+    found = []
+    for probe in container.get("probes") or []:
+        where = (probe.get("httpGet") or probe.get("tcpSocket") or {}) if isinstance(probe, dict) else {}
+        if isinstance(where, dict) and str(where.get("port") or "").isdigit():
+            found.append(int(where["port"]))
+    return tuple(found)
 
 
 class Runtime:
@@ -532,6 +544,14 @@ class Runtime:
             self._emit_rep(rep, "ScaledIn", f"Replica '{rep.name}' was scaled in")
         rev.replicas.clear()
         rev.scale_in_at = None
+
+    def scale_in_replicas(self, rev: Revision, names: list[str]) -> None:
+        """Some of a revision's replicas scaled in (a scale rule wants fewer): stopped, said, gone."""
+        for name in names:
+            rep = rev.replicas.pop(name, None)
+            if rep is not None:
+                self.stop_replica(rep)
+                self._emit_rep(rep, "ScaledIn", f"Replica '{rep.name}' was scaled in")
 
     def stop_app_replicas(self, app: App) -> None:
         for rev in app.revisions.values():

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.ingress import scaler
 from aca_gpu.emulator.ingress.probes import StartupProbes, probe_of, probe_passes, probe_window_s
 from aca_gpu.emulator.providers.app import models
 from aca_gpu.emulator.state import App, Replica, Revision
@@ -43,6 +44,8 @@ class Held:
     ready: set[str] = field(default_factory=set)
     woken: int = 0  # how many times a request woke the app from zero
     looked: float = 0.0  # when `settle` last probed a replica no request was waiting for
+    load: dict[str, int] = field(default_factory=dict)  # requests each replica is answering now
+    fewer_since: float | None = None  # since when the scale rule has wanted fewer replicas (clock)
 
 
 def active_revision(app: App) -> Revision | None:
@@ -95,6 +98,9 @@ class Activation:
         held = self.of(ctx, app)
         held.inflight += 1
         self._pause_scale_in(app)
+        rev = active_revision(app)
+        if rev is not None and rev.replicas:  # from zero the wake asks for the first one
+            self.scale_out(ctx, app, rev, held)
         try:
             yield held
         finally:
@@ -102,6 +108,38 @@ class Activation:
             rev = active_revision(app)
             if held.inflight == 0 and rev is not None and scales_to_zero(rev) and rev.replicas:
                 rev.scale_in_at = scale_in_at(ctx, rev)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def serving(held: Held, replica: Replica) -> Iterator[None]:
+        """A request forwarded to `replica`: it counts toward that replica's load until answered."""
+        held.load[replica.name] = held.load.get(replica.name, 0) + 1
+        try:
+            yield
+        finally:
+            held.load[replica.name] -= 1
+            if not held.load[replica.name]:
+                del held.load[replica.name]
+
+    @staticmethod
+    def scale_out(ctx: Ctx, app: App, rev: Revision, held: Held) -> None:
+        """The HTTP rule wants more replicas than the revision has: ask for them (scaler.py)."""
+        more = scaler.wanted(rev.template, held.inflight) - scaler.counted(rev)
+        if held.inflight and more > 0:
+            models.add_replicas(ctx, app, rev, more)
+
+    def scale_down(self, ctx: Ctx, rev: Revision, held: Held) -> None:
+        """Replicas beyond what the rule wants (at least one: going to zero is `settle`'s) go once
+        fewer have been wanted for the cooldown (scaler.py: UNCONFIRMED arithmetic)."""
+        keep = max(1, scaler.wanted(rev.template, held.inflight))
+        if scaler.counted(rev) <= keep:
+            held.fewer_since = None
+            return
+        if held.fewer_since is None:
+            held.fewer_since = ctx.clock.now()
+        elif ctx.clock.now() >= held.fewer_since + max(ctx.clock.scaled(cooldown_s(rev)), COOLDOWN_FLOOR_S):
+            held.fewer_since = None
+            ctx.runtime.scale_in_replicas(rev, scaler.to_remove(rev, keep, held.ready, held.load))
 
     @staticmethod
     def _pause_scale_in(app: App) -> None:
@@ -119,25 +157,25 @@ class Activation:
             return
         held = self.of(ctx, app)
         await self.startup.look(ctx, app, rev, models.served_port(app), held.ready)
+        live = [r for r in rev.replicas.values() if not r.gone]
+        now = time.monotonic()
+        if now - held.looked >= LOOK_S * 4:  # a replica that answers takes requests (a scaled-out one too)
+            held.looked = now
+            port, path = probe_of(rev.template, models.served_port(app))
+            for rep in [r for r in live if r.phase == "Running" and r.name not in held.ready]:
+                if await probe_passes(rep, port, path, app.name):
+                    held.ready.add(rep.name)
+        self.scale_out(ctx, app, rev, held)
+        self.scale_down(ctx, rev, held)
         if not scales_to_zero(rev):
             return
         if held.inflight:
             rev.scale_in_at = None
             return
-        live = [r for r in rev.replicas.values() if not r.gone]
         if any(r.name in held.ready for r in live):
             if rev.scale_in_at is None:
                 rev.scale_in_at = scale_in_at(ctx, rev)
             return
-        now = time.monotonic()
-        if now - held.looked >= LOOK_S * 4:
-            held.looked = now
-            port, path = probe_of(rev.template, models.served_port(app))
-            for rep in live:
-                if rep.phase == "Running" and await probe_passes(rep, port, path, app.name):
-                    held.ready.add(rep.name)
-                    rev.scale_in_at = scale_in_at(ctx, rev)
-                    return
         window = probe_window_s(rev.template)
         loading = [
             r
@@ -168,15 +206,20 @@ class Activation:
             rev = active_revision(app)
             if rev is not None and not rev.replicas and not rev.unplaced:
                 self.wake(ctx, app, rev, held)
+            running = []
             for rep in list(rev.replicas.values()) if rev is not None else []:
                 if rep.gone or rep.phase != "Running":
                     held.ready.discard(rep.name)
-                    continue
-                if rep.name in held.ready:
-                    return rep
+                else:
+                    running.append(rep)
+            ready = [r for r in running if r.name in held.ready]
+            if not ready:  # none answered yet: look at each (a loading one is looked at by settle)
                 probe_port, path = probe_of(rev.template if rev is not None else {}, port)
-                if await probe_passes(rep, probe_port, path, app.name):
-                    held.ready.add(rep.name)
-                    return rep
+                for rep in running:
+                    if await probe_passes(rep, probe_port, path, app.name):
+                        held.ready.add(rep.name)
+                        ready.append(rep)
+            if ready:  # the least busy, as a load balancer spreads requests
+                return min(ready, key=lambda r: held.load.get(r.name, 0))
             await asyncio.sleep(LOOK_S)
         return None

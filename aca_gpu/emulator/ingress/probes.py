@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from aca_gpu.emulator.context import Ctx
 from aca_gpu.emulator.state import App, Replica, Revision
 
 PROBE_TIMEOUT_S = 1.0
+RELAY_REFUSAL_S = 0.2  # a TCP look through a replica's relay: closed within this means refused
 REFUSED = "connection refused"
 # ARM's defaults for a probe that leaves them out (the API spec's ContainerAppProbe)
 DEFAULT_PERIOD_S, DEFAULT_FAILURES = 10.0, 3
@@ -62,16 +64,33 @@ def probe_of(template: dict[str, Any], port: int) -> tuple[int, str | None]:
     return port, None
 
 
-async def probe_look(port: int, path: str | None, host: str) -> str | None:
+def reach(rep: Replica, port: int) -> str | None:
+    """The Unix socket that reaches `port` in the replica's own network (workloads/netns.py); None
+    when the replica listens on this machine's loopback."""
+    for handle in rep.handles.values():
+        folder = getattr(handle, "endpoint", None)
+        if folder:
+            return os.path.join(folder, str(port))
+    return None
+
+
+async def probe_look(port: int, path: str | None, host: str, via: str | None = None) -> str | None:
     """One look, as the platform's probe makes it (a TCP connect, or a GET answered 200-399): None
-    when it passes, else why not in the prober's words."""
+    when it passes, else why not in the prober's words. `via`: the replica's own network (reach())."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PROBE_TIMEOUT_S)
+        opening = asyncio.open_unix_connection(via) if via else asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.wait_for(opening, PROBE_TIMEOUT_S)
     except TimeoutError:
         return "timeout"
     except OSError:
         return REFUSED
     try:
+        if path is None and via:  # the relay closes at once a connection nothing listens for inside
+            try:
+                closed = await asyncio.wait_for(reader.read(1), RELAY_REFUSAL_S) == b""
+            except TimeoutError:
+                closed = False
+            return REFUSED if closed else None
         if path is None:
             return None
         writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
@@ -94,7 +113,7 @@ async def probe_look(port: int, path: str | None, host: str) -> str | None:
 
 async def probe_passes(rep: Replica, port: int, path: str | None, host: str) -> bool:
     """Whether the replica answers its probe now; never, under the `probe` fault."""
-    return not rep.probe_fault and await probe_look(port, path, host) is None
+    return not rep.probe_fault and await probe_look(port, path, host, reach(rep, port)) is None
 
 
 @dataclass(frozen=True)
@@ -155,7 +174,9 @@ class StartupProbes:
             if since < probe.delay_s + looks.made * probe.period_s:
                 continue
             looks.made += 1
-            why = rep.probe_fault or await probe_look(probe.port, probe.path, app.name)
+            why = rep.probe_fault or await probe_look(
+                probe.port, probe.path, app.name, reach(rep, probe.port)
+            )
             if why is None:
                 ready.add(rep.name)
                 rep.unhealthy = ""
