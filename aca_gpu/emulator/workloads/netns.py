@@ -37,8 +37,9 @@ def _first_that_works() -> list[str] | None:
         [binary, "--user", "--map-current-user", "--net"],
         [binary, "--user", "--map-root-user", "--net"],
     ):
+        check = [*words, sys.executable, "-I", "-S", str(RELAY), "--check"]
         try:
-            done = subprocess.run([*words, "true"], capture_output=True, timeout=10, check=False)
+            done = subprocess.run(check, capture_output=True, timeout=20, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if done.returncode == 0:

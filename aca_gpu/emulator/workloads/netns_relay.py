@@ -6,7 +6,7 @@ where the command listens. Exits with the command's exit code.
 A standalone script of the standard library only: it starts in every replica, so it imports
 nothing of acagpu (a second of import time per replica would be paid on every scale-out).
 
-Usage: python netns_relay.py DIR PORT[,PORT...] -- COMMAND [ARG...]
+Usage: python netns_relay.py DIR PORT[,PORT...] -- COMMAND [ARG...]   (or --check)
 """
 
 from __future__ import annotations
@@ -70,7 +70,19 @@ def listen(folder: str, port: int) -> None:
         threading.Thread(target=relay, args=(conn, port), daemon=True).start()
 
 
+def check() -> int:
+    """`--check`: what a replica's relay needs works here (loopback up, a port to listen on)."""
+    loopback_up()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        socket.create_connection(server.getsockname(), timeout=CONNECT_TIMEOUT_S).close()
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--check"]:
+        return check()
     folder, ports, sep, *command = argv
     if sep != "--" or not command:
         print(__doc__, file=sys.stderr)
