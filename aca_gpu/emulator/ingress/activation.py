@@ -26,6 +26,9 @@ from aca_gpu.emulator.state import App, Replica, Revision
 REQUEST_TIMEOUT_S = 240.0
 DEFAULT_COOLDOWN_S = 300.0  # Scale.cooldownPeriod's default
 LOOK_S = 0.05  # wall seconds between looks at a held request's replica (UNCONFIRMED: ACA's own pace)
+# wall seconds between probes of an app's replicas that have not answered yet, however many requests
+# wait (each probe is a connection to the replica: 20 a second for a minute-long load cost CPU)
+PROBE_EVERY_S = 0.1
 # Wall-clock floor of the cooldown: scaled, 300 s is 1.5 wall s at 0.005 and a short cooldown a
 # few ms, less than a real client's pause before it sends again; the replica its first request woke
 # would be gone before the retry came, which no client on Azure sees (the clocks would meet).
@@ -159,7 +162,7 @@ class Activation:
         await self.startup.look(ctx, app, rev, models.served_port(app), held.ready)
         live = [r for r in rev.replicas.values() if not r.gone]
         now = time.monotonic()
-        if now - held.looked >= LOOK_S * 4:  # a replica that answers takes requests (a scaled-out one too)
+        if now - held.looked >= PROBE_EVERY_S:  # a replica that answers takes requests (scaled out too)
             held.looked = now
             port, path = probe_of(rev.template, models.served_port(app))
             for rep in [r for r in live if r.phase == "Running" and r.name not in held.ready]:
@@ -213,7 +216,8 @@ class Activation:
                 else:
                     running.append(rep)
             ready = [r for r in running if r.name in held.ready]
-            if not ready:  # none answered yet: look at each (a loading one is looked at by settle)
+            if not ready and time.monotonic() - held.looked >= PROBE_EVERY_S:  # none answered yet
+                held.looked = time.monotonic()
                 probe_port, path = probe_of(rev.template if rev is not None else {}, port)
                 for rep in running:
                     if await probe_passes(rep, probe_port, path, app.name):
