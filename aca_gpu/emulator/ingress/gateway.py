@@ -179,11 +179,12 @@ class Ingress:
                 return await self._forward(ctx, app, req, left, reach(replica, models.served_port(app)))
 
     async def _forward(
-        self, ctx: Ctx, app: App, req: web.BaseRequest, left_s: float, via: str | None
+        self, ctx: Ctx, app: App, req: web.BaseRequest, left_s: float, where: tuple[str | None, int]
     ) -> web.StreamResponse:
-        """Pass the request on to the replica's port (`via` its own network's socket, else this
-        machine's loopback) and stream its answer back; the answer must come within what is left of
-        the ingress timeout (the cut-off's status otherwise)."""
+        """Pass the request on to the replica's port (`where`: its own network's socket, else this
+        machine's loopback port: probes.reach) and stream its answer back; the answer must come
+        within what is left of the ingress timeout (the cut-off's status otherwise)."""
+        via, port = where
         fqdn = fqdn_of(ctx, app)
         headers = {k: v for k, v in req.headers.items() if k.lower() not in HOP_BY_HOP}
         headers.update(
@@ -196,7 +197,7 @@ class Ingress:
                 "X-Request-Id": str(uuid.uuid4()),  # UNCONFIRMED: Envoy's, as ACA's proxy is Envoy
             }
         )
-        url = f"http://127.0.0.1:{models.served_port(app)}{req.rel_url}"
+        url = f"http://127.0.0.1:{port}{req.rel_url}"
         body = await req.read()
         try:
             upstream = await self._client(via).request(

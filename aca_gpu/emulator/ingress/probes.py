@@ -64,14 +64,18 @@ def probe_of(template: dict[str, Any], port: int) -> tuple[int, str | None]:
     return port, None
 
 
-def reach(rep: Replica, port: int) -> str | None:
-    """The Unix socket that reaches `port` in the replica's own network (workloads/netns.py); None
-    when the replica listens on this machine's loopback."""
+def reach(rep: Replica, port: int) -> tuple[str | None, int]:
+    """How to reach the replica's `port`: (the Unix socket into its own network (workloads/netns.py),
+    or None for a TCP port on this machine's loopback; that port: the one Podman publishes it on,
+    else `port` itself)."""
     for handle in rep.handles.values():
         folder = getattr(handle, "endpoint", None)
         if folder:
-            return os.path.join(folder, str(port))
-    return None
+            return os.path.join(folder, str(port)), port
+        published = getattr(handle, "published", None) or {}
+        if port in published:
+            return None, int(published[port])
+    return None, port
 
 
 async def probe_look(port: int, path: str | None, host: str, via: str | None = None) -> str | None:
@@ -113,7 +117,8 @@ async def probe_look(port: int, path: str | None, host: str, via: str | None = N
 
 async def probe_passes(rep: Replica, port: int, path: str | None, host: str) -> bool:
     """Whether the replica answers its probe now; never, under the `probe` fault."""
-    return not rep.probe_fault and await probe_look(port, path, host, reach(rep, port)) is None
+    via, outside = reach(rep, port)
+    return not rep.probe_fault and await probe_look(outside, path, host, via) is None
 
 
 @dataclass(frozen=True)
@@ -174,9 +179,8 @@ class StartupProbes:
             if since < probe.delay_s + looks.made * probe.period_s:
                 continue
             looks.made += 1
-            why = rep.probe_fault or await probe_look(
-                probe.port, probe.path, app.name, reach(rep, probe.port)
-            )
+            via, outside = reach(rep, probe.port)
+            why = rep.probe_fault or await probe_look(outside, probe.path, app.name, via)
             if why is None:
                 ready.add(rep.name)
                 rep.unhealthy = ""

@@ -61,6 +61,8 @@ class SandboxContainer:
         # a served replica in a network of its own: the folder whose PORT sockets reach its ports
         # (netns.py); None when it listens on this machine's loopback
         self.endpoint: str | None = None
+        # a served replica in Podman: its ports -> the loopback ports Podman publishes them on
+        self.published: dict[int, int] = {}
         self._execs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
 

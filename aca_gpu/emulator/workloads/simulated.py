@@ -31,7 +31,7 @@ from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
-from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
+from aca_gpu.emulator.workloads.podman import run_in_podman, serve_in_podman, why_not
 from aca_gpu.emulator.workloads.smi_health import sicken
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiGpu, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
@@ -228,6 +228,9 @@ class SimulatedWorkload:
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them
             container.run_streams(argv, container.env)
+        elif spec.kind == "app" and spec.ingress_port and why_not(spec) is None:
+            # a served app whose image Podman has: its container for real, its ports published
+            serve_in_podman(container, spec, spec.env, self.workdir / "storages")
         elif spec.kind == "app" and spec.ingress_port and (spec.command or spec.args):
             # a served app (external ingress): its command runs for real in the sandbox and listens
             # on the host's loopback, where the emulator's ingress forwards (emulator/ingress/)
