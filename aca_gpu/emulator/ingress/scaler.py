@@ -2,15 +2,16 @@
 flight want, and when the extra ones go.
 
 ACA's scale page: "When the number of HTTP requests exceeds [concurrentRequests], then another
-replica is added. Replicas continue to add to the pool up to the maxReplicas amount"; its scaling
-algorithm is `desiredReplicas = ceil(currentMetricValue / targetMetricValue)` with no scale-up
-stabilization and a 300 s scale-down stabilization window. What the HTTP scaler counts as the
-metric (requests in flight at one instant, or an average over a window) and how often it looks are
-not documented for ACA (UNCONFIRMED): here it is the requests the ingress holds or forwards, looked
-at on each request and each tick, and the extra replicas go once fewer have been wanted for
-`cooldownPeriod` (300 s by default, as that window) on the scaled clock. The scale-up steps (1, 4,
-8, ...) are not modelled: the wanted count is asked for at once. Going to zero stays activation.py's
-rule (the cooldown after the last request).
+replica is added. Replicas continue to add to the pool up to the maxReplicas amount". ACA scales
+through KEDA over Kubernetes' horizontal pod autoscaler, whose algorithm is
+`desiredReplicas = ceil(currentReplicas x currentMetric / target)` (so ceil(total / target) for a
+per-replica average) and whose default scale-down stabilization window is 300 s; that ACA keeps
+those defaults, what its HTTP scaler counts as the metric (requests in flight at one instant, or
+an average over a window) and how often it looks are UNCONFIRMED. Here the metric is the requests
+the ingress holds or forwards, looked at on each request and each tick; the wanted count is asked
+for at once (HPA's scale-up rate limits are not modelled), and the extra replicas go once fewer
+have been wanted for `cooldownPeriod` (300 s by default, as that window) on the scaled clock.
+Going to zero stays activation.py's rule (the cooldown after the last request).
 """
 
 from __future__ import annotations
