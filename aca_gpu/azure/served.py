@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from aca_gpu.azure.apps import app_body, app_info, get_app
 from aca_gpu.azure.resources import as_json
-from aca_gpu.azure.translate import retrying, translate_errors
+from aca_gpu.azure.translate import CORE_RETRIED_STATUS, retrying, translate_errors
+from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import AppInfo, AppSpec, RegistryCred
 
 if TYPE_CHECKING:
     from aca_gpu.azure.clients import Clients
 
 SCALE_RULE = "http-concurrency"
-# ACA's probe limits (the API spec's ContainerAppProbe): periodSeconds 1-240, failureThreshold 1-10
-PROBE_PERIOD_MAX_S, PROBE_FAILURES_MAX = 240, 10
+GATEWAY_TIMEOUT = 504
+# ACA's probe limits (the API spec's ContainerAppProbe): periodSeconds 1-240, failureThreshold 1-10,
+# initialDelaySeconds 1-60
+PROBE_PERIOD_MAX_S, PROBE_FAILURES_MAX, PROBE_DELAY_MAX_S = 240, 10, 60
 PROBE_TIMEOUT_S = 5
 
 
@@ -58,14 +61,22 @@ class ServedInfo:
 
 
 def startup_probe(path: str, port: int, load_timeout_s: int) -> dict[str, Any]:
-    """A startup probe that gives the model `load_timeout_s` to answer `path`: ten looks at most,
-    spaced so that they span the load (ACA restarts the container after the tenth failure)."""
-    period = max(1, min(PROBE_PERIOD_MAX_S, -(-load_timeout_s // PROBE_FAILURES_MAX)))
+    """A startup probe that gives the model `load_timeout_s` to answer `path`. The platform (its
+    Kubernetes prober) looks first `initialDelaySeconds` after the container starts, then every
+    `periodSeconds`, and restarts the container at the `failureThreshold`-th failed look in a row:
+    so the last look falls at delay + (looks - 1) x period, which is made to reach the load timeout
+    (ten looks at most; one a second for a load under ten seconds)."""
+    looks = max(1, min(PROBE_FAILURES_MAX, load_timeout_s))
+    period = max(1, -(-load_timeout_s // looks))
+    delay = min(PROBE_DELAY_MAX_S, period)
+    if looks > 1:
+        period = max(1, min(PROBE_PERIOD_MAX_S, -(-(load_timeout_s - delay) // (looks - 1))))
     return {
         "type": "Startup",
         "httpGet": {"path": path, "port": port},
+        "initialDelaySeconds": delay,
         "periodSeconds": period,
-        "failureThreshold": PROBE_FAILURES_MAX,
+        "failureThreshold": looks,
         "timeoutSeconds": min(PROBE_TIMEOUT_S, period),
     }
 
@@ -126,18 +137,31 @@ def served_info(obj: Any, rg: str) -> ServedInfo:
 
 
 def create_served_app(clients: Clients, spec: ServedAppSpec) -> ServedInfo:
-    """PUT the app (idempotent, so an unreadable answer is sent again) and wait for its LRO."""
+    """PUT the app (idempotent, so an unreadable answer is sent again) and wait for its LRO.
+
+    A 504 is not sent again at once: on a full profile ARM answers the create 504 although the app
+    exists (#1705), and each of azure-core's retries of it would wait its back-off (50 s in all) for
+    the same answer. When the app exists the 504 is the caller's to follow; when it does not, the
+    PUT goes again with the usual retries."""
     from azure.mgmt.appcontainers.models import ContainerApp
 
     body = ContainerApp(served_body(spec))
     ops = clients.apps.container_apps
     rg, name = spec.app.resource_group, spec.app.name
 
-    def put() -> ServedInfo:
+    def put(**options: Any) -> ServedInfo:
         with translate_errors("create container app", name):
-            found = ops.begin_create_or_update(rg, name, body).result()
+            found = ops.begin_create_or_update(rg, name, body, **options).result()
         return served_info(found, rg)
 
+    try:  # first without azure-core's retries of a status
+        return retrying("create container app", name, lambda: put(retry_status=0))
+    except AcaGpuError as exc:
+        status = getattr(exc.__cause__, "status_code", None)
+        if status not in CORE_RETRIED_STATUS:
+            raise
+        if status == GATEWAY_TIMEOUT and get_app(clients, rg, name) is not None:
+            raise
     return retrying("create container app", name, put)
 
 
@@ -146,6 +170,22 @@ def read_served(clients: Clients, rg: str, name: str) -> ServedInfo | None:
         return None
     with translate_errors("read container app", name):
         return served_info(clients.apps.container_apps.get(rg, name), rg)
+
+
+def revision_health(clients: Clients, rg: str, name: str) -> dict[str, str] | None:
+    """The app's latest revision as ARM reports its health: {revision, health_state, running_state,
+    replicas (the count it reports)}; None when there is none yet."""
+    app = get_app(clients, rg, name)
+    if app is None or not app.latest_revision:
+        return None
+    with translate_errors("read revision of", name):
+        rev = clients.apps.container_apps_revisions.get_revision(rg, name, app.latest_revision)
+    return {
+        "revision": str(rev.name or app.latest_revision),
+        "health_state": str(getattr(rev.health_state, "value", rev.health_state) or ""),
+        "running_state": str(getattr(rev.running_state, "value", rev.running_state) or ""),
+        "replicas": str(rev.replicas or 0),
+    }
 
 
 def url_of(clients: Clients, fqdn: str) -> str:

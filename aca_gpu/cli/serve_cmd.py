@@ -116,7 +116,7 @@ def render_serve(doc: dict[str, Any]) -> str:
 )
 @click.option("--health", default="/", show_default=True, help="Path whose answer means the model is loaded.")
 @click.option(
-    "--load-timeout", help="How long the model may take to load, e.g. 20m (default 30m, at most 40m)."
+    "--load-timeout", help="How long the model may take to load, e.g. 20m (default 30m, at most 37m)."
 )
 @click.option("--measure", type=click.IntRange(0, 100), default=0, help="Time N cold starts phase by phase.")
 @click.option(

@@ -78,16 +78,6 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
   0 it goes at the tick its container exits, the worst case a log follower must survive (how long
   Azure keeps it is UNCONFIRMED).
 
-- Fan-out's platform failures (placement.py), drawn per job replica (per execution for `unknown`),
-  so `rate=` with `seed=` scatters them over a fan-out: `backoff` ends the execution
-  Failed/BackoffLimitExceeded when its placement comes due, before any pull; `pull_stall`
-  (`seconds=`, default 86400) holds the replica in PullingImage that long; `lost` (`after=` seconds
-  of running, default 30) kills the running container and ends the execution Degraded, reason
-  ReplicaLost, without an exit code; `unknown` and `processing` (`seconds=`, default 60) make a new
-  execution read status Unknown or Processing that long before Running. `stuck` (above) is the
-  placement that never happens. Example:
-  `stuck:rate=0.02;backoff:rate=0.02;pull_stall:rate=0.01;lost:rate=0.01;seed=7`.
-
 - `cpu_fallback`: a served app's replica (an app with external ingress) answers, but its model
   loaded on the CPU: its simulated GPU shows the idle memory figure instead of a served model's
   (30% of the card, UNCONFIRMED), so `serve` says the GPU was left idle; `match=` picks replicas.
@@ -95,7 +85,15 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `oom`: a served app's replica (external ingress) has its container killed for memory at its first
   tick running: a ContainerTerminated event "... terminated with exit code '137' and reason
   'OOMKilled'" (Warning; the wording is UNCONFIRMED for ACA), then the restart back-off, again and
-  again. `pull_stall` (below) also holds a served app's replica in PullingImage.
+  again. `pull_stall` (above) also holds a served app's replica in PullingImage.
+
+- `probe` (`status=` an HTTP status; without it the connection is refused): a served app's replica
+  never passes its startup probe, whatever its process answers. Each look of the probe (the first
+  after `initialDelaySeconds`, then every `periodSeconds`, in wall seconds) writes a Warning
+  ReplicaUnhealthy event "startup probe failed: connection refused" (or "... HTTP probe failed with
+  statuscode: N"); after `failureThreshold` failed looks a StoppingContainer event "Container NAME
+  failed startup probe, will be restarted", and the container restarts after the back-off (the
+  events microsoft/azure-container-apps#1561 shows). Its revision reads healthState Unhealthy.
 
 - `conversion`: an ACR artifact-streaming conversion requested on an emulated registry's data
   plane ends `Failed` when it would have succeeded (providers/registry/streaming.py).
@@ -130,6 +128,7 @@ KINDS = (
     "gpu",
     "cpu_fallback",
     "oom",
+    "probe",
     "stall",
     "cost_delay",
     "pull",
@@ -314,6 +313,12 @@ class Faults:
                 for f in self._faults
             ],
         }
+
+
+def probe_fault_text(fault: Fault) -> str:
+    """Why each look of a `probe` fault's startup probe fails, in the words of its event."""
+    status = fault.params.get("status")
+    return f"HTTP probe failed with statuscode: {int(float(status))}" if status else "connection refused"
 
 
 def pull_error(fault: Fault, image: str) -> str:

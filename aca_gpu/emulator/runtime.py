@@ -10,7 +10,7 @@ from typing import Any
 
 from aca_gpu.emulator import catalog, placement
 from aca_gpu.emulator.arm import utc_now
-from aca_gpu.emulator.faults import Faults, pull_error
+from aca_gpu.emulator.faults import Faults, probe_fault_text, pull_error
 from aca_gpu.emulator.providers.operationalinsights import ingest as logs_table
 from aca_gpu.emulator.pulls import PullModel, gpu_driver_text, pull_plan, pulled_text
 from aca_gpu.emulator.share_folders import share_key
@@ -23,6 +23,7 @@ from aca_gpu.emulator.state import (
     Job,
     LogLine,
     Replica,
+    Revision,
     State,
     in_env,
     key,
@@ -86,9 +87,20 @@ def container_specs(
                 replica=replica,
                 mounts=volume_mounts(place, template, c),
                 ingress_port=ingress_port,
+                probe_ports=probe_ports(c) if ingress_port else (),
             )
         )
     return specs
+
+
+def probe_ports(container: dict[str, Any]) -> tuple[int, ...]:
+    """The ports a container's probes look at (HTTP or TCP)."""
+    found = []
+    for probe in container.get("probes") or []:
+        where = (probe.get("httpGet") or probe.get("tcpSocket") or {}) if isinstance(probe, dict) else {}
+        if isinstance(where, dict) and str(where.get("port") or "").isdigit():
+            found.append(int(where["port"]))
+    return tuple(found)
 
 
 class Runtime:
@@ -196,6 +208,8 @@ class Runtime:
         if kind == "app" and ingress_port and self.faults.fire("cpu_fallback", path=name, **where):
             rep.specs = [replace(spec, gpu_idle=True) for spec in rep.specs]
         rep.oom = bool(kind == "app" and ingress_port and self.faults.fire("oom", path=name, **where))
+        unhealthy = self.faults.fire("probe", path=name, **where) if kind == "app" and ingress_port else None
+        rep.probe_fault = probe_fault_text(unhealthy) if unhealthy is not None else ""
         rep.phase_until = self.clock.after("assign_replica")
         for spec in rep.specs:
             rep.logs[spec.name] = []
@@ -349,19 +363,24 @@ class Runtime:
         """The `oom` fault: the container is killed for memory at its first tick running (a model
         too large for the replica, while it loads), then restarted after the back-off, as the
         platform restarts an app's container (the event's wording is UNCONFIRMED for ACA)."""
-        for handle in rep.handles.values():
-            handle.stop()
-        self._capture_logs(rep)
         self._emit_rep(
             rep,
             "ContainerTerminated",
             f"Container '{rep.specs[0].name}' was terminated with exit code '137' and reason 'OOMKilled'",
             "Warning",
         )
-        rep.exit_code = 137
+        self.restart_container(rep, "OOMKilled", exit_code=137)
+
+    def restart_container(self, rep: Replica, details: str, *, exit_code: int | None = None) -> None:
+        """Stop the replica's running containers and start them again after the back-off, as the
+        platform restarts an app's container that was killed (for memory, or by its startup probe)."""
+        for handle in rep.handles.values():
+            handle.stop()
+        self._capture_logs(rep)
+        rep.exit_code = exit_code
         rep.restart_count += 1
         rep.phase = "Waiting"
-        rep.details = "OOMKilled"
+        rep.details = details
         rep.phase_until = self.clock.after("restart_backoff")
 
     def _pull_failed(self, rep: Replica) -> bool:
@@ -525,6 +544,14 @@ class Runtime:
             self._emit_rep(rep, "ScaledIn", f"Replica '{rep.name}' was scaled in")
         rev.replicas.clear()
         rev.scale_in_at = None
+
+    def scale_in_replicas(self, rev: Revision, names: list[str]) -> None:
+        """Some of a revision's replicas scaled in (a scale rule wants fewer): stopped, said, gone."""
+        for name in names:
+            rep = rev.replicas.pop(name, None)
+            if rep is not None:
+                self.stop_replica(rep)
+                self._emit_rep(rep, "ScaledIn", f"Replica '{rep.name}' was scaled in")
 
     def stop_app_replicas(self, app: App) -> None:
         for rev in app.revisions.values():

@@ -148,6 +148,8 @@ class Replica:
     pull_s: list[float] = field(default_factory=list)  # emulated seconds each container's pull took
     pulls: list[Any] = field(default_factory=list)  # pulls.PullPlan per container, made when the pull began
     oom: bool = False  # the `oom` fault: a served replica's container is killed for memory as it starts
+    probe_fault: str = ""  # the `probe` fault: why every look of its startup probe fails
+    unhealthy: str = ""  # its startup probe's last failed look, until a look passes (revision health)
     lost_at: float | None = None  # the `lost` fault: monotonic time its node goes away (placement.py)
 
 

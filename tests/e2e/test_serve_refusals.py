@@ -5,7 +5,12 @@ storage for (exit 2). The emulator's inventory shows that nothing of the run was
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from typing import Any
 
 from click.testing import CliRunner
@@ -112,3 +117,91 @@ def test_teardown_stops_a_served_apps_billing_before_its_delete(emu: Any) -> Non
     emu.set_faults("")
     done = CliRunner().invoke(cli, ["down", "--run-id", "bf1", "--yes", "--no-wait", "-o", "json"])
     assert json.loads(done.stdout)["teardown"]["billing_stopped"] is True
+
+
+def test_a_startup_probe_that_never_passes_is_said_with_its_probe_and_torn_down(emu: Any) -> None:
+    """The `probe` fault: the replica's startup probe fails every look. The platform's events say so
+    (ReplicaUnhealthy each look, StoppingContainer at the last) and the revision reads Unhealthy;
+    serve ends its wait at once with the probe it set (path, port, looks, load timeout) in the
+    platform's words, exit 4, and tears down what it made."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("probe:status=503")
+    code, doc = serve(
+        "--env", "lab", "--run-id", "pb1", "--port", port, "--health", "/ready", "--load-timeout", "2s",
+        *stand_in(port),
+    )  # fmt: skip
+    assert code == 4 and doc["error"]["code"] == "ProbeFailed", doc["error"]
+    said = doc["error"]["message"]
+    assert f"GET /ready on port {port}, 2 look(s) 1 s apart" in said and "--load-timeout 2s" in said, said
+    assert '"startup probe failed: HTTP probe failed with statuscode: 503"' in said, said
+    assert "failed startup probe, will be restarted" in said and "healthState Unhealthy" in said, said
+    assert doc["teardown"]["billing_stopped"], doc["teardown"]
+    assert run_made(emu, "pb1") == [] or doc["teardown"]["status"] == "deleting"
+
+
+def serve_until_said(wanted: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    """`acagpu serve` as a real process; Ctrl-C once its stderr says `wanted` while it waits for its
+    first answer (the wait would last its whole start and load timeouts): exit code, document, stderr."""
+    env = {**os.environ, "ACAGPU_PROGRESS_S": "0.3"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aca_gpu", "serve", "--yes", "-o", "json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in proc.stderr:
+            seen.append(line)
+            if wanted in line or time.monotonic() > deadline:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wanted in "".join(seen), "".join(seen) + err  # said while it waited, before the Ctrl-C
+    return proc.returncode, json.loads(out), "".join(seen) + err
+
+
+def test_no_capacity_is_said_while_serve_waits_not_at_its_timeout(emu: Any) -> None:
+    """`nocapacity`: the revision counts a replica, the platform lists none. serve warns at once that
+    no node has taken it (the wait would otherwise last its start and load timeouts in silence)."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("nocapacity")
+    code, doc, err = serve_until_said(
+        "warning: serve-nc1: not placed", "--env", "lab", "--run-id", "nc1", "--port", port, *stand_in(port)
+    )
+    assert "the revision counts 1 replica(s) and the platform lists none" in err, err
+    assert code == 130 and doc["status"] == "interrupted" and doc["teardown"]["billing_stopped"], doc
+
+
+def test_a_stalled_pull_is_said_while_serve_waits(emu: Any) -> None:
+    """`pull_stall`: the replica's pull began and never ends; serve's waiting line says so in the
+    platform's words while it waits."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("pull_stall")
+    code, doc, err = serve_until_said(
+        "pulling the image for", "--env", "lab", "--run-id", "ps1", "--port", port, *stand_in(port)
+    )
+    assert 'not ended yet (Pulling image "python:3.12-slim")' in err, err
+    assert code == 130 and doc["status"] == "interrupted" and doc["teardown"]["billing_stopped"], doc
+
+
+def test_a_full_profile_ends_serves_wait_at_once_with_exit_3(emu: Any) -> None:
+    """`wpfull` (#1705): the create answers 504 but the app exists, its replica never placed with the
+    record "WorkLoad Profile Full"; serve follows the app and ends with exit 3 at once."""
+    port = free_port()
+    assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
+    emu.set_faults("wpfull")
+    started = time.monotonic()
+    code, doc = serve("--env", "lab", "--run-id", "wf1", "--port", port, *stand_in(port))
+    assert code == 3 and doc["error"]["code"] == "CapacityUnavailable", doc["error"]
+    assert "WorkLoad Profile Full" in doc["error"]["message"] and doc["teardown"]["billing_stopped"]
+    assert time.monotonic() - started < 30  # neither the start timeout (15 min) nor six 504 back-offs (50 s)

@@ -163,3 +163,39 @@ def test_the_host_workload_runs_a_served_apps_command_and_idles_an_explorer(tmp_
     finally:
         served.stop()
         explorer.stop()
+
+
+def test_a_startup_probe_the_process_fails_is_said_each_look_and_restarts_it(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    """No fault: the real process answers 404 on the probe's path. Each look (first after
+    initialDelaySeconds, then every periodSeconds, wall seconds) is a ReplicaUnhealthy event in the
+    prober's words; the last one restarts the container (StoppingContainer, as
+    microsoft/azure-container-apps#1561 shows) and the revision reads Unhealthy meanwhile."""
+    aca, arm = clients(server)
+    make_rg(arm)
+    make_env(aca)
+    port = free_port()
+    body = served_app(
+        server.subscription, port, ["python3", "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    )
+    body["properties"]["template"]["containers"][0]["probes"] = [
+        {"type": "Startup", "httpGet": {"path": "/ready", "port": port}, "initialDelaySeconds": 1,
+         "periodSeconds": 1, "failureThreshold": 2},
+    ]  # fmt: skip
+    aca.container_apps.begin_create_or_update(RG, "sick", body).result()
+
+    def said() -> list[tuple[str, str]]:
+        return [(e.reason, e.msg) for e in server.ctx.state.events if e.app == "sick"]  # type: ignore[union-attr]
+
+    failed = ("ReplicaUnhealthy", "startup probe failed: HTTP probe failed with statuscode: 404")
+    wait_for(lambda: failed in said(), timeout=30, what="a failed look")
+    rev = aca.container_apps.get(RG, "sick").latest_revision_name
+    assert aca.container_apps_revisions.get_revision(RG, "sick", rev).health_state == "Unhealthy"
+    wait_for(lambda: any(r == "StoppingContainer" for r, _ in said()), timeout=30, what="the restart")
+    looks = [m for r, m in said() if r == "ReplicaUnhealthy"]
+    assert (
+        len(looks) == 2
+        and ("StoppingContainer", "Container explorer failed startup probe, will be restarted") in said()
+    )
+    aca.container_apps.begin_delete(RG, "sick").result()

@@ -61,3 +61,68 @@ def test_image(podman: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     assert done.returncode == 0, f"podman import failed: {done.stderr.strip()}"
     yield IMAGE
     subprocess.run([podman, "rmi", "-f", IMAGE], capture_output=True, check=False)
+
+
+# a served model stand-in baked into PYTHON_IMAGE: answers every GET with the replica's hostname
+STANDIN = """
+import http.server, socket, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = socket.gethostname().encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), H).serve_forever()
+"""
+PYTHON_IMAGE = f"localhost/acagpu-test:python-{os.getpid()}"
+# what the stand-in imports, and what HTTPServer's bind reaches (getfqdn: the idna codec)
+_STANDIN_IMPORTS = "import http.server, socket, sys, encodings.idna; socket.getfqdn('localhost')"
+
+
+def _python_rootfs(tmp: Path) -> Path:
+    """A tarball of this interpreter, the libraries it loads and the standard modules the stand-in
+    imports (found by importing them here), at the paths they have here, plus the stand-in as
+    /srv/standin.py and `python3` on PATH: an image of a few tens of MB, no registry needed."""
+    import glob
+    import json
+    import sys
+    import sysconfig
+
+    exe = os.path.realpath(sys.executable)
+    listed = subprocess.run(
+        [exe, "-S", "-I", "-c", _STANDIN_IMPORTS + "; import json; print(json.dumps(sorted("
+         "{m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)})))"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    stdlib = sysconfig.get_paths()["stdlib"]
+    files = [
+        *json.loads(listed),
+        os.path.join(stdlib, "os.py"),
+        *glob.glob(os.path.join(stdlib, "encodings", "*.py")),
+    ]
+    binaries = [exe, *(f for f in files if f.endswith(".so"))]
+    files += [lib for binary in binaries for lib in _libraries(binary)] + [exe]
+    (tmp / "standin.py").write_text(STANDIN, encoding="utf-8")
+    tar_path = tmp / "python.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for path in sorted(set(files)):
+            tar.add(os.path.realpath(path), arcname=path.lstrip("/"))
+        tar.add(tmp / "standin.py", arcname="srv/standin.py")
+        link = tarfile.TarInfo("usr/local/bin/python3")
+        link.type, link.linkname = tarfile.SYMTYPE, exe
+        tar.addfile(link)
+    return tar_path
+
+
+@pytest.fixture(scope="session")
+def python_image(podman: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An image with this interpreter and a model stand-in at /srv/standin.py (PORT as its argument)."""
+    tar_path = _python_rootfs(tmp_path_factory.mktemp("pyroot"))
+    done = subprocess.run(
+        [podman, "import", "-q", str(tar_path), PYTHON_IMAGE], capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"podman import failed: {done.stderr.strip()}"
+    yield PYTHON_IMAGE
+    subprocess.run([podman, "rmi", "-f", PYTHON_IMAGE], capture_output=True, check=False)

@@ -14,10 +14,11 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from aca_gpu.emulator.arm import utc_now
 from aca_gpu.emulator.context import Ctx
+from aca_gpu.emulator.ingress import scaler
+from aca_gpu.emulator.ingress.probes import StartupProbes, probe_of, probe_passes, probe_window_s
 from aca_gpu.emulator.providers.app import models
 from aca_gpu.emulator.state import App, Replica, Revision
 
@@ -25,7 +26,9 @@ from aca_gpu.emulator.state import App, Replica, Revision
 REQUEST_TIMEOUT_S = 240.0
 DEFAULT_COOLDOWN_S = 300.0  # Scale.cooldownPeriod's default
 LOOK_S = 0.05  # wall seconds between looks at a held request's replica (UNCONFIRMED: ACA's own pace)
-PROBE_TIMEOUT_S = 1.0
+# wall seconds between probes of an app's replicas that have not answered yet, however many requests
+# wait (each probe is a connection to the replica: 20 a second for a minute-long load cost CPU)
+PROBE_EVERY_S = 0.1
 # Wall-clock floor of the cooldown: scaled, 300 s is 1.5 wall s at 0.005 and a short cooldown a
 # few ms, less than a real client's pause before it sends again; the replica its first request woke
 # would be gone before the retry came, which no client on Azure sees (the clocks would meet).
@@ -44,6 +47,8 @@ class Held:
     ready: set[str] = field(default_factory=set)
     woken: int = 0  # how many times a request woke the app from zero
     looked: float = 0.0  # when `settle` last probed a replica no request was waiting for
+    load: dict[str, int] = field(default_factory=dict)  # requests each replica is answering now
+    fewer_since: float | None = None  # since when the scale rule has wanted fewer replicas (clock)
 
 
 def active_revision(app: App) -> Revision | None:
@@ -69,58 +74,6 @@ def scales_to_zero(rev: Revision) -> bool:
     return models.desired_replicas(rev.template)[1]
 
 
-def probe_window_s(template: dict[str, Any]) -> float:
-    """How long a replica may load before its startup probe gives up: periodSeconds x
-    failureThreshold of the startup probe (ACA's defaults, 10 s x 3, without one)."""
-    containers = template.get("containers") or [{}]
-    for probe in containers[0].get("probes") or []:
-        if isinstance(probe, dict) and str(probe.get("type") or "").lower() == "startup":
-            return float(probe.get("periodSeconds") or 10) * float(probe.get("failureThreshold") or 3)
-    return 30.0
-
-
-def probe_of(template: dict[str, Any], port: int) -> tuple[int, str | None]:
-    """(port, HTTP path or None for a TCP probe) the ingress waits on before it routes to a replica:
-    the readiness probe, else the startup probe, else the TCP probe on the target port that ACA adds
-    to an app with ingress and no probe of its own."""
-    containers = template.get("containers") or [{}]
-    found = containers[0].get("probes") or []
-    probes = {str(p.get("type") or "").lower(): p for p in found if isinstance(p, dict)}
-    for kind in ("readiness", "startup"):
-        probe = probes.get(kind)
-        if probe is None:
-            continue
-        http = probe.get("httpGet")
-        if isinstance(http, dict):
-            return int(http.get("port") or port), str(http.get("path") or "/")
-        tcp = probe.get("tcpSocket")
-        if isinstance(tcp, dict):
-            return int(tcp.get("port") or port), None
-    return port, None
-
-
-async def probe_passes(port: int, path: str | None, host: str) -> bool:
-    """One look, as the platform's probe makes it: a TCP connect, or a GET answered 200-399."""
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), PROBE_TIMEOUT_S)
-    except (OSError, TimeoutError):
-        return False
-    try:
-        if path is None:
-            return True
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        await writer.drain()
-        line = await asyncio.wait_for(reader.readline(), PROBE_TIMEOUT_S)
-        parts = line.decode("latin-1").split()
-        return len(parts) >= 2 and parts[1].isdigit() and 200 <= int(parts[1]) < 400
-    except (OSError, TimeoutError, UnicodeDecodeError):
-        return False
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError, asyncio.CancelledError):
-            await writer.wait_closed()
-
-
 def live(ctx: Ctx, app: App) -> bool:
     """The app is still there, running and not being deleted (a reset or delete replaces it)."""
     here = ctx.state.apps.get((app.rg.lower(), app.name.lower())) is app
@@ -132,6 +85,7 @@ class Activation:
 
     def __init__(self) -> None:
         self._held: dict[tuple[str, str, str], Held] = {}
+        self.startup = StartupProbes()
 
     def of(self, ctx: Ctx, app: App) -> Held:
         return self._held.setdefault((ctx.subscription, app.rg.lower(), app.name.lower()), Held())
@@ -147,6 +101,9 @@ class Activation:
         held = self.of(ctx, app)
         held.inflight += 1
         self._pause_scale_in(app)
+        rev = active_revision(app)
+        if rev is not None and rev.replicas:  # from zero the wake asks for the first one
+            self.scale_out(ctx, app, rev, held)
         try:
             yield held
         finally:
@@ -154,6 +111,38 @@ class Activation:
             rev = active_revision(app)
             if held.inflight == 0 and rev is not None and scales_to_zero(rev) and rev.replicas:
                 rev.scale_in_at = scale_in_at(ctx, rev)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def serving(held: Held, replica: Replica) -> Iterator[None]:
+        """A request forwarded to `replica`: it counts toward that replica's load until answered."""
+        held.load[replica.name] = held.load.get(replica.name, 0) + 1
+        try:
+            yield
+        finally:
+            held.load[replica.name] -= 1
+            if not held.load[replica.name]:
+                del held.load[replica.name]
+
+    @staticmethod
+    def scale_out(ctx: Ctx, app: App, rev: Revision, held: Held) -> None:
+        """The HTTP rule wants more replicas than the revision has: ask for them (scaler.py)."""
+        more = scaler.wanted(rev.template, held.inflight) - scaler.counted(rev)
+        if held.inflight and more > 0:
+            models.add_replicas(ctx, app, rev, more)
+
+    def scale_down(self, ctx: Ctx, rev: Revision, held: Held) -> None:
+        """Replicas beyond what the rule wants (at least one: going to zero is `settle`'s) go once
+        fewer have been wanted for the cooldown (scaler.py: UNCONFIRMED arithmetic)."""
+        keep = max(1, scaler.wanted(rev.template, held.inflight))
+        if scaler.counted(rev) <= keep:
+            held.fewer_since = None
+            return
+        if held.fewer_since is None:
+            held.fewer_since = ctx.clock.now()
+        elif ctx.clock.now() >= held.fewer_since + max(ctx.clock.scaled(cooldown_s(rev)), COOLDOWN_FLOOR_S):
+            held.fewer_since = None
+            ctx.runtime.scale_in_replicas(rev, scaler.to_remove(rev, keep, held.ready, held.load))
 
     @staticmethod
     def _pause_scale_in(app: App) -> None:
@@ -167,26 +156,29 @@ class Activation:
         window, in real seconds: the process loads on the real clock while the cooldown runs on the
         scaled one, and a cooldown scaled to milliseconds would kill every model mid-load)."""
         rev = active_revision(app)
-        if rev is None or not rev.replicas or not scales_to_zero(rev):
+        if rev is None or not rev.replicas:
             return
         held = self.of(ctx, app)
+        await self.startup.look(ctx, app, rev, models.served_port(app), held.ready)
+        live = [r for r in rev.replicas.values() if not r.gone]
+        now = time.monotonic()
+        if now - held.looked >= PROBE_EVERY_S:  # a replica that answers takes requests (scaled out too)
+            held.looked = now
+            port, path = probe_of(rev.template, models.served_port(app))
+            for rep in [r for r in live if r.phase == "Running" and r.name not in held.ready]:
+                if await probe_passes(rep, port, path, app.name):
+                    held.ready.add(rep.name)
+        self.scale_out(ctx, app, rev, held)
+        self.scale_down(ctx, rev, held)
+        if not scales_to_zero(rev):
+            return
         if held.inflight:
             rev.scale_in_at = None
             return
-        live = [r for r in rev.replicas.values() if not r.gone]
         if any(r.name in held.ready for r in live):
             if rev.scale_in_at is None:
                 rev.scale_in_at = scale_in_at(ctx, rev)
             return
-        now = time.monotonic()
-        if now - held.looked >= LOOK_S * 4:
-            held.looked = now
-            port, path = probe_of(rev.template, models.served_port(app))
-            for rep in live:
-                if rep.phase == "Running" and await probe_passes(port, path, app.name):
-                    held.ready.add(rep.name)
-                    rev.scale_in_at = scale_in_at(ctx, rev)
-                    return
         window = probe_window_s(rev.template)
         loading = [
             r
@@ -217,15 +209,21 @@ class Activation:
             rev = active_revision(app)
             if rev is not None and not rev.replicas and not rev.unplaced:
                 self.wake(ctx, app, rev, held)
+            running = []
             for rep in list(rev.replicas.values()) if rev is not None else []:
                 if rep.gone or rep.phase != "Running":
                     held.ready.discard(rep.name)
-                    continue
-                if rep.name in held.ready:
-                    return rep
+                else:
+                    running.append(rep)
+            ready = [r for r in running if r.name in held.ready]
+            if not ready and time.monotonic() - held.looked >= PROBE_EVERY_S:  # none answered yet
+                held.looked = time.monotonic()
                 probe_port, path = probe_of(rev.template if rev is not None else {}, port)
-                if await probe_passes(probe_port, path, app.name):
-                    held.ready.add(rep.name)
-                    return rep
+                for rep in running:
+                    if await probe_passes(rep, probe_port, path, app.name):
+                        held.ready.add(rep.name)
+                        ready.append(rep)
+            if ready:  # the least busy, as a load balancer spreads requests
+                return min(ready, key=lambda r: held.load.get(r.name, 0))
             await asyncio.sleep(LOOK_S)
         return None

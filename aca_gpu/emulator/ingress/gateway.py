@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from aca_gpu.emulator.ingress.activation import (
     Activation,
     live,
 )
+from aca_gpu.emulator.ingress.probes import reach
 from aca_gpu.emulator.providers.app import models
 from aca_gpu.emulator.state import App, Environment
 
@@ -83,6 +85,7 @@ class Ingress:
         self.activation = Activation()
         self._listeners: dict[tuple[str, str, str], Listener] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._unix: dict[str, aiohttp.ClientSession] = {}  # a session per replica in its own network
         self._closing: set[asyncio.Task[None]] = set()
 
     def describe(self) -> list[dict[str, Any]]:
@@ -117,6 +120,7 @@ class Ingress:
             if k not in self._listeners:
                 await self._open(k, ctx, app)
             await self.activation.settle(ctx, app)
+        await self._forget_gone()
 
     async def _open(self, k: tuple[str, str, str], ctx: Ctx, app: App) -> None:
         rg, name = app.rg, app.name
@@ -137,11 +141,27 @@ class Ingress:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        for session in self._unix.values():
+            await session.close()
+        self._unix.clear()
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self, via: str | None = None) -> aiohttp.ClientSession:
+        """The session to a replica: this machine's loopback, or a replica's own network's socket."""
+        if via is not None:
+            found = self._unix.get(via)
+            if found is None or found.closed:
+                found = self._unix[via] = aiohttp.ClientSession(
+                    connector=aiohttp.UnixConnector(path=via), auto_decompress=False
+                )
+            return found
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(auto_decompress=False)
         return self._session
+
+    async def _forget_gone(self) -> None:
+        """Close the sessions to replicas that are gone (their socket went with them)."""
+        for via in [v for v in self._unix if not os.path.exists(v)]:
+            await self._unix.pop(via).close()
 
     async def _handle(self, ctx: Ctx, rg: str, name: str, req: web.BaseRequest) -> web.StreamResponse:
         app = ctx.state.apps.get((rg.lower(), name.lower()))
@@ -155,11 +175,16 @@ class Ingress:
                     return web.Response(status=STOPPED_STATUS, text=STOPPED_TEXT)
                 return web.Response(status=CUTOFF_STATUS, text=CUTOFF_TEXT)
             left = max(0.05, cutoff - ctx.clock.now())
-            return await self._forward(ctx, app, req, left)
+            with self.activation.serving(held, replica):
+                return await self._forward(ctx, app, req, left, reach(replica, models.served_port(app)))
 
-    async def _forward(self, ctx: Ctx, app: App, req: web.BaseRequest, left_s: float) -> web.StreamResponse:
-        """Pass the request on to the replica's port and stream its answer back; the answer must
-        come within what is left of the ingress timeout (the cut-off's status otherwise)."""
+    async def _forward(
+        self, ctx: Ctx, app: App, req: web.BaseRequest, left_s: float, where: tuple[str | None, int]
+    ) -> web.StreamResponse:
+        """Pass the request on to the replica's port (`where`: its own network's socket, else this
+        machine's loopback port: probes.reach) and stream its answer back; the answer must come
+        within what is left of the ingress timeout (the cut-off's status otherwise)."""
+        via, port = where
         fqdn = fqdn_of(ctx, app)
         headers = {k: v for k, v in req.headers.items() if k.lower() not in HOP_BY_HOP}
         headers.update(
@@ -172,10 +197,10 @@ class Ingress:
                 "X-Request-Id": str(uuid.uuid4()),  # UNCONFIRMED: Envoy's, as ACA's proxy is Envoy
             }
         )
-        url = f"http://127.0.0.1:{models.served_port(app)}{req.rel_url}"
+        url = f"http://127.0.0.1:{port}{req.rel_url}"
         body = await req.read()
         try:
-            upstream = await self._client().request(
+            upstream = await self._client(via).request(
                 req.method,
                 url,
                 headers=headers,

@@ -31,6 +31,8 @@ class ContainerSpec:
     # an app with external ingress: the port its container serves on, so its command runs for real
     # (a served model) instead of idling as an explorer does; 0 for every other container
     ingress_port: int = 0
+    # the ports its probes look at, besides `ingress_port` (a served replica's own network relays them)
+    probe_ports: tuple[int, ...] = ()
     # a served model that loaded on the CPU (the `cpu_fallback` fault): its simulated GPU stays idle
     gpu_idle: bool = False
 

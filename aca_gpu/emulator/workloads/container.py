@@ -58,6 +58,11 @@ class SandboxContainer:
         self.real_process = False  # True when the main process really runs (real seconds, not scaled)
         # said once in the replica's system log when it starts (the host workload's shared GPU)
         self.notice: str | None = None
+        # a served replica in a network of its own: the folder whose PORT sockets reach its ports
+        # (netns.py); None when it listens on this machine's loopback
+        self.endpoint: str | None = None
+        # a served replica in Podman: its ports -> the loopback ports Podman publishes them on
+        self.published: dict[int, int] = {}
         self._execs: list[subprocess.Popen[bytes]] = []
         self._threads: list[threading.Thread] = []
 

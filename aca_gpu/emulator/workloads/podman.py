@@ -1,8 +1,10 @@
-"""A job's own container, run for real by Podman on this machine (no GPU: the command is what matters).
+"""A job's or served app's own container, run for real by Podman on this machine (no GPU: the
+command is what matters).
 
 Jobs that are neither the gpu-tester nor the guard (a user's `acagpu run`) run their image and
 command in a real container when Podman is here and the image is in its local storage, so exit
-codes, stdout/stderr, env vars and secrets are real. ACA's `command` replaces the image's
+codes, stdout/stderr, env vars and secrets are real; so does a served app's replica (external
+ingress), its ports published on loopback for the emulator's ingress. ACA's `command` replaces the image's
 entrypoint and `args` its CMD, as Podman's `--entrypoint` and trailing arguments do. Otherwise the
 container says in its first console line why it was simulated instead. Env values reach Podman
 through its own environment (`-e NAME`), never on its command line.
@@ -16,9 +18,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aca_gpu.emulator.workloads.base import ContainerSpec
@@ -65,8 +68,10 @@ def why_not(spec: ContainerSpec) -> str | None:
 CONTAINER_PREFIX = "acagpu-emu-"
 
 
-def podman_argv(binary: str, spec: ContainerSpec, name: str, storages: Path | None = None) -> list[str]:
-    argv = [binary, "run", "--rm", "--name", name, "--pull", "never"]
+def podman_argv(
+    binary: str, spec: ContainerSpec, name: str, storages: Path | None = None, extra: Sequence[str] = ()
+) -> list[str]:
+    argv = [binary, "run", "--rm", "--name", name, "--pull", "never", *extra]
     for key in spec.env:
         argv += ["-e", key]
     for storage, path, read_only in spec.mounts:  # an Azure Files share: a folder that outlives the run
@@ -87,10 +92,15 @@ def container_name(spec: ContainerSpec) -> str:
 
 
 def run_in_podman(
-    container: SandboxContainer, spec: ContainerSpec, env: Mapping[str, str], storages: Path
+    container: SandboxContainer,
+    spec: ContainerSpec,
+    env: Mapping[str, str],
+    storages: Path,
+    extra: Sequence[str] = (),
 ) -> None:
     """Start the job's container; `stop()` removes it (killing the client alone would not).
-    `storages` holds one folder per environment storage, mounted where the template says."""
+    `storages` holds one folder per environment storage, mounted where the template says; `extra`:
+    more `podman run` options."""
     binary = podman_binary()
     assert binary is not None
     name = container_name(spec)
@@ -103,7 +113,28 @@ def run_in_podman(
         kill_leftovers(name)
 
     container.on_stop(remove)
-    container.run_streams(podman_argv(binary, spec, name, storages), outside)
+    container.run_streams(podman_argv(binary, spec, name, storages, extra), outside)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_in_podman(
+    container: SandboxContainer, spec: ContainerSpec, env: Mapping[str, str], storages: Path
+) -> None:
+    """A served app's container in Podman (its image's own entrypoint, or the template's command):
+    a network of its own, as an ACA replica has, its hostname the replica's name, and its target and
+    probe ports published on free loopback ports (`container.published`), where the ingress sends
+    requests and probes. The server in it must listen on 0.0.0.0, as on ACA."""
+    ports = sorted({spec.ingress_port, *spec.probe_ports} - {0})
+    container.published = {port: free_port() for port in ports}
+    extra = ["--hostname", spec.replica[:63]]
+    for port, outside in container.published.items():
+        extra += ["-p", f"127.0.0.1:{outside}:{port}"]
+    run_in_podman(container, spec, env, storages, extra)
 
 
 def kill_leftovers(name: str) -> list[int]:

@@ -26,11 +26,12 @@ from pathlib import Path
 import aca_gpu
 from aca_gpu.emulator.banner import cuda_banner
 from aca_gpu.emulator.timing import grace_wall_seconds
+from aca_gpu.emulator.workloads import netns
 from aca_gpu.emulator.workloads.base import ContainerSpec, StartFailure
 from aca_gpu.emulator.workloads.container import SandboxContainer
 from aca_gpu.emulator.workloads.cuda_versions import max_cuda_for_driver, start_failure
 from aca_gpu.emulator.workloads.fleet import DEFAULT_DRIVER, gpus_for, profile_for
-from aca_gpu.emulator.workloads.podman import run_in_podman, why_not
+from aca_gpu.emulator.workloads.podman import run_in_podman, serve_in_podman, why_not
 from aca_gpu.emulator.workloads.smi_health import sicken
 from aca_gpu.emulator.workloads.smi_render import CONFIG_ENV, SmiGpu, SmiHost
 from aca_gpu.emulator.workloads.tester_sim import result_grace_s, simulate, simulate_cpu_only
@@ -120,10 +121,13 @@ def loaded(gpus: tuple[SmiGpu, ...]) -> tuple[SmiGpu, ...]:
     return tuple(replace(g, memory_used_mib=int(g.memory_total_mib * SERVED_MEMORY_FRACTION)) for g in gpus)
 
 
-def serve_for_real(container: SandboxContainer, spec: ContainerSpec, bin_dir: Path | None = None) -> None:
+def serve_for_real(
+    container: SandboxContainer, spec: ContainerSpec, bin_dir: Path | None = None, *, isolate: bool = False
+) -> None:
     """A served app's main process, for real: `python`/`python3` is this interpreter (a stock Python
-    image's), found first in PATH; the process shares this machine's network (no namespace of its
-    own), so two such apps on one target port collide, which the ingress says (docs/emulator.md)."""
+    image's), found first in PATH. With `isolate` it gets a network of its own where this machine
+    allows one (netns.py: two replicas on one port do not collide, and the ingress reaches it through
+    `container.endpoint`); else it shares this machine's network (docs/emulator.md says so)."""
     argv = list(spec.command + spec.args)
     here = str(Path(sys.executable).parent)
     front = f"{bin_dir}:{here}" if bin_dir is not None else here
@@ -134,7 +138,14 @@ def serve_for_real(container: SandboxContainer, spec: ContainerSpec, bin_dir: Pa
     if exe is None:
         container.fail_to_run(f'exec: "{argv[0]}": executable file not found in $PATH')
         return
-    container.run_process([exe, *argv[1:]])
+    wrapped = netns.isolated([exe, *argv[1:]], (spec.ingress_port, *spec.probe_ports)) if isolate else None
+    if wrapped is None:
+        container.run_process([exe, *argv[1:]])
+        return
+    command, folder = wrapped
+    container.endpoint = str(folder)
+    container.on_stop(lambda: shutil.rmtree(folder, ignore_errors=True))
+    container.run_process(command)
 
 
 class SimulatedWorkload:
@@ -217,10 +228,13 @@ class SimulatedWorkload:
             # exec does: its nvidia-smi is the replica's shim, its output and exit status are real,
             # and stdout and stderr stay apart as a container runtime keeps them
             container.run_streams(argv, container.env)
+        elif spec.kind == "app" and spec.ingress_port and why_not(spec) is None:
+            # a served app whose image Podman has: its container for real, its ports published
+            serve_in_podman(container, spec, spec.env, self.workdir / "storages")
         elif spec.kind == "app" and spec.ingress_port and (spec.command or spec.args):
             # a served app (external ingress): its command runs for real in the sandbox and listens
             # on the host's loopback, where the emulator's ingress forwards (emulator/ingress/)
-            serve_for_real(container, spec, bin_dir)
+            serve_for_real(container, spec, bin_dir, isolate=True)
         elif spec.kind == "job":
             argv = list(spec.command + spec.args)
             seconds = OTHER_JOB_SECONDS

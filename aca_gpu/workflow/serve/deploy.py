@@ -212,17 +212,53 @@ def target_of(spec: ServeSpec, rg: str, url: str, location: str, verify: str | b
     )
 
 
+def revision_replicas(cloud: Cloud, target: Target) -> int | None:
+    """How many replicas the app's latest revision counts (None when unread)."""
+    from aca_gpu.azure import served
+
+    found = served.revision_health(clients_of(cloud), target.resource_group, target.app)
+    return int(found["replicas"]) if found is not None else None
+
+
+def with_revision_health(cloud: Cloud, target: Target, found: AcaGpuError) -> AcaGpuError:
+    """A probe that never passed names its revision's health as ARM reports it (best effort)."""
+    from aca_gpu.azure import served
+
+    if found.code != "ProbeFailed":
+        return found
+    try:
+        health = served.revision_health(clients_of(cloud), target.resource_group, target.app)
+    except AcaGpuError:
+        return found
+    if health is not None:
+        found.message += (
+            f"; revision {health['revision']}: healthState {health['health_state']}, "
+            f"runningState {health['running_state']}"
+        )
+    return found
+
+
 def first_answer(
-    cloud: Cloud, target: Target, waiter: Waiter, progress: Progress, since: float
+    cloud: Cloud, target: Target, waiter: Waiter, progress: Progress, since: float, probe: str = ""
 ) -> dict[str, Any]:
-    """Wait for the app's first answer (saying what it waits for), with its phases since `since`."""
+    """Wait for the app's first answer (saying what it waits for), with its phases since `since`.
+    `probe`: the startup probe in words (diagnose.probe_text), for a probe that never passes."""
     with progress.step("first answer") as step:
         step.update(
             f"GET {target.url}{target.health}: waiting for a replica to be placed, pull the image, "
             f"start and answer (up to {duration_text(target.load_timeout_s)})"
         )
         look = min(diagnose.LOOK_S, max(0.2, waiter.interval * 10))
-        watch = diagnose.Watch(cloud, target.resource_group, target.app, look_s=look).start()
+        watch = diagnose.Watch(
+            cloud,
+            target.resource_group,
+            target.app,
+            look_s=look,
+            probe=probe,
+            counted=lambda: revision_replicas(cloud, target),
+            on_wait=lambda text: step.update(f"GET {target.url}{target.health}: {text}"),
+            on_warn=progress.warn,
+        ).start()
         try:
             attempts, end = cold_request(target, lambda: waiter.cancel.is_set() or watch.found is not None)
         finally:
@@ -232,15 +268,20 @@ def first_answer(
         last = attempts[-1]
         if watch.found is not None and not last.ok:  # waiting longer cannot help (diagnose.py)
             step.status = "fail"
-            raise watch.found
+            raise with_revision_health(cloud, target, watch.found)
         if not last.ok:
             step.status = "fail"
             events = cloud.system_events(target.resource_group, app=target.app, tail=diagnose.EVENTS_TAIL)
-            raise diagnose.after_timeout(
-                target.app,
-                target.health,
-                events,
-                f"{duration_text(target.load_timeout_s)} (last: {last.status or last.error})",
+            raise with_revision_health(
+                cloud,
+                target,
+                diagnose.after_timeout(
+                    target.app,
+                    target.health,
+                    events,
+                    f"{duration_text(target.load_timeout_s)} (last: {last.status or last.error})",
+                    probe,
+                ),
             )
         first_byte = last.sent + last.first_byte_s if last.first_byte_s is not None else None
         events = cloud.system_events(target.resource_group, app=target.app, tail=200)
@@ -313,7 +354,10 @@ def _deploy(
         outcome.url = served.url_of(clients, info.fqdn)
         step.update(outcome.url)
     outcome.target = target_of(spec, where.resource_group, outcome.url, where.location, verify)
-    outcome.first_answer = first_answer(cloud, outcome.target, waiter, progress, since)
+    probe = diagnose.probe_text(
+        served.startup_probe(spec.health, spec.port, spec.load_timeout_s), spec.load_timeout_s
+    )
+    outcome.first_answer = first_answer(cloud, outcome.target, waiter, progress, since, probe)
     outcome.gpu_use = gpu_use(cloud, where.resource_group, spec.app, waiter, progress)
 
 

@@ -20,8 +20,9 @@ DEFAULT_CONCURRENCY = 10  # ACA's HTTP scale rule default (concurrentRequests)
 # enough for the slowest start documented for ACA GPUs: ~5.5 min to a running T4 replica, then
 # 118 s to the first answer (reference aca-2026 §11-12), with room for a larger model's load
 DEFAULT_LOAD_TIMEOUT_S = 1800
-# a startup probe spans at most 10 looks of 240 s (ACA's limits: failureThreshold 1-10, periodSeconds 1-240)
-MAX_LOAD_TIMEOUT_S = 2400
+# a startup probe spans at most a first look after 60 s and 9 more 240 s apart (ACA's limits:
+# initialDelaySeconds 1-60, failureThreshold 1-10, periodSeconds 1-240): 37 min
+MAX_LOAD_TIMEOUT_S = 60 + 9 * 240
 MAX_REPLICAS_LIMIT = 1000  # ACA's maxReplicas ceiling
 TAG_SERVED = naming.TAG_SERVED  # the group of a served run names its app (status, reap, cost read it)
 
@@ -121,8 +122,8 @@ def load_seconds(text: str | None) -> int:
     seconds = int(naming.parse_duration(text).total_seconds())
     if not 1 <= seconds <= MAX_LOAD_TIMEOUT_S:
         raise BadInput(
-            f"invalid --load-timeout {text}: ACA's startup probe allows at most "
-            f"{MAX_LOAD_TIMEOUT_S // 60} min (10 looks of 240 s)"
+            f"invalid --load-timeout {text}: ACA's startup probe waits at most "
+            f"{MAX_LOAD_TIMEOUT_S // 60} min (a first look after 60 s, then 9 more 240 s apart)"
         )
     return seconds
 

@@ -419,8 +419,20 @@ def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
     if app.placement == "nocapacity":
         rev.unplaced = count  # the revision counts them; no node takes them
         return
+    add_replicas(ctx, app, rev, count - len(rev.replicas))
+    if scale_to_zero:
+        cooldown = float((rev.template.get("scale") or {}).get("cooldownPeriod") or 300)
+        rev.scale_in_at = ctx.clock.after_seconds(cooldown + 60.0)
+
+
+def add_replicas(ctx: Ctx, app: App, rev: Revision, count: int) -> None:
+    """`count` more replicas of the revision (a scale rule's decision), each through the platform's
+    start phases; under `nocapacity` the revision counts them and no node takes them."""
+    if app.placement == "nocapacity":
+        rev.unplaced += max(0, count)
+        return
     pod = hashlib.sha256(rev.name.encode()).hexdigest()[:9]
-    while len(rev.replicas) < count:
+    for _ in range(count):
         name = f"{rev.name}-{pod}-{rand_suffix(5)}"
         rev.replicas[name] = ctx.runtime.new_replica(
             kind="app",
@@ -438,9 +450,6 @@ def scale_revision(ctx: Ctx, app: App, rev: Revision) -> None:
         )
         if app.placement == "wpfull":
             unplaceable(rev.replicas[name])
-    if scale_to_zero:
-        cooldown = float((rev.template.get("scale") or {}).get("cooldownPeriod") or 300)
-        rev.scale_in_at = ctx.clock.after_seconds(cooldown + 60.0)
 
 
 def served_port(app: App) -> int:

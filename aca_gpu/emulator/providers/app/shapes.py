@@ -166,14 +166,24 @@ def _env_domain(ctx: Ctx, app: App) -> str:
 
 
 def revision_running_state(rev: Revision) -> str:
+    """Running, Processing while a replica starts, Degraded while one restarts or fails its startup
+    probe (that the probe's failure reads Degraded is UNCONFIRMED: both values are the spec's)."""
     if not rev.active or not rev.replicas:
         return "Stopped" if not rev.active else "Running"
     phases = {r.phase for r in rev.replicas.values()}
+    if "Waiting" in phases or any(r.unhealthy for r in rev.replicas.values()):
+        return "Degraded"
     if phases == {"Running"}:
         return "Running"
-    if "Waiting" in phases:
-        return "Degraded"
     return "Processing"
+
+
+def revision_health(rev: Revision) -> str:
+    """Unhealthy while a replica of it fails its startup probe (the spec's `healthState` values:
+    Healthy, Unhealthy, None); Healthy once running or stopped; None while it starts."""
+    if any(r.unhealthy and not r.gone for r in rev.replicas.values()):
+        return "Unhealthy"
+    return "Healthy" if revision_running_state(rev) in ("Running", "Stopped") else "None"
 
 
 def revision_body(ctx: Ctx, app: App, rev: Revision) -> dict[str, Any]:
@@ -189,7 +199,7 @@ def revision_body(ctx: Ctx, app: App, rev: Revision) -> dict[str, Any]:
             "replicas": len(rev.replicas) + rev.unplaced,
             # recorded: an app without ingress takes no traffic, so its revision's weight is 0
             "trafficWeight": 100 if rev.active and (app.configuration or {}).get("ingress") else 0,
-            "healthState": "Healthy" if revision_running_state(rev) in ("Running", "Stopped") else "None",
+            "healthState": revision_health(rev),
             "provisioningState": "Provisioned" if rev.active else "Deprovisioned",
             "runningState": revision_running_state(rev),
         },
