@@ -51,6 +51,11 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     doc = json.loads(out)
     assert doc["status"] == "ok" and doc["teardown"]["status"] == "kept"
     assert doc["explorer"]["driver_version"] and doc["tester"]["result"]["status"] == "pass"
+    # "kept (billing stopped)" is true when it is said: the tester, which stays its result grace,
+    # was stopped at its result line (stating its exit code), the explorer stopped; nothing runs
+    assert doc["teardown"]["billing_stopped"] is True
+    assert (doc["tester"]["exit_code"], doc["tester"]["exit_code_note"]) == (0, None)
+    assert [r["name"] for r in emu.inventory()["replicas"] if r["phase"] != "Terminated"] == []
 
     code, out, err = _run("smi", "--run-id", "life1", "-o", "json")
     assert code == 0, err

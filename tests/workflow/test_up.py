@@ -9,7 +9,7 @@ import pytest
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
-from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, PreflightRefused
+from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, CloudError, PreflightRefused
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import teardown as teardown_mod
@@ -301,12 +301,46 @@ def test_the_tester_exit_code_is_read_when_its_execution_ends_after_its_result()
     assert (tester["status"], tester["exit_code"], tester["exit_code_note"]) == ("pass", 0, None)
 
 
-def test_a_lingering_tester_says_why_its_exit_code_is_absent() -> None:
-    """A tester staying its 15 s result grace is not waited for (it bills): the document says so."""
-    result, _, _ = _up(FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}))
+def test_a_lingering_tester_is_stopped_at_its_result_and_its_exit_code_read() -> None:
+    """A tester staying its 15 s result grace is stopped once its result line is read (its grace only
+    serves a late reader): it stops billing, and the stopped execution states its exit code."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, cloud, _ = _up(fake)
+    tester = result.doc["tester"]
+    assert result.exit_code == 0 and tester["status"] == "pass"
+    assert (tester["exit_code"], tester["exit_code_note"]) == (0, None)
+    cloud.stop_execution.assert_called_once_with("rg-acagpu-abc123", "gpu-tester-abc123", tester["execution"])
+
+
+def test_a_stopped_tester_whose_platform_states_no_code_says_so() -> None:
+    """Where the stopped execution states no exit code (or Azure's -1 placeholder, dropped when
+    read), the note says it was stopped and that the platform gave none: the verdict stands."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True, stopped_codes=())
+    result, _, _ = _up(fake)
     tester = result.doc["tester"]
     assert result.exit_code == 0 and tester["status"] == "pass" and tester["exit_code"] is None
-    assert "stays 15s after its result line (ACAGPU_RESULT_GRACE_S)" in tester["exit_code_note"]
+    assert "stopped after its result line" in tester["exit_code_note"]
+    assert "stated no exit code for the stopped execution (Stopped)" in tester["exit_code_note"]
+
+
+def test_a_kept_run_says_billing_stopped_only_once_its_tester_is_stopped() -> None:
+    """`up --keep`: the lingering tester is stopped before the run says billing stopped; where its
+    stop fails, the run says what may still bill instead."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, _, _ = _up(fake, keep=True)
+    assert result.doc["teardown"] == {"status": "kept", "verified": False, "billing_stopped": True}
+    assert all(e.finished for runs in fake.executions.values() for e in runs)
+
+    class Unstoppable(FakeCloud):
+        def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
+            raise CloudError("the stop was refused", code="Conflict")
+
+    fake = Unstoppable(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, _, _ = _up(fake, keep=True)
+    teardown = result.doc["teardown"]
+    assert (teardown["status"], teardown["billing_stopped"]) == ("incomplete", False)
+    assert "the tester gpu-tester-abc123-exec1 still runs" in teardown["message"]
+    assert "not stopped after its result line" in result.doc["tester"]["exit_code_note"]
 
 
 def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
