@@ -13,7 +13,7 @@ from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.tester.render import finish, render_plan, render_up, render_up_markdown
-from aca_gpu.workflow.tester.up import capped_plan
+from aca_gpu.workflow.tester.up import capped_plan, kept_plan
 from aca_gpu.workflow.tester.up import up as run_up
 
 
@@ -130,6 +130,8 @@ def up(
     plan = capped_plan(make_plan(settings, request, owner=resolve_owner(settings)), max_cost)
     if plan.env is not None and not emulator:  # shown where it will run: the environment's region
         plan = placed_plan(open_cloud(settings), plan)
+    if run_id is not None and not emulator:  # a kept run stays kept when resumed (docs/up.md)
+        plan = kept_plan(open_cloud(settings), plan)
     if dry_run:
         output.emit(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())

@@ -356,3 +356,29 @@ def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
     assert result.doc["results"][0]["warnings"] == said
     same, _, _ = _up(FakeCloud())
     assert not any("the GPU measured" in w for w in same.doc["warnings"])
+
+
+def test_resuming_a_kept_run_keeps_it() -> None:
+    """`up --run-id ID` of a run an `up --keep` left runs the check again and keeps the run: deleting
+    it is `acagpu down`'s. A partial run that was never kept is finished and torn down as before."""
+    from aca_gpu.workflow.tester.up import kept_plan
+
+    fake = FakeCloud()
+    first, _, _ = _up(fake, keep=True)
+    assert first.doc["teardown"]["status"] == "kept"
+    cloud = autospec_cloud(fake)
+    plan = kept_plan(cloud, _plan())
+    assert plan.keep and plan.kept_before
+    assert plan.warnings() == [
+        "run abc123 was kept (`up --keep`): resumed, it stays kept; "
+        "`acagpu down --run-id abc123 --yes` removes it"
+    ]
+    outcome = up(cloud, plan, NullProgress(), Waiter(interval=0.01))
+    assert outcome.exit_code == 0 and outcome.document()["teardown"]["status"] == "kept"
+    cloud.delete_resource_group.assert_not_called()
+    assert "rg-acagpu-abc123" in fake.groups
+
+    partial = FakeCloud()  # a group and environment left by a crash, no explorer: not kept
+    partial.create_resource_group("rg-acagpu-abc123", "eastus", _plan().tags)
+    assert kept_plan(autospec_cloud(partial), _plan()).keep is False
+    assert kept_plan(autospec_cloud(FakeCloud()), _plan()).keep is False  # no run yet

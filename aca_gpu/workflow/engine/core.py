@@ -459,7 +459,8 @@ class Engine:
         if plan.keep and not outcome.interrupted:
             with self.phase("keep"):
                 outcome.teardown = self.runtime.keep_place(plan, self.progress)
-            self.progress.note(f"kept: `acagpu down --run-id {plan.run_id}` removes it")
+            again = " again, as its `up --keep` asked" if plan.kept_before else ""
+            self.progress.note(f"kept{again}: `acagpu down --run-id {plan.run_id}` removes it")
             return
         with self.phase("teardown") as step:
             outcome.teardown = self.runtime.remove_place(plan, self.progress)
