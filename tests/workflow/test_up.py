@@ -382,3 +382,23 @@ def test_resuming_a_kept_run_keeps_it() -> None:
     partial.create_resource_group("rg-acagpu-abc123", "eastus", _plan().tags)
     assert kept_plan(autospec_cloud(partial), _plan()).keep is False
     assert kept_plan(autospec_cloud(FakeCloud()), _plan()).keep is False  # no run yet
+
+
+def test_a_run_removed_while_it_ran_is_said_so_not_bad_input() -> None:
+    """`acagpu down --run-id` from another shell deleted the group while the tester's job was being
+    made: the create's 404 was exit 2 "bad input" (which says nothing was created). The teardown
+    finds the group gone: the run says it was removed, exit 7."""
+    from aca_gpu.errors import NotFound
+
+    class RemovedMidway(FakeCloud):
+        def create_job(self, spec: Any) -> Any:
+            self.delete_resource_group(spec.resource_group)  # another shell's `down`
+            raise NotFound(
+                f"create job {spec.name}: Resource group '{spec.resource_group}' could not be found."
+            )
+
+    result, _, _ = _up(RemovedMidway())
+    assert result.doc["teardown"]["status"] == "absent"
+    assert result.exit_code == 7, result.doc["error"]
+    assert result.doc["error"]["code"] == "RunRemoved"
+    assert "run abc123 was removed while it ran" in result.doc["error"]["message"]
