@@ -130,13 +130,13 @@ def up(
     plan = capped_plan(make_plan(settings, request, owner=resolve_owner(settings)), max_cost)
     if plan.env is not None and not emulator:  # shown where it will run: the environment's region
         plan = placed_plan(open_cloud(settings), plan)
-    if run_id is not None and not emulator:  # a kept run stays kept when resumed (docs/up.md)
-        plan = kept_plan(open_cloud(settings), plan)
     if dry_run:
         output.emit(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
+    if run_id is not None and not emulator:  # a kept run stays kept when resumed (docs/up.md)
+        plan = kept_plan(open_cloud(settings), plan)  # read only once a run is asked for, not a plan
     question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     plan = emulated_plan(plan, time_scale) if emulator else plan

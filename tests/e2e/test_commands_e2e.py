@@ -89,11 +89,11 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     assert code == 0, err
     assert json.loads(out)["tester"]["result"]["status"] == "pass"
 
-    # `up --run-id` of the kept run would resume it: its plan keeps it (deleting is `down`'s)
-    code, out, err = _run(*UP, "--run-id", "life1", "--dry-run", "-o", "json")
+    # `up --run-id` of the kept run resumes it and keeps it (deleting it is `down`'s)
+    code, out, err = _run(*UP, "--run-id", "life1", "-o", "json")
     assert code == 0, err
-    plan = json.loads(out)
-    assert plan["keep"] is True and "resumed, it stays kept" in plan["warnings"][0], plan
+    assert json.loads(out)["teardown"]["status"] == "kept", out
+    assert [g["deleting"] for g in emu.inventory()["resource_groups"]] == [False]
 
     code, out, err = _run("status", "-o", "json")
     assert code == 0, err
