@@ -299,7 +299,9 @@ def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
     """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1).
 
     Only an ended execution's codes are exit codes: while it runs Azure answers -1 for each container,
-    and a read that races the end would otherwise pass that off as the tester's exit code.
+    and a read that races the end would otherwise pass that off as the tester's exit code. A negative
+    code is that placeholder even on an ended execution (a stopped one may keep it): a container's
+    exit code is 0-255, and -1 read as one would fail a tester that passed.
     """
     if p.get("status") not in FINAL_EXECUTION_STATES:
         return ()
@@ -310,7 +312,7 @@ def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
         containers = replica.get("containers") if isinstance(replica, Mapping) else None
         for container in containers if isinstance(containers, list) else []:
             code = container.get("code") if isinstance(container, Mapping) else None
-            if isinstance(code, int) and not isinstance(code, bool):
+            if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
                 codes.append(code)
     return tuple(codes)
 

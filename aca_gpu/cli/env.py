@@ -19,15 +19,23 @@ def env() -> None:
     """Warm GPU environments: build once, run many times at no idle cost (`up --env NAME`)."""
 
 
-def _line(doc: dict[str, Any]) -> str:
+FIXED = (("NAME", "name", 14), ("STATE", "state", 8), ("REGION", "location", 14))
+REST = "GPU PROFILES, RUNS INSIDE, LAST USE, EXPIRY, IDLE COST"
+
+
+def _widths(docs: list[dict[str, Any]]) -> list[int]:
+    """Each fixed column as wide as its longest value (a state such as `scheduledfordelete`, a long
+    name), never narrower than it has always been: the columns stay aligned whatever a row holds."""
+    return [max([least, len(title), *(len(str(d.get(key))) for d in docs)]) for title, key, least in FIXED]
+
+
+def _line(doc: dict[str, Any], widths: list[int]) -> str:
     profiles = ", ".join(p["type"] for p in doc.get("profiles", []) if p["type"] != "Consumption") or "-"
     runs = ", ".join(r["run_id"] for r in doc.get("runs", [])) or "none"
     cost = lifecycle.idle_text(doc.get("idle_cost"))
     expiry = "expired" if doc.get("expired") else f"expires {doc.get('expires_at')}"
-    text = (
-        f"{doc['name']:<14} {doc['state']:<8} {doc['location']:<14} {profiles}  runs: {runs}  "
-        f"last used {doc.get('last_used')}  {expiry}  {cost}"
-    )
+    fixed = " ".join(f"{doc.get(key)!s:<{width}}" for (_, key, _), width in zip(FIXED, widths, strict=True))
+    text = f"{fixed} {profiles}  runs: {runs}  last used {doc.get('last_used')}  {expiry}  {cost}"
     text += f"  ({doc['error']})" if doc.get("error") else ""
     staged = doc.get("staged") or {}
     for item in staged.get("images") or []:
@@ -37,17 +45,22 @@ def _line(doc: dict[str, Any]) -> str:
     return text
 
 
-HEADER = f"{'NAME':<14} {'STATE':<8} {'REGION':<14} GPU PROFILES, RUNS INSIDE, LAST USE, EXPIRY, IDLE COST"
+def _header(widths: list[int]) -> str:
+    return (
+        " ".join(f"{title:<{width}}" for (title, _, _), width in zip(FIXED, widths, strict=True)) + f" {REST}"
+    )
 
 
 def _render(docs: list[dict[str, Any]]) -> Any:
+    widths = _widths(docs)
+
     def human(stream: TextIO) -> None:
         if not docs:
             print("no warm environments (`acagpu env create NAME -l REGION` makes one)", file=stream)
         else:
-            print(HEADER, file=stream)
+            print(_header(widths), file=stream)
         for doc in docs:
-            print(_line(doc), file=stream)
+            print(_line(doc, widths), file=stream)
         for basis in dict.fromkeys((d.get("idle_cost") or {}).get("basis") for d in docs):
             if basis:
                 print(f"idle cost: {basis}", file=stream)

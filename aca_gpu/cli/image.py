@@ -6,7 +6,7 @@ from typing import Any, TextIO
 
 import click
 
-from aca_gpu.cli.options import confirm, output_options
+from aca_gpu.cli.options import confirm, output_options, refuse_unanswerable
 from aca_gpu.cli.runopts import command_settings
 from aca_gpu.errors import Interrupted
 from aca_gpu.output import Output
@@ -75,10 +75,12 @@ def stage(
     changing its tier (--yes). Exit 2 before anything is made when an image, the registry name or
     your right to assign AcrPull says it cannot work, or when --stream is asked of a registry that
     is not Premium."""
+    refusal = f"not staging images in environment {env_name}"
+    refuse_unanswerable(yes=yes, refusal=refusal)  # before any step: staging always asks
     cloud = open_cloud(command_settings(subscription))
 
     def approve(question: str) -> None:
-        confirm(question, yes=yes, refusal=f"not staging images in environment {env_name}")
+        confirm(question, yes=yes, refusal=refusal)
 
     try:
         result = stage_images(

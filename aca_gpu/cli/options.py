@@ -87,6 +87,17 @@ def output_options(func: F) -> F:
     return wrapped  # type: ignore[no-any-return]
 
 
+def refuse_unanswerable(*, yes: bool, refusal: str) -> None:
+    """The `--yes` rule's refusal, on its own: where no terminal can answer, a command whose question
+    comes only after lookups (which registry, which tier?) refuses before its first step, not after."""
+    if not yes and not sys.stdin.isatty():
+        raise BadInput(
+            f"{refusal} without --yes: stdin is not a terminal, so nobody can confirm",
+            code="ConfirmationRequired",
+            hint="add --yes to go ahead without a question",
+        )
+
+
 def confirm(question: str | Callable[[], str], *, yes: bool, refusal: str) -> None:
     """az's rule before creating billable resources or deleting: `--yes` skips the question; without
     it a terminal is asked (on stderr, whatever -o says) and anything else is refused with exit 2.
@@ -97,12 +108,7 @@ def confirm(question: str | Callable[[], str], *, yes: bool, refusal: str) -> No
     """
     if yes:
         return
-    if not sys.stdin.isatty():
-        raise BadInput(
-            f"{refusal} without --yes: stdin is not a terminal, so nobody can confirm",
-            code="ConfirmationRequired",
-            hint="add --yes to go ahead without a question",
-        )
+    refuse_unanswerable(yes=yes, refusal=refusal)
     text = question() if callable(question) else question
     try:
         agreed = click.confirm(text, default=False, err=True)

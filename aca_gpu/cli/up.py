@@ -13,7 +13,7 @@ from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
 from aca_gpu.workflow.env.warm_runtime import placed_plan
 from aca_gpu.workflow.tester.render import finish, render_plan, render_up, render_up_markdown
-from aca_gpu.workflow.tester.up import capped_plan
+from aca_gpu.workflow.tester.up import capped_plan, kept_plan
 from aca_gpu.workflow.tester.up import up as run_up
 
 
@@ -135,6 +135,8 @@ def up(
             {"schema": 1, "command": "up", "status": "planned", **plan.as_dict()}, render_plan(plan.as_dict())
         )
         return
+    if run_id is not None and not emulator:  # a kept run stays kept when resumed (docs/up.md)
+        plan = kept_plan(open_cloud(settings), plan)  # read only once a run is asked for, not a plan
     question = render_plan(plan.as_dict(), dry_run=False) + "\nCreate these billable resources?"
     confirm(question, yes=yes or emulator, refusal="not creating billable resources")
     plan = emulated_plan(plan, time_scale) if emulator else plan

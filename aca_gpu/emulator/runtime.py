@@ -519,8 +519,15 @@ class Runtime:
         ex.reason = reason
         ex.message = message
         for rep in ex.replicas.values():
-            ex.codes[rep.name] = rep.exit_code
             self.stop_replica(rep)
+            # a replica stopped while it ran has a code only where its container gave itself one
+            # on the stop (the tester in its result grace exits with its verdict on SIGTERM)
+            stopped = (h.stopped_code for h in rep.handles.values())
+            ex.codes[rep.name] = (
+                rep.exit_code
+                if rep.exit_code is not None
+                else next((c for c in stopped if c is not None), None)
+            )
             for lines in rep.logs.values():
                 ex.console.extend(lines)
         ex.replicas.clear()  # as on Azure: the replica is gone once the execution ends

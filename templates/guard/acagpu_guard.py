@@ -98,12 +98,15 @@ def decide(
     now: datetime,
     older_than: timedelta | None = None,
     excludes: tuple[str, ...] = (),
+    state: str | None = None,
 ) -> tuple[str, str]:
-    """("delete" | "skip", why) for one resource group."""
+    """("delete" | "skip", why) for one resource group; `state` is its provisioningState."""
     tags = dict(tags or {})
     created = parse_iso_utc(tags.get(TAG_CREATED_AT, ""))
     if not (tags and tags.get(TAG_MANAGED) == "true"):
         return "skip", f"not tagged {TAG_MANAGED}=true"
+    if (state or "").lower() == "deleting":  # its delete was accepted: not sent again
+        return "skip", "being deleted (provisioningState Deleting)"
     if tags.get(TAG_KEEP, "").lower() == "true":
         return "skip", f"tagged {TAG_KEEP}=true"
     for pattern in excludes:
@@ -375,7 +378,7 @@ def _sweep_subscription(
     for group in groups:
         name = str(group["name"])
         tags = group.get("tags") or {}
-        action, reason = decide(name, tags, now, older_than, excludes)
+        action, reason = decide(name, tags, now, older_than, excludes, _state(group))
         event = {"event": "decision", "group": name, "run_id": tags.get(TAG_RUN_ID), "reason": reason}
         event["subscription"] = sub
         fact = {"subscription": sub, "resource_group": name, "run_id": tags.get(TAG_RUN_ID)}
@@ -412,7 +415,9 @@ def _sweep_subscription(
                 counts["skipped"] += 1
                 log(event | {"status": "skipped", "reason": "already gone"})
                 continue
-            again, why = decide(name, fresh.get("tags") or {}, datetime.now(UTC), older_than, excludes)
+            again, why = decide(
+                name, fresh.get("tags") or {}, datetime.now(UTC), older_than, excludes, _state(fresh)
+            )
             busy = _busy(arm, sub, name, fresh.get("tags") or {}) if again == "delete" else None
             if again != "delete" or busy:
                 counts["skipped"] += 1
@@ -433,6 +438,13 @@ def _sweep_subscription(
         deleted.append(str(event["group"]))
         log(event | {"status": "deleted", "verified": key in gone})
         acted.append(fact | {"status": "deleted"})
+
+
+def _state(group: dict[str, Any]) -> str | None:
+    """A resource group's provisioningState as ARM lists it (`Deleting` once its delete is accepted)."""
+    props = group.get("properties")
+    state = props.get("provisioningState") if isinstance(props, dict) else None
+    return str(state) if state else None
 
 
 def execution_seconds(start_time: Any, end_time: Any, now: datetime) -> float:

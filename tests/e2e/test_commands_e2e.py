@@ -51,6 +51,11 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     doc = json.loads(out)
     assert doc["status"] == "ok" and doc["teardown"]["status"] == "kept"
     assert doc["explorer"]["driver_version"] and doc["tester"]["result"]["status"] == "pass"
+    # "kept (billing stopped)" is true when it is said: the tester, which stays its result grace,
+    # was stopped at its result line (stating its exit code), the explorer stopped; nothing runs
+    assert doc["teardown"]["billing_stopped"] is True
+    assert (doc["tester"]["exit_code"], doc["tester"]["exit_code_note"]) == (0, None)
+    assert [r["name"] for r in emu.inventory()["replicas"] if r["phase"] != "Terminated"] == []
 
     code, out, err = _run("smi", "--run-id", "life1", "-o", "json")
     assert code == 0, err
@@ -83,6 +88,12 @@ def test_full_lifecycle_keep_smi_exec_logs_test_status_down(emu: Any) -> None:
     code, out, err = _run("test", "--run-id", "life1", "--start-timeout", "20s", "-o", "json")
     assert code == 0, err
     assert json.loads(out)["tester"]["result"]["status"] == "pass"
+
+    # `up --run-id` of the kept run resumes it and keeps it (deleting it is `down`'s)
+    code, out, err = _run(*UP, "--run-id", "life1", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["teardown"]["status"] == "kept", out
+    assert [g["deleting"] for g in emu.inventory()["resource_groups"]] == [False]
 
     code, out, err = _run("status", "-o", "json")
     assert code == 0, err

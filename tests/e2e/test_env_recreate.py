@@ -1,7 +1,7 @@
 """A warm environment made again while its last one is still being deleted (a newcomer pasting one
 section after another did this): Azure refuses the group's PUT with 409 ResourceGroupBeingDeleted.
 That is a clear refusal with what to do (exit 2), not an unexpected failure (exit 1); so is a run
-inside the environment meanwhile."""
+inside the environment meanwhile. `reap` and `env list` say it is being deleted, in their columns."""
 
 from __future__ import annotations
 
@@ -28,7 +28,18 @@ def test_env_create_while_its_group_is_still_deleting_is_refused_clearly(tmp_pat
         # a run inside it is refused by its name and state, before it makes anything (it failed on
         # its own group's PUT with "create resource group rg-acagpu-env-lab: ... deprovisioning")
         inside = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "busybox", "--", "true")
+        # reap says it is being deleted (not "idle within its TTL") and sends no second delete
+        reaped = _acagpu(shell, "reap", "--yes", "-o", "json")
+        # env list keeps its columns aligned for the long state (`scheduledfordelete`)
+        listed = _acagpu(shell, "env", "list")
         again = _acagpu(shell, "env", "create", "lab", "-l", "eastus", "--gpu", "t4", "--yes")
+    assert reaped.returncode == 0, reaped.stderr
+    (item,) = json.loads(reaped.stdout)["items"]
+    assert (item["status"], item["reason"]) == ("skipped", "being deleted (provisioningState Deleting)")
+    header, row = listed.stdout.splitlines()[:2]
+    assert row.split()[1] == "scheduledfordelete", row
+    assert row.index("eastus") == header.index("REGION"), (header, row)
+    assert row.index("Consumption-GPU") == header.index("GPU PROFILES"), (header, row)
     assert inside.returncode == 2, inside.stderr
     refused = json.loads(inside.stdout)["error"]
     assert refused["code"] == "EnvironmentDeleting", refused

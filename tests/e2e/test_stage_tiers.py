@@ -62,6 +62,15 @@ def test_staging_adds_keeps_the_tier_and_asks_before_billing(emu: Any) -> None:
     refused = _run(*stage, TORCH, CUDA)
     assert refused.exit_code == 2, refused.stderr
     assert "without --yes" in _doc(refused)["error"]["message"], refused.stdout
+    # the refusal comes before any step line ("✗ registry ..." was printed above it), in the words
+    # every command says the --yes rule in
+    refused = _run("image", "stage", "--env", "lab", "--no-inspect", TORCH)
+    assert refused.exit_code == 2 and refused.stdout == "", refused.stdout
+    assert refused.stderr.splitlines() == [
+        "error: not staging images in environment lab without --yes: stdin is not a terminal, so nobody "
+        "can confirm",
+        "hint: add --yes to go ahead without a question",
+    ], refused.stderr
     assert _registry_sku() is None
 
     first = _doc(_run(*stage, TORCH, CUDA, "--yes"))

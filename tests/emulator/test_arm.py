@@ -301,3 +301,18 @@ def test_a_started_emulator_answers_at_once() -> None:
         with EmulatorServer(time_scale=0.01) as server:
             assert server._loop is not None and server._loop.is_running()
             server.reset()
+
+
+def test_a_create_whose_group_is_deleted_meanwhile_ends_canceled(
+    aca: ContainerAppsAPIClient, arm: ResourceManagementClient, server: EmulatorServer
+) -> None:
+    """`acagpu down --run-id` from another shell while the run's environment is still being made:
+    its create's operation answered InProgress for ever, and the run's poller waited for ever."""
+    make_rg(arm)
+    assert server.ctx is not None
+    with server.ctx.clock.held():  # the create cannot end on its own while the group goes
+        poller = aca.managed_environments.begin_create_or_update("rg-acagpu-t1", "cae-acagpu-t1", env_body())
+        arm.resource_groups.begin_delete("rg-acagpu-t1")
+        with pytest.raises(HttpResponseError) as ended:
+            poller.result(timeout=30)
+    assert "OperationCanceled" in str(ended.value) or "Canceled" in str(ended.value), str(ended.value)

@@ -77,3 +77,31 @@ def test_a_fanout_between_its_rounds_is_queued_and_a_shard_not_placed_is_startin
     run = wait_for(lambda: (r := _run(server))["phase"] == "starting" and r, what="a starting shard")
     assert run["shards"] == {"total": 3, "queued": 1, "starting": 1, "running": 0, "ended": 1}, run
     assert run["executions"] == {"starting": 1, "running": 0, "ended": 1}, run
+
+
+def test_a_shard_whose_container_exited_is_ended_while_its_execution_lingers(
+    server: EmulatorServer, arm: ResourceManagementClient, aca: ContainerAppsAPIClient
+) -> None:
+    """ARM keeps an execution `Running` a few seconds after its container exits (recorded): that
+    shard is done, and `status` called it `starting` (no container running) until the end came."""
+    make_rg(arm, RG, "t1")
+    make_env(aca, RG, ENV)
+    body = fan_job(server.subscription, command=["sh", "-c", "true"])
+    body["tags"] = {"acagpu:managed": "true", "acagpu:run-id": "t1", "acagpu:shards": "2"}
+    aca.jobs.begin_create_or_update(RG, JOB, body).result()  # type: ignore[call-overload]
+    server.set_faults("linger:seconds=50000")  # the execution stays Running long after its container
+    try:
+        name = start_shard(aca, body, 0)
+        env = server.client_env() | {"ACAGPU_POLLING_INTERVAL": "0.02"}
+        cloud = AzureCloud.from_settings(load_settings(env=env, file={}))
+        seen = wait_for(
+            lambda: (e := cloud.get_execution(RG, JOB, name)).states == ("Terminated",) and e,
+            what="the shard's container to exit",
+        )
+        assert seen.status == "Running"  # still, as ARM says it
+        run = _run(server)
+        assert run["shards"] == {"total": 2, "queued": 1, "starting": 0, "running": 0, "ended": 1}, run
+        assert run["executions"] == {"starting": 0, "running": 0, "ended": 1}, run
+        assert (run["phase"], run["phase_detail"]) == ("queued", "shards 2: queued 1 · ended 1"), run
+    finally:
+        server.set_faults("")

@@ -68,3 +68,27 @@ def test_bad_flags_exit_2_with_one_line(args: list[str], message: str) -> None:
     )
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_env_list_columns_stay_aligned_for_a_long_state_or_name() -> None:
+    """`scheduledfordelete` (ARM's state while the environment is deleted) and a long name pushed
+    the rest of their row right of the header's columns."""
+    import io
+
+    from aca_gpu.cli.env import _render
+
+    docs = [
+        {
+            "name": name,
+            "state": state,
+            "location": "eastus",
+            "profiles": [{"type": "Consumption-GPU-NC8as-T4"}],
+        }
+        for name, state in (("lab", "idle"), ("lab2", "scheduledfordelete"), ("a-very-long-env-name", "busy"))
+    ]
+    stream = io.StringIO()
+    _render(docs)(stream)
+    header, *rows = stream.getvalue().splitlines()[:4]
+    for row in rows:
+        assert row.index("eastus") == header.index("REGION"), (header, row)
+        assert row.index("Consumption-GPU") == header.index("GPU PROFILES"), (header, row)

@@ -36,6 +36,11 @@ SCRIPT = _script()
 
 CASES = [
     ("untagged", {}, None, ()),
+    ("deleting-expired", {**M, "acagpu:expires-at": PAST, "state": "Deleting"}, None, ()),
+    ("deleting-env", {**M, "acagpu:kind": "env", "acagpu:expires-at": FUTURE, "state": "Deleting"}, None, ()),
+    ("deleting-keep", {**M, "acagpu:keep": "true", "state": "deleting"}, None, ()),
+    ("deleting-stranger", {"state": "Deleting"}, None, ()),
+    ("succeeded-expired", {**M, "acagpu:expires-at": PAST, "state": "Succeeded"}, None, ()),
     ("managed-false", {"acagpu:managed": "false", "acagpu:expires-at": PAST}, None, ()),
     ("managed-True-case", {"acagpu:managed": "True", "acagpu:expires-at": PAST}, None, ()),
     ("expired", {**M, "acagpu:expires-at": PAST}, None, ()),
@@ -72,16 +77,36 @@ def test_script_decides_like_the_reaper(
     name: str, tags: dict[str, str], older_than: timedelta | None, excludes: tuple[str, ...]
 ) -> None:
     group = f"rg-acagpu-{name}"
+    tags = dict(tags)
+    state = tags.pop("state", None)  # the group's provisioningState, not a tag
     ours = reap.decide(
-        ResourceGroupInfo(group, "westus3", tags), "sub", now=NOW, older_than=older_than, excludes=excludes
+        ResourceGroupInfo(group, "westus3", tags, state),
+        "sub",
+        now=NOW,
+        older_than=older_than,
+        excludes=excludes,
     )
-    theirs = SCRIPT.decide(group, tags, NOW, older_than, excludes)
+    theirs = SCRIPT.decide(group, tags, NOW, older_than, excludes, state)
     assert theirs == (ours.action, ours.reason)
 
 
 def test_the_table_covers_both_outcomes() -> None:
-    actions = {SCRIPT.decide(f"rg-acagpu-{c[0]}", c[1], NOW, c[2], c[3])[0] for c in CASES}
-    assert actions == {"delete", "skip"}
+    def action(case: tuple[str, dict[str, str], timedelta | None, tuple[str, ...]]) -> str:
+        tags = dict(case[1])
+        state = tags.pop("state", None)
+        return str(SCRIPT.decide(f"rg-acagpu-{case[0]}", tags, NOW, case[2], case[3], state)[0])
+
+    assert {action(c) for c in CASES} == {"delete", "skip"}
+
+
+def test_a_group_being_deleted_is_said_so_and_not_deleted_again() -> None:
+    """An environment whose delete was accepted (its group `Deleting`) is no environment idle
+    within its TTL, and an expired run being deleted is not sent a second delete."""
+    for tags in ({**M, "acagpu:kind": "env", "acagpu:expires-at": FUTURE}, {**M, "acagpu:expires-at": PAST}):
+        item = reap.decide(
+            ResourceGroupInfo("rg-acagpu-x", "eastus", tags, "Deleting"), "s", now=NOW, older_than=None
+        )
+        assert (item.action, item.reason) == ("skip", "being deleted (provisioningState Deleting)")
 
 
 def test_the_script_imports_only_the_standard_library() -> None:

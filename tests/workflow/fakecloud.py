@@ -82,6 +82,9 @@ class FakeCloud:
     tester_doc: dict[str, Any] = field(default_factory=lambda: dict(PASS_DOC))
     smi_text: str = SMI_T4
     exec_exit: int = 0
+    # the tester stays its result grace: its execution runs on after the result line until stopped
+    linger: bool = False
+    stopped_codes: tuple[int, ...] | None = None  # what a stopped execution states (None: its verdict)
     delete_sticks: bool = False  # the group never goes away
     barrier: threading.Barrier | None = None  # proves explorer and tester start concurrently
     on_job_logs: Callable[[], None] | None = None
@@ -240,9 +243,11 @@ class FakeCloud:
     def _set_status(self, resource_group: str, job: str, execution: str, status: str) -> None:
         runs = self.executions[(resource_group, job)]
         for i, info in enumerate(runs):
-            if info.name == execution:
-                code = 0 if self.tester_doc.get("status") == "pass" else 1
-                runs[i] = replace(info, status=status, end_time="2026-11-22T12:01:00Z", exit_codes=(code,))
+            if info.name == execution and not info.finished:
+                codes = (0,) if self.tester_doc.get("status") == "pass" else (1,)
+                if status == "Stopped" and self.stopped_codes is not None:
+                    codes = self.stopped_codes
+                runs[i] = replace(info, status=status, end_time="2026-11-22T12:01:00Z", exit_codes=codes)
 
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
         return next(e for e in self.executions[(resource_group, job)] if e.name == execution)
@@ -345,7 +350,8 @@ class FakeCloud:
             on_running()
         yield "CUDA is available. Running on GPU."
         yield "ACAGPU_RESULT " + json.dumps(self.tester_doc)
-        self._set_status(resource_group, job, execution, "Succeeded")
+        if not self.linger:
+            self._set_status(resource_group, job, execution, "Succeeded")
 
     def _probe_lines(self) -> Iterator[str]:
         table = self.exec("rg", "probe", ["nvidia-smi"])

@@ -123,3 +123,37 @@ def test_the_write_bucket_never_gives_more_than_its_burst_and_refill() -> None:
     assert sum(bucket.take() for _ in range(500)) == 200
     now[0] = 3.0
     assert sum(bucket.take() for _ in range(500)) == 30
+
+
+def test_a_job_deleted_under_the_runner_ends_it_at_once() -> None:
+    """`acagpu down --run-id` from another shell (or reap, the guard) deleted the run's job: every
+    listing is a 404, which the runner tried again each tick until the shards' deadlines (minutes).
+    It ends at once: the live shards failed for good (JobDeleted), the rest never started."""
+    from aca_gpu.errors import NotFound
+
+    class Deleted(Scripted):
+        def observe(self, live: Collection[str] = ()) -> Mapping[str, tuple[str, Observation]]:
+            if self.started:  # deleted right after the first round started
+                raise NotFound(
+                    "list executions of run-x: The Resource 'Microsoft.App/jobs/run-x' was not found"
+                )
+            return super().observe(live)
+
+    backend = Deleted({k: [[Observation("Running", ("Running",))]] for k in range(4)})
+    runner = TaskRunner(
+        backend,
+        [Task(k, {"ACAGPU_SHARD_INDEX": str(k)}) for k in range(4)],
+        limit=2,
+        policy=RetryPolicy(backoff_s=0.0, platform_retries=3),
+        deadlines=Deadlines(start_s=600.0, tick_s=0.01),  # its deadlines would hold it for minutes
+        bucket=TokenBucket(),
+        cancel=threading.Event(),
+    )
+    began = time.monotonic()
+    states = runner.run()
+    assert time.monotonic() - began < 5.0
+    assert [s.state for s in states] == ["failed", "failed", "cancelled", "cancelled"]
+    assert all(
+        (s.current.reason or "").startswith("JobDeleted: the run's job was deleted") for s in states[:2]
+    )
+    assert len(backend.started) == 2 and runner.removed is not None  # no retry: it could only fail

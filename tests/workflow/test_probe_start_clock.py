@@ -86,3 +86,21 @@ def test_the_probe_bills_from_its_containers_start_not_from_the_next_look() -> N
     assert cloud.started_at is not None and run.running is not None
     late = run.running - cloud.started_at
     assert abs(late) < 0.15, f"the probe's start was taken {late:.2f}s after its container started"
+
+
+def test_an_explorer_is_looked_for_every_second_whatever_the_polling_interval() -> None:
+    """A kept run's explorer (up --keep, each smi/exec wake) bills from its replica's start, and its
+    figure begins at the look that sees it running: at the default 5 s interval a 3.7 s wake was
+    recorded as 0.1 s. It is looked for at least every second, as a job's replica is."""
+    from aca_gpu.models import AppInfo
+    from aca_gpu.workflow.engine.probe import LOOK_S, wait_started
+
+    fake = FakeCloud(replica_running=False)
+    fake.apps[("rg", "cuda-explorer-x")] = AppInfo(
+        "/apps/cuda-explorer-x", "cuda-explorer-x", "rg", "Succeeded", "Running", "rev1", None, 1, 1
+    )
+    asked = time.monotonic()
+    threading.Timer(STARTS_AFTER_S, lambda: setattr(fake, "replica_running", True)).start()
+    seen: list[float] = []
+    wait_started(fake, "rg", "cuda-explorer-x", Waiter(interval=5.0), timeout=30, seen_at=seen)  # type: ignore[arg-type]
+    assert seen and seen[0] - asked <= STARTS_AFTER_S + LOOK_S + 0.5, seen[0] - asked

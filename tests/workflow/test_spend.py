@@ -184,3 +184,21 @@ def test_the_cost_footnotes_name_a_few_runs_and_count_the_rest() -> None:
     render_cost({"since": "x", "data_delay": "lags", "runs": other}, out)
     (line,) = [ln for ln in out.getvalue().splitlines() if ln.endswith(": no bill yet")]
     assert line == "r0, r2, r4 and 22 more: no bill yet", line
+
+
+def test_a_served_app_is_serving_or_scaled_to_zero_never_starting_at_zero() -> None:
+    """`status` of a served app between requests said `starting` (as if a replica were being placed)
+    while its own line said "served, at zero"; a replica that runs made it `running`, like a job."""
+    from aca_gpu.models import ReplicaContainerInfo, ReplicaInfo
+    from aca_gpu.workflow.spend.phase import Phase, Seen, judge, served_state
+
+    up = ReplicaInfo("r1", "Running", (ReplicaContainerInfo("c", "Running"),))
+    waking = ReplicaInfo("r1", "NotRunning", (ReplicaContainerInfo("c", "Waiting"),))
+    assert [served_state(r) for r in ([], [waking], [waking, up])] == [
+        "scaled-to-zero",
+        "starting",
+        "serving",
+    ]
+    assert judge(Seen(app_states=("scaled-to-zero",))) == Phase("scaled-to-zero")
+    assert judge(Seen(app_states=("serving",))) == Phase("serving")
+    assert judge(Seen(app_states=("stopped",))) == Phase("stopped")  # a kept run's explorer, as before

@@ -9,7 +9,7 @@ import pytest
 
 from aca_gpu import naming
 from aca_gpu.config import Settings
-from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, PreflightRefused
+from aca_gpu.errors import EXIT_INTERRUPTED, BadInput, CloudError, PreflightRefused
 from aca_gpu.output import NullProgress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import teardown as teardown_mod
@@ -301,12 +301,46 @@ def test_the_tester_exit_code_is_read_when_its_execution_ends_after_its_result()
     assert (tester["status"], tester["exit_code"], tester["exit_code_note"]) == ("pass", 0, None)
 
 
-def test_a_lingering_tester_says_why_its_exit_code_is_absent() -> None:
-    """A tester staying its 15 s result grace is not waited for (it bills): the document says so."""
-    result, _, _ = _up(FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}))
+def test_a_lingering_tester_is_stopped_at_its_result_and_its_exit_code_read() -> None:
+    """A tester staying its 15 s result grace is stopped once its result line is read (its grace only
+    serves a late reader): it stops billing, and the stopped execution states its exit code."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, cloud, _ = _up(fake)
+    tester = result.doc["tester"]
+    assert result.exit_code == 0 and tester["status"] == "pass"
+    assert (tester["exit_code"], tester["exit_code_note"]) == (0, None)
+    cloud.stop_execution.assert_called_once_with("rg-acagpu-abc123", "gpu-tester-abc123", tester["execution"])
+
+
+def test_a_stopped_tester_whose_platform_states_no_code_says_so() -> None:
+    """Where the stopped execution states no exit code (or Azure's -1 placeholder, dropped when
+    read), the note says it was stopped and that the platform gave none: the verdict stands."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True, stopped_codes=())
+    result, _, _ = _up(fake)
     tester = result.doc["tester"]
     assert result.exit_code == 0 and tester["status"] == "pass" and tester["exit_code"] is None
-    assert "stays 15s after its result line (ACAGPU_RESULT_GRACE_S)" in tester["exit_code_note"]
+    assert "stopped after its result line" in tester["exit_code_note"]
+    assert "stated no exit code for the stopped execution (Stopped)" in tester["exit_code_note"]
+
+
+def test_a_kept_run_says_billing_stopped_only_once_its_tester_is_stopped() -> None:
+    """`up --keep`: the lingering tester is stopped before the run says billing stopped; where its
+    stop fails, the run says what may still bill instead."""
+    fake = FakeCloud(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, _, _ = _up(fake, keep=True)
+    assert result.doc["teardown"] == {"status": "kept", "verified": False, "billing_stopped": True}
+    assert all(e.finished for runs in fake.executions.values() for e in runs)
+
+    class Unstoppable(FakeCloud):
+        def stop_execution(self, resource_group: str, job: str, execution: str) -> None:
+            raise CloudError("the stop was refused", code="Conflict")
+
+    fake = Unstoppable(tester_doc={**PASS_DOC, "result_grace_s": 15.0}, linger=True)
+    result, _, _ = _up(fake, keep=True)
+    teardown = result.doc["teardown"]
+    assert (teardown["status"], teardown["billing_stopped"]) == ("incomplete", False)
+    assert "the tester gpu-tester-abc123-exec1 still runs" in teardown["message"]
+    assert "not stopped after its result line" in result.doc["tester"]["exit_code_note"]
 
 
 def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
@@ -322,3 +356,49 @@ def test_a_gpu_measured_that_is_not_the_profiles_is_said() -> None:
     assert result.doc["results"][0]["warnings"] == said
     same, _, _ = _up(FakeCloud())
     assert not any("the GPU measured" in w for w in same.doc["warnings"])
+
+
+def test_resuming_a_kept_run_keeps_it() -> None:
+    """`up --run-id ID` of a run an `up --keep` left runs the check again and keeps the run: deleting
+    it is `acagpu down`'s. A partial run that was never kept is finished and torn down as before."""
+    from aca_gpu.workflow.tester.up import kept_plan
+
+    fake = FakeCloud()
+    first, _, _ = _up(fake, keep=True)
+    assert first.doc["teardown"]["status"] == "kept"
+    cloud = autospec_cloud(fake)
+    plan = kept_plan(cloud, _plan())
+    assert plan.keep and plan.kept_before
+    assert plan.warnings() == [
+        "run abc123 was kept (`up --keep`): resumed, it stays kept; "
+        "`acagpu down --run-id abc123 --yes` removes it"
+    ]
+    outcome = up(cloud, plan, NullProgress(), Waiter(interval=0.01))
+    assert outcome.exit_code == 0 and outcome.document()["teardown"]["status"] == "kept"
+    cloud.delete_resource_group.assert_not_called()
+    assert "rg-acagpu-abc123" in fake.groups
+
+    partial = FakeCloud()  # a group and environment left by a crash, no explorer: not kept
+    partial.create_resource_group("rg-acagpu-abc123", "eastus", _plan().tags)
+    assert kept_plan(autospec_cloud(partial), _plan()).keep is False
+    assert kept_plan(autospec_cloud(FakeCloud()), _plan()).keep is False  # no run yet
+
+
+def test_a_run_removed_while_it_ran_is_said_so_not_bad_input() -> None:
+    """`acagpu down --run-id` from another shell deleted the group while the tester's job was being
+    made: the create's 404 was exit 2 "bad input" (which says nothing was created). The teardown
+    finds the group gone: the run says it was removed, exit 7."""
+    from aca_gpu.errors import NotFound
+
+    class RemovedMidway(FakeCloud):
+        def create_job(self, spec: Any) -> Any:
+            self.delete_resource_group(spec.resource_group)  # another shell's `down`
+            raise NotFound(
+                f"create job {spec.name}: Resource group '{spec.resource_group}' could not be found."
+            )
+
+    result, _, _ = _up(RemovedMidway())
+    assert result.doc["teardown"]["status"] == "absent"
+    assert result.exit_code == 7, result.doc["error"]
+    assert result.doc["error"]["code"] == "RunRemoved"
+    assert "run abc123 was removed while it ran" in result.doc["error"]["message"]

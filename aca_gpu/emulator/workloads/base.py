@@ -68,6 +68,11 @@ class Container(Protocol):
         """None while the main process runs (an idling explorer never exits)."""
         ...
 
+    @property
+    def stopped_code(self) -> int | None:
+        """The code the main process gave itself when stopped (a SIGTERM handler), else None."""
+        ...
+
     def stop(self) -> None:
         """Kill the main process and any exec processes; idempotent."""
         ...

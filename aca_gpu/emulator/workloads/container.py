@@ -53,6 +53,7 @@ class SandboxContainer:
         self._streams: list[str] = []  # stdout | stderr of each console line
         self._on_stop: list[Callable[[], None]] = []
         self._exit_code: int | None = None
+        self._term_code: int | None = None  # the code its main process exited with when stopped
         self._stopped = threading.Event()
         self._main: subprocess.Popen[bytes] | None = None
         self.real_process = False  # True when the main process really runs (real seconds, not scaled)
@@ -102,6 +103,13 @@ class SandboxContainer:
     def exit_code(self) -> int | None:
         with self._lock:
             return self._exit_code
+
+    @property
+    def stopped_code(self) -> int | None:
+        """The exit code its main process gave itself when stopped (SIGTERM handled: the tester in
+        its result grace), None when the stop killed it or it had ended before."""
+        with self._lock:
+            return self._term_code
 
     def stop(self) -> None:
         self._stopped.set()
@@ -175,7 +183,9 @@ class SandboxContainer:
 
     def play(self, script: Sequence[tuple[float, str]], exit_code: int, linger: float = 0.0) -> None:
         """Print each line after its delay (seconds, already scaled), stay `linger` seconds more (the
-        tester's result grace period), then exit with `exit_code`."""
+        tester's result grace period), then exit with `exit_code`. Stopped during its linger, it
+        exits with `exit_code` all the same, as the real tester's SIGTERM handler does
+        (templates/gpu-tester `linger`); stopped before, it is killed (no code of its own)."""
 
         def run() -> None:
             for delay, line in script:
@@ -183,7 +193,7 @@ class SandboxContainer:
                     return
                 self.emit(line)
             if self._stopped.wait(max(0.0, linger)):
-                return
+                self._term_code = exit_code
             self._finish(exit_code)
 
         self._start_thread(run, "play")

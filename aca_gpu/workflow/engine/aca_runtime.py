@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from aca_gpu import naming
-from aca_gpu.errors import AcaGpuError, BadInput, InfraError, PreflightRefused, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, BadInput, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.gpu import cuda_compat
 from aca_gpu.models import AppSpec, Cloud, ContainerDef, EnvInfo, EnvSpec, JobSpec, RegistryCred, UsageInfo
 from aca_gpu.output import Progress
@@ -450,7 +450,9 @@ class AcaRuntime(parking.Parks):
                 run.stopped = run.stopped or now
 
     def keep_place(self, plan: Plan, progress: Progress) -> TeardownResult:
-        """Stop every explorer (the stable Stop operation): nothing bills on a serverless profile."""
+        """Stop every explorer (the stable Stop operation) and every tester execution still running
+        (one whose stop after its result line did not go through): nothing bills on a serverless
+        profile once both are stopped, and only then does the run say billing stopped."""
         self._explorers_stopped()
         rg, errors = plan.names.resource_group, []
         for pair in plan.pairs:
@@ -459,6 +461,7 @@ class AcaRuntime(parking.Parks):
                     self.cloud.stop_app(rg, pair.explorer)
             except AcaGpuError as exc:
                 errors.append(f"stop {pair.explorer}: {exc.message}")
+        errors += self._testers_stopped(rg)
         if plan.dedicated:
             progress.warn(
                 f"the dedicated {plan.pairs[0].profile.type} node bills while the run is kept "
@@ -469,6 +472,23 @@ class AcaRuntime(parking.Parks):
             billing_stopped=not errors and not plan.dedicated,
             message="; ".join(errors) or None,
         )
+
+    def _testers_stopped(self, rg: str) -> list[str]:
+        """Stop each tester execution of this run not seen ended; what could not be stopped, said."""
+        with self._lock:
+            jobs = {name: list(runs) for name, runs in self._tester_jobs.items()}
+        errors = []
+        for job, runs in jobs.items():
+            for run in runs:
+                if run.info is not None and run.info.finished:
+                    continue
+                try:
+                    self.cloud.stop_execution(rg, job, run.execution)
+                except NotFound:
+                    continue  # its job is gone, and its execution with it
+                except AcaGpuError as exc:
+                    errors.append(f"the tester {run.execution} still runs (stop: {exc.message})")
+        return errors
 
     def remove_place(self, plan: Plan, progress: Progress) -> TeardownResult:
         """The run's replicas bill until teardown's deletes go out, so their lives end there (or

@@ -20,7 +20,15 @@ from functools import partial
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
-from aca_gpu.errors import AcaGpuError, BadInput, GpuCheckFailed, Interrupted, QuotaError
+from aca_gpu.errors import (
+    AcaGpuError,
+    BadInput,
+    GpuCheckFailed,
+    InfraError,
+    Interrupted,
+    NotFound,
+    QuotaError,
+)
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import ChildCancel, Waiter
@@ -39,6 +47,7 @@ from aca_gpu.workflow.engine.sweeps import Place, Sweeps
 from aca_gpu.workflow.preflight import unavailable
 
 T = TypeVar("T")
+RUN_REMOVED = "RunRemoved"  # the run's group was deleted while it ran (`Engine._removed_under_it`)
 LEAVING_GRACE_S = 1.0  # how long a pair waits for its tester once its region is being left
 Prediction = tuple[dict[str, Any] | None, str | None]  # (predicted verdict, image digest) of a pair
 
@@ -367,7 +376,8 @@ class Engine(Sweeps):
         if plan.keep and not outcome.interrupted:
             with self.phase("keep"):
                 outcome.teardown = self.runtime.keep_place(plan, self.progress)
-            self.progress.note(f"kept: `acagpu down --run-id {plan.run_id}` removes it")
+            again = " again, as its `up --keep` asked" if plan.kept_before else ""
+            self.progress.note(f"kept{again}: `acagpu down --run-id {plan.run_id}` removes it")
             return
         with self.phase("teardown") as step:
             outcome.teardown = self.runtime.remove_place(plan, self.progress)
@@ -379,6 +389,8 @@ class Engine(Sweeps):
         for attempt in outcome.attempts:  # the place a wait kept last went with the run
             if attempt.teardown == "parked" and attempt.resource_group == plan.names.resource_group:
                 attempt.teardown = outcome.teardown.status
+        if outcome.teardown.status == "absent":  # its group was gone before its teardown came
+            self._removed_under_it()
         if outcome.teardown.verified:
             self._mark("time_to_gone_s")
         if outcome.teardown.status == "deleting":
@@ -386,6 +398,22 @@ class Engine(Sweeps):
                 f"billing stopped; resource group {plan.names.resource_group} is still deleting "
                 "(`acagpu status` shows it until it is gone)"
             )
+
+    def _removed_under_it(self) -> None:
+        """The run's group was gone when its teardown came: it was removed while it ran (`acagpu
+        down` from another shell, reap, the guard). A 404 that removal caused is no bad input (exit
+        2 says nothing was created): it is said as what it was, exit 7."""
+        plan, outcome = self.plan, self.outcome
+        removed = InfraError(
+            f"run {plan.run_id} was removed while it ran: its resource group "
+            f"{plan.names.resource_group} was deleted (`acagpu down`, reap or the guard)",
+            code=RUN_REMOVED,
+        )
+        if isinstance(outcome.error, NotFound):
+            outcome.error = removed
+        for pair in outcome.pairs:
+            if isinstance(pair.error, NotFound):
+                pair.error = removed
 
     def _left(self, why: str) -> None:
         self.outcome.interrupted = True

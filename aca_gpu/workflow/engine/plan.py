@@ -67,6 +67,8 @@ class Plan:
     owner: str
     tags: dict[str, str] = field(default_factory=dict)
     keep: bool = False  # skip teardown (the explorer is stopped, the TTL still applies)
+    # `up --run-id ID` of a run an `up --keep` left: kept again, never torn down by the resume
+    kept_before: bool = False
     probe: bool = True  # run nvidia-smi in an explorer per pair
     run_tester: bool = True
     existing: bool = False  # the place already exists (acagpu test): create nothing, remove nothing
@@ -149,12 +151,18 @@ class Plan:
         return total
 
     def warnings(self) -> list[str]:
-        """What the plan should say before anything bills: a kept dedicated node keeps billing."""
+        """What the plan should say before anything bills: a kept run stays kept, and a kept
+        dedicated node keeps billing."""
+        found = []
+        if self.kept_before:
+            found.append(
+                f"run {self.run_id} was kept (`up --keep`): resumed, it stays kept; "
+                f"`acagpu down --run-id {self.run_id} --yes` removes it"
+            )
         if not (self.keep and self.dedicated):
-            return []
+            return found
         from aca_gpu import cost
 
-        found = []
         for pair in self.pairs:
             if pair.profile.serverless:
                 continue

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from aca_gpu.errors import AcaGpuError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, NotFound, WaitTimedOut
 from aca_gpu.models import Cloud
 from aca_gpu.naming import parse_iso_utc
 from aca_gpu.workflow.base.threads import spawn
@@ -49,6 +49,8 @@ USER, PLATFORM = "user", "platform"
 PLACING = ("", "AssigningReplica", "Pending", "Scheduling")  # no node yet
 PULLING = ("PullingImage", "Creating", "ContainerCreating", "Starting")  # placed, not running yet
 IMAGE_WAIT = ("ImagePullBackOff", "ErrImagePull", "Waiting")  # a pull that failed, waiting to retry
+# an attempt whose job was deleted under it (`TaskRunner._removed`): a single run's code for it too
+REMOVED = "JobDeleted"
 LOST_AFTER_S = 30.0  # an execution missing from the listing this long after its start is lost
 START_SETTLE_S = 5.0  # after Ctrl-C, how long starts in flight may take to name their execution
 SLOW_LOOK_S = 1.0  # a listing answered later than this hides when, in its wait, a start or end came
@@ -302,6 +304,8 @@ class TaskRunner:
         self._starting: dict[Future[str], tuple[TaskState, Attempt]] = {}
         self._lock = threading.Lock()
         self.errors: list[str] = []  # starts that failed for good (the attempt counts as the platform's)
+        # why the place went under the runner (its job deleted: `down`, reap, the guard), if it did
+        self.removed: str | None = None
         # tokens of starts that failed without an answer: if ARM started one after all, it is
         # stopped when a listing shows it (its shard was retried under a new token)
         self.orphans: dict[str, float] = {}  # token -> when its start failed
@@ -320,6 +324,9 @@ class TaskRunner:
                     break
                 if self.watch is None:
                     self._observe()
+                    if self.removed is not None:  # nothing is left to look at or start in
+                        self.stop_all(why=f"{REMOVED}: {self.removed}", settle=False)
+                        break
                 else:
                     self._collect_verdicts()
                     if self._done():  # the last verdict is in: no tick to wait out
@@ -462,6 +469,9 @@ class TaskRunner:
         asked = time.monotonic()
         try:
             seen = self.backend.observe({a.token for _, a in live} | set(self.orphans))
+        except NotFound as exc:  # the job is gone: a listing again would wait out every deadline
+            self._removed(live, exc.message)
+            return
         except AcaGpuError as exc:  # a listing that failed is tried again next tick
             self.errors.append(f"listing: {exc.message}")
             for _, attempt in live:  # a start or end in this gap is known only to the next look
@@ -497,6 +507,14 @@ class TaskRunner:
             attempt.missing_since = None
             attempt.troubled += slow
             self._judge(state, attempt, found[1], asked, now)
+
+    def _removed(self, live: list[tuple[TaskState, Attempt]], message: str) -> None:
+        """The place's job was deleted under the runner (`acagpu down --run-id` from another shell,
+        reap, the guard): its attempts are gone with it, ended by the platform for good (a retry
+        could only fail to start), and the runner ends instead of listing a job that is no more."""
+        self.removed = f"the run's job was deleted while its shards ran ({message})"
+        for state, attempt in live:
+            self._ended(state, attempt, PLATFORM, REMOVED, self.removed, retry=False)
 
     def _stop_duplicates(self, seen: Mapping[str, tuple[str, Observation]]) -> None:
         """A start ARM ran twice made two executions with one token: the one the start did not

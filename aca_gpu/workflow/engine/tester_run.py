@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from aca_gpu import tester
-from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
+from aca_gpu.errors import AcaGpuError, InfraError, NotFound, WaitTimedOut
 from aca_gpu.gpu import tester_result
 from aca_gpu.models import Cloud, ContainerDef, JobSpec
 from aca_gpu.workflow.base import checks
@@ -26,8 +26,8 @@ from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict
 # The tester is a task (engine/tasks.py) whose lost result is the platform's fault, but a second
 # tester would bill its whole benchmark again: it is reported (exit 7), not started again
 TESTER_RETRY = RetryPolicy(retries=0, platform_retries=0)
-# after its result line, how long the tester's end is waited for, for its exit code: short, since
-# a tester with a result grace stays on (billed) for it and its verdict is already read
+# after its result line (and its stop, when it stays a result grace), how long the tester's end is
+# waited for, for its exit code: short, since its verdict is already read
 SETTLE_S = 2.0
 
 
@@ -97,9 +97,13 @@ def _grace(run: TesterRun) -> float | None:
 
 def settle(cloud: Cloud, resource_group: str, job: str, run: TesterRun, waiter: Waiter) -> str | None:
     """After its result line, the tester's exit code when its execution ends within SETTLE_S; else
-    why the code is absent (the document says so instead of a bare null). A tester that stays for
-    a result grace longer than that is not waited for: its verdict is its result line, and waiting
-    would bill its GPU for nothing."""
+    why the code is absent (the document says so instead of a bare null).
+
+    A tester that stays for a result grace is stopped here: its grace keeps its log readable for a
+    reader that comes late, and this one has read the result line already. Stopping the execution
+    ends the tester at once with its verdict as its exit code (its SIGTERM handler,
+    templates/gpu-tester), so the platform states the code, and its GPU stops billing now rather
+    than at teardown (a kept run has no teardown: it would bill the whole grace)."""
     if run.exit_code is not None:
         return None
     if run.stopped_by is None:  # the execution ended (or was lost) without a result line
@@ -107,25 +111,41 @@ def settle(cloud: Cloud, resource_group: str, job: str, run: TesterRun, waiter: 
             return f"its execution ended {run.info.status} without an exit code in its status"
         return "its execution's end was not seen"
     grace = _grace(run)
-    if grace is not None and grace >= SETTLE_S:
-        return (
-            f"not waited for: the tester stays {grace:g}s after its result line ({tester.GRACE_ENV}) "
-            "so its log can still be read, and the run went on; its verdict is its result line"
-        )
+    stopped = False
+    if grace is not None and grace >= SETTLE_S and not waiter.cancel.is_set():
+        try:
+            cloud.stop_execution(resource_group, job, run.execution)
+        except NotFound:
+            return "its job was gone before its end was read"
+        except AcaGpuError as exc:
+            return (
+                f"not stopped after its result line ({exc.message}); it stays {grace:g}s "
+                f"({tester.GRACE_ENV}) and its verdict is its result line"
+            )
+        run.stopped = run.stopped or time.monotonic()
+        stopped = True
     deadline = time.monotonic() + SETTLE_S
     while not waiter.cancel.is_set():
         info = executions.get(cloud, resource_group, job, run.execution)
         if info is not None and info.finished:
-            run.info, run.ended = info, time.monotonic()
-            return (
-                None
-                if run.exit_code is not None
-                else f"its execution ended {info.status} without an exit code"
-            )
+            run.info, run.ended = info, run.stopped or time.monotonic()
+            if run.exit_code is not None:
+                return None
+            if stopped:
+                return (
+                    f"stopped after its result line (its {grace:g}s {tester.GRACE_ENV} was not needed); "
+                    f"the platform stated no exit code for the stopped execution ({info.status}); "
+                    "its verdict is its result line"
+                )
+            return f"its execution ended {info.status} without an exit code"
         if time.monotonic() >= deadline:
             break
         waiter.cancel.wait(min(waiter.interval, 0.2))
-    return f"its execution had not ended {SETTLE_S:g}s after its result line; its verdict is its result line"
+    after = " and its stop" if stopped else ""
+    return (
+        f"its execution had not ended {SETTLE_S:g}s after its result line{after}; "
+        "its verdict is its result line"
+    )
 
 
 def judge(run: TesterRun, *, lost: str = "") -> TesterOutcome:

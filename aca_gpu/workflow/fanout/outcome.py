@@ -17,7 +17,8 @@ from typing import Any
 from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine import lifetime
-from aca_gpu.workflow.engine.tasks import PLATFORM, USER, TaskState
+from aca_gpu.workflow.engine.core import RUN_REMOVED
+from aca_gpu.workflow.engine.tasks import PLATFORM, REMOVED, USER, TaskState
 from aca_gpu.workflow.fanout.spec import FanoutSpec
 from aca_gpu.workflow.workload.outcome import WorkloadOutcome
 from aca_gpu.workflow.workload.plan import replica_price
@@ -202,7 +203,8 @@ class FanoutOutcome(WorkloadOutcome):
                 "quota": self.clamp,
             },
             "summary": {
-                "shards": len(self.states),
+                # every shard asked for, also when none started (the job's create failed)
+                "shards": len(self.states) or len(self.fanout.indexes),
                 **counts,
                 "failed": len(failed),
                 "failed_indexes": [s.task.index for s in failed],
@@ -266,8 +268,9 @@ def render_fanout(doc: dict[str, Any]) -> str:
             continue
         whose = {"user": "the container", "platform": "the platform"}.get(shard["fault"] or "", "")
         code = f"exit {shard['exit_code']}" if shard["exit_code"] is not None else "no exit code"
-        if shard["status"] == "cancelled" and shard["exit_code"] is None:
-            code = "never started (Ctrl-C came first)"  # what `cancelled` means: docs/fanout.md
+        if shard["status"] == "cancelled" and shard["exit_code"] is None:  # docs/fanout.md
+            removed = (doc.get("error") or {}).get("code") in (REMOVED, RUN_REMOVED)
+            code = f"never started ({'the run was removed' if removed else 'Ctrl-C came first'})"
         why = f"; {shard['reason']}" if shard.get("reason") else ""
         lines.append(f"  [{shard['index']}] {shard['status']}: {code}{why}"
                      + (f" ({whose}'s failure)" if whose else ""))  # fmt: skip

@@ -11,10 +11,12 @@ import sys
 from dataclasses import replace
 from typing import Any, TextIO
 
+from aca_gpu.errors import InfraError
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
+from aca_gpu.workflow.engine.tasks import REMOVED
 from aca_gpu.workflow.fanout import ledger
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.outcome import FanoutOutcome
@@ -82,6 +84,14 @@ def run_fanout(
     cap = plan.spend_cap
     if cap is not None and cap.reached and not outcome.interrupted:  # now the shards are known
         outcome.error = cap.error(*outcome.cap_summary())
+    removed = runtime.runner.removed if runtime.runner is not None else None
+    if removed is not None and outcome.error is None and not outcome.interrupted:
+        outcome.error = InfraError(
+            f"run {plan.run_id} was removed while it ran: {removed}",
+            code=REMOVED,
+            hint="`acagpu down`, reap or the guard deleted it; "
+            f"`acagpu run --rerun-failed {plan.run_id}` runs the shards that did not succeed",
+        )
     outcome.clamp = runtime.clamp
     outcome.errors += list(runtime.runner.errors) if runtime.runner is not None else []
     outcome.pacing = pacing_of(runtime)

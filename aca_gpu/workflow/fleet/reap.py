@@ -44,6 +44,7 @@ from aca_gpu.workflow.spend.so_far import UNCOUNTED
 # What a group has cost so far, read from its own subscription: `spend.run_spend` via `group_spend`
 SpendFn = Callable[[Cloud, ResourceGroupInfo, datetime], RunSpend | None]
 PRICE_READERS = 8  # groups priced at once: a few reads each, all before the first delete
+DELETING = "deleting"  # a group's provisioningState once ARM accepted its delete (any case)
 SPEND_NOTE = "est. spend: list-price estimate from replica lifetimes so far, as `acagpu status` shows"
 FLOOR_NOTE = "est. spend ending in +: at least this much; " + UNCOUNTED
 
@@ -127,6 +128,8 @@ def decide(
 
     if not is_managed(tags):
         return item("skip", f"not tagged {TAG_MANAGED}=true")
+    if (group.provisioning_state or "").lower() == DELETING:  # its delete was accepted: not sent again
+        return item("skip", "being deleted (provisioningState Deleting)")
     if tags.get(TAG_KEEP, "").lower() == "true":
         return item("skip", f"tagged {TAG_KEEP}=true")
     for pattern in excludes:

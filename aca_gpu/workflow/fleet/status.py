@@ -29,9 +29,9 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "location": run.group.location,
         "gpu": tags.get(naming.TAG_GPU),
         "owner": tags.get(naming.TAG_OWNER),
-        # `up --keep` leaves its explorer app (no other command makes one); `acagpu:keep=true`
-        # protects a group from reapers
-        "keep": protected or spend.executions.apps > 0,
+        # `up --keep` leaves its explorer app, the one app of a run that is not served (a served
+        # app is `served`); `acagpu:keep=true` protects a group from reapers
+        "keep": protected or (spend.executions.apps > 0 and not tags.get(naming.TAG_SERVED)),
         "protected": protected,
         "created_at": tags.get(naming.TAG_CREATED_AT),
         "expires_at": tags.get(naming.TAG_EXPIRES_AT),

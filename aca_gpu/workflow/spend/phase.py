@@ -7,6 +7,7 @@ containers (`detailedStatus`). That is enough to say that a run is going, and ho
 - a cold run's environment still provisioning is `building` (minutes on Azure), not `empty`;
 - an execution whose container is not running yet (placement, image pull) is `starting`, one whose
   container runs is `running`;
+- a served app is `serving` while a replica runs, `scaled-to-zero` between requests;
 - a fan-out's job carries its shard count (tag `acagpu:shards`), so between its rounds, when no
   execution is live, the shards not started yet are `queued` and the run is not `ended`.
 
@@ -19,24 +20,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aca_gpu import naming
-from aca_gpu.models import ExecutionInfo, JobInfo
+from aca_gpu.models import ExecutionInfo, JobInfo, ReplicaInfo
 
 SHARD_INDEX = "ACAGPU_SHARD_INDEX"  # in each shard execution's template env (docs/fanout.md)
 READY = "succeeded"
+TERMINATED = "Terminated"  # detailedStatus' word for a container that ran and exited
 
 
 def execution_state(execution: ExecutionInfo) -> str:
-    """`ended`, `running` (a container of it runs) or `starting` (not placed, pulling, creating)."""
+    """`ended`, `running` (a container of it runs) or `starting` (not placed, pulling, creating).
+    An execution whose every container has terminated is ended too: ARM keeps it `Running` a few
+    seconds after its container exits (recorded), and that shard's work is done, not starting."""
     if execution.finished:
         return "ended"
-    return "running" if "Running" in execution.states else "starting"
+    if "Running" in execution.states:
+        return "running"
+    exited = bool(execution.states) and all(s == TERMINATED for s in execution.states)
+    return "ended" if exited else "starting"
+
+
+SERVING, AT_ZERO = "serving", "scaled-to-zero"
+
+
+def served_state(replicas: Sequence[ReplicaInfo]) -> str:
+    """A served app's state: `serving` while a replica runs, `starting` while one is placed or pulls
+    (a request woke it), `scaled-to-zero` with none: an app at zero waits for a request and bills
+    nothing; it is not starting."""
+    if any(r.running_state == "Running" for r in replicas):
+        return SERVING
+    return "starting" if replicas else AT_ZERO
 
 
 @dataclass(frozen=True)
 class Seen:
     """What one look at a run's group found (`so_far._observe` reads it while pricing the run)."""
 
-    app_states: tuple[str, ...] = ()  # each app: "running", "starting" or "stopped"
+    # each app: "running", "starting" or "stopped"; a served app "serving", "starting" or "scaled-to-zero"
+    app_states: tuple[str, ...] = ()
     jobs: tuple[tuple[JobInfo, tuple[ExecutionInfo, ...]], ...] = ()
     environment: str | None = None  # a cold run's environment's provisioning state, when it was read
 
@@ -83,10 +103,14 @@ def judge(seen: Seen) -> Phase:
     detail = _shards_text(shards) if shards is not None else None
     if "running" in states:
         return Phase("running", detail, shards)
+    if SERVING in states:
+        return Phase(SERVING)
     if "starting" in states:
         return Phase("starting", detail, shards)
     if shards is not None and shards["queued"]:
         return Phase("queued", detail, shards)  # between a fan-out's rounds, or before its first
+    if AT_ZERO in states:
+        return Phase(AT_ZERO)  # a served app between requests (past its cooldown)
     if seen.app_states:
         return Phase("stopped")  # a kept run between smi/exec uses
     if executions:

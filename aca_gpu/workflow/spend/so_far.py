@@ -28,7 +28,7 @@ from aca_gpu.gpu.profiles import GpuProfile, resolve_profile
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run, age_seconds
 from aca_gpu.workflow.spend import record
-from aca_gpu.workflow.spend.phase import Phase, Seen, execution_state, judge
+from aca_gpu.workflow.spend.phase import Phase, Seen, execution_state, judge, served_state
 from aca_gpu.workflow.spend.served import served_time
 
 NODE_BASIS = "node time since creation (a dedicated node bills replicas or not)"
@@ -141,9 +141,7 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, 
     for app in apps:
         if app.name == served_app:  # its replicas' lives from its events (module doc)
             replicas = cloud.list_app_replicas(rg, app.name)
-            app_states.append(
-                "running" if any(r.running_state == "Running" for r in replicas) else "starting"
-            )
+            app_states.append(served_state(replicas))
             served = served_time(cloud, rg, app.name, now.timestamp())
             seconds, seen = seconds + served.seconds, served.replicas
             continue
@@ -161,7 +159,7 @@ def _observe(cloud: Cloud, run: Run, now: datetime, age: float) -> tuple[Phase, 
         made = cloud.get_environment(rg, naming.RunNames(run.run_id).environment)
         environment = None if made is None else (made.provisioning_state or "unknown")
     phase = judge(Seen(tuple(app_states), jobs, environment))
-    live = [execution_state(e) for e in found if not e.finished]
+    live = [state for state in map(execution_state, found) if state != "ended"]
     seconds += sum(
         execution_seconds(e.start_time, e.end_time, now) for e in found if _after(e.start_time, since)
     )

@@ -126,11 +126,7 @@ def render_up(doc: dict[str, Any]) -> str:
         f"  cost           {_cost_line(doc['cost'])}",
         f"  teardown       {doc['teardown'].get('status')}"
         + (" (verified gone)" if doc["teardown"].get("verified") else "")
-        + (
-            " (billing stopped)"
-            if doc["teardown"].get("billing_stopped") and not doc["teardown"].get("verified")
-            else ""
-        ),
+        + _billing_words(doc["teardown"]),
     ]
     if doc["teardown"].get("status") in ("kept", "left", "incomplete", "failed"):
         lines.append(
@@ -140,6 +136,16 @@ def render_up(doc: dict[str, Any]) -> str:
     if doc.get("error"):
         lines.append(f"  error          {doc['error']['message']}")
     return "\n".join(lines)
+
+
+def _billing_words(teardown: dict[str, Any]) -> str:
+    """Whether anything of the run still bills, as the teardown found it: `billing stopped` only
+    when it did; else what still runs, in the teardown's own words."""
+    if teardown.get("verified"):
+        return ""
+    if teardown.get("billing_stopped"):
+        return " (billing stopped)"
+    return f" (may still bill: {teardown['message']})" if teardown.get("message") else ""
 
 
 def _phases_row(doc: dict[str, Any]) -> list[str]:

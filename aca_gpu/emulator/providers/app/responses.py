@@ -77,20 +77,43 @@ def location_header(ctx: Ctx, req: web.Request, op: Operation) -> dict[str, str]
     return {"Location": f"{_ops_base(ctx, op.location)}/{op.kind}Results/{op.id}?api-version={version}"}
 
 
+CANCELED = "Canceled"
+DELETING = frozenset({"Deleting", "ScheduledForDelete"})
+
+
+def _create_check(state: Callable[[], str]) -> Callable[[], str]:
+    """A create's operation: InProgress until its resource is provisioned; `Canceled` once the
+    resource is being deleted before that (its group deleted, or it, by another client). Without
+    an end, a client polling the operation would poll for ever (UNCONFIRMED: how ARM ends such an
+    operation is not recorded; `Canceled` is one of its terminal statuses)."""
+
+    def check() -> str:
+        now = state()
+        if now == "Succeeded":
+            return "Succeeded"
+        return CANCELED if now in DELETING else "InProgress"
+
+    return check
+
+
 async def operation_status(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
     op = ctx.state.operations.get(p["op"])
     if op is None:
         raise ResourceNotFound("locations/operationStatuses", p["op"], "")
     status = op.check()
-    return json_response(
-        {
-            "id": f"/subscriptions/{ctx.subscription}/providers/Microsoft.App/locations/{op.location}/"
-            f"{op.kind}Statuses/{op.id}",
-            "name": op.id,
-            "status": status,
-            "startTime": iso_ticks(op.started),
+    body: dict[str, Any] = {
+        "id": f"/subscriptions/{ctx.subscription}/providers/Microsoft.App/locations/{op.location}/"
+        f"{op.kind}Statuses/{op.id}",
+        "name": op.id,
+        "status": status,
+        "startTime": iso_ticks(op.started),
+    }
+    if status == CANCELED:
+        body["error"] = {
+            "code": "OperationCanceled",
+            "message": "The operation was canceled: the resource was deleted before it was provisioned.",
         }
-    )
+    return json_response(body)
 
 
 async def operation_result(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
@@ -124,7 +147,7 @@ def _env_op(ctx: Ctx, env: Environment) -> Operation:
         ctx,
         "managedEnvironmentOperation",
         env.location,
-        lambda: "Succeeded" if models.env_state(ctx, env) == "Succeeded" else "InProgress",
+        _create_check(lambda: models.env_state(ctx, env)),
         final_status=200,
         result=lambda: shapes.env_body(ctx, env),
     )
@@ -251,7 +274,7 @@ def _app_op(ctx: Ctx, app: App) -> Operation:
         ctx,
         "containerappOperation",
         app.location,
-        lambda: "Succeeded" if models.app_state(ctx, app) == "Succeeded" else "InProgress",
+        _create_check(lambda: models.app_state(ctx, app)),
         final_status=200,
         result=lambda: shapes.app_body(ctx, app),
     )
@@ -383,7 +406,7 @@ def _job_op(ctx: Ctx, job: Job) -> Operation:
         ctx,
         "containerappsjobOperation",
         job.location,
-        lambda: "Succeeded" if models.job_state(ctx, job) == "Succeeded" else "InProgress",
+        _create_check(lambda: models.job_state(ctx, job)),
         final_status=200,
         result=lambda: shapes.job_body(ctx, job),
     )

@@ -185,20 +185,22 @@ def stage_images(
                 hint=f"add --sku {STREAMING_SKU}" + (" (a change of tier, asked first)" if reg else ""),
             )
         change = _tier_change(reg, tier)
-        approve(_question(name, group.name, reg, tier, len(refs)))
-        # an update keeps the registry's own tags: its catalogue of what is staged is among them
-        tags = {**(dict(reg.tags) if reg is not None else {}), **account_tags(dict(group.tags))}
-        if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != tier:
-            step.update(f"{'creating' if reg is None else 'updating'} in {group.location} ({tier})")
-            made = reg is None
+        step.update("none yet" if reg is None else f"{reg.login_server} ({reg.sku})")
+    approve(_question(name, group.name, reg, tier, len(refs)))  # no step is open while it asks
+    if reg is None or (reg.provisioning_state or "Succeeded") != "Succeeded" or reg.sku != tier:
+        made = reg is None
+        with progress.step(f"{'create' if made else 'update'} registry {name}") as step:
+            step.update(f"in {group.location} ({tier})")
+            # an update keeps the registry's own tags: its catalogue of what is staged is among them
+            tags = {**(dict(reg.tags) if reg is not None else {}), **account_tags(dict(group.tags))}
             reg = ops.put_registry(clients, group.name, name, group.location, tier, tags)
             if made:
                 result.created.append(f"registry {name} ({tier})")
             elif change:
                 result.changed.append(f"registry {name} ({change})")
-        result.login_server = reg.login_server
-        result.sku = reg.sku
-        step.update(f"{reg.login_server} ({reg.sku})")
+            step.update(f"{reg.login_server} ({reg.sku})")
+    result.login_server = reg.login_server
+    result.sku = reg.sku
     with progress.step("environment identity (AcrPull)") as step:
         principal = ops.environment_identity(clients, group.name, env.name)
         if not principal:
