@@ -11,7 +11,7 @@ from aca_gpu.cli.runopts import command_settings
 from aca_gpu.errors import Interrupted
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud
-from aca_gpu.workflow.env.staging.stage import stage_images
+from aca_gpu.workflow.env.staging.stage import stage_arguments, stage_images
 
 
 @click.group()
@@ -75,6 +75,7 @@ def stage(
     changing its tier (--yes). Exit 2 before anything is made when an image, the registry name or
     your right to assign AcrPull says it cannot work, or when --stream is asked of a registry that
     is not Premium."""
+    stage_arguments(images, sku, stream)  # bad input is said as such, before the `--yes` rule
     refusal = f"not staging images in environment {env_name}"
     refuse_unanswerable(yes=yes, refusal=refusal)  # before any step: staging always asks
     cloud = open_cloud(command_settings(subscription))

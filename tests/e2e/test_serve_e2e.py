@@ -131,7 +131,7 @@ def test_serve_answers_measures_and_leaves_nothing(
     # a served app is no `up --keep` run, and its phase is its replicas' (never `starting` at zero)
     assert runs["sv1"]["keep"] is False, runs["sv1"]
     serving = "serving" if runs["sv1"]["served"]["replicas"] else "scaled-to-zero"
-    assert runs["sv1"]["phase"] in (serving, "starting"), runs["sv1"]
+    assert runs["sv1"]["phase"] in (serving, "starting"), runs["sv1"]  # from the same look
     # the replicas' time so far, from the app's events: three starts (first answer, two cycles)
     assert runs["sv1"]["served"]["replicas_seen"] >= 3 and runs["sv1"]["served"]["usd_estimate"] > 0
     # one figure: the run's spend is its served replicas' (not the group's age, not zero at zero)

@@ -206,3 +206,16 @@ def test_guard_scopes_and_admin_commands() -> None:
     role = {"name": "r-guid", "properties": {"assignableScopes": [f"/subscriptions/{home}"]}}
     update = guard_scope.admin_commands(missing, (None, None), (home, a), role)[1]
     assert update.startswith("az role definition update") and '"Id":"r-guid"' in update
+
+
+def test_a_served_apps_phase_agrees_with_the_replicas_status_shows_beside_it() -> None:
+    """The phase and the replica count come from two reads; an app that scaled to zero (or woke)
+    between them is said as the later read found it."""
+    from aca_gpu.workflow.fleet.status import _served_phase
+
+    assert _served_phase("serving", {"replicas": 0}) == "scaled-to-zero"
+    assert _served_phase("scaled-to-zero", {"replicas": 1}) == "starting"
+    assert _served_phase("serving", {"replicas": 2}) == "serving"
+    assert _served_phase("starting", {"replicas": 1}) == "starting"
+    assert _served_phase("serving", {"replicas": None}) == "serving"  # the read failed: the first stands
+    assert _served_phase("running", None) == "running"  # no served app: untouched

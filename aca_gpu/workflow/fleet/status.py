@@ -15,6 +15,7 @@ from aca_gpu.models import Cloud, FleetGroup
 from aca_gpu.workflow.base.context import Run, age_seconds, list_runs, run_from_group
 from aca_gpu.workflow.serve.view import served_view
 from aca_gpu.workflow.spend import run_spend
+from aca_gpu.workflow.spend.phase import AT_ZERO, SERVING
 
 
 def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
@@ -23,6 +24,8 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
     expires = naming.parse_iso_utc(tags.get(naming.TAG_EXPIRES_AT, ""))
     spend = run_spend(cloud, run, now)
     protected = tags.get(naming.TAG_KEEP) == "true"
+    served = served_view(cloud, rg, dict(tags), spend)  # its URL and replicas (serve/view.py)
+    phase = _served_phase(spend.phase, served)
     return {
         "run_id": run.run_id,
         "resource_group": rg,
@@ -37,13 +40,24 @@ def describe_run(cloud: Cloud, run: Run, now: datetime) -> dict[str, Any]:
         "expires_at": tags.get(naming.TAG_EXPIRES_AT),
         "age_seconds": None if age is None else round(age),
         "expires_in_seconds": None if expires is None else round((expires - now).total_seconds()),
-        "phase": spend.phase,  # every phase is in docs/status.md
+        "phase": phase,  # every phase is in docs/status.md
         "phase_detail": spend.phase_detail,
         "executions": spend.executions.as_dict(),
         "shards": spend.executions.shards,  # a fan-out's shards: total, queued, starting, ...
         "cost": spend.as_dict(),
-        "served": served_view(cloud, rg, dict(tags), spend),  # its URL and replicas (serve/view.py)
+        "served": served,
     }
+
+
+def _served_phase(phase: str, served: dict[str, Any] | None) -> str:
+    """A served app's phase agrees with the replica count `status` shows beside it: both come from
+    the later of two reads, since an app can scale to zero (or wake) between them."""
+    count = served.get("replicas") if served else None
+    if count is None or phase not in (SERVING, AT_ZERO, "starting"):
+        return phase
+    if count == 0:
+        return AT_ZERO
+    return "starting" if phase == AT_ZERO else phase
 
 
 def status(cloud: Cloud, *, now: datetime | None = None) -> dict[str, Any]:

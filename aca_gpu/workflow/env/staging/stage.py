@@ -127,6 +127,22 @@ def _refuse_assignment(ops: Any, clients: Any, registry: str, rg: str) -> None:
         )
 
 
+def stage_arguments(images: Sequence[str], sku: str | None, stream: bool) -> list[ImageRef]:
+    """The images to stage, parsed; BadInput for a bad image, tier or `--stream` pairing. The CLI
+    asks this before its `--yes` rule, so bad input is said as bad input whatever else is missing."""
+    refs = [parse_image_ref(i) for i in dict.fromkeys(i.strip() for i in images if i.strip())]
+    if not refs:
+        raise BadInput("name at least one image to stage")
+    if sku is not None and sku not in SKUS:
+        raise BadInput(f"--sku {sku}: one of {', '.join(SKUS)}")
+    if stream and sku not in (None, STREAMING_SKU):
+        raise BadInput(
+            f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
+            hint=f"add --sku {STREAMING_SKU}",
+        )
+    return refs
+
+
 def stage_images(
     cloud: Cloud,
     env_name: str,
@@ -144,16 +160,7 @@ def stage_images(
     registry's is a change that `approve` is asked about, as is a new registry: `approve(question)`
     returns when it may go ahead and raises when not (the CLI's one `--yes` rule), before anything
     is made or changed."""
-    refs = [parse_image_ref(i) for i in dict.fromkeys(i.strip() for i in images if i.strip())]
-    if not refs:
-        raise BadInput("name at least one image to stage")
-    if sku is not None and sku not in SKUS:
-        raise BadInput(f"--sku {sku}: one of {', '.join(SKUS)}")
-    if stream and sku not in (None, STREAMING_SKU):
-        raise BadInput(
-            f"--stream needs a {STREAMING_SKU} registry: ACR's artifact streaming is not offered on {sku}",
-            hint=f"add --sku {STREAMING_SKU}",
-        )
+    refs = stage_arguments(images, sku, stream)
     group, env = find_env(cloud, env_name)
     ops, clients = registry_ops(cloud)
     name = catalogue.registry_name(clients.subscription_id, env_name)
