@@ -5,8 +5,19 @@ say of them."""
 
 from __future__ import annotations
 
+import time
+
 from aca_gpu.workflow.engine import lifetime
-from aca_gpu.workflow.engine.lifetime import ESTIMATED, MEASURED, PLATFORM, Lifetime, arm_window, judged
+from aca_gpu.workflow.engine.lifetime import (
+    ESTIMATED,
+    MEASURED,
+    PLATFORM,
+    Lifetime,
+    arm_window,
+    judged,
+    within_events,
+)
+from aca_gpu.workflow.engine.tasks import Attempt
 from aca_gpu.workflow.fanout.outcome import render_fanout
 from aca_gpu.workflow.tester.render import _cost_line
 from aca_gpu.workflow.workload.outcome import render_run
@@ -70,3 +81,47 @@ def test_the_runs_quality_is_its_worst_part_and_every_human_line_says_it() -> No
                "failed_indexes": []}  # fmt: skip
     fan = render_fanout({"run_id": "f", "summary": summary, "shards": [], "cost": cost, "teardown": {}})
     assert "estimated: a: " in fan, fan  # a fan-out's cost line
+
+
+# ---- a shard's figure from its replica's events (a fan-out's, as a run's) --------------------------
+
+S = 1_800_000_000.0  # an event's whole second (epoch)
+
+
+def test_each_moment_is_its_events_second_narrowed_by_what_the_looks_allow() -> None:
+    assert within_events((S, S + 2)) == 2.0  # no span: the middle of each second
+    # the looks saw it start in the second's first half and end in its second half
+    assert within_events((S, S + 2), start=(S - 3, S + 0.5), end=(S + 2.5, S + 9)) == 2.5
+    # a stream's exact start inside the second stands as it is
+    assert abs(within_events((S, S + 1), start=(S + 0.8, S + 0.8)) - 0.7) < 1e-6
+    # a span that misses its second (the clocks disagree): the events' own difference
+    assert within_events((S, S + 2), start=(S + 1.2, S + 1.2), end=(S + 2.5, S + 9)) == 2.0
+
+
+def _attempt(lost: list[str]) -> Attempt:
+    """A shard attempt whose looks bounded its start and end (monotonic, now-relative) and whose
+    end was seen only after listings failed: `lost`."""
+    now = time.monotonic()
+    return Attempt(
+        1, "t", "job-e1", started=now - 9, running=now - 6, ended=now - 1, run_end=now - 1.5,
+        start_span=(now - 7, now - 5), end_span=(now - 4, now - 1), lost=lost,
+    )  # fmt: skip
+
+
+def test_a_shard_that_lost_its_evidence_takes_its_events_or_says_why_it_could_not() -> None:
+    wall = time.time() - time.monotonic()
+    lost = _attempt(["its end was seen ended after 3 listing(s) failed"])
+    assert lost.lifetime.quality == ESTIMATED and lost.lifetime.seconds == lost.measured_seconds
+    lost.events_missing = "the platform's events, which would stand in, could not be read"
+    assert "could not be read" in lost.lifetime.why and lost.lifetime.quality == ESTIMATED
+    second = float(int(time.monotonic() + wall - 6))
+    lost.events = (second, second + 3)  # ContainerStarted, ContainerTerminated
+    life = lost.lifetime
+    assert life.quality == PLATFORM and "ContainerStarted" in life.why, life
+    assert 2.0 <= life.seconds <= 4.0 and life.seconds != lost.measured_seconds
+    # a measured shard keeps its own figure: the events only hold it within their second
+    kept = _attempt([])  # 4.5 s measured
+    kept.events = (second, second + 4)
+    assert kept.lifetime == Lifetime(kept.measured_seconds)
+    kept.events = (second, second + 2)  # more than a second from them: the nearest they allow, said
+    assert kept.lifetime.seconds == 3.0 and kept.lifetime.quality == ESTIMATED

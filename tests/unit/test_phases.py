@@ -4,10 +4,18 @@ and how `up`, `validate` and the matrix print them."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aca_gpu.workflow.engine.phases import container_phases, phase_text, phases_of, pull_of, pull_text
+from aca_gpu.workflow.engine.phases import (
+    container_phases,
+    container_times,
+    phase_text,
+    phases_of,
+    pull_of,
+    pull_text,
+)
 from aca_gpu.workflow.tester import report
 from aca_gpu.workflow.tester.render import render_up, render_up_markdown, render_validate
 
@@ -108,6 +116,41 @@ def test_a_replica_that_restarted_and_runs_again_has_no_run_yet() -> None:
     assert "run_s" not in phases_of(events, "j")
     done = {"TimeStamp": "2026-11-24 10:01:09 +0000 UTC", "JobName": "j", "Reason": "Completed"}
     assert phases_of([*events, done], "j")["run_s"] == 60.0  # a job's execution ends its run
+
+
+def test_a_run_ends_at_its_containers_exit_not_its_executions_completed_after_the_linger() -> None:
+    """The execution is Completed only once its ended replica has gone (5 s later in the emulator's
+    aca-2026 durations): that is no part of what the container billed."""
+    events = [
+        {"TimeStamp": "2026-11-24 10:00:00 +0000 UTC", "JobName": "j", "Reason": "ContainerStarted"},
+        {"TimeStamp": "2026-11-24 10:00:05 +0000 UTC", "JobName": "j", "Reason": "ContainerTerminated"},
+        {"TimeStamp": "2026-11-24 10:00:10 +0000 UTC", "JobName": "j", "Reason": "Completed"},
+    ]
+    assert phases_of(events, "j")["run_s"] == 5.0
+
+
+def test_each_shards_container_times_come_from_its_own_replicas_events() -> None:
+    """Shards are executions of one job: a replica is named after its execution (`{execution}-xxxxx`
+    on Azure; the emulator also names the execution as the event's revision)."""
+
+    def event(
+        second: int, reason: str, replica: str, job: str = "run-f", revision: str = ""
+    ) -> dict[str, Any]:
+        return {"TimeStamp": f"2026-11-24 10:00:{second:02d} +0000 UTC", "ContainerAppName": job,
+                "RevisionName": revision, "ReplicaName": replica, "Reason": reason}  # fmt: skip
+
+    events = [
+        event(1, "ContainerStarted", "run-f-aaaaaaa-x1y2z"),
+        event(2, "ContainerStarted", "", revision="run-f-bbbbbbb"),
+        event(3, "ContainerTerminated", "run-f-aaaaaaa-x1y2z"),
+        event(3, "ContainerStarted", "run-f-ccccccc-q1w2e"),  # never ended: no figure
+        event(4, "ContainerStarted", "run-g-aaaaaaa-x1y2z", job="run-g"),  # another job's
+        event(9, "ContainerTerminated", "run-f-bbbbbbb-m3n4o"),
+        event(11, "Completed", "", revision="run-f-aaaaaaa"),  # the execution's, after the linger
+    ]
+    base = datetime(2026, 11, 24, 10, 0, tzinfo=UTC).timestamp()
+    found = container_times(events, "run-f", ["run-f-aaaaaaa", "run-f-bbbbbbb", "run-f-ccccccc"])
+    assert found == {"run-f-aaaaaaa": (base + 1, base + 3), "run-f-bbbbbbb": (base + 2, base + 9)}
 
 
 # ---- rendering -----------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ measured.
 What the platform itself says bounds it: an execution's own start and end times (ARM, whole
 seconds) hold its replica's whole life, placement and pull included, so no figure is above them;
 and where the client's own evidence was lost, the platform's events (`ContainerStarted` to
-`ContainerTerminated`, whole seconds on Azure) stand in for it when they were read.
+`ContainerTerminated`, whole seconds on Azure) stand in for it when they were read. A shard reads
+them per execution (`container_times`, its replica's events) and narrows each whole second by what
+its own looks still allow (`within_events`): a fan-out's figure then is as true as a run's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,27 @@ def arm_window(start_time: str | None, end_time: str | None) -> float | None:
     if start is None or end is None:
         return None
     return max(0.0, (end - start).total_seconds()) + ARM_GRAIN_S
+
+
+Span = tuple[float, float]  # (earliest, latest) a moment can be, epoch seconds
+
+
+def within_events(events: Span, start: Span | None = None, end: Span | None = None) -> float:
+    """A container's life from its events: `events` is (ContainerStarted, ContainerTerminated) in
+    the platform's whole seconds (each moment lies in the second after its stamp), `start` and
+    `end` what the client's own looks or stream allow for each moment (on this host's wall clock).
+    Each moment is the middle of its second narrowed by the client's span; where a span misses its
+    second altogether (the two clocks disagree, or a stream's start came late), the events' own
+    difference is taken: it needs no clock but the platform's."""
+    moments = []
+    for second, span in zip(events, (start, end), strict=True):
+        low, high = second, second + EVENTS_GRAIN_S
+        if span is not None:
+            low, high = max(low, span[0]), min(high, span[1])
+        if low > high:
+            return max(0.0, events[1] - events[0])
+        moments.append((low + high) / 2)
+    return max(0.0, moments[1] - moments[0])
 
 
 def judged(

@@ -100,8 +100,10 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
             pull = pull_of(_field(event, "msg", "message")) or pull
         if reason == "GpuDriverInfo":  # the host's driver, said before the container starts
             driver = driver_of_event(_field(event, "msg", "message")) or driver
-        if when is not None and reason in ENDED:
-            times["ended"] = when
+        if when is not None and reason == "ContainerTerminated":
+            times["terminated"] = when
+        elif when is not None and reason in ENDED:  # the execution's: after the replica's linger
+            times["finished"] = when
         elif when is not None and reason in (
             "AssigningReplica",
             "PullingImage",
@@ -109,6 +111,14 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
             "ContainerStarted",
         ):
             times[reason] = when
+    # the container's own end where the kubelet said it (the execution's Completed comes only once
+    # its ended replica has gone, seconds later), else the execution's end after the last start
+    started = times.get("ContainerStarted")
+    terminated = times.get("terminated")
+    if terminated is not None and (started is None or terminated >= started):
+        times["ended"] = terminated
+    elif "finished" in times:
+        times["ended"] = times["finished"]
     doc: dict[str, Any] = {}
     if pull is not None:
         doc["image_pull"] = pull
@@ -125,6 +135,38 @@ def phases_of(events: Iterable[dict[str, Any]], owner: str) -> dict[str, Any]:
         if start in times and end in times and times[end] >= times[start]:
             doc[name] = round((times[end] - times[start]).total_seconds(), 3)
     return doc
+
+
+def container_times(
+    events: Iterable[dict[str, Any]], job: str, executions: Iterable[str]
+) -> dict[str, tuple[float, float]]:
+    """execution -> (ContainerStarted, ContainerTerminated) of its replica, epoch seconds as the
+    events stamp them (whole seconds on Azure), for the executions of `job` whose events say both.
+    A job replica is named after its execution (`{execution}-xxxxx`; the emulator also names the
+    execution as the event's revision): that, not the job, tells one shard's events from another's.
+    The first start and the last end: a replica bills from its first container start to its end."""
+    wanted = {name.lower(): name for name in executions}
+    found: dict[str, dict[str, float]] = {}
+    for event in events:
+        if event_owner(event).lower() != job.lower():
+            continue
+        reason, when = _field(event, "reason"), _when(event)
+        if when is None or reason not in ("ContainerStarted", "ContainerTerminated"):
+            continue
+        replica, revision = _field(event, "replicaname").lower(), _field(event, "revisionname").lower()
+        execution = wanted.get(revision) or wanted.get(replica.rsplit("-", 1)[0] if "-" in replica else "")
+        if execution is None:
+            continue
+        seen = found.setdefault(execution, {})
+        if reason == "ContainerStarted":
+            seen.setdefault("started", when.timestamp())
+        else:
+            seen["ended"] = when.timestamp()
+    return {
+        name: (seen["started"], seen["ended"])
+        for name, seen in found.items()
+        if "started" in seen and "ended" in seen and seen["ended"] >= seen["started"]
+    }
 
 
 # ---- reading them back (rendering) --------------------------------------------------------------

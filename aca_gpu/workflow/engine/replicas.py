@@ -64,13 +64,8 @@ def owner_events(cloud: Cloud, resource_group: str, environment: str, owner: str
 GPU_SHARED = "GpuShared"
 
 
-def gpu_shared(cloud: Cloud, resource_group: str, environment: str, owner: str) -> list[str]:
-    """The messages of `owner`'s `GpuShared` events, one per replica that shared a GPU; empty on ACA
-    and when the events cannot be read."""
-    try:
-        events = cloud.system_events(resource_group, environment=environment, tail=200)
-    except AcaGpuError:
-        return []
+def shared_in(events: Iterable[Mapping[str, Any]], owner: str) -> list[str]:
+    """The messages of `owner`'s `GpuShared` events, one per replica that shared a GPU; empty on ACA."""
     found: list[str] = []
     for event in events:
         lowered = {str(k).lower(): v for k, v in event.items()}

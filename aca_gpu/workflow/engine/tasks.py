@@ -152,6 +152,13 @@ class Attempt:
     troubled: int = 0  # listings that failed or answered slowly since a look last saw it steady
     lost: list[str] = field(default_factory=list)  # what faults cost its measure (engine/lifetime.py)
     arm_times: tuple[str | None, str | None] = (None, None)  # its execution's (startTime, endTime)
+    # where the looks put its container's start and end: (after, before), monotonic seconds
+    start_span: tuple[float, float] | None = None
+    end_span: tuple[float, float] | None = None
+    # its replica's (ContainerStarted, ContainerTerminated) by the platform's events (epoch, whole
+    # seconds), when they were read; else why not, for a figure they were wanted for
+    events: tuple[float, float] | None = None
+    events_missing: str = ""
 
     @property
     def seconds(self) -> float:
@@ -170,13 +177,37 @@ class Attempt:
         if self.running is None:
             return lives.Lifetime(0.0)
         window = lives.arm_window(*self.arm_times)
+        lost = self.lost_evidence()
+        events_s = None
+        if self.events is not None and lost:  # each moment within its second, narrowed by the looks
+            events_s = lives.within_events(self.events, *self._spans())
+        elif self.events is not None:  # measured: held within a second of the events, as a run's
+            events_s = self.events[1] - self.events[0]
+        elif lost and self.events_missing:
+            lost.append(self.events_missing)
+        return lives.judged(self.measured_seconds, lost=lost, window=window, events_s=events_s)
+
+    def lost_evidence(self) -> list[str]:
+        """What faults cost its measure: empty when the looks and its stream saw it all."""
         lost = list(self.lost)
         if self.stream_clock is not None and self.run_end is not None and not self._times()[1]:
             lost.append(  # followed, but its stream did not see the exit: the looks' precision only
                 "its log stream did not see its exit (it dropped, or its status could not be read), "
                 "so its end is ARM's whole-second endTime between two looks"
             )
-        return lives.judged(self.measured_seconds, lost=lost, window=window)
+        return lost
+
+    def _spans(self) -> tuple[lives.Span | None, lives.Span | None]:
+        """Its start and end as its stream saw them, else as the looks bound them, on the wall
+        clock (the events' clock)."""
+        wall = time.time() - time.monotonic()
+
+        def on_wall(seen: float | None, span: tuple[float, float] | None) -> lives.Span | None:
+            low, high = (seen, seen) if seen is not None else span or (None, None)
+            return None if low is None or high is None else (low + wall, high + wall)
+
+        began, exited = self._times()
+        return on_wall(began, self.start_span), on_wall(exited, self.end_span)
 
     def _times(self) -> tuple[float | None, float | None]:
         """(start, end) its followed log stream witnessed and the looks allow; None where not."""
@@ -537,6 +568,7 @@ class TaskRunner:
             # it started between the last look that saw it waiting and this one: the middle
             before = attempt.looked if attempt.looked is not None else attempt.started
             after = now
+            attempt.start_span = (before, now)
             if seen.status in ("Succeeded", "Failed", "Stopped", "Degraded"):  # ran and ended unseen:
                 after = _run_end(before, None, seen.end_time, now)  # it started before it ended
             attempt.running = (before + after) / 2
@@ -564,6 +596,11 @@ class TaskRunner:
         attempt.arm_times = (seen.start_time, seen.end_time)
         if attempt.running is not None:
             _note(attempt, "its end", "ended")
+            # it ended after the last look that saw it running (else after its start) and by now
+            low = attempt.seen_running
+            if low is None:
+                low = attempt.start_span[0] if attempt.start_span is not None else attempt.started
+            attempt.end_span = (low, now)
             attempt.run_end = _run_end(attempt.running, attempt.seen_running, seen.end_time, now)
         said = " ".join(filter(None, (seen.reason,)))
         code = seen.exit_code

@@ -27,8 +27,9 @@ from aca_gpu.workflow.engine.aca_runtime import AcaRuntime, Where
 from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.outcome import TesterOutcome
 from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
+from aca_gpu.workflow.engine.phases import container_times
 from aca_gpu.workflow.engine.plan import Pair, Plan
-from aca_gpu.workflow.engine.replicas import gpu_shared
+from aca_gpu.workflow.engine.replicas import shared_in
 from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
 from aca_gpu.workflow.env import shares
@@ -40,6 +41,8 @@ from aca_gpu.workflow.fanout.spec import RESULTS_SHARE, FanoutSpec
 from aca_gpu.workflow.workload.aca import AcaWorkloadRuntime, WarmWorkloadRuntime, Workload, job_spec
 from aca_gpu.workflow.workload.follow import LOGS_WAIT_S
 from aca_gpu.workflow.workload.outcome import Console
+
+EVENTS_TAIL = 300  # the most the event stream gives (tailLines 0-300): a shard's ~8 events, ~35 shards
 
 
 class _Follower(Workload):
@@ -146,7 +149,9 @@ class Fanout:
             ticking.set()
         if not waiter.cancel.is_set():
             self._lines_read(waiter)
-        self.gpu_shared = gpu_shared(self.cloud, where.environment_group, where.environment, job.name)
+        events = self._shard_events(where)
+        self.gpu_shared = shared_in(events or [], job.name)
+        self._container_times(events, job.name)
         failed = [s.task.index for s in self.states if s.state != "succeeded"]
         if waiter.cancel.is_set():
             raise WaitTimedOut("shards stopped: cancelled", code="Cancelled")
@@ -222,6 +227,33 @@ class Fanout:
         thread.start()
 
     # -- billing ----------------------------------------------------------------------------------
+    def _shard_events(self, where: Where) -> list[dict[str, Any]] | None:
+        """The environment's last system events, read once every shard has ended (None when they
+        could not be read): whether shards shared a host GPU, and each one's container times."""
+        try:
+            return self.cloud.system_events(
+                where.environment_group, environment=where.environment, tail=EVENTS_TAIL
+            )
+        except AcaGpuError:
+            return None
+
+    def _container_times(self, events: list[dict[str, Any]] | None, job: str) -> None:
+        """Each attempt's container start and end by the platform's events: they stand in where a
+        fault cost the client its own evidence (`Attempt.lifetime`), as a run's do. A figure they
+        were wanted for and could not give says why."""
+        attempts = [a for s in self.states for a in s.attempts if a.execution]
+        times = container_times(events or [], job, [a.execution for a in attempts if a.execution])
+        for attempt in attempts:
+            attempt.events = times.get(attempt.execution or "")
+            if attempt.events is not None:
+                continue
+            attempt.events_missing = (
+                "the platform's events, which would stand in, could not be read"
+                if events is None
+                else f"the platform's events (the environment's last {EVENTS_TAIL}), which would "
+                "stand in, do not give its container's start and end"
+            )
+
     def shard_gpu_seconds(self) -> float:
         return sum(s.gpu_seconds for s in self.states)
 
