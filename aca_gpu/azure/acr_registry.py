@@ -3,7 +3,7 @@ ARM's server-side image import (no Docker), the `AcrPull` assignment that lets a
 managed identity pull, and that identity itself.
 
 Nothing here enables the admin user or reads a password: pulls go through a managed identity (ACA's
-`registries: [{server, identity}]`). Bodies are REST-shaped dicts, as in apps.py and storage.py.
+`registries: [{server, identity}]`). Bodies are REST-shaped dicts, as in app_bodies.py and storage.py.
 """
 
 from __future__ import annotations

@@ -1,368 +1,29 @@
-"""Managed environments, container apps, jobs, replicas and ACA data-plane tokens.
+"""Managed environments, container apps and jobs: create, read, list, scale, stop, start, delete.
 
-Request bodies are REST-shaped dicts wrapped in SDK models, so what is sent is visible in one place
-and tests compare it field by field; a body is always built here, never a document read back from
-the server. Job start (whose answer may be 200 `{id,name}` or 202 + Location) goes through
-`send_request`; the preview-only calls live in preview.py.
+Also an app's replicas and the ACA data-plane tokens. Every body sent is built in app_bodies.py
+and wrapped in an SDK model here; every answer is read into a record by app_records.py. A job's
+executions (start, read, list) live in job_executions.py, the preview-only calls in preview.py.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import quote
 
-from aca_gpu.azure import api_versions
+from aca_gpu.azure.app_bodies import app_body, environment_body, event_floor_patch, job_body
+from aca_gpu.azure.app_records import app_info, env_info, job_info, replica_info
 from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.polling import BackoffPolling
 from aca_gpu.azure.resources import as_json, props
-from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, retrying, translate_errors
-from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused, WaitTimedOut, is_throttled
-from aca_gpu.models import (
-    FINAL_EXECUTION_STATES,
-    AppInfo,
-    AppSpec,
-    ContainerDef,
-    EnvInfo,
-    EnvSpec,
-    EventTrigger,
-    ExecutionInfo,
-    JobInfo,
-    JobSpec,
-    RegistryCred,
-    ReplicaContainerInfo,
-    ReplicaInfo,
-)
+from aca_gpu.azure.translate import or_none, retrying, translate_errors
+from aca_gpu.errors import CloudError, InfraError, NotFound, PreflightRefused
+from aca_gpu.models import AppInfo, AppSpec, EnvInfo, EnvSpec, JobInfo, JobSpec, ReplicaInfo
 from aca_gpu.naming import TAG_MANAGED, is_managed
 
 T = TypeVar("T")
 
-CONSUMPTION = "Consumption"
-JOB_START_TIMEOUT_S = 300.0
-START_ATTEMPTS = 3
-THROTTLED_PATIENCE_S = 600.0  # a start refused for ARM's rate is sent again this long, never counted
 DELETE_WAIT_S = 600.0  # the caller verifies absence; a slower delete is reported, never waited forever
-
-
-def is_consumption_type(profile_type: str) -> bool:
-    """Consumption and Consumption-GPU-* profiles take no min/max counts (ARM refuses them:
-    WorkloadProfilePropertyNotSupported)."""
-    return profile_type.lower().startswith(CONSUMPTION.lower())
-
-
-def _q(value: str) -> str:
-    return quote(value, safe="")
-
-
-def app_path(clients: Clients, rg: str) -> str:
-    return f"/subscriptions/{_q(clients.subscription_id)}/resourceGroups/{_q(rg)}/providers/Microsoft.App"
-
-
-# ---- request bodies -------------------------------------------------------------------------
-
-
-def _gpu_profile(name: str, profile_type: str, counts: tuple[int, int] | None) -> dict[str, Any]:
-    gpu: dict[str, Any] = {"name": name, "workloadProfileType": profile_type}
-    if not is_consumption_type(profile_type):  # the service rejects min/max on Consumption-GPU-*
-        low, high = counts or (1, 1)
-        gpu["minimumCount"] = low
-        gpu["maximumCount"] = high
-    return gpu
-
-
-def environment_body(spec: EnvSpec) -> dict[str, Any]:
-    profiles = [
-        {"name": CONSUMPTION, "workloadProfileType": CONSUMPTION},
-        _gpu_profile(spec.gpu_profile_name, spec.gpu_profile_type, spec.dedicated_counts),
-    ]
-    profiles += [_gpu_profile(name, kind, None) for name, kind in spec.extra_gpu_profiles]
-    properties: dict[str, Any] = {"workloadProfiles": profiles}
-    if spec.logs is not None:  # console lines kept in Log Analytics: read after the replica is gone
-        properties["appLogsConfiguration"] = {
-            "destination": "log-analytics",
-            "logAnalyticsConfiguration": {
-                "customerId": spec.logs.workspace_id,
-                "sharedKey": spec.logs.shared_key,
-            },
-        }
-    return {"location": spec.location, "tags": dict(spec.tags), "properties": properties}
-
-
-def container_body(container: ContainerDef) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": container.name,
-        "image": container.image,
-        "resources": {"cpu": container.cpu, "memory": container.memory},
-    }
-    if container.command:
-        body["command"] = list(container.command)
-    if container.args:
-        body["args"] = list(container.args)
-    env = [{"name": k, "value": v} for k, v in container.env.items()]
-    env += [{"name": k, "secretRef": ref} for k, ref in container.secret_env.items()]
-    if env:
-        body["env"] = env
-    if container.mounts:
-        body["volumeMounts"] = [{"volumeName": v, "mountPath": path} for v, path in container.mounts]
-    return body
-
-
-def _registry_body(cred: RegistryCred) -> dict[str, Any]:
-    if cred.identity:
-        return {"server": cred.server, "identity": cred.identity}
-    return {"server": cred.server, "username": cred.username, "passwordSecretRef": cred.password_secret}
-
-
-def _volumes(spec: JobSpec) -> dict[str, Any]:
-    if not spec.volumes:
-        return {}
-    return {
-        "volumes": [
-            {"name": v, "storageType": "AzureFile", "storageName": storage} for v, storage in spec.volumes
-        ]
-    }
-
-
-def environment_storages(clients: Clients, rg: str, environment: str) -> list[str]:
-    """The names of an environment's storages (Azure Files shares its apps and jobs can mount)."""
-    found = retrying(
-        "list environment storages",
-        environment,
-        lambda: clients.apps.managed_environments_storages.list(rg, environment),
-    )
-    return [str(item.name) for item in (getattr(found, "value", None) or [])]
-
-
-def app_body(spec: AppSpec) -> dict[str, Any]:
-    return {
-        "location": spec.location,
-        "tags": dict(spec.tags),
-        "properties": {
-            "environmentId": spec.environment_id,
-            "workloadProfileName": spec.workload_profile_name,
-            "configuration": {"activeRevisionsMode": "Single"},
-            "template": {
-                "containers": [container_body(spec.container)],
-                "scale": {"minReplicas": spec.min_replicas, "maxReplicas": spec.max_replicas},
-            },
-        },
-    }
-
-
-def _event_trigger(event: EventTrigger) -> dict[str, Any]:
-    """KEDA's azure-queue rule, signed in with the job's system identity: no key in the template."""
-    return {
-        "replicaCompletionCount": 1,
-        "parallelism": 1,
-        "scale": {
-            "minExecutions": event.min_executions,
-            "maxExecutions": event.max_executions,
-            "pollingInterval": event.polling_interval_s,
-            "rules": [
-                {
-                    "name": "queue",
-                    "type": "azure-queue",
-                    "metadata": {
-                        "accountName": event.account,
-                        "queueName": event.queue,
-                        "queueLength": str(event.queue_length),
-                    },
-                    "identity": "system",
-                }
-            ],
-        },
-    }
-
-
-def job_body(spec: JobSpec) -> dict[str, Any]:
-    configuration: dict[str, Any] = {
-        "triggerType": "Manual",
-        "replicaTimeout": spec.replica_timeout_s,
-        "replicaRetryLimit": spec.retry_limit,
-        "manualTriggerConfig": {"replicaCompletionCount": 1, "parallelism": 1},
-    }
-    if spec.event is not None:
-        del configuration["manualTriggerConfig"]
-        configuration.update(triggerType="Event", eventTriggerConfig=_event_trigger(spec.event))
-    if spec.secrets:
-        configuration["secrets"] = [{"name": k, "value": v} for k, v in spec.secrets.items()]
-    if spec.registries:
-        configuration["registries"] = [_registry_body(r) for r in spec.registries]
-    body: dict[str, Any] = {
-        "location": spec.location,
-        "tags": dict(spec.tags),
-        "properties": {
-            "environmentId": spec.environment_id,
-            "workloadProfileName": spec.workload_profile_name,
-            "configuration": configuration,
-            "template": {"containers": [container_body(spec.container)], **_volumes(spec)},
-        },
-    }
-    if spec.event is not None:
-        body["identity"] = {"type": "SystemAssigned"}
-    return body
-
-
-# ---- response records ------------------------------------------------------------------------
-
-
-def _nonempty(value: Any) -> str | None:
-    return str(value) if value else None
-
-
-def env_info(obj: Any, rg: str) -> EnvInfo:
-    doc = as_json(obj)
-    p = props(doc)
-    return EnvInfo(
-        id=str(doc.get("id", "")),
-        name=str(doc.get("name", "")),
-        resource_group=rg,
-        location=str(doc.get("location", "")),
-        provisioning_state=p.get("provisioningState"),
-        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
-        tags=dict(doc.get("tags") or {}),
-        workload_profiles=tuple(
-            (str(w.get("name", "")), str(w.get("workloadProfileType", "")))
-            for w in p.get("workloadProfiles") or []
-            if isinstance(w, Mapping)
-        ),
-        logs_workspace=_logs_workspace(p.get("appLogsConfiguration")),
-    )
-
-
-def _logs_workspace(config: Any) -> str | None:
-    """The customerId of a `log-analytics` destination (an `azure-monitor` one is read otherwise)."""
-    if not isinstance(config, Mapping) or str(config.get("destination") or "").lower() != "log-analytics":
-        return None
-    analytics = config.get("logAnalyticsConfiguration")
-    return _nonempty(analytics.get("customerId")) if isinstance(analytics, Mapping) else None
-
-
-def app_info(obj: Any, rg: str) -> AppInfo:
-    doc = as_json(obj)
-    p = props(doc)
-    scale = (p.get("template") or {}).get("scale") or {}
-    return AppInfo(
-        id=str(doc.get("id", "")),
-        name=str(doc.get("name", "")),
-        resource_group=rg,
-        provisioning_state=p.get("provisioningState"),
-        running_status=p.get("runningStatus"),
-        latest_revision=_nonempty(p.get("latestRevisionName")),
-        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
-        min_replicas=scale.get("minReplicas"),
-        max_replicas=scale.get("maxReplicas"),
-        tags=dict(doc.get("tags") or {}),
-    )
-
-
-def job_info(obj: Any, rg: str) -> JobInfo:
-    doc = as_json(obj)
-    p = props(doc)
-    return JobInfo(
-        id=str(doc.get("id", "")),
-        name=str(doc.get("name", "")),
-        resource_group=rg,
-        provisioning_state=p.get("provisioningState"),
-        event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
-        tags=dict(doc.get("tags") or {}),
-    )
-
-
-def replica_info(obj: Any) -> ReplicaInfo:
-    doc = as_json(obj)
-    p = props(doc)
-    containers = tuple(
-        ReplicaContainerInfo(
-            name=str(c.get("name", "")),
-            running_state=c.get("runningState"),
-            ready=c.get("ready"),
-            restart_count=c.get("restartCount"),
-            details=_nonempty(c.get("runningStateDetails")),
-            exec_endpoint=_nonempty(c.get("execEndpoint")),
-            log_stream_endpoint=_nonempty(c.get("logStreamEndpoint")),
-        )
-        for c in (p.get("containers") or [])
-        if isinstance(c, Mapping)
-    )
-    return ReplicaInfo(
-        name=str(doc.get("name", "")),
-        running_state=p.get("runningState"),
-        containers=containers,
-        details=_nonempty(p.get("runningStateDetails")),
-    )
-
-
-def _exit_codes(p: Mapping[str, Any]) -> tuple[int, ...]:
-    """Containers' exit codes from properties.detailedStatus.replicas[].containers[].code (SDK 5.1).
-
-    Only an ended execution's codes are exit codes: while it runs Azure answers -1 for each container,
-    and a read that races the end would otherwise pass that off as the tester's exit code. A negative
-    code is that placeholder even on an ended execution (a stopped one may keep it): a container's
-    exit code is 0-255, and -1 read as one would fail a tester that passed.
-    """
-    if p.get("status") not in FINAL_EXECUTION_STATES:
-        return ()
-    detailed = p.get("detailedStatus")
-    codes: list[int] = []
-    replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None
-    for replica in replicas if isinstance(replicas, list) else []:
-        containers = replica.get("containers") if isinstance(replica, Mapping) else None
-        for container in containers if isinstance(containers, list) else []:
-            code = container.get("code") if isinstance(container, Mapping) else None
-            if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
-                codes.append(code)
-    return tuple(codes)
-
-
-def execution_info(obj: Any) -> ExecutionInfo:
-    doc = as_json(obj)
-    p = props(doc)
-    return ExecutionInfo(
-        name=str(doc.get("name", "")),
-        status=p.get("status"),
-        start_time=_nonempty(p.get("startTime")),
-        end_time=_nonempty(p.get("endTime")),
-        exit_codes=_exit_codes(p),
-        reason=_nonempty(p.get("reason")),
-        message=_nonempty(p.get("message")),
-        env=_template_env(p),
-        states=_states(p),
-    )
-
-
-def _template_env(p: Mapping[str, Any]) -> dict[str, str]:
-    """The first container's plain env values of an execution's own template."""
-    template = p.get("template")
-    containers = template.get("containers") if isinstance(template, Mapping) else None
-    first = containers[0] if isinstance(containers, list) and containers else None
-    env = first.get("env") if isinstance(first, Mapping) else None
-    entries = env if isinstance(env, list) else []
-    return {
-        str(e["name"]): str(e["value"])
-        for e in entries
-        if isinstance(e, Mapping) and e.get("name") and isinstance(e.get("value"), str)
-    }
-
-
-def _states(p: Mapping[str, Any]) -> tuple[str, ...]:
-    """detailedStatus.replicas[].containers[].status: where each replica's container is now."""
-    detailed = p.get("detailedStatus")
-    replicas = detailed.get("replicas") if isinstance(detailed, Mapping) else None
-    found: list[str] = []
-    for replica in replicas if isinstance(replicas, list) else []:
-        containers = replica.get("containers") if isinstance(replica, Mapping) else None
-        for container in containers if isinstance(containers, list) else []:
-            status = container.get("status") if isinstance(container, Mapping) else None
-            if isinstance(status, str) and status:
-                found.append(status)
-    return tuple(found)
-
-
-# ---- calls -----------------------------------------------------------------------------------
-
 READ_AFTER_CREATE_ATTEMPTS = 4
 
 
@@ -429,6 +90,16 @@ def create_environment(clients: Clients, spec: EnvSpec) -> EnvInfo:
 def get_environment(clients: Clients, rg: str, name: str) -> EnvInfo | None:
     found = or_none("read environment", name, lambda: clients.apps.managed_environments.get(rg, name))
     return None if found is None else env_info(found, rg)
+
+
+def environment_storages(clients: Clients, rg: str, environment: str) -> list[str]:
+    """The names of an environment's storages (Azure Files shares its apps and jobs can mount)."""
+    found = retrying(
+        "list environment storages",
+        environment,
+        lambda: clients.apps.managed_environments_storages.list(rg, environment),
+    )
+    return [str(item.name) for item in (getattr(found, "value", None) or [])]
 
 
 def create_app(clients: Clients, spec: AppSpec) -> AppInfo:
@@ -549,15 +220,6 @@ def create_job(clients: Clients, spec: JobSpec) -> JobInfo:
     return _create("job", clients.apps.jobs, spec.resource_group, spec.name, body, job_info)
 
 
-def event_floor_patch(min_executions: int, replica_timeout_s: int) -> dict[str, Any]:
-    """Jobs_Update's body that sets an Event job's warm floor (queue mode's `--warm`): the
-    configuration's two required fields as they are, and minExecutions."""
-    scale = {"minExecutions": min_executions}
-    configuration = {"triggerType": "Event", "replicaTimeout": replica_timeout_s,
-                     "eventTriggerConfig": {"scale": scale}}  # fmt: skip
-    return {"properties": {"configuration": configuration}}
-
-
 def set_event_floor(
     clients: Clients, rg: str, name: str, min_executions: int, replica_timeout_s: int
 ) -> None:
@@ -573,63 +235,6 @@ def set_event_floor(
 def get_job(clients: Clients, rg: str, name: str) -> JobInfo | None:
     found = or_none("read job", name, lambda: clients.apps.jobs.get(rg, name))
     return None if found is None else job_info(found, rg)
-
-
-def get_execution(clients: Clients, rg: str, job: str, execution: str) -> ExecutionInfo:
-    return retrying(
-        "read job execution",
-        f"{job}/{execution}",
-        lambda: execution_info(clients.apps.job_execution(rg, job, execution)),
-    )
-
-
-def list_executions(clients: Clients, rg: str, job: str) -> list[ExecutionInfo]:
-    """Newest first (by start time), so [0] is the latest execution."""
-    items = retrying(
-        "list executions of",
-        job,
-        lambda: [execution_info(e) for e in clients.apps.jobs_executions.list(rg, job)],
-    )
-    return sorted(items, key=lambda e: e.start_time or "", reverse=True)
-
-
-# ---- raw REST through the authenticated pipeline ---------------------------------------------
-
-
-def send(
-    clients: Clients,
-    method: str,
-    url: str,
-    action: str,
-    target: str,
-    *,
-    json_body: Any = None,
-    once: bool = False,
-) -> tuple[int, Any, Mapping[str, str]]:
-    """(status, parsed JSON body or None, headers); ARM errors raised as aca_gpu errors.
-
-    `once`: a request that is not safe to repeat (Jobs_Start): azure-core's RetryPolicy resends a
-    POST after 500/503/504 (and any answer with Retry-After), although ARM may have done the work;
-    with no status retries the caller hears the first failure and decides (it never resends a
-    POST after a lost connection either)."""
-    from azure.core.rest import HttpRequest
-
-    request = HttpRequest(method, url) if json_body is None else HttpRequest(method, url, json=json_body)
-    options: dict[str, Any] = {"retry_status": 0} if once else {}
-    with translate_errors(action, target):
-        response = clients.apps.send_request(request, **options)
-        text = response.text() if callable(getattr(response, "text", None)) else str(response.text)
-    status = int(response.status_code)
-    if status >= 400:
-        code, message = arm_error_fields(text)
-        raise make_error(action, target, code, status, message)
-    body: Any = None
-    if text and text.strip():
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = text
-    return status, body, response.headers
 
 
 def _token_of(obj: Any, what: str) -> str:
@@ -655,92 +260,3 @@ def environment_token(clients: Clients, rg: str, env: str) -> str:
         env,
         lambda: _token_of(clients.apps.managed_environments.get_auth_token(rg, env), env),
     )
-
-
-def _execution_name(body: Any) -> str | None:
-    if isinstance(body, dict):
-        name = body.get("name")
-        if name:
-            return str(name)
-        ident = body.get("id")
-        if ident:
-            return str(ident).rstrip("/").rsplit("/", 1)[-1]
-    return None
-
-
-def execution_template(containers: Sequence[ContainerDef]) -> dict[str, Any]:
-    """A `JobExecutionTemplate` (Jobs_Start's body): this execution's containers, not the job's."""
-    return {"containers": [container_body(c) for c in containers]}
-
-
-def start_job(
-    clients: Clients,
-    rg: str,
-    job: str,
-    *,
-    template: Sequence[ContainerDef] | None = None,
-    timeout: float = JOB_START_TIMEOUT_S,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> str:
-    """Start a manual job; the execution name comes from the 200 body or from the 202's Location poll.
-
-    With `template`, this execution runs those containers (image, command, env) instead of the job's
-    own: one job, a different workload per start, no PUT (Jobs_Start's JobExecutionTemplate).
-
-    The POST is sent again only when it provably started nothing (azure-core never resends it:
-    `send(once=True)`): after a failure the executions are listed again, and a new one means the
-    start did happen (no second GPU bill). A 429 is ARM refusing the rate: sent again after its
-    Retry-After (the rate gate holds it) without using up a try, for as long as a fan-out's start.
-    """
-    version = api_versions.working(api_versions.STABLE)
-    url = f"{app_path(clients, rg)}/jobs/{_q(job)}/start?api-version={version}"
-    before = {e.name for e in list_executions(clients, rg, job)}
-    attempt, patience_ends = 0, clock() + THROTTLED_PATIENCE_S
-    while attempt < START_ATTEMPTS:
-        attempt += 1
-        try:
-            body_out = execution_template(template) if template else None
-            status, body, headers = send(
-                clients, "POST", url, "start job", job, json_body=body_out, once=True
-            )
-            break
-        except InfraError as exc:
-            if is_throttled(exc) and clock() < patience_ends:
-                attempt -= 1
-                sleep(max(0.05, clients.settings.polling_interval))
-                continue
-            started = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
-            if started:
-                return started[0]
-            if attempt == START_ATTEMPTS:
-                raise
-            sleep(max(0.05, clients.settings.polling_interval) * attempt)
-    name = _execution_name(body)
-    if name:
-        return name
-    location = headers.get("Location") or headers.get("location") or headers.get("Azure-AsyncOperation")
-    deadline = clock() + timeout
-    interval = max(0.05, clients.settings.polling_interval)
-    while status == 202 and location:
-        if clock() >= deadline:
-            raise WaitTimedOut(f"job {job} start not confirmed after {timeout:.0f}s", code="JobStartTimeout")
-        sleep(_retry_after(headers, interval))
-        status, body, headers = send(clients, "GET", location, "start job", job)
-        name = _execution_name(body) or _execution_name((body or {}).get("properties") if body else None)
-        if name:
-            return name
-        location = headers.get("Location") or headers.get("location") or location
-    # the answer carried no name: the newest execution that was not there before is ours
-    fresh = [e.name for e in list_executions(clients, rg, job) if e.name not in before]
-    if fresh:
-        return fresh[0]
-    raise CloudError(f"job {job} started but no execution name came back", code="NoExecutionName")
-
-
-def _retry_after(headers: Mapping[str, str], default: float) -> float:
-    value = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return max(default, float(value)) if value else default
-    except ValueError:
-        return default

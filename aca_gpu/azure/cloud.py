@@ -17,6 +17,7 @@ from aca_gpu.azure import (
     account,
     apps,
     dataplane,
+    job_executions,
     loganalytics,
     logstream,
     preview,
@@ -212,15 +213,15 @@ class AzureCloud:
         apps.set_event_floor(self.clients, resource_group, job, min_executions, replica_timeout_s)
 
     def start_job(self, resource_group: str, job: str, template: Sequence[ContainerDef] | None = None) -> str:
-        return apps.start_job(
+        return job_executions.start_job(
             self.clients, resource_group, job, template=template, sleep=self._sleep, clock=self._clock
         )
 
     def get_execution(self, resource_group: str, job: str, execution: str) -> ExecutionInfo:
-        return apps.get_execution(self.clients, resource_group, job, execution)
+        return job_executions.get_execution(self.clients, resource_group, job, execution)
 
     def list_executions(self, resource_group: str, job: str) -> list[ExecutionInfo]:
-        return apps.list_executions(self.clients, resource_group, job)
+        return job_executions.list_executions(self.clients, resource_group, job)
 
     def start_job_marked(
         self,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from aca_gpu.azure.apps import execution_info
+from aca_gpu.azure.app_records import execution_info
 from aca_gpu.azure.clients import ARM_SCOPE, Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import arm_error_fields, make_error, or_none, translate_errors

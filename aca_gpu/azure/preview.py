@@ -9,8 +9,10 @@ and turns "every preview version refused" into one clear error.
 from __future__ import annotations
 
 from aca_gpu.azure.api_versions import preview_call
-from aca_gpu.azure.apps import _q, _token_of, app_path, replica_info, send
+from aca_gpu.azure.app_records import replica_info
+from aca_gpu.azure.apps import _token_of
 from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.job_executions import _q, app_path, send
 from aca_gpu.azure.translate import retrying
 from aca_gpu.errors import CloudError, InfraError, NotFound
 from aca_gpu.models import ReplicaInfo

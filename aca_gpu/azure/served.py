@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu.azure.apps import app_body, app_info, get_app
+from aca_gpu.azure.app_bodies import app_body
+from aca_gpu.azure.app_records import app_info
+from aca_gpu.azure.apps import get_app
 from aca_gpu.azure.resources import as_json
 from aca_gpu.azure.translate import CORE_RETRIED_STATUS, retrying, translate_errors
 from aca_gpu.errors import AcaGpuError

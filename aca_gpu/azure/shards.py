@@ -2,7 +2,7 @@
 environment's usages.
 
 A fan-out starts many executions of one job at once, so "the new execution is the one that was not
-listed before the start" (how `apps.start_job` recovers from a lost answer) is ambiguous once
+listed before the start" (how `job_executions.start_job` recovers from a lost answer) is ambiguous once
 starts overlap. Every fan-out execution carries a token in its template env instead; the execution
 is read back by that token (`ExecutionInfo.env`), never by listing before and after.
 """
@@ -16,16 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from aca_gpu.azure import api_versions
-from aca_gpu.azure.apps import (
-    THROTTLED_PATIENCE_S,
-    _q,
-    app_path,
-    execution_info,
-    execution_template,
-    list_executions,
-    send,
-)
+from aca_gpu.azure.app_bodies import execution_template
+from aca_gpu.azure.app_records import execution_info
 from aca_gpu.azure.clients import Clients
+from aca_gpu.azure.job_executions import THROTTLED_PATIENCE_S, _q, app_path, list_executions, send
 from aca_gpu.azure.resources import as_json, usage_infos
 from aca_gpu.azure.translate import retrying, translate_errors
 from aca_gpu.errors import AcaGpuError, CloudError, InfraError, WaitTimedOut, is_throttled

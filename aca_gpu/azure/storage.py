@@ -3,7 +3,7 @@ lets an environment's jobs mount a share.
 
 The account key is read (listKeys) and sent (the environment storage's PUT) inside one function
 here: it never reaches a workflow, a record, a document or a log line. Bodies are REST-shaped dicts
-wrapped in SDK models, as in apps.py.
+wrapped in SDK models, as in app_bodies.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A pair whose probe already gave the verdict stops its tester at once, before teardown.
 
-The probe and the tester are tasks of one runner (engine/tasks.py): when the pair's verdict is
+The probe and the tester are tasks of one runner (engine/task_runner.py): when the pair's verdict is
 known (here a GPU with uncorrectable ECC errors), the runner stops the tester's execution
 (billing first) instead of leaving it to bill until teardown deletes its job.
 

@@ -251,7 +251,7 @@ def test_the_checker_catches_what_the_spec_forbids() -> None:
 
 def test_queue_modes_event_job_is_a_spec_valid_job(tmp_path: Any) -> None:
     """`run --workers`'s Event job (azure-queue rule, system identity), as `job_body` makes it."""
-    from aca_gpu.azure.apps import job_body
+    from aca_gpu.azure.app_bodies import job_body
     from aca_gpu.config import Settings
     from aca_gpu.models import ContainerDef, JobSpec
     from aca_gpu.workflow.queue.spec import make_queue_spec
@@ -276,7 +276,7 @@ def test_queue_modes_event_job_is_a_spec_valid_job(tmp_path: Any) -> None:
 
 def test_the_warm_floors_drop_is_a_spec_valid_job_update() -> None:
     """`--warm K`'s floor set back to 0 (a PATCH of minExecutions alone)."""
-    from aca_gpu.azure.apps import event_floor_patch
+    from aca_gpu.azure.app_bodies import event_floor_patch
 
     base = "https://x/subscriptions/s/resourceGroups/rg/providers/Microsoft.App"
     problems, seen = check(

@@ -17,7 +17,7 @@ from azure.core.rest import HttpRequest
 from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
-from aca_gpu.azure.apps import execution_info
+from aca_gpu.azure.app_records import execution_info
 from aca_gpu.emulator.banner import cuda_banner, cuda_image_version
 from aca_gpu.emulator.server import EmulatorServer
 from tests.emulator.helpers import (

@@ -17,7 +17,7 @@ from aca_gpu.workflow.engine.lifetime import (
     judged,
     within_events,
 )
-from aca_gpu.workflow.engine.tasks import Attempt
+from aca_gpu.workflow.engine.task_records import Attempt
 from aca_gpu.workflow.fanout.outcome import render_fanout
 from aca_gpu.workflow.tester.render import _cost_line
 from aca_gpu.workflow.workload.outcome import render_run

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aca_gpu.azure.apps import job_body
+from aca_gpu.azure.app_bodies import job_body
 from aca_gpu.config import Settings
 from aca_gpu.emulator.providers.app.keda import wanted
 from aca_gpu.errors import BadInput

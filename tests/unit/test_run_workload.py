@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from aca_gpu.azure.apps import job_body
+from aca_gpu.azure.app_bodies import job_body
 from aca_gpu.config import Settings
 from aca_gpu.workflow.workload import outcome
 from aca_gpu.workflow.workload.aca import Where, job_spec

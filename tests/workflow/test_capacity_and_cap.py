@@ -20,7 +20,8 @@ from aca_gpu.errors import AuthError, InfraError, QuotaError, WaitTimedOut
 from aca_gpu.workflow.engine import waiting
 from aca_gpu.workflow.engine.pacing import TokenBucket
 from aca_gpu.workflow.engine.spend_cap import SpendCap
-from aca_gpu.workflow.engine.tasks import Deadlines, RetryPolicy, Task, TaskRunner
+from aca_gpu.workflow.engine.task_records import RetryPolicy, Task
+from aca_gpu.workflow.engine.task_runner import Deadlines, TaskRunner
 from aca_gpu.workflow.preflight import unavailable
 from tests.workflow.test_fanout_tasks import OK, Observation, Scripted
 

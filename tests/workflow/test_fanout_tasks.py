@@ -11,7 +11,8 @@ import time
 from collections.abc import Collection, Mapping
 
 from aca_gpu.workflow.engine.pacing import TokenBucket
-from aca_gpu.workflow.engine.tasks import Deadlines, Observation, RetryPolicy, Task, TaskRunner
+from aca_gpu.workflow.engine.task_records import Observation, RetryPolicy, Task
+from aca_gpu.workflow.engine.task_runner import Deadlines, TaskRunner
 
 OK = [Observation("Running", ("Running",)), Observation("Succeeded", ("Terminated",), 0)]
 EXIT3 = [Observation("Running", ("Running",)), Observation("Failed", ("Terminated",), 3)]

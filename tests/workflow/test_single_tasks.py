@@ -1,4 +1,4 @@
-"""The probe and the tester are tasks of the engine's runner (engine/tasks.py), one attempt at a time.
+"""The probe and the tester are tasks of the engine's runner (engine/task_runner.py), one attempt at a time.
 
 What the runner adds to them: a lost reading is the platform's fault and gets one more attempt
 under a new token, a refusal is final, and when the pair's verdict is known (or Ctrl-C) the attempt

@@ -14,7 +14,8 @@ import pytest
 
 from aca_gpu.errors import ContainerRefused, InfraError, WaitTimedOut
 from aca_gpu.workflow.engine.pacing import TokenBucket
-from aca_gpu.workflow.engine.tasks import (
+from aca_gpu.workflow.engine.single_task import answer, run_task
+from aca_gpu.workflow.engine.task_records import (
     PLATFORM,
     USER,
     Attempt,
@@ -22,8 +23,6 @@ from aca_gpu.workflow.engine.tasks import (
     Task,
     TaskState,
     Verdict,
-    answer,
-    run_task,
 )
 
 

@@ -33,7 +33,8 @@ from aca_gpu.workflow.engine.phases import phases_of
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe import probe_smi, wait_started
 from aca_gpu.workflow.engine.probe_job import probe_container, probe_job, probe_job_name
-from aca_gpu.workflow.engine.tasks import Verdict, answer, run_execution
+from aca_gpu.workflow.engine.single_task import answer, run_execution
+from aca_gpu.workflow.engine.task_records import Verdict
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.engine.tester_run import (
     TESTER_RETRY,

@@ -42,7 +42,7 @@ from aca_gpu.workflow.engine import capacity, executions, waiting
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.replicas import replica_details
-from aca_gpu.workflow.engine.tasks import PLACING
+from aca_gpu.workflow.engine.task_records import PLACING
 from aca_gpu.workflow.engine.teardown import teardown_group
 
 # Microsoft's own sample image for ACA jobs (the jobs quickstart): small, public, exits by itself

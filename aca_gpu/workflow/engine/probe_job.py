@@ -29,8 +29,9 @@ from aca_gpu.workflow.engine.outcome import ProbeResult
 from aca_gpu.workflow.engine.plan import Pair
 from aca_gpu.workflow.engine.probe import fatal_text, read_smi
 from aca_gpu.workflow.engine.replicas import event_owner, owner_events, replica_details, safe_events
+from aca_gpu.workflow.engine.single_task import answer, run_execution
 from aca_gpu.workflow.engine.spend_cap import SpendCap
-from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
+from aca_gpu.workflow.engine.task_records import PLATFORM, USER, RetryPolicy, Verdict
 from aca_gpu.workflow.preflight import drivers
 
 TABLE_END = "ACAGPU_SMI_TABLE_EXIT="
@@ -38,7 +39,7 @@ QUERY_END = "ACAGPU_SMI_QUERY_EXIT="
 TOPO_END = "ACAGPU_SMI_TOPO_EXIT="
 HEALTH_END = "ACAGPU_SMI_HEALTH_EXIT="
 MARKERS = (TABLE_END, QUERY_END, TOPO_END, HEALTH_END)
-# The probe is a task like a shard (engine/tasks.py): a reading lost in transport (a finished
+# The probe is a task like a shard (engine/task_runner.py): a reading lost in transport (a finished
 # execution whose lines could not be read) is the platform's fault and is started once more; a
 # container the runtime refused, or a shell that exited before nvidia-smi, is the image's and is not
 RETRY = RetryPolicy(retries=0, platform_retries=1)
@@ -278,7 +279,7 @@ def probe_job(
     cap: SpendCap | None = None,
 ) -> ProbeResult:
     """nvidia-smi in one execution of `job` running `container`, as a task of the engine's runner
-    (engine/tasks.py): a reading lost in transport is the platform's and is started once more
+    (engine/task_runner.py): a reading lost in transport is the platform's and is started once more
     (RETRY); a refused container is the image's and is not. `runs` collects the executions (for
     their measured GPU-seconds). A lost reading is InfraError, never a GPU verdict."""
     requested = time.monotonic()

@@ -21,9 +21,9 @@ from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine import executions
 from aca_gpu.workflow.engine.outcome import TesterOutcome
-from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict
+from aca_gpu.workflow.engine.task_records import PLATFORM, USER, RetryPolicy, Verdict
 
-# The tester is a task (engine/tasks.py) whose lost result is the platform's fault, but a second
+# The tester is a task (engine/task_runner.py) whose lost result is the platform's fault, but a second
 # tester would bill its whole benchmark again: it is reported (exit 7), not started again
 TESTER_RETRY = RetryPolicy(retries=0, platform_retries=0)
 # after its result line (and its stop, when it stays a result grace), how long the tester's end is

@@ -30,7 +30,8 @@ from aca_gpu.workflow.engine.pacing import TokenBucket, bucket_of
 from aca_gpu.workflow.engine.phases import container_times
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.replicas import shared_in
-from aca_gpu.workflow.engine.tasks import Deadlines, Task, TaskRunner, TaskState
+from aca_gpu.workflow.engine.task_records import Task, TaskState
+from aca_gpu.workflow.engine.task_runner import Deadlines, TaskRunner
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.env.find import find_env
@@ -215,7 +216,7 @@ class Fanout:
         console = self.board.console(task.index)
         follower = _Follower(self.cloud, console)
         run = TesterRun(execution=execution)
-        self.streams[execution] = run  # its stream's start and end are the attempt's life (tasks.py)
+        self.streams[execution] = run  # its stream's start and end are the attempt's life (task_records.py)
 
         def follow() -> None:
             # cancelled or lost: the shard's state comes from its execution, not from its log

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from aca_gpu.models import Cloud, ContainerDef, ExecutionInfo, JobSpec
 from aca_gpu.workflow.engine.executions import ExecutionRun, start_marked
-from aca_gpu.workflow.engine.tasks import Observation, Task
+from aca_gpu.workflow.engine.task_records import Observation, Task
 from aca_gpu.workflow.fanout.spec import ATTEMPT, TOKEN
 
 

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from aca_gpu.output import terminal_width
 from aca_gpu.units import gpu_seconds_text, usd_text
-from aca_gpu.workflow.engine.tasks import Attempt, TaskState
+from aca_gpu.workflow.engine.task_records import Attempt, TaskState
 
 TAIL_LINES = 20  # a shard's last lines kept for the document
 TERMINAL_EVERY_S = 2.0

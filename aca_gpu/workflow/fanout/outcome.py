@@ -18,7 +18,7 @@ from aca_gpu.errors import AcaGpuError, InfraError, WaitTimedOut
 from aca_gpu.units import gpu_seconds_text, usd_text
 from aca_gpu.workflow.engine import lifetime
 from aca_gpu.workflow.engine.core import RUN_REMOVED
-from aca_gpu.workflow.engine.tasks import PLATFORM, REMOVED, USER, TaskState
+from aca_gpu.workflow.engine.task_records import PLATFORM, REMOVED, USER, TaskState
 from aca_gpu.workflow.fanout.spec import FanoutSpec
 from aca_gpu.workflow.workload.outcome import WorkloadOutcome
 from aca_gpu.workflow.workload.plan import replica_price

@@ -16,7 +16,7 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.core import Engine
-from aca_gpu.workflow.engine.tasks import REMOVED
+from aca_gpu.workflow.engine.task_records import REMOVED
 from aca_gpu.workflow.fanout import ledger
 from aca_gpu.workflow.fanout.live import Board
 from aca_gpu.workflow.fanout.outcome import FanoutOutcome

@@ -19,7 +19,7 @@ from typing import Any
 
 from aca_gpu.errors import BadInput
 from aca_gpu.workflow.engine.executions import ATTEMPT_TOKEN
-from aca_gpu.workflow.engine.tasks import RetryPolicy, Task
+from aca_gpu.workflow.engine.task_records import RetryPolicy, Task
 from aca_gpu.workflow.workload.plan import Mount, RunSpec
 
 INDEX, COUNT, ATTEMPT, ITEM = "ACAGPU_SHARD_INDEX", "ACAGPU_SHARD_COUNT", "ACAGPU_ATTEMPT", "ACAGPU_ITEM"

@@ -49,7 +49,8 @@ from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
 from aca_gpu.workflow.engine.probe_job import DRIVER_LOOK_S, driver_said
 from aca_gpu.workflow.engine.replicas import event_owner, event_reasons, replica_details
-from aca_gpu.workflow.engine.tasks import PLATFORM, USER, RetryPolicy, Verdict, answer, run_execution
+from aca_gpu.workflow.engine.single_task import answer, run_execution
+from aca_gpu.workflow.engine.task_records import PLATFORM, USER, RetryPolicy, Verdict
 from aca_gpu.workflow.engine.tester_run import TesterRun, ensure_job, start_execution
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.env.find import find_env
