@@ -9,9 +9,9 @@ measures, over --runs fresh processes, the median of:
   wall     the same imports' wall seconds (what `python -X importtime` sums, a busy machine's waits
            included)
   modules  how many modules that run had loaded at its end
-With --baseline PATH (an older tree holding aca_gpu/, e.g. `git archive REV aca_gpu | tar -x -C PATH`)
-each command runs from both trees in turn (interleaved, so a busy machine weighs on both alike) and
-the ratio new/old is printed. Both trees talk to one emulator, served from this tree.
+With --baseline PATH (an older tree: `git archive REV aca_gpu templates | tar -x -C PATH`) each
+command runs from both trees in turn (interleaved, so a busy machine weighs on both alike) and the
+ratio new/old is printed. Both trees talk to one emulator, served from this tree.
 
 Commands: status, env list, cost, check (all -o json), up --env lab, run --env lab busybox echo hi,
 down of a kept run (made beforehand with `up --keep`, not measured).
@@ -98,7 +98,11 @@ def _start_emulator(workdir: Path, scale: float) -> tuple[subprocess.Popen[bytes
 
 
 def _child_env(tree: Path, client: dict[str, str], home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
+    # compiled modules are kept (as an installed acagpu has them): an image that sets
+    # PYTHONDONTWRITEBYTECODE would have every run compile acagpu's sources again
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     return env | client | {"PYTHONPATH": str(tree), "ACAGPU_POLLING_INTERVAL": "0.02", "HOME": str(home)}
 
 
@@ -109,11 +113,14 @@ def _setup(argv: list[str], env: dict[str, str]) -> None:
 def _cpu(argv: list[str], env: dict[str, str]) -> float:
     """user + sys seconds of one child, from the kernel's own accounting of that process."""
     # a child runs in the scratch folder (its HOME), so PYTHONPATH alone says which tree it runs
-    proc = subprocess.Popen([*ACAGPU, *argv], env=env, cwd=env["HOME"], stdout=DEVNULL, stderr=DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    errors = Path(env["HOME"]) / "stderr.txt"
+    with errors.open("wb") as stderr:
+        proc = subprocess.Popen([*ACAGPU, *argv], env=env, cwd=env["HOME"], stdout=DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+        last = errors.read_text(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}: " + " / ".join(last))
     return usage.ru_utime + usage.ru_stime
 
 

@@ -310,7 +310,7 @@ def delete_env(
 
 
 def _absent() -> dict[str, Any]:
-    from aca_gpu.workflow.engine.outcome import TeardownResult
+    from aca_gpu.workflow.engine.teardown import TeardownResult
 
     return TeardownResult("absent", verified=True, billing_stopped=True).as_dict()
 
