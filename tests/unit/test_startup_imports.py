@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 # what only planning and running a GPU run needs: the engine's plan, records, runtime and task
 # runner, NVIDIA's CUDA tables and the nvidia-smi / tester parsers, and the rooms of other features
@@ -37,12 +38,28 @@ def test_reading_commands_load_no_run_engine() -> None:
         "    importlib.import_module('aca_gpu.cli.' + name)\n"
         f"    heavy = sorted(m for m in sys.modules if m.startswith({RUN_ONLY!r}))\n"
         "    print(name + ':' + ','.join(heavy))\n"
+        # the SDK clients of every Azure command: `--record`'s sanitizer loads with `--record` only
+        "import aca_gpu.azure.clients\n"
+        "print('clients:' + ','.join(m for m in sys.modules if m == 'aca_gpu.recording'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = dict(line.split(":", 1) for line in out.splitlines())
-    assert set(loaded) == set(READING), out
+    assert set(loaded) == {*READING, "clients"}, out
     # each line lists what was loaded once that command's module (and the ones before it) were
     assert {name: mods for name, mods in loaded.items() if mods} == {}
+
+
+def test_clients_see_a_recording_once_it_started(tmp_path: Path) -> None:
+    from aca_gpu import recording
+    from aca_gpu.azure.clients import recording_on
+
+    assert not recording_on()
+    recording.start(tmp_path)
+    try:
+        assert recording_on()
+    finally:
+        recording.stop()
+    assert not recording_on()
 
 
 def test_run_only_names_are_real_modules() -> None:
