@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from subprocess import DEVNULL
 
@@ -140,6 +140,11 @@ def _imports(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return float(cpu), float(wall), int(modules)
 
 
+def _tail(runs: Iterator[str]) -> list[str]:
+    """The next kept run's id for `down`; nothing for the other commands (their iterator is empty)."""
+    return [rid for rid in [next(runs, "")] if rid]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -157,20 +162,19 @@ def main() -> None:
         try:
             envs = {label: _child_env(tree, client, work) for label, tree in trees.items()}
             _setup(["env", "create", "lab", "--gpu", "t4", "--yes"], envs["new"])
-            kept = []  # one kept run for status and cost to see, and one per `down` to delete
-            for i in range(1 + (2 * args.runs * len(trees) if "down" in names else 0)):
-                kept.append(f"keep{i}")
-                _setup(["up", "--yes", "--keep", "--run-id", kept[-1]], envs["new"])
-            for_down = iter(kept[1:])
+            _setup(["up", "--yes", "--keep", "--run-id", "seen"], envs["new"])  # a kept run for status to see
             for label in trees:  # warm the .pyc files and the page cache: we measure the start, not the disk
                 _cpu(["status", "-o", "json"], envs[label])
             for name in names:
-                tail: Callable[[], list[str]] = (lambda: [next(for_down)]) if name == "down" else list
+                gone = [f"gone{i}" for i in range(2 * args.runs * len(trees))] if name == "down" else []
+                for rid in gone:  # the kept runs `down` deletes, made once the commands before it ran
+                    _setup(["up", "--yes", "--keep", "--run-id", rid], envs["new"])
+                left = iter(gone)
                 for _ in range(args.runs):
                     for label in trees:
                         key = (name, label)
-                        cpu.setdefault(key, []).append(_cpu(COMMANDS[name] + tail(), envs[label]))
-                        imp.setdefault(key, []).append(_imports(COMMANDS[name] + tail(), envs[label]))
+                        cpu.setdefault(key, []).append(_cpu(COMMANDS[name] + _tail(left), envs[label]))
+                        imp.setdefault(key, []).append(_imports(COMMANDS[name] + _tail(left), envs[label]))
         finally:
             emulator.terminate()
             emulator.wait(timeout=60)
