@@ -49,6 +49,23 @@ def test_reading_commands_load_no_run_engine() -> None:
     assert {name: mods for name, mods in loaded.items() if mods} == {}
 
 
+def test_console_streams_and_exec_sessions_load_no_recorder_unless_recording() -> None:
+    """`up` and `run` read console lines and open exec sessions: without `--record` neither loads the
+    recorder and its sanitizer (its patterns cost every such command a few milliseconds)."""
+    code = (
+        "import sys, requests, websocket\n"
+        "class Answer:\n    url = 'https://replica/logstream'\n"
+        "requests.get = lambda *a, **k: Answer()\n"
+        "websocket.create_connection = lambda *a, **k: 'socket'\n"
+        "from aca_gpu.azure import dataplane, logstream\n"
+        "assert isinstance(logstream._get('https://replica/logstream', 't', {}, True, 1.0), Answer)\n"
+        "assert dataplane._default_connect('wss://replica/exec') == 'socket'\n"
+        "print(sorted(m for m in sys.modules if m in ('aca_gpu.recording', 'aca_gpu.azure.recorder')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_clients_see_a_recording_once_it_started(tmp_path: Path) -> None:
     from aca_gpu import recording
     from aca_gpu.azure.clients import recording_on
