@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,6 +56,8 @@ def load_config_file(path: Path | None = None) -> dict[str, Any]:
     path = path or config_file()
     if not path.exists():
         return {}
+    import tomllib  # a command without a config file need not load the parser
+
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)

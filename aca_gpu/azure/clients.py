@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from aca_gpu import recording
 from aca_gpu.config import EMULATOR_GONE_HINT, LOCAL_HOSTS, Settings
 from aca_gpu.errors import AuthError, InfraError
 
@@ -43,6 +43,13 @@ RETRY_OPTIONS: dict[str, Any] = {
 }
 TIMEOUT_OPTIONS: dict[str, Any] = {"connection_timeout": 20, "read_timeout": 120}
 AZ_TIMEOUT_S = 30
+
+
+def recording_on() -> bool:
+    """Whether `--record` is on. It loads aca_gpu.recording when it starts; a command that has not
+    loaded it records nothing, and need not load it (its sanitizer's patterns cost every start)."""
+    module = sys.modules.get("aca_gpu.recording")
+    return module is not None and module.active() is not None
 
 
 class StaticTokenCredential:
@@ -188,7 +195,7 @@ class Clients:
             # every try of a write waits while the subscription's bucket is known empty (ratelimit.py)
             "per_retry_policies": [self.rate_gate],
         }
-        if recording.active() is not None:
+        if recording_on():
             from aca_gpu.azure.recorder import policy_options
 
             options.update(policy_options())
@@ -248,7 +255,7 @@ class Clients:
         from azure.monitor.query import LogsQueryClient
 
         options: dict[str, Any] = {**RETRY_OPTIONS, **TIMEOUT_OPTIONS}
-        if recording.active() is not None:
+        if recording_on():
             from aca_gpu.azure.recorder import policy_options
 
             options.update(policy_options())

@@ -209,9 +209,14 @@ Connect = Callable[..., Any]
 def _default_connect(url: str, **kwargs: Any) -> Any:
     import websocket
 
+    from aca_gpu.azure.clients import recording_on
+
+    ws = websocket.create_connection(url, **kwargs)
+    if not recording_on():  # the recorder (and its sanitizer) loads only with `--record`
+        return ws
     from aca_gpu.azure import recorder
 
-    return recorder.socket(websocket.create_connection(url, **kwargs), url)
+    return recorder.socket(ws, url)
 
 
 def run_exec(

@@ -179,7 +179,7 @@ FINISHED_CHECK_EVERY = 10
 def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_timeout: float) -> Any:
     import requests
 
-    from aca_gpu.azure import recorder
+    from aca_gpu.azure.clients import recording_on
 
     response = requests.get(
         url,
@@ -189,6 +189,10 @@ def _get(url: str, token: str, params: dict[str, Any], verify: str | bool, read_
         verify=verify,
         timeout=(20.0, read_timeout),
     )
+    if not recording_on():  # the recorder (and its sanitizer) loads only with `--record`
+        return response
+    from aca_gpu.azure import recorder
+
     return recorder.stream(response, "GET", str(response.url))
 
 

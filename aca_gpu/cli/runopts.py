@@ -7,13 +7,15 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from aca_gpu.config import Settings, load_settings
 from aca_gpu.workflow.base.context import RunRef, Waiter
-from aca_gpu.workflow.engine.plan import Plan
+
+if TYPE_CHECKING:  # the run engine is for the commands that run: `status`, `env list` need not load it
+    from aca_gpu.workflow.engine.plan import Plan
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -7,13 +7,16 @@ aca_gpu.cost that they share, so the orchestration reads as orchestration.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aca_gpu import cost, tester
 from aca_gpu.errors import BadInput
-from aca_gpu.gpu import cuda_compat, profiles
-from aca_gpu.gpu.image_ref import ImageRef, parse_image_ref
+from aca_gpu.gpu import profiles
 from aca_gpu.models import ContainerDef
+
+if TYPE_CHECKING:  # NVIDIA's tables load with the first verdict, not with every command that names a GPU
+    from aca_gpu.gpu import cuda_compat
+    from aca_gpu.gpu.image_ref import ImageRef
 
 Profile = profiles.GpuProfile
 
@@ -75,6 +78,9 @@ def compat_verdict(image: ImageRef | str, driver_version: str | None) -> cuda_co
     """An image's CUDA requirement against the driver nvidia-smi reported (None without a driver)."""
     if not driver_version:
         return None
+    from aca_gpu.gpu import cuda_compat
+    from aca_gpu.gpu.image_ref import parse_image_ref
+
     try:
         ref = parse_image_ref(image) if isinstance(image, str) else image
         result = cuda_compat.verdict(ref, driver_version)

@@ -29,6 +29,7 @@ from aca_gpu.workflow.engine import lifetime
 from aca_gpu.workflow.engine.failover import Attempt
 from aca_gpu.workflow.engine.lifetime import Lifetime
 from aca_gpu.workflow.engine.plan import Pair, Plan, resource_names
+from aca_gpu.workflow.engine.teardown import TeardownResult as TeardownResult  # where it lives (re-exported)
 
 if TYPE_CHECKING:
     from aca_gpu.output import Progress
@@ -292,35 +293,6 @@ def phase_clocks(phases: dict[str, float]) -> dict[str, str]:
     platform states itself (the kubelet's `pulled ... in 73.7s`). On Azure both run at one speed; an
     emulator's platform runs on its scaled clock (`--time-scale`), so its figures are not wall time."""
     return {name: PLATFORM if name.endswith("image pull") else WALL for name in phases}
-
-
-@dataclass(frozen=True)
-class TeardownResult:
-    """What is left of a run: `deleted` (404 seen), `deleting` (billing stopped, the group is going),
-    `absent`, `kept`, `attached` (an existing run we only used), `nothing-created`, `left` (a second
-    Ctrl-C), `incomplete` (something billable may remain), `detached` (a queue run left to its
-    workers on purpose: `acagpu down --run-id` or the run's TTL removes it)."""
-
-    status: str
-    verified: bool = False  # the group's 404 was seen
-    billing_stopped: bool = False
-    message: str | None = None
-
-    CLEAN = frozenset({"deleted", "deleting", "absent", "kept", "attached", "nothing-created", "detached"})
-
-    @property
-    def clean(self) -> bool:
-        return self.status in self.CLEAN and (self.status != "deleting" or self.billing_stopped)
-
-    def as_dict(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "status": self.status,
-            "verified": self.verified,
-            "billing_stopped": self.billing_stopped,
-        }
-        if self.message:
-            doc["message"] = self.message
-        return doc
 
 
 NOTHING_CREATED = TeardownResult("nothing-created", verified=True, billing_stopped=True)

@@ -16,13 +16,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import wait as wait_futures
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, NotFound, PreflightRefused, is_throttled
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.threads import spawn
-from aca_gpu.workflow.engine.outcome import TeardownResult
 
 T = TypeVar("T")
 
@@ -36,6 +36,35 @@ POLL_S = 5.0
 # an app or job delete's 20-30 s on Azure); then the group is listed again, so a delete whose
 # operation does not end (its name taken again by a create that landed after it) holds no teardown.
 ROUND_POLLS = 8
+
+
+@dataclass(frozen=True)
+class TeardownResult:
+    """What is left of a run: `deleted` (404 seen), `deleting` (billing stopped, the group is going),
+    `absent`, `kept`, `attached` (an existing run we only used), `nothing-created`, `left` (a second
+    Ctrl-C), `incomplete` (something billable may remain), `detached` (a queue run left to its
+    workers on purpose: `acagpu down --run-id` or the run's TTL removes it)."""
+
+    status: str
+    verified: bool = False  # the group's 404 was seen
+    billing_stopped: bool = False
+    message: str | None = None
+
+    CLEAN = frozenset({"deleted", "deleting", "absent", "kept", "attached", "nothing-created", "detached"})
+
+    @property
+    def clean(self) -> bool:
+        return self.status in self.CLEAN and (self.status != "deleting" or self.billing_stopped)
+
+    def as_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "status": self.status,
+            "verified": self.verified,
+            "billing_stopped": self.billing_stopped,
+        }
+        if self.message:
+            doc["message"] = self.message
+        return doc
 
 
 def _attempt(call: Callable[[], T], errors: list[str], what: str, pause: float) -> T | None:

@@ -22,9 +22,6 @@ from aca_gpu.output import Progress
 from aca_gpu.units import usd_text
 from aca_gpu.workflow.base import checks
 from aca_gpu.workflow.base.threads import spawn, wait_for
-from aca_gpu.workflow.engine.aca_runtime import require_offered
-from aca_gpu.workflow.engine.outcome import TeardownResult
-from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.env.find import find_env, run_groups, running_replicas, runs_inside
 
 DEFAULT_IDLE_TTL = "7d"
@@ -221,6 +218,8 @@ def show_env(cloud: Cloud, name: str) -> dict[str, Any]:
 
 def create_env(cloud: Cloud, plan: EnvPlan, progress: Progress) -> dict[str, Any]:
     """Make (or finish) the environment; running it again on a complete one changes nothing."""
+    from aca_gpu.workflow.engine.aca_runtime import require_offered  # `env list` need not load the engine
+
     rg = plan.names.resource_group
     with progress.step(f"provider {PROVIDER}") as step:
         if cloud.provider_registered(PROVIDER):
@@ -284,6 +283,8 @@ def delete_env(
     cloud: Cloud, name: str, progress: Progress, *, force: bool, wait: bool, poll: float
 ) -> dict[str, Any]:
     """Remove the environment; refused (exit 2) while a run is inside it, unless `force`."""
+    from aca_gpu.workflow.engine.teardown import teardown_group
+
     naming.validate_env_name(name)
     names = naming.EnvNames(name)
     group = cloud.get_resource_group(names.resource_group)
@@ -313,6 +314,8 @@ def delete_env(
 
 
 def _absent() -> dict[str, Any]:
+    from aca_gpu.workflow.engine.teardown import TeardownResult
+
     return TeardownResult("absent", verified=True, billing_stopped=True).as_dict()
 
 

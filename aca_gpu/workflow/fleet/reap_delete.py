@@ -21,8 +21,6 @@ from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
 from aca_gpu.naming import TAG_MANAGED
 from aca_gpu.workflow.base.threads import spawn, wait_for
-from aca_gpu.workflow.engine import teardown
-from aca_gpu.workflow.spend import ledger
 
 REPORT_EVERY_S = 1.0
 Key = tuple[str, str]
@@ -144,6 +142,10 @@ class Deleter:
 
     def _accept(self, cloud: Cloud, item: Any) -> Any:
         """The one teardown path (billing first); `pending` once ARM accepted the group's delete."""
+        # here, not at the top: `status` uses CachedClouds and need not load the teardown engine
+        from aca_gpu.workflow.engine import teardown
+        from aca_gpu.workflow.spend import ledger
+
         try:
             changed = self.recheck(cloud, item) if self.recheck is not None else None
             if changed is not None:
@@ -161,6 +163,8 @@ class Deleter:
 
     def _verify(self, cloud: Cloud, accepted: list[Any]) -> dict[Key, Any]:
         """Read the subscription's managed groups each round until every accepted delete is gone."""
+        from aca_gpu.workflow.engine import teardown
+
         waiting = {item.resource_group.lower(): item for item in accepted}
         results: dict[Key, Any] = {}
         end = time.monotonic() + teardown.GONE_DEADLINE_S

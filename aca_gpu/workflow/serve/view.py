@@ -12,7 +12,7 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
-from aca_gpu.workflow.serve.plan import TAG_SERVED
+from aca_gpu.naming import TAG_SERVED  # not serve.plan's copy: `status` need not load the planner
 from aca_gpu.workflow.spend import RunSpend
 from aca_gpu.workflow.spend.served import EVENTS_FROM
 

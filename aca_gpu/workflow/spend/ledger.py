@@ -13,15 +13,17 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aca_gpu import cost
 from aca_gpu.errors import BadInput
 from aca_gpu.models import Cloud
 from aca_gpu.workflow.base.context import Run
-from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.spend import record as kept_record
 from aca_gpu.workflow.spend.so_far import tagged_profile
+
+if TYPE_CHECKING:  # `cost` reads the ledger without loading the run engine
+    from aca_gpu.workflow.engine.outcome import RunOutcome
 
 
 def ledger_path() -> Path:

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.models import Cloud
-from aca_gpu.workflow.engine.outcome import RunOutcome
+
+if TYPE_CHECKING:  # `status` reads the tags without loading the run engine
+    from aca_gpu.workflow.engine.outcome import RunOutcome
 
 TAG_SPENT = "acagpu:spent-gpu-seconds"
 TAG_SPENT_AT = "acagpu:spent-at"

@@ -12,7 +12,6 @@ from typing import Any, Literal
 from aca_gpu.errors import NotFound
 from aca_gpu.models import Cloud, ExecutionInfo
 from aca_gpu.workflow.base.context import Run
-from aca_gpu.workflow.engine.probe import STOPPED
 
 Source = Literal["explorer", "tester"]
 FOLLOW_TIMEOUT_S = 3600.0
@@ -76,6 +75,8 @@ def log_lines(
     app = cloud.get_app(run.resource_group, run.names.explorer)
     if app is None:
         raise no_explorer(cloud, run)
+    from aca_gpu.workflow.engine.probe import STOPPED  # a job's logs need no nvidia-smi parser
+
     if (app.running_status or "").lower() == STOPPED.lower() or not app.max_replicas:
         # a kept run's explorer is stopped between uses: no replica, so no console stream to wait on
         raise NotFound(

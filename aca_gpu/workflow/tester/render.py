@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aca_gpu.output import Output, count_names
 from aca_gpu.units import duration_text, gpu_seconds_text, usd_text
 from aca_gpu.workflow.base.notify import post, run_message
 from aca_gpu.workflow.engine.lifetime import quality_text
-from aca_gpu.workflow.engine.outcome import RunOutcome
 from aca_gpu.workflow.engine.phases import WALL_MARK, container_phases, phase_text
+
+if TYPE_CHECKING:  # `reap` sends its message through here without loading the run's records
+    from aca_gpu.workflow.engine.outcome import RunOutcome
 
 
 def send(output: Output, doc: dict[str, Any], url: str, message: dict[str, Any] | None) -> None:

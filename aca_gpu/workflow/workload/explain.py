@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from aca_gpu.errors import AcaGpuError, InfraError
 from aca_gpu.gpu import runtime_errors
-from aca_gpu.workflow.local.runtime import image_pull_error
 
 MAX_REASON = 300
 # failures of this host's container runtime itself: exit 7 (infrastructure), never the image's 5
@@ -65,6 +64,8 @@ def refusal(
     reason stays before a recognised summary (`ContainerCreateFailure: the image requires ...`);
     a pull's hint is then ACA's (its registry flags), not this host's `podman login`.
     """
+    from aca_gpu.workflow.local.runtime import image_pull_error  # a refusal's: not every `run` loads it
+
     for line in reversed(said):
         pulled = image_pull_error(image, _pull_words(line))
         if pulled is not None:
