@@ -15,7 +15,7 @@ RUN_ONLY = (
     "aca_gpu.workflow.engine.plan",
     "aca_gpu.workflow.engine.outcome",
     "aca_gpu.workflow.engine.aca_runtime",
-    "aca_gpu.workflow.engine.tasks",
+    "aca_gpu.workflow.engine.task_runner",
     "aca_gpu.gpu.cuda_compat",
     "aca_gpu.gpu.nvidia_smi",
     "aca_gpu.gpu.tester_result",

@@ -19,7 +19,6 @@ from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
 from aca_gpu.workflow.base.context import Waiter
-from aca_gpu.workflow.engine import parking, waiting
 from aca_gpu.workflow.env.lifecycle import EnvPlan, create_env, profile_name
 
 WINDOW_S = 300.0  # how long one ask may wait to be placed (ACA's placements take ~3 min)
@@ -34,6 +33,8 @@ def wait_for_room(
 ) -> dict[str, Any]:
     """Each GPU of the environment asked for room in turn until it has some; `capacity_wait` of the
     document. Exit 3 at the bound (the environment kept), KeyboardInterrupt on Ctrl-C."""
+    from aca_gpu.workflow.engine import parking, waiting  # only a wait loads the run engine
+
     rg = plan.names.resource_group
     env = cloud.get_environment(rg, plan.names.environment)
     if env is None:
