@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,27 @@ def _shares(count: int, workers: int) -> list[int]:
 def _seconds(item: pytest.Item) -> float:
     marker = item.get_closest_marker("slow")
     return float(marker.args[0]) if marker is not None and marker.args else 60.0
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test leaves the worker's SIGINT and SIGTERM handlers as it found them. A child process
+    inherits an ignored SIGINT (Python then never raises KeyboardInterrupt in it), so one test that
+    left SIGINT ignored would make every later Ctrl-C test in that worker wait for nothing. A test
+    that changed them is named in $ACAGPU_TEST_SIGNAL_LOG (when set) and fails."""
+    import signal
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    changed = {s.name: signal.getsignal(s) for s, h in before.items() if signal.getsignal(s) is not h}
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    if changed:
+        log = os.environ.get("ACAGPU_TEST_SIGNAL_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as out:
+                out.write(f"{request.node.nodeid} {changed}\n")
+        pytest.fail(f"the test left signal handlers changed: {changed}")
 
 
 @pytest.fixture(autouse=True)

@@ -94,6 +94,9 @@ def test_the_first_runs_wait_for_the_role_and_a_failed_run_says_why(tmp_path: Pa
         roles = "/providers/Microsoft.Authorization/roleAssignments"
         for assignment in _arm(emu, "GET", roles, "2022-04-01")["value"]:
             _arm(emu, "DELETE", f"{roles}/{assignment['name']}", "2022-04-01")
+        # a run begun before the change is a real process with its real 1800 s replica timeout, and
+        # none starts while it runs: stop it, so the next scheduled run is one of the new template
+        _arm(emu, "POST", f"{JOB}/stop", "2025-07-01")
         deadline = (
             time.monotonic() + 120
         )  # runs every emulated minute: ~10 s apart idle, far more on a busy machine

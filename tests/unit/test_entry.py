@@ -25,9 +25,10 @@ def sigint_kept() -> Iterator[None]:
     """The report ignores a second Ctrl-C (the process ends right after): not this test process."""
     import signal
 
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}  # main() sets both
     yield
-    signal.signal(signal.SIGINT, previous)
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 @pytest.mark.parametrize("json_mode", [False, True])
