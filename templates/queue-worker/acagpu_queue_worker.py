@@ -41,6 +41,8 @@ STORAGE = "https://storage.azure.com/"
 TAIL_BYTES = 2048
 MAX_MESSAGE = 64 * 1024  # one queue message, base64 as sent
 PREFIX = "acagpu-worker:"
+# Azure Storage's 403 codes for a caller whose role does not (yet) allow the operation
+ROLE_PENDING = ("AuthorizationPermissionMismatch", "AuthorizationFailure")
 
 
 def say(text: str) -> None:
@@ -72,13 +74,37 @@ class Identity:
 
 
 class Queues:
-    """The few Storage queue REST calls the worker makes (with retries on 5xx, 429 and resets)."""
+    """The few Storage queue REST calls the worker makes (with retries on 5xx, 429 and resets).
 
-    def __init__(self, endpoint: str, identity: Identity) -> None:
+    A 403 saying the identity lacks the permission is its role not yet in effect: acagpu grants it
+    on the run's queues right after the job is made, and a new role assignment takes minutes to
+    take effect. The call is then sent again, every few seconds, for up to `role_wait_s` in all
+    (ACAGPU_ROLE_WAIT_S), saying what it waits for; past that the worker ends with the refusal.
+    """
+
+    def __init__(
+        self, endpoint: str, identity: Identity, role_wait_s: float = 600.0, role_pause_s: float = 2.0
+    ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.identity = identity
+        self.role_wait_s, self.role_pause_s = role_wait_s, role_pause_s
+        self.role_waited_s = 0.0
 
     def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+        while True:
+            answer = self._call(method, path, body)
+            status, headers, _ = answer
+            code = {k.lower(): v for k, v in headers.items()}.get("x-ms-error-code", "")
+            if status != 403 or code not in ROLE_PENDING or self.role_waited_s >= self.role_wait_s:
+                return answer
+            pause = self.role_pause_s
+            if self.role_waited_s % 20 < pause:  # one line every 20 s of waiting
+                say(f"{method} {path.split('/')[0]}: {code}: waiting for this job's role on the queue to "
+                    f"take effect ({self.role_waited_s:.0f} of at most {self.role_wait_s:.0f} s)")  # fmt: skip
+            time.sleep(pause)
+            self.role_waited_s += pause
+
+    def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(6):
             req = urllib.request.Request(
                 f"{self.endpoint}/{path}",
@@ -183,7 +209,8 @@ def main(argv: list[str]) -> int:
     visibility = int(os.environ.get("ACAGPU_VISIBILITY_S") or 60)
     most = int(os.environ.get("ACAGPU_MAX_DELIVERIES") or 3)
     worker = os.environ.get("CONTAINER_APP_JOB_EXECUTION_NAME") or os.environ.get("HOSTNAME", "")
-    queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity())
+    role_wait = float(os.environ.get("ACAGPU_ROLE_WAIT_S") or 600)
+    queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity(), role_wait)
     work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0

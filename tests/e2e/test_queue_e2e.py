@@ -32,6 +32,7 @@ ACAGPU = [sys.executable, "-m", "aca_gpu"]
 # 40 keeps the test near 10 s on a shared 2-core machine; ACAGPU_TEST_DETACHED_ITEMS=200 runs
 # issue 39's figure (about 27 s there), which passes the same way
 DETACHED_ITEMS = int(os.environ.get("ACAGPU_TEST_DETACHED_ITEMS") or 40)
+QUOTA = "quota:region=eastus,profile=T4,limit=8"
 ITEMS, BAD = 200, [13, 77]  # issue 39's figure: every item a real `sh -c` run by a real worker
 COMMAND = 'echo "item $ACAGPU_ITEM_INDEX: $ACAGPU_ITEM"; [ "$ACAGPU_ITEM" != bad ]'
 
@@ -45,20 +46,34 @@ def _acagpu(shell: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run([*ACAGPU, *args], env=shell, capture_output=True, text=True, timeout=120)
 
 
+def _account(emu: dict[str, str], group: str, account: str) -> str:
+    base = f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/{group}"
+    return f"{base}/providers/Microsoft.Storage/storageAccounts/{account}"
+
+
+def _account_key(emu: dict[str, str], group: str, account: str) -> str:
+    keys = requests.post(f"{_account(emu, group, account)}/listKeys", params={"api-version": "2023-05-01"},
+                         headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
+    return str(keys["keys"][0]["value"])
+
+
+def _lab_account(emu: dict[str, str]) -> str:
+    from aca_gpu.workflow.env.shares import account_name
+
+    return account_name(emu["ACAGPU_SUBSCRIPTION"], "lab")
+
+
 def _queues_left(emu: dict[str, str], group: str, account: str) -> list[str]:
     """The account's queues, listed with the Azure SDK as any client would (key from listKeys)."""
     from azure.storage.queue import QueueServiceClient
 
-    base = f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/{group}"
-    url = f"{base}/providers/Microsoft.Storage/storageAccounts/{account}"
-    auth = {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}
-    keys = requests.post(f"{url}/listKeys", params={"api-version": "2023-05-01"}, headers=auth,
-                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
-    props = requests.get(url, params={"api-version": "2023-05-01"}, headers=auth,
+    props = requests.get(_account(emu, group, account), params={"api-version": "2023-05-01"},
+                         headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
                          verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
     service = QueueServiceClient(
         props["properties"]["primaryEndpoints"]["queue"].rstrip("/"),
-        credential={"account_name": account, "account_key": keys["keys"][0]["value"]},
+        credential={"account_name": account, "account_key": _account_key(emu, group, account)},
         connection_verify=emu["ACAGPU_CA_BUNDLE"],
     )
     return [q.name for q in service.list_queues()]
@@ -74,12 +89,58 @@ def _job(emu: dict[str, str], run: str) -> dict[str, Any]:
     return found
 
 
+def _roles_of(inventory: dict[str, Any], run: str) -> list[dict[str, Any]]:
+    return [a for a in inventory["role_assignments"] if run in str(a["description"])]
+
+
+def _granted_at_each_queue_only(emu: dict[str, str], doc: dict[str, Any]) -> None:
+    """The run's workers hold one role at each of its three queues' own scope, nothing wider."""
+    run, account = doc["run_id"], doc["storage_account"]
+    queues = [f"acagpu-{run}", f"acagpu-{run}-results", f"acagpu-{run}-poison"]
+    base = f"/providers/Microsoft.Storage/storageAccounts/{account}/queueServices/default/queues/"
+    scopes = sorted(a["scope"].split(base)[-1] for a in _roles_of(emulator_get(emu, "inventory"), run))
+    assert scopes == sorted(queues), scopes
+    assert [r.split(base)[-1].split("/")[0] for r in doc["worker_roles"]] == queues
+
+
 def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
-    """No job, execution or queue of the run (emulator's inventory, Azurite's own listing)."""
+    """No job, execution, role assignment or queue of the run (the emulator's inventory, Azurite's
+    own listing)."""
     inventory = emulator_get(emu, "inventory")
     run = doc["run_id"]
     assert not [j for j in inventory["jobs"] if run in j["name"]] and inventory["executions"] == []
+    assert _roles_of(inventory, run) == [] and len(doc["worker_roles"]) == 3
     assert [q for q in _queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]) if run in q] == []
+
+
+def _recorded_and_spec_valid(emu: dict[str, str], folder: Path, doc: dict[str, Any]) -> None:
+    """`--record` of a queue run: its ARM requests (the Event job, the role assignments at each
+    queue's scope, their listing and deletes) are valid for the official specs (spec_facts), its
+    queue data plane is recorded too, and neither the account's key nor a token is written."""
+    from tests.e2e.test_spec_validity import check
+
+    text = (folder / "recording.jsonl").read_text()
+    exchanges = [json.loads(line) for line in text.splitlines()]
+    arm = [
+        (x["method"], x["uri"], json.loads(x["request_body"]) if isinstance(x["request_body"], str)
+         and x["request_body"].strip() else x["request_body"])
+        for x in exchanges if "/_queue/" not in x["uri"]
+    ]  # fmt: skip
+    problems, seen = check(arm)
+    assert not problems, "\n".join(problems)
+    assert seen.get("Jobs_CreateOrUpdate") == 1 and seen.get("RoleAssignments_Create") == 3, seen
+    assert seen.get("RoleAssignments_ListForScope") == 3 and seen.get("RoleAssignments_Delete") == 3, seen
+    assert any(f"/_queue/{doc['storage_account']}/acagpu-{doc['run_id']}" in x["uri"] for x in exchanges)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert (meta["command"], meta["exit_code"]) == ("run", 0)
+    key = _account_key(emu, "rg-acagpu-env-lab", doc["storage_account"])
+    assert key not in text and emu["ACAGPU_TOKEN"] not in text
+
+
+def _faults(emu: dict[str, str], spec: str) -> None:
+    requests.put(f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/faults", data=spec,
+                 headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}, verify=emu["ACAGPU_CA_BUNDLE"],
+                 timeout=10).raise_for_status()  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +151,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, st
             pytest.fail("Azurite is not installed; `make test-tools` installs it with npm")
         pytest.skip("Azurite is not installed (`make test-tools` installs it with npm)")
     # 8 T4 GPUs for the environment: the issue's 8 workers, and a clamp from 10 to 8 to see
-    serve = ["emulator", "serve", "--time-scale", "0.002", "--storage", "azurite",
-             "--faults", "quota:region=eastus,profile=T4,limit=8"]  # fmt: skip
+    serve = ["emulator", "serve", "--time-scale", "0.002", "--storage", "azurite", "--faults", QUOTA]
     # the sandbox runs the worker and the command for real (no Podman image needed)
     server_env = os.environ | {"ACAGPU_EMULATOR_CONTAINERS": "off"}
     folder = tmp_path_factory.mktemp("queue-emu")
@@ -144,7 +204,9 @@ def test_two_hundred_items_eight_workers_two_fail_then_rerun_only_those_nothing_
     assert "no warm environment 'lab'" in embedded.stderr  # the queue run's own environment, looked for
 
     fixed.touch()  # the cause mended: `--rerun-failed` drains only items 13 and 77, by their indexes
-    again = _acagpu(shell, "run", "--rerun-failed", doc["run_id"], "--env", "lab", "--yes", "-o", "json")
+    record = tmp_path / "rec"  # recorded as any run is: every request it sent, no secret
+    again = _acagpu(shell, "run", "--rerun-failed", doc["run_id"], "--env", "lab", "--yes", "-o", "json",
+                    "--record", str(record))  # fmt: skip
     assert again.returncode == 0, again.stderr
     rerun = json.loads(again.stdout)
     assert rerun["queue"]["rerun_of"] == doc["run_id"] and rerun["run_id"] != doc["run_id"]
@@ -152,6 +214,7 @@ def test_two_hundred_items_eight_workers_two_fail_then_rerun_only_those_nothing_
         (k, "bad", "succeeded", f"item {k}: bad\n") for k in BAD
     ]
     _nothing_left(emu, rerun)
+    _recorded_and_spec_valid(emu, record, rerun)
 
 
 def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
@@ -176,6 +239,7 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     doc = json.loads(detached.stdout)
     run = doc["run_id"]
     assert (doc["status"], doc["teardown"]["status"]) == ("detached", "detached")
+    _granted_at_each_queue_only(emu, doc)
 
     follower = subprocess.Popen([*ACAGPU, "attach", run], env=shell, stderr=subprocess.PIPE, text=True)
     assert follower.stderr is not None
@@ -221,6 +285,32 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     down = _acagpu(shell, "down", "--run-id", run, "--yes", "-o", "json")
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["queues"]["left"] == []
+    _nothing_left(emu, doc)
+
+
+def test_a_caller_who_may_not_assign_roles_is_refused_before_anything_exists(
+    tmp_path: Path, lab: tuple[dict[str, str], dict[str, str]]
+) -> None:
+    """The workers need a role on the run's queues, which the caller grants: one who may not is told
+    so (exit 2, the role to ask for) before the run's group, job or queues exist."""
+    emu, shell = lab
+    items = tmp_path / "items.txt"
+    items.write_text("a\nb\n")
+    _faults(emu, f"{QUOTA};deny:action=Microsoft.Authorization/roleAssignments/write")
+    try:
+        refused = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items),
+                          "--workers", "2", "--run-id", "qdeny1", "busybox", "--", "true")  # fmt: skip
+    finally:
+        _faults(emu, QUOTA)
+    assert refused.returncode == 2, refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "AuthorizationFailed" and "may not assign roles" in error["message"]
+    assert "Role Based Access Control Administrator" in error["hint"]
     inventory = emulator_get(emu, "inventory")
-    assert not [j for j in inventory["jobs"] if run in str(j)] and not inventory["executions"]
-    assert [q for q in _queues_left(emu, "rg-acagpu-env-lab", got["storage_account"]) if run in q] == []
+    assert not [g for g in inventory["resource_groups"] if "qdeny1" in g["name"]]
+    account = _lab_account(emu)
+    found = requests.get(_account(emu, "rg-acagpu-env-lab", account), params={"api-version": "2023-05-01"},
+                         headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30)  # fmt: skip
+    if found.status_code != 404:  # the account of an earlier run: no queue of this one in it
+        assert not [q for q in _queues_left(emu, "rg-acagpu-env-lab", account) if "qdeny1" in q]
