@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,18 @@ def _lab_account(emu: dict[str, str]) -> str:
     from aca_gpu.workflow.env.shares import account_name
 
     return account_name(emu["ACAGPU_SUBSCRIPTION"], "lab")
+
+
+def _queue_client(emu: dict[str, str], account: str, queue: str) -> Any:
+    from azure.storage.queue import QueueClient
+
+    props = requests.get(_account(emu, "rg-acagpu-env-lab", account), params={"api-version": "2023-05-01"},
+                         headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
+    key = _account_key(emu, "rg-acagpu-env-lab", account)
+    return QueueClient(props["properties"]["primaryEndpoints"]["queue"].rstrip("/"), queue,
+                       credential={"account_name": account, "account_key": key},
+                       connection_verify=emu["ACAGPU_CA_BUNDLE"])  # fmt: skip
 
 
 def _queues_left(emu: dict[str, str], group: str, account: str) -> list[str]:
@@ -108,9 +121,11 @@ def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
     own listing)."""
     inventory = emulator_get(emu, "inventory")
     run = doc["run_id"]
-    assert not [j for j in inventory["jobs"] if run in j["name"]] and inventory["executions"] == []
+    assert not [j for j in inventory["jobs"] if run in j["name"]]
+    assert not [e for e in inventory["executions"] if run in e["job"]]
     assert _roles_of(inventory, run) == [] and len(doc["worker_roles"]) == 3
-    assert [q for q in _queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]) if run in q] == []
+    mine = {f"acagpu-{run}", f"acagpu-{run}-results", f"acagpu-{run}-poison"}
+    assert mine.isdisjoint(_queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]))
 
 
 def _recorded_and_spec_valid(emu: dict[str, str], folder: Path, doc: dict[str, Any]) -> None:
@@ -314,3 +329,59 @@ def test_a_caller_who_may_not_assign_roles_is_refused_before_anything_exists(
                          verify=emu["ACAGPU_CA_BUNDLE"], timeout=30)  # fmt: skip
     if found.status_code != 404:  # the account of an earlier run: no queue of this one in it
         assert not [q for q in _queues_left(emu, "rg-acagpu-env-lab", account) if "qdeny1" in q]
+
+
+def test_reap_and_the_guard_remove_an_expired_queue_runs_job_roles_and_queues(
+    tmp_path: Path, lab: tuple[dict[str, str], dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two detached queue runs past their TTL: the guard's script (its sweep, signed in as the
+    emulator's admin where Azure gives it its job's identity) removes one, `acagpu reap --yes` the
+    other: each run's group (its Event job, billing first), then the role assignments at its queues'
+    scope and its three queues in the environment's account. Each is checked as the run's first: a
+    queue at one of the run's names that acagpu did not make (no metadata naming the run) is left,
+    and reap says so (exit 6)."""
+    import importlib.util
+
+    emu, shell = lab
+    items = tmp_path / "items.txt"
+    items.write_text("a\nb\n")
+    docs = {}
+    for run in ("qguard1", "qreap1"):
+        made = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items), "--workers",
+                       "1", "--detach", "--ttl", "1s", "--run-id", run, "--max-minutes", "600",
+                       "busybox", "--", "true")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        docs[run] = json.loads(made.stdout)
+        _granted_at_each_queue_only(emu, docs[run])
+    account = docs["qreap1"]["storage_account"]
+    stranger = _queue_client(emu, account, "acagpu-qreap1-poison")  # someone else's queue at its name
+    stranger.delete_queue()
+    stranger.create_queue()
+    time.sleep(1.5)  # both past their TTL (the tags' clock is the wall's)
+
+    spec = importlib.util.spec_from_file_location("acagpu_guard", "templates/guard/acagpu_guard.py")
+    assert spec is not None and spec.loader is not None
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    monkeypatch.setenv("SSL_CERT_FILE", emu["ACAGPU_CA_BUNDLE"])  # the emulator's certificate
+    arm = guard.Arm(emu["ACAGPU_ARM_ENDPOINT"], emu["ACAGPU_TOKEN"])
+    counts = {"deleted": 0, "would-delete": 0, "skipped": 0, "failed": 0}
+    deleted: list[str] = []
+    rules = (None, ("rg-acagpu-qreap1",), False, 30.0)  # reap's run left to reap
+    guard._sweep_subscription(arm, emu["ACAGPU_SUBSCRIPTION"], datetime.now(UTC), rules, counts, deleted, [])
+    assert (counts["deleted"], counts["failed"], deleted) == (1, 0, ["rg-acagpu-qguard1"])
+    _nothing_left(emu, docs["qguard1"])
+
+    reaped = _acagpu(shell, "reap", "--yes", "-o", "json")
+    assert reaped.returncode == 6, reaped.stderr
+    (item,) = [i for i in json.loads(reaped.stdout)["items"] if i["run_id"] == "qreap1"]
+    assert (
+        item["status"] == "failed" and "acagpu-qreap1-poison: its metadata does not name run" in item["error"]
+    )
+    inventory = emulator_get(emu, "inventory")
+    assert (
+        not [j for j in inventory["jobs"] if "qreap1" in j["name"]] and _roles_of(inventory, "qreap1") == []
+    )
+    left = [q for q in _queues_left(emu, "rg-acagpu-env-lab", account) if "qreap1" in q]
+    assert left == ["acagpu-qreap1-poison"]  # only the one acagpu did not make
+    stranger.delete_queue()
