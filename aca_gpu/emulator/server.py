@@ -244,6 +244,7 @@ class EmulatorServer:
             storage_token=lambda: self.tokens.mint(STORAGE_AUDIENCES[0]),
             storage_caller=self.tokens.storage_caller,
             authorize=self._queue_call_allowed,
+            faults=self.ctx.faults if self.ctx is not None else None,
         )
 
     def _queue_call_allowed(

@@ -66,15 +66,18 @@ def _lab_account(emu: dict[str, str]) -> str:
 
 
 def _queue_client(emu: dict[str, str], account: str, queue: str) -> Any:
-    from azure.storage.queue import QueueClient
+    """The Storage SDK's client of one queue (its retries 0.1 s apart, not the SDK's 15 s)."""
+    from azure.storage.queue import ExponentialRetry, QueueClient
 
     props = requests.get(_account(emu, "rg-acagpu-env-lab", account), params={"api-version": "2023-05-01"},
                          headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
                          verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
     key = _account_key(emu, "rg-acagpu-env-lab", account)
+    fast = ExponentialRetry(initial_backoff=0.1, increment_base=1, random_jitter_range=0)
     return QueueClient(props["properties"]["primaryEndpoints"]["queue"].rstrip("/"), queue,
                        credential={"account_name": account, "account_key": key},
-                       connection_verify=emu["ACAGPU_CA_BUNDLE"])  # fmt: skip
+                       connection_verify=emu["ACAGPU_CA_BUNDLE"],
+                       retry_policy=fast)  # fmt: skip
 
 
 def _queues_left(emu: dict[str, str], group: str, account: str) -> list[str]:
@@ -427,3 +430,39 @@ def test_the_python_api_detaches_follows_reads_and_removes_a_queue_run(
     assert [i.output for i in again.items] == [i.output for i in result.items] and again.exit_code == 1
     assert run.remove()["queues"]["left"] == []
     _nothing_left(emu, result.document)
+
+
+def test_queue_data_plane_faults_answer_busy_and_drop_connections(
+    lab: tuple[dict[str, str], dict[str, str]],
+) -> None:
+    """`queue_busy` answers 503 ServerBusy before Azurite sees the call; `queue_reset:when=after` drops
+    the connection after Azurite acted: the Storage SDK sends both again, so the message it put on
+    the second try is there twice (what a worker's result put meets: the ledger records it once)."""
+    emu, _shell = lab
+    account = _lab_account(emu)
+    url, auth = (
+        _account(emu, "rg-acagpu-env-lab", account),
+        {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+    )
+    body = {"location": "eastus", "sku": {"name": "Standard_LRS"}, "kind": "StorageV2"}
+    for _ in range(100):  # made here when no queue run of this module has made it yet (its LRO, read back)
+        found = requests.get(url, params={"api-version": "2023-05-01"}, headers=auth,
+                             verify=emu["ACAGPU_CA_BUNDLE"], timeout=30)  # fmt: skip
+        if found.ok and found.json()["properties"].get("provisioningState") == "Succeeded":
+            break
+        if found.status_code == 404:
+            requests.put(url, params={"api-version": "2023-05-01"}, json=body, headers=auth,
+                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).raise_for_status()  # fmt: skip
+        time.sleep(0.05)
+    client = _queue_client(emu, account, "acagpu-faults1")
+    client.create_queue()
+    _faults(emu, f"{QUOTA};queue_busy:count=1,match=acagpu-faults1;queue_reset:count=1,when=after,"
+                 "match=acagpu-faults1,method=POST")  # fmt: skip
+    try:
+        client.send_message("hello")  # 503, then a reset after the put, then the put again
+        fired = {f["kind"]: f["fired"] for f in emulator_get(emu, "faults")["faults"]}
+    finally:
+        _faults(emu, QUOTA)
+        count = client.get_queue_properties().approximate_message_count
+        client.delete_queue()
+    assert (fired["queue_busy"], fired["queue_reset"], count) == (1, 1, 2)

@@ -64,6 +64,7 @@ class QueueProxy:
         storage_token: Any,
         storage_caller: Any,
         authorize: Any = None,
+        faults: Any = None,
     ) -> None:
         self.azurite = azurite_endpoint.rstrip("/")
         self._ssl = ssl.create_default_context(cafile=ca_bundle)
@@ -71,6 +72,7 @@ class QueueProxy:
         self._caller = storage_caller  # (header) -> object id or None
         # (principal, account, method, rest of the path, query) -> whether its roles allow the call
         self._authorize = authorize
+        self._faults = faults  # queue_busy / queue_reset (faults.py)
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
@@ -117,10 +119,25 @@ class QueueProxy:
             f"formed correctly including the signature. ({why})",
         )
 
+    def _fault(self, kind: str, req: web.Request, account: StorageAccount, rest: str) -> Any:
+        if self._faults is None:
+            return None
+        return self._faults.fire(kind, path=f"{PREFIX}{account.name}/{rest}", method=req.method)
+
     async def serve(self, req: web.Request, account: StorageAccount, rest: str) -> web.StreamResponse:
         refused = self._refusal(req, account, rest)
         if refused is not None:
             return refused
+        busy = self._fault("queue_busy", req, account, rest)
+        if busy is not None:
+            return _busy(int(busy.param("status", "503")))
+        reset = self._fault("queue_reset", req, account, rest)
+        if reset is not None and reset.param("when", "before") == "before":
+            return _reset(req)
+        answer = await self._forward(req, rest)
+        return _reset(req) if reset is not None else answer
+
+    async def _forward(self, req: web.Request, rest: str) -> web.Response:
         body = await req.read()
         headers = {k: v for k, v in req.headers.items() if k.lower().startswith("x-ms-")}
         if req.content_type:
@@ -166,6 +183,27 @@ class QueueProxy:
             if answer.status not in (204, 404):
                 raise OSError(f"Azurite answered {answer.status} to deleting queue {queue}")
             return answer.status == 204
+
+
+def _busy(status: int) -> web.Response:
+    """A `queue_busy` fault's answer: Storage's throttling is 503 ServerBusy (500 InternalError; 429
+    is this emulator's own, Storage documents none)."""
+    if status == 500:
+        return _error(
+            500, "InternalError", "The server encountered an internal error. Please retry the request."
+        )
+    if status == 429:
+        return _error(429, "TooManyRequests", "Too many requests. Please retry the request.")
+    return _error(
+        503, "ServerBusy", "The server is currently unable to receive requests. Please retry your request."
+    )
+
+
+def _reset(req: web.Request) -> web.Response:
+    """A `queue_reset` fault: the connection dropped without an answer (what is returned is never sent)."""
+    if req.transport is not None:
+        req.transport.abort()
+    return web.Response(status=500)
 
 
 def split(path: str) -> tuple[str, str] | None:
