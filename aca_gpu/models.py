@@ -423,6 +423,11 @@ class Cloud(Protocol):
         self, resource_group: str, account: str, queue: str
     ) -> list[RoleAssignmentInfo]: ...  # those at the queue's own scope
     def delete_role_assignment(self, assignment_id: str) -> None: ...  # a missing one is no error
+    def grant_job_role(
+        self, resource_group: str, job: str, principal_id: str, description: str
+    ) -> str: ...  # Contributor at the job's own scope (a warm floor's worker drops its floor)
+    def job_role_assignments(self, resource_group: str, job: str) -> list[RoleAssignmentInfo]: ...
+    def arm_base(self) -> str: ...  # the ARM endpoint this cloud speaks to (a worker calls the same)
     def create_storage_account(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
     ) -> StorageAccountInfo: ...

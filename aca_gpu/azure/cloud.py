@@ -305,6 +305,21 @@ class AzureCloud:
         scope = queue_roles.queue_scope(self.subscription_id, resource_group, account, queue)
         return queue_roles.assignments_at(self.clients, scope)
 
+    def grant_job_role(self, resource_group: str, job: str, principal_id: str, description: str) -> str:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.job_scope(self.subscription_id, resource_group, job)
+        return queue_roles.grant(self.clients, scope, "job", principal_id, description, sleep=self._sleep)
+
+    def job_role_assignments(self, resource_group: str, job: str) -> list[RoleAssignmentInfo]:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.job_scope(self.subscription_id, resource_group, job)
+        return queue_roles.assignments_at(self.clients, scope)
+
+    def arm_base(self) -> str:
+        return self.clients.settings.arm_endpoint or "https://management.azure.com"
+
     def delete_role_assignment(self, assignment_id: str) -> None:
         from aca_gpu.azure import queue_roles
 

@@ -1,10 +1,15 @@
-"""Role assignments at one Storage queue's scope: what a queue run's workers may do, and no more.
+"""Role assignments at one Storage queue's scope (and one job's): what a queue run's workers may
+do, and no more.
 
 A worker signs in with its Event job's system-assigned identity (no key in any template), so that
 identity needs a data role on the run's queues. It is granted at each queue's own scope
 (`.../storageAccounts/{account}/queueServices/default/queues/{queue}`, a scope Azure Storage
 supports for its queue data roles), never at the account, its group or the subscription: a worker
 of one run cannot read another run's items.
+
+A run with a warm floor (`--warm K`) also gets Contributor at its Event job's own scope: the worker
+that ends the floor's idle window sets the job's minExecutions back to 0 itself, so the floor goes
+with no client; that role reaches that job and nothing else.
 
 Each assignment's name is derived from (principal, scope, role), so a run resumed or retried sends
 the same PUT; its `description` names the run (`acagpu:run-id=<run>`), the mark teardown checks
@@ -29,7 +34,8 @@ from aca_gpu.models import RoleAssignmentInfo
 # built-in roles (their ids are the same in every tenant)
 QUEUE_DATA_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"  # receive, update, delete, add
 QUEUE_MESSAGE_SENDER = "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a"  # add only
-ROLES = {"contributor": QUEUE_DATA_CONTRIBUTOR, "sender": QUEUE_MESSAGE_SENDER}
+CONTRIBUTOR = "b24988ac-6180-42a0-ab88-20f7382dd24c"  # at one job's scope: that job, nothing else
+ROLES = {"contributor": QUEUE_DATA_CONTRIBUTOR, "sender": QUEUE_MESSAGE_SENDER, "job": CONTRIBUTOR}
 NAMESPACE = uuid.UUID("5b0e8c57-61d2-4a3f-9c0e-acabad9e0a39")
 
 
@@ -38,6 +44,13 @@ def queue_scope(subscription: str, resource_group: str, account: str, queue: str
         f"/subscriptions/{quote(subscription, safe='')}/resourceGroups/{quote(resource_group, safe='')}"
         f"/providers/Microsoft.Storage/storageAccounts/{quote(account, safe='')}"
         f"/queueServices/default/queues/{quote(queue, safe='')}"
+    )
+
+
+def job_scope(subscription: str, resource_group: str, job: str) -> str:
+    return (
+        f"/subscriptions/{quote(subscription, safe='')}/resourceGroups/{quote(resource_group, safe='')}"
+        f"/providers/Microsoft.App/jobs/{quote(job, safe='')}"
     )
 
 
@@ -68,12 +81,12 @@ def grant(
             "description": description,
         }
     }
-    queue = scope.rsplit("/", 1)[-1]
+    target = scope.rsplit("/", 1)[-1]
     end = time.monotonic() + wait_s
     while True:
         try:
             url = f"{assignment}?api-version={AUTH_API}"
-            doc = _call(clients, "PUT", url, "grant a role on queue", queue, body)
+            doc = _call(clients, "PUT", url, "grant a role on", target, body)
             return str((doc or {}).get("id") or assignment)
         except AcaGpuError as exc:
             code = (exc.code or "").lower()
@@ -90,7 +103,7 @@ def assignments_at(clients: Clients, scope: str) -> list[RoleAssignmentInfo]:
     flt = quote("atScope()", safe="")
     url = f"{scope}{AUTH}/roleAssignments?$filter={flt}&api-version={AUTH_API}"
     try:
-        doc = _call(clients, "GET", url, "list the role assignments of queue", scope.rsplit("/", 1)[-1]) or {}
+        doc = _call(clients, "GET", url, "list the role assignments of", scope.rsplit("/", 1)[-1]) or {}
     except NotFound:
         return []
     found = [_info(a) for a in doc.get("value") or []]

@@ -464,7 +464,9 @@ class EmulatorServer:
                     status=404,
                 )
             action = authz.action_of(req.method, req.path)
-            permissions = authz.permissions_of(ctx, caller, self.tokens.object_id, now=ctx.clock.now())
+            permissions = authz.permissions_of(
+                ctx, caller, self.tokens.object_id, now=ctx.clock.now(), at=req.path
+            )
             if action is not None and not authz.allowed(permissions, action):
                 raise authz.refuse(ctx, caller, action)
             if "sub" in params:

@@ -297,8 +297,9 @@ def _stop_billing(arm: Arm, sub: str, group: str, served: str | None = None) -> 
 
 
 def queue_run(arm: Arm, sub: str, group: str, tags: dict[str, Any], groups: list[dict[str, Any]]) -> Any:
-    """(environment's group, account, run id) of a queue run, read before its group goes: its Event
-    job's acagpu:queue tag names the account, its group's acagpu:env the environment. None: not one."""
+    """(environment's group, account, run id, its job's own role assignments) of a queue run, read
+    before its group goes: its Event job's acagpu:queue tag names the account, its group's acagpu:env
+    the environment; a warm floor's role on its job is listed now (the job goes first). None: not one."""
     run_id, env_name = tags.get(TAG_RUN_ID), tags.get(TAG_ENV)
     if not run_id or not env_name or tags.get(TAG_KIND) == KIND_ENV:
         return None
@@ -308,31 +309,49 @@ def queue_run(arm: Arm, sub: str, group: str, tags: dict[str, Any], groups: list
         account = dict(p.split("=", 1) for p in text.split(";") if "=" in p).get("account")
         if not account:
             continue
+        scope = f"{base}/jobs/{urllib.parse.quote(str(job['name']))}"
+        job_roles = [str(a["id"]) for a in _own_assignments(arm, scope, str(run_id))]
         for other in groups:
             other_tags = other.get("tags") or {}
             if other_tags.get(TAG_KIND) == KIND_ENV and other_tags.get(TAG_ENV) == env_name:
-                return str(other["name"]), account, str(run_id)
+                return str(other["name"]), account, str(run_id), job_roles
     return None
 
 
-def drop_queue_run(arm: Arm, sub: str, env_group: str, account: str, run_id: str) -> list[str]:
-    """A queue run's role assignments (those whose description names it), then its three queues
-    (each only when its metadata names the run), through ARM; what was left, each with why."""
+def _own_assignments(arm: Arm, scope: str, run_id: str) -> list[dict[str, Any]]:
+    """The role assignments made at `scope` itself whose description names the run (acagpu's)."""
+    found = arm.pages(f"{scope}/providers/Microsoft.Authorization/roleAssignments", AUTH_API,
+                      {"$filter": "atScope()"})  # fmt: skip
+    mine = []
+    for assignment in found:
+        props = assignment.get("properties") or {}
+        at = str(props.get("scope") or "").rstrip("/").lower()
+        if at == scope.lower() and props.get("description") == f"{TAG_RUN_ID}={run_id}":
+            mine.append(assignment)
+    return mine
+
+
+def drop_queue_run(
+    arm: Arm, sub: str, env_group: str, account: str, run_id: str, job_roles: list[str]
+) -> list[str]:
+    """A queue run's role assignments (those whose description names it: on its job, read before the
+    job went, and on each queue), then its three queues (each only when its metadata names the run),
+    through ARM; what was left, each with why."""
     base = (
         f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(env_group)}/providers/Microsoft.Storage/"
         f"storageAccounts/{urllib.parse.quote(account)}/queueServices/default/queues"
     )
     left = []
+    for assignment_id in job_roles:
+        try:
+            arm.call("DELETE", assignment_id, AUTH_API)
+        except ArmFailure as exc:
+            left.append(f"the job's role assignment {assignment_id.rsplit('/', 1)[-1]}: {exc}")
     for name in (f"acagpu-{run_id}", f"acagpu-{run_id}-results", f"acagpu-{run_id}-poison"):
         scope = f"{base}/{name}"
         try:
-            found = arm.pages(f"{scope}/providers/Microsoft.Authorization/roleAssignments", AUTH_API,
-                              {"$filter": "atScope()"})  # fmt: skip
-            for assignment in found:
-                props = assignment.get("properties") or {}
-                at = str(props.get("scope") or "").rstrip("/").lower()
-                if at == scope.lower() and props.get("description") == f"{TAG_RUN_ID}={run_id}":
-                    arm.call("DELETE", str(assignment["id"]), AUTH_API)
+            for assignment in _own_assignments(arm, scope, run_id):
+                arm.call("DELETE", str(assignment["id"]), AUTH_API)
             queue = arm.call("GET", scope, STORAGE_API)
             if queue is None:
                 continue  # gone already

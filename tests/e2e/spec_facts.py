@@ -420,6 +420,28 @@ OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] 
         "RoleAssignments_Create",
     ),
     ("GET", QUEUE + ASSIGNMENTS, AUTHORIZATION_VERSION, None, "RoleAssignments_ListForScope"),
+    # a warm floor's role at its Event job's own scope (its idle worker drops the floor)
+    (
+        "PUT",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    (
+        "GET",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS,
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_ListForScope",
+    ),
+    (
+        "DELETE",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_Delete",
+    ),
     (
         "DELETE",
         QUEUE + ASSIGNMENTS + "/{roleAssignmentName}",

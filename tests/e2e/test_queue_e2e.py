@@ -95,6 +95,15 @@ def _queues_left(emu: dict[str, str], group: str, account: str) -> list[str]:
     return [q.name for q in service.list_queues()]
 
 
+def _console(emu: dict[str, str], run: str, execution: str) -> list[str]:
+    """A worker execution's console lines (what Log Analytics keeps on Azure)."""
+    found = requests.get(f"{emu['ACAGPU_ARM_ENDPOINT']}/_emulator/console",
+                         params={"rg": f"rg-acagpu-{run}", "job": f"run-{run}", "execution": execution},
+                         headers={"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"},
+                         verify=emu["ACAGPU_CA_BUNDLE"], timeout=30).json()  # fmt: skip
+    return [str(line) for line in found.get("lines", [])]
+
+
 def _job(emu: dict[str, str], run: str) -> dict[str, Any]:
     url = (f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
            f"rg-acagpu-{run}/providers/Microsoft.App/jobs/run-{run}")  # fmt: skip
@@ -110,13 +119,20 @@ def _roles_of(inventory: dict[str, Any], run: str) -> list[dict[str, Any]]:
 
 
 def _granted_at_each_queue_only(emu: dict[str, str], doc: dict[str, Any]) -> None:
-    """The run's workers hold one role at each of its three queues' own scope, nothing wider."""
+    """The run's workers hold one role at each of its three queues' own scope, nothing wider; with a
+    warm floor also one at their job's own scope (to drop the floor), nothing else."""
     run, account = doc["run_id"], doc["storage_account"]
     queues = [f"acagpu-{run}", f"acagpu-{run}-results", f"acagpu-{run}-poison"]
+    job = f"/resourceGroups/rg-acagpu-{run}/providers/Microsoft.App/jobs/run-{run}"
+    wanted = queues + ([job] if doc["queue"]["warm"] else [])
     base = f"/providers/Microsoft.Storage/storageAccounts/{account}/queueServices/default/queues/"
-    scopes = sorted(a["scope"].split(base)[-1] for a in _roles_of(emulator_get(emu, "inventory"), run))
-    assert scopes == sorted(queues), scopes
-    assert [r.split(base)[-1].split("/")[0] for r in doc["worker_roles"]] == queues
+
+    def where(scope: str) -> str:
+        return scope.split(base)[-1] if base in scope else scope[scope.index("/resourceGroups/") :]
+
+    scopes = sorted(where(a["scope"]) for a in _roles_of(emulator_get(emu, "inventory"), run))
+    assert scopes == sorted(wanted), scopes
+    assert [where(r.split("/providers/Microsoft.Authorization/")[0]) for r in doc["worker_roles"]] == wanted
 
 
 def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
@@ -126,7 +142,7 @@ def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
     run = doc["run_id"]
     assert not [j for j in inventory["jobs"] if run in j["name"]]
     assert not [e for e in inventory["executions"] if run in e["job"]]
-    assert _roles_of(inventory, run) == [] and len(doc.get("worker_roles") or [1, 2, 3]) == 3
+    assert _roles_of(inventory, run) == [] and len(doc.get("worker_roles") or [1, 2, 3]) >= 3
     mine = {f"acagpu-{run}", f"acagpu-{run}-results", f"acagpu-{run}-poison"}
     assert mine.isdisjoint(_queues_left(emu, "rg-acagpu-env-lab", doc["storage_account"]))
 
@@ -268,6 +284,16 @@ def test_detached_run_outlives_its_clients_and_results_come_from_a_fresh_shell(
     follower.wait(timeout=10)
     assert follower.returncode == -signal.SIGKILL
 
+    # no reader now: the workers finish the items, and a floor worker whose 2 s idle window passed
+    # with no item drops the floor itself (minExecutions 0 through ARM, the job's role on itself)
+    deadline = time.monotonic() + 90  # wall seconds, generous for a busy machine
+    while _job(emu, run)["properties"]["configuration"]["eventTriggerConfig"]["scale"]["minExecutions"] != 0:
+        assert time.monotonic() < deadline, "the warm floor was not dropped by its idle worker"
+        time.sleep(0.2)
+    said = [line for e in emulator_get(emu, "inventory")["executions"] if e["job"] == f"run-{run}"
+            for line in _console(emu, run, e["name"]) if "the warm floor is dropped" in line]  # fmt: skip
+    assert said, "no worker said it dropped the floor"
+
     follow = _acagpu(shell, "attach", run, "-o", "json")  # a second client follows it to the end
     followed = json.loads(follow.stdout)
     assert follow.returncode == 1 and followed["summary"]["failed_indexes"] == [13]
@@ -349,10 +375,10 @@ def test_reap_and_the_guard_remove_an_expired_queue_runs_job_roles_and_queues(
     items = tmp_path / "items.txt"
     items.write_text("a\nb\n")
     docs = {}
-    for run in ("qguard1", "qreap1"):
+    for run, warm in (("qguard1", "1"), ("qreap1", "0")):  # the guard's has a floor: a role on its job too
         made = _acagpu(shell, "run", "--env", "lab", "--yes", "-o", "json", "--map", str(items), "--workers",
                        "1", "--detach", "--ttl", "1s", "--run-id", run, "--max-minutes", "600",
-                       "busybox", "--", "true")  # fmt: skip
+                       "--warm", warm, "busybox", "--", "true")  # fmt: skip
         assert made.returncode == 0, made.stderr
         docs[run] = json.loads(made.stdout)
         _granted_at_each_queue_only(emu, docs[run])

@@ -43,6 +43,7 @@ class RunQueues:
     run_id: str
     env_group: str
     account: str
+    job_roles: tuple[str, ...] = ()  # a warm floor's role on its own job: deleted after the job goes
 
 
 def run_queues(cloud: Cloud, group: str, tags: dict[str, str]) -> RunQueues | None:
@@ -59,7 +60,12 @@ def run_queues(cloud: Cloud, group: str, tags: dict[str, str]) -> RunQueues | No
         except ValueError:
             continue
         env_group, _ = find_env(cloud, env)
-        return RunQueues(run_id, env_group.name, account)
+        mine = [
+            a.id
+            for a in cloud.job_role_assignments(group, job.name)
+            if a.description == role_description(run_id)
+        ]
+        return RunQueues(run_id, env_group.name, account, tuple(mine))
     return None
 
 
@@ -74,8 +80,15 @@ def grant_worker_roles(cloud: Cloud, found: RunQueues, principal_id: str) -> lis
 
 
 def revoke_worker_roles(cloud: Cloud, found: RunQueues) -> tuple[int, list[str]]:
-    """Delete the assignments this run made on its queues: (how many, what was left and why)."""
+    """Delete the assignments this run made on its queues (and on its job, read before the job went):
+    (how many, what was left and why)."""
     deleted, left = 0, []
+    for assignment_id in found.job_roles:
+        try:
+            cloud.delete_role_assignment(assignment_id)
+            deleted += 1
+        except AcaGpuError as exc:
+            left.append(f"the job's role assignment {assignment_id.rsplit('/', 1)[-1]}: {exc.message}")
     for name in naming.run_queue_names(found.run_id):
         try:
             for assignment in cloud.queue_role_assignments(found.env_group, found.account, name):

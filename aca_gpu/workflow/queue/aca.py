@@ -29,6 +29,7 @@ from typing import Any
 
 from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, QuotaError, WaitTimedOut
 from aca_gpu.models import Cloud, EnvInfo, ExecutionInfo, Queues, ResourceGroupInfo
+from aca_gpu.naming import TAG_RUN_ID
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
@@ -67,6 +68,7 @@ class QueueRuntime(WarmWorkloadRuntime):
         self.queues: Queues | None = None
         self.made: list[str] = []  # the queues this run created (teardown deletes these only)
         self.roles: list[str] = []  # the role assignments granted to the Event job's identity
+        self.job_roles: list[str] = []  # of which at the job's own scope (a warm floor's)
         self.job: tuple[str, str] | None = None  # (group, job)
         self.executions: dict[str, ExecutionInfo] = {}
         self.errors = self.ledger.errors
@@ -149,10 +151,14 @@ class QueueRuntime(WarmWorkloadRuntime):
                              code="NoIdentity")  # fmt: skip
         self.say(f"granting job {job}'s identity its role on each of the run's 3 queues (no wider scope)")
         self.roles = grant_worker_roles(self.cloud, self._run_queues(), principal)
+        if self.queue.warm:  # the floor's last idle worker drops it (minExecutions 0) on this job alone
+            said = f"{TAG_RUN_ID}={self.queue.run_id}"
+            self.job_roles = [self.cloud.grant_job_role(group, job, principal, said)]
+            self.roles.append(self.job_roles[0])
 
     def _run_queues(self) -> RunQueues:
         assert self.account is not None
-        return RunQueues(self.queue.run_id, self.group.name, self.account)
+        return RunQueues(self.queue.run_id, self.group.name, self.account, tuple(self.job_roles))
 
     def _drain(self, plan: Plan, pair: Pair, waiter: Waiter) -> TesterOutcome:
         where = self._where(plan, pair)
@@ -160,8 +166,9 @@ class QueueRuntime(WarmWorkloadRuntime):
             raise WaitTimedOut("cancelled before the queues were made", code="Cancelled")
         queues = self._fill(plan)
         assert self.account is not None
+        floor_via = (self.cloud.subscription_id, self.cloud.arm_base()) if self.queue.warm else None
         job = worker.event_job(job_spec(self.queue.run, plan, pair, where), self.queue, self.account,
-                               queues.endpoint)  # fmt: skip
+                               queues.endpoint, floor_via)  # fmt: skip
         self.job = (where.resource_group, job.name)
         self.say(
             f"creating event job {job.name}: up to {self.queue.workers} workers while items wait "

@@ -266,12 +266,19 @@ def put_assignment(
     return doc
 
 
+def within(path: str, scope: str) -> bool:
+    """Whether the resource `path` is `scope` or below it (whole path segments, any case)."""
+    target, at = path.rstrip("/").lower(), scope.rstrip("/").lower()
+    return target == at or target.startswith(at + "/")
+
+
 def permissions_of(
-    ctx: Ctx, principal: str, admin: str, *, now: float | None = None
+    ctx: Ctx, principal: str, admin: str, *, now: float | None = None, at: str | None = None
 ) -> list[dict[str, list[str]]]:
     """What `principal` may do in this subscription: one entry per role it holds (the admin is Owner,
     less what a `deny` fault takes away). With `now` (ARM checking a call), an assignment that has not
-    propagated yet (PROPAGATION_S) grants nothing."""
+    propagated yet (PROPAGATION_S) grants nothing; with `at` (the call's path), only an assignment at
+    that resource's scope or above it counts (a job's role on itself reaches no other resource)."""
     if principal == admin:
         denied = [
             f.param("action", "")
@@ -286,6 +293,8 @@ def permissions_of(
             continue
         if now is not None and now < ctx.state.role_assignments_effective.get(assignment["name"], 0.0):
             continue  # accepted, not yet effective
+        if at is not None and not within(at, str(p.get("scope") or sub_scope(ctx))):
+            continue  # assigned elsewhere: it grants nothing here
         try:
             role = get_definition(ctx, p["roleDefinitionId"].rstrip("/").rsplit("/", 1)[-1])
         except RoleDefinitionDoesNotExist:
@@ -297,15 +306,13 @@ def permissions_of(
 def data_allowed(ctx: Ctx, principal: str, scope: str, action: str, *, now: float) -> bool:
     """Whether `principal` holds a role granting the data action `action` on the resource `scope`:
     an effective assignment at that scope or above it (its account, group, subscription)."""
-    target = scope.rstrip("/").lower()
     for assignment in assignments(ctx):
         p = assignment["properties"]
         if p["principalId"] != principal:
             continue
         if now < ctx.state.role_assignments_effective.get(assignment["name"], 0.0):
             continue  # accepted, not yet effective
-        at = str(p.get("scope") or "").rstrip("/").lower()
-        if target != at and not target.startswith(at + "/"):
+        if not within(scope, str(p.get("scope") or sub_scope(ctx))):
             continue
         try:
             role = get_definition(ctx, p["roleDefinitionId"].rstrip("/").rsplit("/", 1)[-1])

@@ -16,9 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
-from aca_gpu.emulator.arm import ArmError, empty_response, json_response, read_json
-from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Params
-from aca_gpu.emulator.providers.authorization import models as authz
+from aca_gpu.emulator.arm import ArmError, empty_response, json_response
+from aca_gpu.emulator.context import Ctx, Params
+from aca_gpu.emulator.providers.authorization import scoped
 from aca_gpu.emulator.providers.storage import models
 
 QUEUE_TYPE = "Microsoft.Storage/storageAccounts/queueServices/queues"
@@ -66,42 +66,15 @@ async def queue_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamRespo
     return empty_response(200 if gone else 204)
 
 
-async def assignment_create(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    scope = queue_id(ctx, p["rg"], p["account"], p["queue"])
-    existed = p["id"].lower() in ctx.state.role_assignments
-    body = read_json(await req.read())
-    doc = authz.put_assignment(ctx, p["id"], body, req.get(CALLER) or "", req.get(ADMIN) or "", scope=scope)
-    return json_response(doc, status=200 if existed else 201)
+def _scope(ctx: Ctx, p: Params) -> str:
+    """The queue's id from the path alone (its assignments outlive it, and its account)."""
+    return (
+        f"/subscriptions/{ctx.subscription}/resourceGroups/{p['rg']}/providers/Microsoft.Storage/"
+        f"storageAccounts/{p['account']}/queueServices/default/queues/{p['queue']}"
+    )
 
 
-def _here(ctx: Ctx, p: Params) -> dict[str, Any]:
-    doc = ctx.state.role_assignments.get(p["id"].lower())
-    scope = queue_id(ctx, p["rg"], p["account"], p["queue"]).lower()
-    if doc is None or str(doc["properties"].get("scope") or "").lower() != scope:
-        raise ArmError("The role assignment was not found.", code="RoleAssignmentNotFound", status=404)
-    return doc
-
-
-async def assignment_get(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    return json_response(_here(ctx, p))
-
-
-async def assignment_delete(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    try:
-        doc = _here(ctx, p)
-    except ArmError:
-        return empty_response(204)
-    ctx.state.role_assignments.pop(doc["name"], None)
-    ctx.state.role_assignments_effective.pop(doc["name"], None)
-    return json_response(doc)
-
-
-async def assignments_list(ctx: Ctx, req: web.Request, p: Params) -> web.StreamResponse:
-    """`$filter=atScope()`: those at the queue's scope and above it (its account, group, subscription)."""
-    scope = queue_id(ctx, p["rg"], p["account"], p["queue"]).lower()
-    found = []
-    for doc in authz.assignments(ctx):
-        at = str(doc["properties"].get("scope") or "").rstrip("/").lower()
-        if scope == at or scope.startswith(at + "/"):
-            found.append(doc)
-    return json_response({"value": found})
+# the account must exist for a create (the queue need not: UNCONFIRMED, the module doc)
+assignment_create, assignment_get, assignment_delete, assignments_list = scoped.handlers(
+    _scope, lambda ctx, p: models.find(ctx, p["rg"], p["account"])
+)
