@@ -34,12 +34,18 @@ mid-item (`lost`), ARM 429s to acagpu, the queue service answering 503 ServerBus
 connections before and after it acted (`queue_busy`, `queue_reset`), and the three platform
 behaviours of Event jobs (`event_cap` #1216, `empty_poll` #1125, `idle_replica` #1656); the
 figures then add which faults fired and how often.
+
+`--warm-probe` measures a warm floor instead (`--warm 2 --warm-idle W`, at time scale 1): items
+put on the queue one by one while the floor waits, each one's pickup (its send to its command's
+start), and how long after the last item the floor is gone with no reader (its idle worker sets
+minExecutions 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -200,6 +206,115 @@ def shards_side(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _queue_client(emu: dict[str, str], queue: str, account: str) -> Any:
+    """The Storage SDK's client of one of the run's queues, with the account's key (listKeys)."""
+    import requests
+    from azure.storage.queue import QueueClient
+
+    url = (f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
+           f"rg-acagpu-env-bench/providers/Microsoft.Storage/storageAccounts/{account}")  # fmt: skip
+    auth = {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}
+    verify = emu["ACAGPU_CA_BUNDLE"]
+    keys = requests.post(f"{url}/listKeys", params={"api-version": "2023-05-01"}, headers=auth, verify=verify,
+                         timeout=30).json()  # fmt: skip
+    props = requests.get(
+        url, params={"api-version": "2023-05-01"}, headers=auth, verify=verify, timeout=30
+    ).json()
+    return QueueClient(props["properties"]["primaryEndpoints"]["queue"].rstrip("/"), queue,
+                       credential={"account_name": account, "account_key": keys["keys"][0]["value"]},
+                       connection_verify=verify)  # fmt: skip
+
+
+def _job_state(emu: dict[str, str], run: str) -> tuple[int, int]:
+    """(the Event job's minExecutions, its executions running now), read through ARM."""
+    import requests
+
+    base = (f"{emu['ACAGPU_ARM_ENDPOINT']}/subscriptions/{emu['ACAGPU_SUBSCRIPTION']}/resourceGroups/"
+            f"rg-acagpu-{run}/providers/Microsoft.App/jobs/run-{run}")  # fmt: skip
+    auth, verify = {"Authorization": f"Bearer {emu['ACAGPU_TOKEN']}"}, emu["ACAGPU_CA_BUNDLE"]
+    api = {"api-version": "2026-07-01"}
+    job = requests.get(base, params=api, headers=auth, verify=verify, timeout=30).json()
+    runs = requests.get(f"{base}/executions", params=api, headers=auth, verify=verify, timeout=30).json()
+    scale = job["properties"]["configuration"]["eventTriggerConfig"]["scale"]
+    running = [e for e in runs.get("value") or [] if (e.get("properties") or {}).get("status") == "Running"]
+    return int(scale.get("minExecutions") or 0), len(running)
+
+
+def warm_probe(args: argparse.Namespace) -> dict[str, Any]:
+    """`--warm 2`: items put on the queue one by one while the floor waits, each one's pickup (its
+    send to its command's start, both on this machine's clock), then how long after the last item
+    the floor is gone (minExecutions 0 and no worker running) with no reader. At time scale 1 (the
+    worker's receive loop is real seconds), `recorded` durations (the environment is made sooner)."""
+    import random
+    import statistics
+
+    from aca_gpu.workflow.queue.spec import decode, encode
+    from tests.e2e.serving import ACAGPU, background_server
+
+    serve = ["emulator", "serve", "--time-scale", "1", "--durations", "recorded", "--storage", "azurite"]
+    rng = random.Random(39)
+    with tempfile.TemporaryDirectory() as tmp:
+        server_env = os.environ | {"ACAGPU_EMULATOR_CONTAINERS": "off"}
+        with background_server(serve, Path(tmp) / "emu.env", env=server_env) as (emu, _server):
+            shell = _shell(emu, tmp)
+            _env_create(shell)
+            items = Path(tmp) / "items.txt"
+            items.write_text("warm-0\n")
+            made = subprocess.run(
+                [*ACAGPU, "run", "--env", "bench", "--yes", "-o", "json", "--map", str(items),
+                 "--workers", "2", "--warm", "2", "--warm-idle", str(args.warm_idle), "--detach",
+                 "--max-minutes", "600", "busybox", "--", "true"],
+                env=shell, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            doc = json.loads(made.stdout)
+            run, account = doc["run_id"], doc["storage_account"]
+            work = _queue_client(emu, f"acagpu-{run}", account)
+            results = _queue_client(emu, f"acagpu-{run}-results", account)
+            began = time.monotonic()
+            while _job_state(emu, run)[1] < 2 or not results.get_queue_properties().approximate_message_count:
+                assert time.monotonic() - began < 900, "the floor never came up"
+                time.sleep(0.5)
+            for message in results.receive_messages(max_messages=32):
+                results.delete_message(message)
+            time.sleep(3)  # the floor now waits for items
+            pickups: list[float] = []
+            last = 0.0
+            for k in range(1, args.probes + 1):
+                sent = time.time()
+                work.send_message(encode(k, f"probe-{k}"))
+                found = None
+                while found is None:
+                    for message in results.receive_messages(max_messages=32, visibility_timeout=5):
+                        body = decode(message.content)
+                        results.delete_message(message)
+                        if body["i"] == k:
+                            found = body
+                    time.sleep(0.05)
+                started = float(found["t"]) - float(found.get("seconds") or 0.0)
+                pickups.append(round(started - sent, 3))
+                last = float(found["t"])
+                time.sleep(rng.uniform(0.3, 2.0))  # each probe meets the receive loop at another phase
+            while _job_state(emu, run) != (0, 0):
+                assert time.time() - last < args.warm_idle + 600, "the floor never went"
+                time.sleep(0.5)
+            gone = time.time() - last
+            subprocess.run([*ACAGPU, "down", "--run-id", run, "--yes"], env=shell, capture_output=True,
+                           timeout=600)  # fmt: skip
+    ordered = sorted(pickups)
+    return {
+        "mode": "warm floor",
+        "warm": 2,
+        "warm_idle_s": args.warm_idle,
+        "probes": len(pickups),
+        "pickup_s": {
+            "p50": round(statistics.median(ordered), 2),
+            "p95": round(ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)], 2),
+            "max": round(ordered[-1], 2),
+        },
+        "floor_gone_after_last_item_s": round(gone, 1),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=1000)
@@ -213,10 +328,19 @@ def main() -> int:
     parser.add_argument("--faults", default=None, help="with --with-faults: this spec instead of FAULTS")
     parser.add_argument("--bad", type=int, default=0, help="items whose command always fails")
     parser.add_argument("-k", "--max-deliveries", dest="k", type=int, default=3)
+    parser.add_argument(
+        "--warm-probe", action="store_true", help="only the warm floor's pickups (module doc)"
+    )
+    parser.add_argument("--probes", type=int, default=20)
+    parser.add_argument("--warm-idle", type=int, default=60)
     parser.add_argument("--cold-start", type=float, default=None,
                         help="without the fan-out side: the start (s) to add to the ideal")  # fmt: skip
     args = parser.parse_args()
     found: dict[str, Any] = {"command": " ".join(["python benchmarks/queue_mode.py", *sys.argv[1:]])}
+    if args.warm_probe:
+        found["warm"] = warm_probe(args)
+        print(json.dumps(found, indent=2))
+        return 0
     if not args.skip_queue:
         found["queue"] = queue_side(args)
         print(json.dumps(found["queue"]), file=sys.stderr, flush=True)
