@@ -150,7 +150,8 @@ def _nothing_left(emu: dict[str, str], doc: dict[str, Any]) -> None:
 def _recorded_and_spec_valid(emu: dict[str, str], folder: Path, doc: dict[str, Any]) -> None:
     """`--record` of a queue run: its ARM requests (the Event job, the role assignments at each
     queue's scope, their listing and deletes) are valid for the official specs (spec_facts), its
-    queue data plane is recorded too, and neither the account's key nor a token is written."""
+    queue data plane is recorded too, neither the account's key nor a token is written, and a
+    replay of it is refused in one line (its reads follow its workers' timing)."""
     from tests.e2e.test_spec_validity import check
 
     text = (folder / "recording.jsonl").read_text()
@@ -169,6 +170,9 @@ def _recorded_and_spec_valid(emu: dict[str, str], folder: Path, doc: dict[str, A
     assert (meta["command"], meta["exit_code"]) == ("run", 0)
     key = _account_key(emu, "rg-acagpu-env-lab", doc["storage_account"])
     assert key not in text and emu["ACAGPU_TOKEN"] not in text
+    replayed = subprocess.run([*ACAGPU, "emulator", "replay", str(folder)], capture_output=True, text=True,
+                              timeout=60)  # fmt: skip
+    assert replayed.returncode == 2 and "records a queue run" in replayed.stderr, replayed.stderr
 
 
 def _faults(emu: dict[str, str], spec: str) -> None:
