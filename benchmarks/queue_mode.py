@@ -101,7 +101,8 @@ def queue_side(args: argparse.Namespace) -> dict[str, Any]:
             began = time.monotonic()
             ran = subprocess.run(
                 [*ACAGPU, "run", "--env", "bench", "--yes", "-o", "json", "--map", str(items),
-                 "--workers", str(args.p), "--max-minutes", "600", "--max-deliveries", str(args.k),
+                 "--workers", str(args.p), "--max-minutes", str(args.max_minutes),
+                 "--max-deliveries", str(args.k),
                  "busybox", "--", "sh", "-c", f'sleep {sleep}; case "$ACAGPU_ITEM" in bad-*) exit 3;; esac'],
                 env=shell, capture_output=True, text=True, timeout=14400,
             )  # fmt: skip
@@ -328,6 +329,8 @@ def main() -> int:
     parser.add_argument("--faults", default=None, help="with --with-faults: this spec instead of FAULTS")
     parser.add_argument("--bad", type=int, default=0, help="items whose command always fails")
     parser.add_argument("-k", "--max-deliveries", dest="k", type=int, default=3)
+    parser.add_argument("--max-minutes", type=int, default=600,
+                        help="a worker's replica timeout (emulated): what ends an idle_replica")  # fmt: skip
     parser.add_argument(
         "--warm-probe", action="store_true", help="only the warm floor's pickups (module doc)"
     )
