@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FAULTS = (
-    "lost:rate=0.1,after=45;429:rate=0.02;queue_busy:rate=0.02;queue_reset:rate=0.005,when=before;"
+    "lost:count=2,after=45;429:rate=0.02;queue_busy:rate=0.02;queue_reset:rate=0.005,when=before;"
     "queue_reset:rate=0.005,when=after;event_cap:limit=10;empty_poll;idle_replica:count=1;seed=39"
 )
 
