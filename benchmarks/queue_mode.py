@@ -144,6 +144,17 @@ def queue_side(args: argparse.Namespace) -> dict[str, Any]:
         "replicas_billed": len(rows),
         "replicas_billed_in_real_seconds": len(real),
         "drain_s": round(drain, 1),
+        # ARM's start of the first worker (KEDA's first poll) to the last worker's end, on the emulated clock
+        "workers_span_s": round(
+            (
+                max(_t(w["end_time"]) for w in doc["workers"] if w["end_time"])
+                - min(_t(w["start_time"]) for w in doc["workers"] if w["start_time"])
+            )
+            / scale,
+            1,
+        )
+        if doc["workers"]
+        else None,  # fmt: skip
         "gpu_seconds": round(gpu_s, 1),
         "gpu_seconds_over_work": round(gpu_s / (args.n * args.seconds), 3),
         "start_overhead_per_item_s": round((gpu_s - args.n * args.seconds) / args.n, 2),

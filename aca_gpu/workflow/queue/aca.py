@@ -175,10 +175,10 @@ class QueueRuntime(WarmWorkloadRuntime):
             f"(KEDA azure-queue rule, polled every {self.queue.polling_s} s)"
         )
         ensure_job(self.cloud, job)
+        self.drain_began = time.monotonic()  # the drain is timed from the job's creation
         self._grant(where.resource_group, job.name)
         self.say(f"queueing {len(self.queue.items)} items on {self.queue.work_queue} in {self.account}")
         queues.send(self.queue.work_queue, self.queue.messages())
-        self.drain_began = time.monotonic()
         AcaRuntime._not_cancelled(waiter, job.name)
         if self.queue.detach:
             self.detached = True  # from here on the workers need no client: teardown leaves the run
