@@ -154,7 +154,7 @@ def queue_side(args: argparse.Namespace) -> dict[str, Any]:
             1,
         )
         if doc["workers"]
-        else None,  # fmt: skip
+        else None,
         "gpu_seconds": round(gpu_s, 1),
         "gpu_seconds_over_work": round(gpu_s / (args.n * args.seconds), 3),
         "start_overhead_per_item_s": round((gpu_s - args.n * args.seconds) / args.n, 2),
