@@ -6,10 +6,10 @@ teardown in `finally`, Ctrl-C once. The work is:
 1. the environment's storage account (made on request, as `--create-share` makes it; it stays
    with the environment), and in it the run's three queues: items, results, poison (each marked
    with the run's id in its metadata, which every delete checks);
-2. one Event job whose KEDA `azure-queue` rule starts up to P workers while messages wait (the
-   platform schedules them: acagpu starts no execution), its system identity granted a data role at
-   each queue's own scope (env/run_queues.py), then every item on the items queue: a worker never
-   waits on a queue without its role (a role still propagating, it waits for it: docs/queue.md);
+2. every item on the items queue, then one Event job whose KEDA `azure-queue` rule starts up to P
+   workers while messages wait (the platform schedules them: acagpu starts no execution), its
+   system identity granted a data role at each queue's own scope right after (env/run_queues.py; a
+   worker that comes before the role is in effect waits for it: docs/queue.md);
 3. the watch: the results queue read every tick (each worker's result message, taken and deleted
    once recorded), the job's executions listed, one progress line whenever something changed,
    until every item has its final result (succeeded, or poisoned after K deliveries).
@@ -139,6 +139,9 @@ class QueueRuntime(WarmWorkloadRuntime):
         for name in self.queue.queues:
             self.made.append(name)  # before the create: one lost on its way is still deleted
             queues.create(name, owner_marks(self.queue.run_id))
+        # before the job: its first poll finds every item (10,000 take about a minute to send)
+        self.say(f"queueing {len(self.queue.items)} items on {self.queue.work_queue} in {made.account}")
+        queues.send(self.queue.work_queue, self.queue.messages())
         return queues
 
     def _grant(self, group: str, job: str) -> None:
@@ -177,8 +180,6 @@ class QueueRuntime(WarmWorkloadRuntime):
         ensure_job(self.cloud, job)
         self.drain_began = time.monotonic()  # the drain is timed from the job's creation
         self._grant(where.resource_group, job.name)
-        self.say(f"queueing {len(self.queue.items)} items on {self.queue.work_queue} in {self.account}")
-        queues.send(self.queue.work_queue, self.queue.messages())
         AcaRuntime._not_cancelled(waiter, job.name)
         if self.queue.detach:
             self.detached = True  # from here on the workers need no client: teardown leaves the run
