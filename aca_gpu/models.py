@@ -239,7 +239,8 @@ class Queues(Protocol):
 
     endpoint: str  # the account's queue endpoint (primaryEndpoints.queue), for the workers
 
-    def create(self, queue: str) -> None: ...
+    def create(self, queue: str, metadata: Mapping[str, str] | None = None) -> None: ...
+    def metadata(self, queue: str) -> dict[str, str] | None: ...  # None: no such queue
     def delete(self, queue: str) -> None: ...  # a missing queue is no error
     def send(self, queue: str, texts: Sequence[str]) -> None: ...
     def receive(self, queue: str, count: int, visibility_s: int) -> list[QueueMessage]: ...
@@ -255,6 +256,16 @@ class JobInfo(Record):
     provisioning_state: str | None
     event_stream_endpoint: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    principal_id: str | None = None  # its system-assigned identity's, when it has one
+
+
+@dataclass(frozen=True)
+class RoleAssignmentInfo(Record):
+    id: str
+    principal_id: str
+    role_definition_id: str
+    scope: str
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -403,6 +414,20 @@ class Cloud(Protocol):
     def environment_storages(self, resource_group: str, environment: str) -> list[str]: ...
     def get_storage_account(self, resource_group: str, name: str) -> StorageAccountInfo | None: ...
     def queues(self, resource_group: str, account: str) -> Queues: ...
+    # role assignments at one queue's scope (queue mode's workers: docs/queue.md)
+    def may_assign_roles(self, resource_group: str) -> bool | None: ...  # None: ARM did not say
+    def grant_queue_role(
+        self, resource_group: str, account: str, queue: str, role: str, principal_id: str, description: str
+    ) -> str: ...  # the assignment's id; granting it again changes nothing
+    def queue_role_assignments(
+        self, resource_group: str, account: str, queue: str
+    ) -> list[RoleAssignmentInfo]: ...  # those at the queue's own scope
+    def delete_role_assignment(self, assignment_id: str) -> None: ...  # a missing one is no error
+    def grant_job_role(
+        self, resource_group: str, job: str, principal_id: str, description: str
+    ) -> str: ...  # Contributor at the job's own scope (a warm floor's worker drops its floor)
+    def job_role_assignments(self, resource_group: str, job: str) -> list[RoleAssignmentInfo]: ...
+    def arm_base(self) -> str: ...  # the ARM endpoint this cloud speaks to (a worker calls the same)
     def create_storage_account(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
     ) -> StorageAccountInfo: ...

@@ -81,6 +81,7 @@ def job_info(obj: Any, rg: str) -> JobInfo:
         provisioning_state=p.get("provisioningState"),
         event_stream_endpoint=_nonempty(p.get("eventStreamEndpoint")),
         tags=dict(doc.get("tags") or {}),
+        principal_id=_nonempty((doc.get("identity") or {}).get("principalId")),
     )
 
 

@@ -47,6 +47,7 @@ from aca_gpu.models import (
     ReplicaContainerInfo,
     ReplicaInfo,
     ResourceGroupInfo,
+    RoleAssignmentInfo,
     ShareDownload,
     StorageAccountInfo,
     SubscriptionInfo,
@@ -283,6 +284,47 @@ class AzureCloud:
         from aca_gpu.azure.queues import storage_queues
 
         return storage_queues(self.clients, resource_group, account)
+
+    def may_assign_roles(self, resource_group: str) -> bool | None:
+        from aca_gpu.azure.acr_registry import may_assign_roles
+
+        return may_assign_roles(self.clients, resource_group)
+
+    def grant_queue_role(
+        self, resource_group: str, account: str, queue: str, role: str, principal_id: str, description: str
+    ) -> str:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.queue_scope(self.subscription_id, resource_group, account, queue)
+        return queue_roles.grant(self.clients, scope, role, principal_id, description, sleep=self._sleep)
+
+    def queue_role_assignments(
+        self, resource_group: str, account: str, queue: str
+    ) -> list[RoleAssignmentInfo]:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.queue_scope(self.subscription_id, resource_group, account, queue)
+        return queue_roles.assignments_at(self.clients, scope)
+
+    def grant_job_role(self, resource_group: str, job: str, principal_id: str, description: str) -> str:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.job_scope(self.subscription_id, resource_group, job)
+        return queue_roles.grant(self.clients, scope, "job", principal_id, description, sleep=self._sleep)
+
+    def job_role_assignments(self, resource_group: str, job: str) -> list[RoleAssignmentInfo]:
+        from aca_gpu.azure import queue_roles
+
+        scope = queue_roles.job_scope(self.subscription_id, resource_group, job)
+        return queue_roles.assignments_at(self.clients, scope)
+
+    def arm_base(self) -> str:
+        return self.clients.settings.arm_endpoint or "https://management.azure.com"
+
+    def delete_role_assignment(self, assignment_id: str) -> None:
+        from aca_gpu.azure import queue_roles
+
+        queue_roles.delete(self.clients, assignment_id)
 
     def create_storage_account(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]

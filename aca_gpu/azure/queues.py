@@ -54,13 +54,23 @@ class StorageQueues:
         said = str(exc.message or exc).strip().splitlines()[0] if str(exc.message or exc).strip() else ""
         return InfraError(f"queue {queue} in {self.account}: {what} failed: {said or type(exc).__name__}")
 
-    def create(self, queue: str) -> None:
+    def create(self, queue: str, metadata: Mapping[str, str] | None = None) -> None:
+        """`metadata`: the queue's marks (queue mode's `acagpu_run_id`, what a delete checks first)."""
         try:
-            self._service.create_queue(queue)
+            self._service.create_queue(queue, metadata=dict(metadata or {}))
         except ResourceExistsError:
             return
         except AzureError as exc:
             raise self._failed("create", queue, exc) from None
+
+    def metadata(self, queue: str) -> dict[str, str] | None:
+        try:
+            props = self._service.get_queue_client(queue).get_queue_properties()
+        except ResourceNotFoundError:
+            return None
+        except AzureError as exc:
+            raise self._failed("read", queue, exc) from None
+        return {str(k).lower(): str(v) for k, v in (props.metadata or {}).items()}
 
     def delete(self, queue: str) -> None:
         try:

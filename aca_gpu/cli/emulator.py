@@ -243,6 +243,7 @@ def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> No
 
     if not (folder / RECORDING_FILE).is_file():
         raise BadInput(f"{folder} holds no {RECORDING_FILE}", hint="record one with --record DIR")
+    _refuse_queue_run(folder)
     _check_env_file(env_file)
     server = ReplayServer(folder, port=port)
     try:
@@ -264,6 +265,34 @@ def replay(output: Output, folder: Path, port: int, env_file: Path | None) -> No
     click.echo(f"# replay verdict: {json.dumps(report)}", err=True)
     if not report["ok"]:
         raise SystemExit(1)
+
+
+def _refuse_queue_run(folder: Path) -> None:
+    """A queue run's recording (`run --workers`) is evidence, not a script: what its client reads
+    depends on when its workers' results came, and its role assignments are named after a principal
+    made anew each run, so a replay could only diverge. Refused before anything listens (exit 2)."""
+    from aca_gpu.recording import RECORDING_FILE
+
+    def event_job(line: str) -> bool:  # the queue run's Event job, as its PUT was recorded
+        try:
+            exchange = json.loads(line)
+        except ValueError:
+            return False
+        body = json.dumps(exchange.get("request_body") or "")
+        return (
+            exchange.get("method") == "PUT"
+            and "/providers/Microsoft.App/jobs/" in str(exchange.get("uri") or "")
+            and "eventTriggerConfig" in body
+        )
+
+    with (folder / RECORDING_FILE).open(encoding="utf-8") as lines:
+        queue_run = any(event_job(line) for line in lines if "eventTriggerConfig" in line)
+    if queue_run:
+        raise BadInput(
+            f"{folder} records a queue run (run --workers): its reads follow its workers' timing and its "
+            "role assignments a principal made anew, so it cannot be replayed; keep it as evidence",
+            hint="docs/recordings.md, 'Queue runs'",
+        )
 
 
 def _wait_for_interrupt() -> None:

@@ -96,8 +96,8 @@ def rerun_queue_command(output: Output, image: str | None, flags: dict[str, Any]
 
     run_id = flags["rerun_failed"]
     record = rerun.local_record(run_id)
-    if (record is not None and not rerun.is_queue_record(record)) or flags["emulator"]:
-        return False  # a fan-out's (or the embedded emulator, where no earlier run lives on)
+    if record is not None and not rerun.is_queue_record(record):
+        return False  # a fan-out's
     given = [f"--{k.replace('_', '-')}" for k in ("shards", "map_file") if flags.get(k) is not None]
     if image is not None or given:
         raise BadInput(
@@ -111,7 +111,7 @@ def rerun_queue_command(output: Output, image: str | None, flags: dict[str, Any]
             file=output.stderr, flush=True))  # fmt: skip
         return True
     if record is None:
-        return False
+        raise rerun.not_found(run_id)
     request, options, failed = rerun.failed_of_record(run_id, record)
     if flags["detach"]:
         raise BadInput(

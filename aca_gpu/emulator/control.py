@@ -65,6 +65,19 @@ def inventory(ctx: Ctx) -> dict[str, Any]:
         ],
         "replicas": replicas,
         "executions": executions,
+        # every role assignment below the subscription's own scope (a registry's, a queue's): Azure
+        # keeps one after its resource or principal is gone, so whoever made it must delete it
+        "role_assignments": [
+            {
+                "name": a["name"],
+                "scope": a["properties"].get("scope"),
+                "principal_id": a["properties"].get("principalId"),
+                "description": a["properties"].get("description"),
+            }
+            for a in s.role_assignments.values()
+            if str(a["properties"].get("scope") or "").rstrip("/").lower()
+            != f"/subscriptions/{ctx.subscription}"
+        ],
     }
     doc["empty"] = not any(doc[k] for k in ("resource_groups", "environments", "apps", "jobs", "replicas"))
     return doc

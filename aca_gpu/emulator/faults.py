@@ -98,6 +98,20 @@ to workload profile types containing a substring (`T4`, `A100`, `NC24-A100`). Ki
 - `conversion`: an ACR artifact-streaming conversion requested on an emulated registry's data
   plane ends `Failed` when it would have succeeded (providers/registry/streaming.py).
 
+- Event jobs' known platform behaviours (providers/app/keda.py), `match=` a job name:
+  `event_cap` (`limit=`, default 10): KEDA keeps at most that many executions of an Event job
+  running whatever its maxExecutions (microsoft/azure-container-apps#1216: 10-12 at once with a
+  maximum of 100); `empty_poll`: a poll that finds the queue empty, once it has held messages,
+  starts one execution anyway (#1125: every poll), which finds nothing and exits; `idle_replica`
+  (`rate=`/`count=`): an execution KEDA starts runs a container that never takes a message (#1656)
+  and holds its place among the running until its replicaTimeout or its job's delete.
+- The Storage queue data plane (dataplane/queues.py), `match=` a substring of `/_queue/{account}/
+  {rest}`, `method=`: `queue_busy` (`status=` 503 | 500 | 429, default 503) answers before Azurite
+  sees the request (503 ServerBusy, Azure Storage's throttling answer; 500 InternalError; 429 is
+  this emulator's, Storage documents 503); `queue_reset` (`when=` before | after, default before)
+  drops the connection without an answer, before Azurite sees the request or after it acted on
+  it (a receive whose messages stay invisible, a put that was stored, a delete that was done).
+
 Durations (timing.py, emulated seconds, scaled by the time scale): environment create 80, an added
 GPU profile 490, environment delete 540 (900 with `slow_delete`), GPU app create 60 typical (720
 with `slow_create`).
@@ -139,6 +153,11 @@ KINDS = (
     "processing",
     "linger",
     "conversion",
+    "event_cap",
+    "empty_poll",
+    "idle_replica",
+    "queue_busy",
+    "queue_reset",
 )
 
 # what a registry answers for each `pull:error=` (containerd's wording, as ACA's log relays it)
@@ -274,6 +293,10 @@ class Faults:
         if "until" in p and self.elapsed() >= float(p["until"]):
             return False
         return not ("profile" in p and p["profile"].lower() not in profile.lower())
+
+    def standing(self, kind: str, *, path: str = "") -> Fault | None:
+        """The first fault of `kind` that applies here, as a standing rule (no rate or count drawn)."""
+        return next((f for f in self.all(kind) if self._applies(f, path, "", "", "")), None)
 
     def quota_limit(self, location: str, profile_type: str) -> int | None:
         """The GPU quota a `quota:limit=N` fault sets for this region and profile, if any."""

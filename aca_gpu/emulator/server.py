@@ -29,7 +29,7 @@ from aca_gpu.emulator.arm import ArmError, json_response
 from aca_gpu.emulator.auth import TokenMinter
 from aca_gpu.emulator.azurite import Azurite
 from aca_gpu.emulator.context import ADMIN, CALLER, Ctx, Route
-from aca_gpu.emulator.dataplane import files, queues
+from aca_gpu.emulator.dataplane import files, queue_rbac, queues
 from aca_gpu.emulator.dataplane.urls import ROUTES as DATA_ROUTES
 from aca_gpu.emulator.faults import Faults, FaultSpecError
 from aca_gpu.emulator.identity import (
@@ -59,7 +59,7 @@ from aca_gpu.emulator.providers.resources.urls import ROUTES as RESOURCE_ROUTES
 from aca_gpu.emulator.providers.storage.urls import ROUTES as STORAGE_ROUTES
 from aca_gpu.emulator.pulls import PullModel
 from aca_gpu.emulator.runtime import Runtime
-from aca_gpu.emulator.state import State
+from aca_gpu.emulator.state import State, StorageAccount
 from aca_gpu.emulator.throttle import Throttle
 from aca_gpu.emulator.throttle import admit as admit_request
 from aca_gpu.emulator.timing import DURATION_SETS, Clock
@@ -244,7 +244,15 @@ class EmulatorServer:
             ca_bundle=self.ca_bundle,
             storage_token=lambda: self.tokens.mint(STORAGE_AUDIENCES[0]),
             storage_caller=self.tokens.storage_caller,
+            authorize=self._queue_call_allowed,
+            faults=self.ctx.faults if self.ctx is not None else None,
         )
+
+    def _queue_call_allowed(
+        self, principal: str, account: StorageAccount, method: str, rest: str, query: Any
+    ) -> bool:
+        assert self.ctx is not None
+        return queue_rbac.allows(self.ctx, self.tokens.object_id, principal, account, method, rest, query)
 
     async def _astop(self) -> None:
         if self._ticker is not None:
@@ -458,7 +466,9 @@ class EmulatorServer:
                     status=404,
                 )
             action = authz.action_of(req.method, req.path)
-            permissions = authz.permissions_of(ctx, caller, self.tokens.object_id, now=ctx.clock.now())
+            permissions = authz.permissions_of(
+                ctx, caller, self.tokens.object_id, now=ctx.clock.now(), at=req.path
+            )
             if action is not None and not authz.allowed(permissions, action):
                 raise authz.refuse(ctx, caller, action)
             if "sub" in params:

@@ -232,6 +232,7 @@ class Job:
     identity: dict[str, Any] = field(default_factory=lambda: {"type": "None"})
     schedule_mark: datetime | None = None  # the last emulated minute the schedule trigger looked at
     poll_at: float | None = None  # an Event job's next KEDA poll (clock time; providers/app/keda.py)
+    queue_seen: bool = False  # a poll found messages on its queue (an emptied queue's `empty_poll`)
 
 
 @dataclass

@@ -10,7 +10,10 @@ API and deletes the expired ones with the rules of `acagpu reap`:
 - never a group without acagpu:managed=true, never one tagged acagpu:keep=true;
 - expired = acagpu:expires-at in the past (or, with ACAGPU_GUARD_OLDER_THAN_S, created longer ago);
 - right before deleting, the group is read again and the rules applied to its fresh tags;
-- billing stops first: the group's container apps and jobs are deleted, then the group.
+- billing stops first: the group's container apps and jobs are deleted, then the group;
+- a queue run's role assignments and queues, which live in its environment's storage account, go
+  after its group (each only when it names the run: an assignment's description, a queue's
+  metadata `acagpu_run_id`).
 
 Every decision is one log line `acagpu-guard {json}`; the last line sums the run up, and the same
 summary is written to the tag acagpu:guard-last-run of the guard's own resource group (ACAGPU_GUARD_GROUP),
@@ -52,6 +55,8 @@ TAG_ROLE = "acagpu:role"
 TAG_KIND = "acagpu:kind"
 TAG_ENV = "acagpu:env"
 TAG_SERVED = "acagpu:served"  # a served run's group names its app: scaled to zero before its delete
+TAG_QUEUE = "acagpu:queue"  # a queue run's Event job: `account=...;items=...` (its queues' account)
+QUEUE_OWNER = "acagpu_run_id"  # a queue's metadata naming the run that made it
 KIND_ENV = (
     "env"  # a warm environment (`acagpu env create`): removed when idle past its TTL, never with a run inside
 )
@@ -62,6 +67,8 @@ ARM = "https://management.azure.com"
 ARM_RESOURCE = "https://management.azure.com/"
 RESOURCES_API = "2021-04-01"
 APP_API = "2025-07-01"  # a stable Microsoft.App version every region serves
+STORAGE_API = "2023-05-01"
+AUTH_API = "2022-04-01"
 IDENTITY_API = "2019-08-01"
 EXIT_BAD_CONFIG = 2
 EXIT_INCOMPLETE = 6
@@ -292,6 +299,76 @@ def _stop_billing(arm: Arm, sub: str, group: str, served: str | None = None) -> 
             arm.call("DELETE", f"{base}/{kind}/{urllib.parse.quote(str(item['name']))}", APP_API)
 
 
+def queue_run(arm: Arm, sub: str, group: str, tags: dict[str, Any], groups: list[dict[str, Any]]) -> Any:
+    """(environment's group, account, run id, its job's own role assignments) of a queue run, read
+    before its group goes: its Event job's acagpu:queue tag names the account, its group's acagpu:env
+    the environment; a warm floor's role on its job is listed now (the job goes first). None: not one."""
+    run_id, env_name = tags.get(TAG_RUN_ID), tags.get(TAG_ENV)
+    if not run_id or not env_name or tags.get(TAG_KIND) == KIND_ENV:
+        return None
+    base = f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(group)}/providers/Microsoft.App"
+    for job in arm.pages(f"{base}/jobs", APP_API):
+        text = str((job.get("tags") or {}).get(TAG_QUEUE) or "")
+        account = dict(p.split("=", 1) for p in text.split(";") if "=" in p).get("account")
+        if not account:
+            continue
+        scope = f"{base}/jobs/{urllib.parse.quote(str(job['name']))}"
+        job_roles = [str(a["id"]) for a in _own_assignments(arm, scope, str(run_id))]
+        for other in groups:
+            other_tags = other.get("tags") or {}
+            if other_tags.get(TAG_KIND) == KIND_ENV and other_tags.get(TAG_ENV) == env_name:
+                return str(other["name"]), account, str(run_id), job_roles
+    return None
+
+
+def _own_assignments(arm: Arm, scope: str, run_id: str) -> list[dict[str, Any]]:
+    """The role assignments made at `scope` itself whose description names the run (acagpu's)."""
+    found = arm.pages(f"{scope}/providers/Microsoft.Authorization/roleAssignments", AUTH_API,
+                      {"$filter": "atScope()"})  # fmt: skip
+    mine = []
+    for assignment in found:
+        props = assignment.get("properties") or {}
+        at = str(props.get("scope") or "").rstrip("/").lower()
+        if at == scope.lower() and props.get("description") == f"{TAG_RUN_ID}={run_id}":
+            mine.append(assignment)
+    return mine
+
+
+def drop_queue_run(
+    arm: Arm, sub: str, env_group: str, account: str, run_id: str, job_roles: list[str]
+) -> list[str]:
+    """A queue run's role assignments (those whose description names it: on its job, read before the
+    job went, and on each queue), then its three queues (each only when its metadata names the run),
+    through ARM; what was left, each with why."""
+    base = (
+        f"/subscriptions/{sub}/resourceGroups/{urllib.parse.quote(env_group)}/providers/Microsoft.Storage/"
+        f"storageAccounts/{urllib.parse.quote(account)}/queueServices/default/queues"
+    )
+    left = []
+    for assignment_id in job_roles:
+        try:
+            arm.call("DELETE", assignment_id, AUTH_API)
+        except ArmFailure as exc:
+            left.append(f"the job's role assignment {assignment_id.rsplit('/', 1)[-1]}: {exc}")
+    for name in (f"acagpu-{run_id}", f"acagpu-{run_id}-results", f"acagpu-{run_id}-poison"):
+        scope = f"{base}/{name}"
+        try:
+            for assignment in _own_assignments(arm, scope, run_id):
+                arm.call("DELETE", str(assignment["id"]), AUTH_API)
+            queue = arm.call("GET", scope, STORAGE_API)
+            if queue is None:
+                continue  # gone already
+            metadata = (queue.get("properties") or {}).get("metadata") or {}
+            marks = {str(k).lower(): v for k, v in metadata.items()}
+            if marks.get(QUEUE_OWNER) != run_id:
+                left.append(f"{name}: its metadata does not name run {run_id} ({QUEUE_OWNER}): not acagpu's")
+                continue
+            arm.call("DELETE", scope, STORAGE_API)
+        except ArmFailure as exc:
+            left.append(f"{name}: {exc}")
+    return left
+
+
 def sweep(env: dict[str, str], now: datetime | None = None) -> int:
     sub = env.get("ACAGPU_SUBSCRIPTION", "").strip()
     if not sub:
@@ -423,8 +500,12 @@ def _sweep_subscription(
                 counts["skipped"] += 1
                 log(event | {"status": "skipped", "reason": f"re-checked before delete: {busy or why}"})
                 continue
+            queues = queue_run(arm, sub, name, fresh.get("tags") or {}, groups)  # before its job goes
             _stop_billing(arm, sub, name, (fresh.get("tags") or {}).get(TAG_SERVED))
             arm.call("DELETE", path, RESOURCES_API)
+            left = drop_queue_run(arm, sub, *queues) if queues else []
+            if left:  # the group goes; what is left of its queues is said, and the run counts failed
+                raise ArmFailure(0, f"its queues were not all deleted: {'; '.join(left)}")
         except ArmFailure as exc:
             counts["failed"] += 1
             log(event | {"status": "failed", "error": str(exc)})

@@ -14,7 +14,10 @@ at a time:
    delete the message; on failure make it visible again at once, or, at its last delivery, move it
    to the poison queue;
 5. exit 0 when the queue has nothing visible (twice, a second apart); a worker of a warm floor
-   (`ACAGPU_IDLE_S` > 0) first waits that long for an item, so a requeued one starts in seconds.
+   (`ACAGPU_IDLE_S` > 0) first waits that long for an item, so a requeued one starts in seconds,
+   and when that wait ends with no item it drops the floor (its job's minExecutions back to 0,
+   through ARM with the role its job holds on itself: ACAGPU_FLOOR_JOB), so the floor goes with no
+   client; the items put on the queue later start cold.
 
 It signs in with the job's managed identity (`IDENTITY_ENDPOINT`/`IDENTITY_HEADER`, the token's
 audience Azure Storage). Settings: ACAGPU_QUEUE_ENDPOINT (the account's queue endpoint),
@@ -38,9 +41,13 @@ from typing import Any
 
 VERSION = "2021-02-12"
 STORAGE = "https://storage.azure.com/"
+ARM = "https://management.azure.com/"
+APP_API = "2025-07-01"  # a stable Microsoft.App version every region serves
 TAIL_BYTES = 2048
 MAX_MESSAGE = 64 * 1024  # one queue message, base64 as sent
 PREFIX = "acagpu-worker:"
+# Azure Storage's 403 codes for a caller whose role does not (yet) allow the operation
+ROLE_PENDING = ("AuthorizationPermissionMismatch", "AuthorizationFailure")
 
 
 def say(text: str) -> None:
@@ -48,9 +55,10 @@ def say(text: str) -> None:
 
 
 class Identity:
-    """The managed identity's token for Azure Storage, fetched again before it expires."""
+    """The managed identity's token for Azure Storage (or `resource`), fetched again before it expires."""
 
-    def __init__(self) -> None:
+    def __init__(self, resource: str = STORAGE) -> None:
+        self.resource = resource
         self.endpoint = os.environ["IDENTITY_ENDPOINT"]
         self.header = os.environ["IDENTITY_HEADER"]
         self._token, self._until = "", 0.0
@@ -60,7 +68,7 @@ class Identity:
         with self._lock:
             if time.time() < self._until - 300:
                 return self._token
-            query = urllib.parse.urlencode({"resource": STORAGE, "api-version": "2019-08-01"})
+            query = urllib.parse.urlencode({"resource": self.resource, "api-version": "2019-08-01"})
             req = urllib.request.Request(
                 f"{self.endpoint}?{query}", headers={"X-IDENTITY-HEADER": self.header}
             )
@@ -72,13 +80,38 @@ class Identity:
 
 
 class Queues:
-    """The few Storage queue REST calls the worker makes (with retries on 5xx, 429 and resets)."""
+    """The few Storage queue REST calls the worker makes (with retries on 5xx, 429 and resets).
 
-    def __init__(self, endpoint: str, identity: Identity) -> None:
+    A 403 saying the identity lacks the permission is its role not yet in effect: acagpu grants it
+    on the run's queues right after the job is made, and a new role assignment takes minutes to
+    take effect. The call is then sent again, every few seconds, for up to `role_wait_s` in all
+    (ACAGPU_ROLE_WAIT_S), saying what it waits for; past that the worker ends with the refusal.
+    """
+
+    def __init__(
+        self, endpoint: str, identity: Identity, role_wait_s: float = 600.0, role_pause_s: float = 2.0
+    ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.identity = identity
+        self.role_wait_s, self.role_pause_s = role_wait_s, role_pause_s
+        self.role_waited_s = 0.0
 
     def call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+        while True:
+            answer = self._call(method, path, body)
+            status, headers, _ = answer
+            code = {k.lower(): v for k, v in headers.items()}.get("x-ms-error-code", "")
+            if status != 403 or code not in ROLE_PENDING or self.role_waited_s >= self.role_wait_s:
+                return answer
+            pause = self.role_pause_s
+            if self.role_waited_s % 20 < pause:  # one line every 20 s of waiting
+                waited = f"{self.role_waited_s:.0f} of at most {self.role_wait_s:.0f} s"
+                say(f"{method} {path.split('/')[0]}: {code}: waiting for this job's role on the queue to "
+                    f"take effect ({waited})")  # fmt: skip
+            time.sleep(pause)
+            self.role_waited_s += pause
+
+    def _call(self, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(6):
             req = urllib.request.Request(
                 f"{self.endpoint}/{path}",
@@ -153,6 +186,47 @@ class Renewer(threading.Thread):
                     say(f"message {self.message['MessageId']}: its visibility could not be renewed")
 
 
+def drop_floor(idle_s: float, role_wait_s: float = 600.0, pause_s: float = 2.0) -> None:
+    """The warm floor's idle window ended with no item: set the job's minExecutions to 0 (a PATCH of
+    its configuration's required fields and that, as acagpu's own drop), so KEDA keeps no floor.
+    A 403 while the job's role on itself propagates is waited out (up to `role_wait_s`); another
+    refusal is said and the worker exits anyway (acagpu attach/results drop it too)."""
+    job = os.environ.get("ACAGPU_FLOOR_JOB", "")
+    if not job:
+        return
+    arm = (os.environ.get("ACAGPU_ARM_ENDPOINT") or ARM).rstrip("/")
+    timeout = int(os.environ.get("ACAGPU_REPLICA_TIMEOUT_S") or 1800)
+    configuration = {"triggerType": "Event", "replicaTimeout": timeout,
+                     "eventTriggerConfig": {"scale": {"minExecutions": 0}}}  # fmt: skip
+    body = json.dumps({"properties": {"configuration": configuration}}).encode()
+    waited = 0.0
+    while True:
+        try:
+            token = Identity(ARM).token()
+            req = urllib.request.Request(
+                f"{arm}{job}?api-version={APP_API}",
+                data=body,
+                method="PATCH",
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=30) as answer:
+                answer.read()
+            name = job.rsplit("/", 1)[-1]
+            say(f"no item for {idle_s:g} s: the warm floor is dropped (minExecutions 0 on {name})")
+            return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 403 or waited >= role_wait_s:
+                say(f"no item for {idle_s:g} s, but the warm floor could not be dropped: HTTP {exc.code}")
+                return
+            if waited % 20 < pause_s:
+                say("dropping the warm floor: 403, waiting for this job's role on itself to take effect")
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+            say(f"no item for {idle_s:g} s, but the warm floor could not be dropped: {exc}")
+            return
+        time.sleep(pause_s)
+        waited += pause_s
+
+
 def run_item(argv: list[str], item: str, index: int) -> tuple[int, str, float]:
     env = dict(os.environ, ACAGPU_ITEM=item, ACAGPU_ITEM_INDEX=str(index))
     started = time.monotonic()
@@ -183,7 +257,8 @@ def main(argv: list[str]) -> int:
     visibility = int(os.environ.get("ACAGPU_VISIBILITY_S") or 60)
     most = int(os.environ.get("ACAGPU_MAX_DELIVERIES") or 3)
     worker = os.environ.get("CONTAINER_APP_JOB_EXECUTION_NAME") or os.environ.get("HOSTNAME", "")
-    queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity())
+    role_wait = float(os.environ.get("ACAGPU_ROLE_WAIT_S") or 600)
+    queues = Queues(settings["ACAGPU_QUEUE_ENDPOINT"], Identity(), role_wait)
     work, results = settings["ACAGPU_QUEUE"], settings["ACAGPU_RESULTS_QUEUE"]
     poison = settings["ACAGPU_POISON_QUEUE"]
     empty, done = 0, 0
@@ -208,6 +283,8 @@ def main(argv: list[str]) -> int:
             idle_for = time.monotonic() - idle_since
             if empty >= 2 and idle_for >= idle_s:
                 say(f"the queue is empty: {done} item(s) taken here, exiting")
+                if idle_s > 0:
+                    drop_floor(idle_s, role_wait)
                 return 0
             if empty == 2:
                 say(f"the queue is empty: a warm worker waits up to {idle_s:g} s for an item")

@@ -233,8 +233,24 @@ ROLE_ASSIGNMENT = {
     "props": {
         "properties": {
             "required": ["roleDefinitionId", "principalId"],
-            "props": {"roleDefinitionId": S, "principalId": S, "principalType": S},
+            # RoleAssignmentProperties.description (2022-04-01): queue mode's mark of its run
+            "props": {"roleDefinitionId": S, "principalId": S, "principalType": S, "description": S},
         }
+    },
+}
+# Microsoft.Storage 2026-09-01 (azure-mgmt-storage 25.3.0's models): StorageAccountCreateParameters
+# needs sku, kind and location; of StorageAccountPropertiesCreateParameters acagpu writes three.
+STORAGE_VERSION = "2026-09-01"
+STORAGE_ACCOUNT = {
+    "required": ["sku", "kind", "location"],
+    "props": {
+        "sku": {"required": ["name"], "props": {"name": S}},
+        "kind": S,
+        "location": S,
+        "tags": TAGS,
+        "properties": {
+            "props": {"supportsHttpsTrafficOnly": S, "minimumTlsVersion": S, "allowBlobPublicAccess": S}
+        },
     },
 }
 # ManagedEnvironments_Update (PATCH): a ManagedEnvironment; acagpu sends only its identity
@@ -246,6 +262,9 @@ RG = SUB + "/resourceGroups/{resourceGroupName}"
 APP = RG + "/providers/Microsoft.App"
 LOGS = RG + "/providers/Microsoft.OperationalInsights"
 ACR = RG + "/providers/Microsoft.ContainerRegistry"
+STORAGE = RG + "/providers/Microsoft.Storage/storageAccounts/{accountName}"
+QUEUE = STORAGE + "/queueServices/default/queues/{queueName}"  # a role assignment's scope
+ASSIGNMENTS = "/providers/Microsoft.Authorization/roleAssignments"
 
 # (method, path template, api-version, body schema or None for no body, operationId)
 OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] = (
@@ -387,6 +406,56 @@ OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] 
         AUTHORIZATION_VERSION,
         None,
         "Permissions_ListForResourceGroup",
+    ),
+    # queue mode: the environment's storage account, and its workers' roles at each queue's scope
+    # (RoleAssignments_Create / _ListForScope / _Delete take any `{scope}`; a queue's is this one)
+    ("GET", STORAGE, STORAGE_VERSION, None, "StorageAccounts_GetProperties"),
+    ("PUT", STORAGE, STORAGE_VERSION, STORAGE_ACCOUNT, "StorageAccounts_Create"),
+    ("POST", STORAGE + "/listKeys", STORAGE_VERSION, None, "StorageAccounts_ListKeys"),
+    (
+        "PUT",
+        QUEUE + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    ("GET", QUEUE + ASSIGNMENTS, AUTHORIZATION_VERSION, None, "RoleAssignments_ListForScope"),
+    # a warm floor's role at its Event job's own scope (its idle worker drops the floor)
+    (
+        "PUT",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    (
+        "GET",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS,
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_ListForScope",
+    ),
+    (
+        "DELETE",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_Delete",
+    ),
+    (
+        "DELETE",
+        QUEUE + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_Delete",
+    ),
+    # the environment's storages (which --mount names exist), read before a queue run's account is made
+    (
+        "GET",
+        APP + "/managedEnvironments/{environmentName}/storages",
+        APP_VERSION,
+        None,
+        "ManagedEnvironmentsStorages_List",
     ),
 )
 

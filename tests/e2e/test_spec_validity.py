@@ -27,7 +27,7 @@ from aca_gpu.cli import cli
 from tests.e2e import spec_facts as spec
 
 Sent = tuple[str, str, Any]  # method, url, parsed JSON body (None when there is none)
-STATUS_URL = re.compile(r"operationstatuses|operationresults|/operations/", re.I)
+STATUS_URL = re.compile(r"operationstatuses|operationresults|asyncoperations|/operations/", re.I)
 
 
 @pytest.fixture

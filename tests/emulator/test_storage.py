@@ -169,3 +169,64 @@ def test_ensure_makes_only_what_is_missing_and_never_returns_the_key(
         f"storageAccounts/{account}/listKeys",
     ).json()["keys"][0]["value"]
     assert secret not in json.dumps([made.as_dict(), said, found.as_dict()])
+
+
+def test_a_role_at_one_queues_scope_grants_its_data_actions_there_once_in_effect(
+    arm: ResourceManagementClient, aca: ContainerAppsAPIClient, cloud: AzureCloud, server: EmulatorServer
+) -> None:
+    """Queue mode's grant through acagpu's Azure layer: the Event job's identity gets Contributor on
+    one queue and Message Sender on another, each at the queue's own scope; the data plane allows
+    each what its role holds, there only, once the assignment is in effect; the listing at a scope
+    has that scope's assignments, and a delete takes each away (twice: no error)."""
+    from aca_gpu.emulator.dataplane.queue_rbac import allows
+    from aca_gpu.emulator.providers.authorization.models import PROPAGATION_S
+    from tests.emulator.helpers import job_body, wait_for
+
+    make_rg(arm)
+    make_env(aca)
+    made = shares.ensure(cloud, env_name="t1", resource_group="rg-acagpu-t1", environment="cae-acagpu-t1",
+                         location="eastus", group_tags={}, shares=[], say=lambda _: None)  # fmt: skip
+    body = job_body(server.subscription, "rg-acagpu-t1", "cae-acagpu-t1") | {
+        "identity": {"type": "SystemAssigned"}
+    }
+    aca.jobs.begin_create_or_update("rg-acagpu-t1", "run-q1", body).result()
+    job = cloud.get_job("rg-acagpu-t1", "run-q1")
+    assert job is not None and job.principal_id
+    ids = [
+        cloud.grant_queue_role(
+            "rg-acagpu-t1", made.account, "acagpu-q1", "contributor", job.principal_id, "r"
+        ),
+        cloud.grant_queue_role(
+            "rg-acagpu-t1", made.account, "acagpu-q1-results", "sender", job.principal_id, "r"
+        ),
+    ]
+    again = cloud.grant_queue_role(
+        "rg-acagpu-t1", made.account, "acagpu-q1", "contributor", job.principal_id, "r"
+    )
+    assert again == ids[0] and ids[0].endswith(
+        f"/storageAccounts/{made.account}/queueServices/default/queues/acagpu-q1/providers/"
+        f"Microsoft.Authorization/roleAssignments/{ids[0].rsplit('/', 1)[-1]}"
+    )
+    (found,) = cloud.queue_role_assignments("rg-acagpu-t1", made.account, "acagpu-q1")
+    assert (found.id, found.principal_id, found.description) == (ids[0], job.principal_id, "r")
+    assert found.role_definition_id.endswith("974c5e8b-45b9-4653-ba55-5f855dd0fb88")
+
+    assert server.ctx is not None
+    ctx = server.ctx
+    account = next(a for a in ctx.state.storage_accounts.values() if a.name == made.account)
+
+    def may(method: str, rest: str, **query: str) -> bool:
+        return allows(ctx, server.tokens.object_id, job.principal_id or "", account, method, rest, query)
+
+    assert not may("GET", "acagpu-q1/messages")  # accepted, not yet in effect
+    wait_for(lambda: may("GET", "acagpu-q1/messages"), what=f"{PROPAGATION_S:g} emulated s of propagation")
+    assert may("GET", "acagpu-q1/messages") and may("PUT", "acagpu-q1/messages/m1")  # receive, renew
+    assert may("DELETE", "acagpu-q1/messages/m1") and may("POST", "acagpu-q1/messages")
+    assert may("POST", "acagpu-q1-results/messages") and not may("GET", "acagpu-q1-results/messages")
+    assert not may("GET", "acagpu-other/messages") and not may("POST", "acagpu-q1-poison/messages")
+    assert may("GET", "acagpu-other", comp="metadata")  # a queue-level call is not checked
+    for assignment in ids:
+        cloud.delete_role_assignment(assignment)
+        cloud.delete_role_assignment(assignment)  # already gone: no error
+    assert cloud.queue_role_assignments("rg-acagpu-t1", made.account, "acagpu-q1") == []
+    assert not may("GET", "acagpu-q1/messages")

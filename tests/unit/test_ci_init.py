@@ -69,8 +69,15 @@ def test_prints_federated_credential_and_least_privilege_role(tmp_path: Path) ->
     assert 'az role assignment create --role "acagpu runner"' in out
     assert "Contributor" not in out
     role = ci_init.role_definition(SUB)
-    assert all(a.startswith(("Microsoft.App/", "Microsoft.Resources/")) for a in role["Actions"])
-    assert "*" not in role["Actions"]
+    # acagpu's own groups and Microsoft.App inside them; beyond that only reads and deletes of a
+    # queue run's leftovers (its queues, the role assignments at their scope): never a grant
+    beyond = [a for a in role["Actions"] if not a.startswith(("Microsoft.App/", "Microsoft.Resources/"))]
+    assert all(a.endswith(("/read", "/delete")) for a in beyond), beyond
+    assert all(a.startswith(("Microsoft.Storage/storageAccounts/queueServices/queues/",
+                             "Microsoft.Authorization/roleAssignments/")) for a in beyond)  # fmt: skip
+    assert (
+        "*" not in role["Actions"] and "Microsoft.Authorization/roleAssignments/write" not in role["Actions"]
+    )
 
 
 def test_json_output_is_one_document(tmp_path: Path) -> None:
@@ -270,3 +277,21 @@ def test_env_makes_the_validations_share_a_warm_environment(tmp_path: Path) -> N
     code, _, err = invoke(tmp_path / "bad", "--gpus", "nc24-a100", "--env", "ci-lab")
     assert code == 2 and "serverless GPUs only" in err
     assert not (tmp_path / "bad/.github").exists()
+
+
+def test_the_runner_role_allows_every_call_the_guard_makes_for_a_queue_runs_leftovers() -> None:
+    """The guard's identity holds this role alone: each ARM call of its queue-run cleanup (the
+    queue read and delete, the role assignments listed and deleted at the queue's scope) needs an
+    action the role grants, as the emulator's ARM derives it from the request."""
+    from aca_gpu.emulator.providers.authorization import models as authz
+
+    role = ci_init.role_definition(SUB)
+    grants = [{"actions": role["Actions"], "notActions": role["NotActions"]}]
+    queue = (f"/subscriptions/{SUB}/resourceGroups/rg-acagpu-env-lab/providers/Microsoft.Storage/"
+             "storageAccounts/acct/queueServices/default/queues/acagpu-r1")  # fmt: skip
+    assignments = f"{queue}/providers/Microsoft.Authorization/roleAssignments"
+    calls = [("GET", queue), ("DELETE", queue), ("GET", assignments), ("DELETE", f"{assignments}/a1")]
+    for method, path in calls:
+        action = authz.action_of(method, path)
+        assert action is not None and authz.allowed(grants, action), (method, path, action)
+    assert not authz.allowed(grants, authz.action_of("PUT", f"{assignments}/a1") or "")  # never a grant

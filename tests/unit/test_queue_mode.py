@@ -119,6 +119,59 @@ def test_the_worker_refuses_to_start_without_its_settings() -> None:
     assert "missing settings: ACAGPU_QUEUE_ENDPOINT" in ran.stderr
 
 
+def test_the_worker_waits_for_its_role_to_take_effect_then_goes_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Azure Storage's 403 AuthorizationPermissionMismatch while the job's new role propagates is
+    waited out (said on stderr), up to the worker's bound; another 403 is answered at once."""
+    import http.server
+    import importlib.util
+    import threading
+
+    spec = importlib.util.spec_from_file_location("acagpu_queue_worker", worker.script_path())
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    refusals = {"left": 2}
+    codes: list[str] = []
+
+    class Storage(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            code = "AuthenticationFailed" if "other" in self.path else "AuthorizationPermissionMismatch"
+            if refusals["left"] > 0 or "other" in self.path:
+                refusals["left"] -= 1
+                self.send_response(403)
+                self.send_header("x-ms-error-code", code)
+                self.end_headers()
+                codes.append(code)
+                return
+            body = b"<?xml version='1.0'?><QueueMessagesList></QueueMessagesList>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Storage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = type("Token", (), {"token": lambda self: "t"})()
+    try:
+        queues = script.Queues(f"http://127.0.0.1:{server.server_port}", token, 5.0, 0.01)
+        assert queues.receive("items", 30) is None  # two refusals waited out, then the empty queue
+        assert codes == ["AuthorizationPermissionMismatch"] * 2 and queues.role_waited_s > 0
+        assert "waiting for this job's role on the queue to take effect" in capsys.readouterr().err
+        status, _, _ = queues.call("GET", "other/messages")  # not a role that propagates: at once
+        assert status == 403 and codes[-1] == "AuthenticationFailed" and len(codes) == 3
+        bounded = script.Queues(f"http://127.0.0.1:{server.server_port}", token, 0.02, 0.01)
+        refusals["left"] = 100
+        with pytest.raises(RuntimeError, match="HTTP 403"):  # past its bound the refusal ends it
+            bounded.receive("items", 30)
+    finally:
+        server.shutdown()
+
+
 def test_the_job_tag_tells_a_reader_on_another_machine_the_run_and_fits_a_tag(tmp_path: Path) -> None:
     from aca_gpu.naming import TAG_QUEUE, parse_queue_tag
     from aca_gpu.workflow.queue.spec import queue_tag

@@ -430,6 +430,29 @@ class FakeCloud:
         """Queue mode is tested against the emulator (tests/e2e), not this fake: nothing here uses it."""
         raise AssertionError(f"the workflow fake has no storage queues ({account})")
 
+    def may_assign_roles(self, resource_group: str) -> bool | None:
+        return None
+
+    def grant_queue_role(
+        self, resource_group: str, account: str, queue: str, role: str, principal_id: str, description: str
+    ) -> str:
+        raise AssertionError(f"the workflow fake grants no role ({queue})")
+
+    def queue_role_assignments(self, resource_group: str, account: str, queue: str) -> list[Any]:
+        raise AssertionError(f"the workflow fake grants no role ({queue})")
+
+    def delete_role_assignment(self, assignment_id: str) -> None:
+        raise AssertionError(f"the workflow fake grants no role ({assignment_id})")
+
+    def grant_job_role(self, resource_group: str, job: str, principal_id: str, description: str) -> str:
+        raise AssertionError(f"the workflow fake grants no role ({job})")
+
+    def job_role_assignments(self, resource_group: str, job: str) -> list[Any]:
+        raise AssertionError(f"the workflow fake grants no role ({job})")
+
+    def arm_base(self) -> str:
+        return "https://management.azure.com"
+
 
 def autospec_cloud(fake: FakeCloud) -> MagicMock:
     """An autospec of the real adapter whose methods run the fake's logic."""

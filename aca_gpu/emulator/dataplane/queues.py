@@ -7,9 +7,9 @@ from the identity endpoint (what a job's worker sends, its managed identity's). 
 goes on to Azurite, which keeps the queues and answers; Azurite sees the emulator's own storage
 token, since it knows one account and checks no signature of ours.
 
-Azurite checks no role assignment, and neither does this proxy: a token of any identity the
-emulator minted may use any queue (UNCONFIRMED that acagpu's grant at the queue's scope is enough
-on Azure; docs/emulator.md).
+Azurite checks no role assignment; this proxy does, for a bearer token: the identity must hold a
+data role granting the message operation's data action at the queue's scope or above
+(dataplane/queue_rbac.py), else 403 AuthorizationPermissionMismatch, as Azure Storage answers.
 """
 
 from __future__ import annotations
@@ -57,12 +57,22 @@ class QueueProxy:
     """Authenticates a queue request against the emulated account, then forwards it to Azurite."""
 
     def __init__(
-        self, *, azurite_endpoint: str, ca_bundle: str, storage_token: Any, storage_caller: Any
+        self,
+        *,
+        azurite_endpoint: str,
+        ca_bundle: str,
+        storage_token: Any,
+        storage_caller: Any,
+        authorize: Any = None,
+        faults: Any = None,
     ) -> None:
         self.azurite = azurite_endpoint.rstrip("/")
         self._ssl = ssl.create_default_context(cafile=ca_bundle)
         self._token = storage_token  # () -> a fresh bearer token for Azurite
         self._caller = storage_caller  # (header) -> object id or None
+        # (principal, account, method, rest of the path, query) -> whether its roles allow the call
+        self._authorize = authorize
+        self._faults = faults  # queue_busy / queue_reset (faults.py)
         self._session: aiohttp.ClientSession | None = None
 
     def _http(self) -> aiohttp.ClientSession:
@@ -74,13 +84,22 @@ class QueueProxy:
         if self._session is not None:
             await self._session.close()
 
-    def _refusal(self, req: web.Request, account: StorageAccount) -> web.Response | None:
+    def _refusal(self, req: web.Request, account: StorageAccount, rest: str) -> web.Response | None:
         header = req.headers.get("Authorization", "")
         if not header:
             return _error(401, "NoAuthenticationInformation", "Server failed to authenticate the request.")
         if header.startswith("Bearer "):
-            if self._caller(header) is None:
+            principal = self._caller(header)
+            if principal is None:
                 return _error(401, "InvalidAuthenticationInfo", "The token is not valid for Azure Storage.")
+            if self._authorize is not None and not self._authorize(
+                principal, account, req.method, rest, req.query
+            ):
+                return _error(
+                    403,
+                    "AuthorizationPermissionMismatch",
+                    "This request is not authorized to perform this operation using this permission.",
+                )
             return None
         why = files_auth.verify(
             header,
@@ -100,10 +119,25 @@ class QueueProxy:
             f"formed correctly including the signature. ({why})",
         )
 
+    def _fault(self, kind: str, req: web.Request, account: StorageAccount, rest: str) -> Any:
+        if self._faults is None:
+            return None
+        return self._faults.fire(kind, path=f"{PREFIX}{account.name}/{rest}", method=req.method)
+
     async def serve(self, req: web.Request, account: StorageAccount, rest: str) -> web.StreamResponse:
-        refused = self._refusal(req, account)
+        refused = self._refusal(req, account, rest)
         if refused is not None:
             return refused
+        busy = self._fault("queue_busy", req, account, rest)
+        if busy is not None:
+            return _busy(int(busy.param("status", "503")))
+        reset = self._fault("queue_reset", req, account, rest)
+        if reset is not None and reset.param("when", "before") == "before":
+            return _reset(req)
+        answer = await self._forward(req, rest)
+        return _reset(req) if reset is not None else answer
+
+    async def _forward(self, req: web.Request, rest: str) -> web.Response:
         body = await req.read()
         headers = {k: v for k, v in req.headers.items() if k.lower().startswith("x-ms-")}
         if req.content_type:
@@ -128,6 +162,48 @@ class QueueProxy:
                 return int(answer.headers.get("x-ms-approximate-messages-count", "0"))
         except (aiohttp.ClientError, ValueError, OSError):
             return None
+
+    async def queue_metadata(self, queue: str) -> tuple[dict[str, str], int] | None:
+        """(metadata, approximate count) of a queue, None when it does not exist (ARM's Queue_Get)."""
+        url = f"{self.azurite}/{queue}"
+        headers = {"Authorization": f"Bearer {self._token()}", "x-ms-version": "2021-02-12"}
+        async with self._http().get(url, params={"comp": "metadata"}, headers=headers) as answer:
+            if answer.status == 404:
+                return None
+            if answer.status != 200:
+                raise OSError(f"Azurite answered {answer.status} for queue {queue}'s metadata")
+            prefix = "x-ms-meta-"
+            found = {k[len(prefix) :]: v for k, v in answer.headers.items() if k.lower().startswith(prefix)}
+            return found, int(answer.headers.get("x-ms-approximate-messages-count", "0"))
+
+    async def delete_queue(self, queue: str) -> bool:
+        """Delete a queue (ARM's Queue_Delete); False when there was none."""
+        headers = {"Authorization": f"Bearer {self._token()}", "x-ms-version": "2021-02-12"}
+        async with self._http().delete(f"{self.azurite}/{queue}", headers=headers) as answer:
+            if answer.status not in (204, 404):
+                raise OSError(f"Azurite answered {answer.status} to deleting queue {queue}")
+            return answer.status == 204
+
+
+def _busy(status: int) -> web.Response:
+    """A `queue_busy` fault's answer: Storage's throttling is 503 ServerBusy (500 InternalError; 429
+    is this emulator's own, Storage documents none)."""
+    if status == 500:
+        return _error(
+            500, "InternalError", "The server encountered an internal error. Please retry the request."
+        )
+    if status == 429:
+        return _error(429, "TooManyRequests", "Too many requests. Please retry the request.")
+    return _error(
+        503, "ServerBusy", "The server is currently unable to receive requests. Please retry your request."
+    )
+
+
+def _reset(req: web.Request) -> web.Response:
+    """A `queue_reset` fault: the connection dropped without an answer (what is returned is never sent)."""
+    if req.transport is not None:
+        req.transport.abort()
+    return web.Response(status=500)
 
 
 def split(path: str) -> tuple[str, str] | None:

@@ -198,7 +198,8 @@ def requirement_line(spec: str | None, wheel: wheels.Wheel | None) -> str:
 
 
 def role_definition(subscription: str) -> dict[str, Any]:
-    """Only what acagpu does: its own resource groups and the Microsoft.App resources inside them."""
+    """Only what acagpu does: its own resource groups and the Microsoft.App resources inside them, and
+    the removal of a queue run's leftovers (its queues, the role assignments at their scope)."""
     return {
         "Name": ROLE_NAME,
         "IsCustom": True,
@@ -215,6 +216,12 @@ def role_definition(subscription: str) -> dict[str, Any]:
             "Microsoft.App/containerApps/*",
             "Microsoft.App/jobs/*",
             "Microsoft.App/locations/*/read",
+            # a queue run's leftovers in its environment's storage account: its queues and the role
+            # assignments made at their scope (read and delete only; never a write, never a grant)
+            "Microsoft.Storage/storageAccounts/queueServices/queues/read",
+            "Microsoft.Storage/storageAccounts/queueServices/queues/delete",
+            "Microsoft.Authorization/roleAssignments/read",
+            "Microsoft.Authorization/roleAssignments/delete",
         ],
         "NotActions": [],
         "DataActions": [],

@@ -52,7 +52,7 @@ def load_failed(run_id: str) -> tuple[RunRequest, dict[str, Any], tuple[int, ...
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
-        if _known_run(run_id):
+        if known_run(run_id):
             raise BadInput(
                 f"--rerun-failed {run_id}: run {run_id} is not a fan-out (--shards/--map)"
             ) from None
@@ -81,7 +81,7 @@ def load_failed(run_id: str) -> tuple[RunRequest, dict[str, Any], tuple[int, ...
     return request, dict(record.get("fanout") or {}), failed
 
 
-def _known_run(run_id: str) -> bool:
+def known_run(run_id: str) -> bool:
     """True when the spend ledger has the run: it ran here, as something other than a fan-out."""
     from aca_gpu.workflow.spend.ledger import ledger_path
 

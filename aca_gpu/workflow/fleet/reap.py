@@ -63,6 +63,7 @@ class ReapItem:
     kind: str = "run"  # run | env (a warm environment)
     uncounted: str | None = None  # what spend_usd leaves out (spend.UNCOUNTED), as `status` says it
     served: bool = False  # a served app's run: its spend goes to the ledger as it is deleted
+    env: str | None = None  # a run inside a warm environment: where a queue run's queues are
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -123,7 +124,7 @@ def decide(
         kind = KIND_ENV if tags.get(TAG_KIND) == KIND_ENV else "run"
         return ReapItem(
             subscription, group.name, tags.get(TAG_RUN_ID), action, reason, age, None, status, kind=kind,
-            served=bool(tags.get(TAG_SERVED)),
+            served=bool(tags.get(TAG_SERVED)), env=tags.get(TAG_ENV) if kind == "run" else None,
         )  # fmt: skip
 
     if not is_managed(tags):

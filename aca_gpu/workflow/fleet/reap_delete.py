@@ -17,10 +17,11 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
-from aca_gpu.errors import AcaGpuError
+from aca_gpu.errors import AcaGpuError, NotFound
 from aca_gpu.models import Cloud
-from aca_gpu.naming import TAG_MANAGED
+from aca_gpu.naming import TAG_ENV, TAG_MANAGED, TAG_RUN_ID
 from aca_gpu.workflow.base.threads import spawn, wait_for
+from aca_gpu.workflow.env.run_queues import RunQueues, drop_run_queues, run_queues
 
 REPORT_EVERY_S = 1.0
 Key = tuple[str, str]
@@ -141,7 +142,9 @@ class Deleter:
         return results
 
     def _accept(self, cloud: Cloud, item: Any) -> Any:
-        """The one teardown path (billing first); `pending` once ARM accepted the group's delete."""
+        """The one teardown path (billing first); `pending` once ARM accepted the group's delete. A
+        queue run's role assignments and queues (in its environment's account) go after its group
+        (env/run_queues.py: each checked as the run's); one left makes the item failed."""
         # here, not at the top: `status` uses CachedClouds and need not load the teardown engine
         from aca_gpu.workflow.engine import teardown
         from aca_gpu.workflow.spend import ledger
@@ -152,14 +155,29 @@ class Deleter:
                 return changed
             if getattr(item, "served", False):  # its spend to the ledger before it goes
                 ledger.record_served_group(cloud, item.resource_group)
+            queues = self._queues_of(cloud, item)
             result = teardown.teardown_group(cloud, item.resource_group, wait_gone=False, poll=self.poll)
+            left = drop_run_queues(cloud, queues) if queues is not None and result.clean else []
         except AcaGpuError as exc:
             return replace(item, status="failed", error=exc.message)
+        if left:
+            return replace(item, status="failed", error=f"its queues were not all deleted: {'; '.join(left)}")
         if result.verified:  # already absent
             return replace(item, status="deleted")
         if result.status == "deleting":
             return replace(item, status="pending")
         return replace(item, status="failed", error=result.message or "delete not accepted")
+
+    @staticmethod
+    def _queues_of(cloud: Cloud, item: Any) -> RunQueues | None:
+        """A queue run's queues, read before its group (and the job naming them) goes."""
+        env, run_id = getattr(item, "env", None), getattr(item, "run_id", None)
+        if not env or not run_id:
+            return None
+        try:
+            return run_queues(cloud, item.resource_group, {TAG_ENV: env, TAG_RUN_ID: run_id})
+        except NotFound:  # its environment is gone, and its account with the queues in it
+            return None
 
     def _verify(self, cloud: Cloud, accepted: list[Any]) -> dict[Key, Any]:
         """Read the subscription's managed groups each round until every accepted delete is gone."""

@@ -41,6 +41,7 @@ class QueueOutcome(WorkloadOutcome):
     ran: bool = False  # the watch began (the job existed)
     account: str | None = None  # the environment's storage account holding the run's queues
     clamp: dict[str, Any] | None = None  # --workers against the free GPU quota, as the preflight read it
+    roles: list[str] = field(default_factory=list)  # the workers' role assignments (one per queue)
 
     def ended_on_its_own(self) -> bool:
         """The workers ran and the run ended with them: not stopped by Ctrl-C, by a failure of
@@ -141,6 +142,7 @@ class QueueOutcome(WorkloadOutcome):
             **self.spec.as_dict(),
             **self.queue.as_dict(),
             "storage_account": self.account,
+            "worker_roles": self.roles,
             "workers_quota": self.clamp,
             "summary": {
                 **self.counts,
@@ -193,6 +195,7 @@ def run_queue(
     outcome.queue = runtime.queue  # --workers as the preflight clamped it to the GPU quota
     outcome.clamp = runtime.clamp
     outcome.account = runtime.account
+    outcome.roles = list(runtime.roles)
     outcome.ledger = runtime.ledger
     outcome.drain_s = runtime.drain_s
     outcome.counts = runtime.counts()

@@ -47,6 +47,21 @@ def is_queue_record(record: dict[str, Any] | None) -> bool:
     return record is not None and (record.get("document") or {}).get("mode") == "queue"
 
 
+def not_found(run_id: str) -> BadInput:
+    """Neither a record here nor a live queue run: what --rerun-failed can and cannot find."""
+    where = records.folder()
+    if records.known_run(run_id):
+        return BadInput(
+            f"--rerun-failed {run_id}: run {run_id} ran here but is neither a fan-out (--shards/--map) "
+            f"nor a queue run (--workers) recorded in {where}"
+        )
+    return BadInput(
+        f"--rerun-failed {run_id}: no run {run_id} is recorded here ({where}) and no queue run {run_id} "
+        "exists in Azure: a fan-out or an attached queue run is rerun from this machine's record, a "
+        "detached queue run from Azure until it is removed"
+    )
+
+
 def live_run(cloud: Cloud, run_id: str) -> Reader | None:
     """The queue run `run_id` as it is in Azure, or None when it no longer exists (or is no queue run)."""
     try:

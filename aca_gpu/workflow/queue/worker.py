@@ -31,7 +31,10 @@ def script_path() -> Path:
     return template_path("queue-worker", "acagpu_queue_worker.py")
 
 
-def worker_env(queue: QueueSpec, endpoint: str) -> dict[str, str]:
+def worker_env(queue: QueueSpec, endpoint: str, floor: tuple[str, str, int] | None = None) -> dict[str, str]:
+    """`floor` (a warm floor's): (the job's ARM id, the ARM endpoint, its replicaTimeout): the worker
+    whose idle window ends sets the job's minExecutions back to 0 through ARM."""
+    job_id, arm, timeout = floor or ("", "", 0)
     return {
         SRC_ENV: encode_source(script_path().read_bytes()),
         "ACAGPU_QUEUE_ENDPOINT": endpoint,
@@ -43,12 +46,19 @@ def worker_env(queue: QueueSpec, endpoint: str) -> dict[str, str]:
         "ACAGPU_RUN_ID": queue.run_id,
         # a warm floor's worker waits this long for an item before it exits (0: at once)
         "ACAGPU_IDLE_S": str(queue.warm_idle_s if queue.warm else 0),
+        **(
+            {"ACAGPU_FLOOR_JOB": job_id, "ACAGPU_ARM_ENDPOINT": arm, "ACAGPU_REPLICA_TIMEOUT_S": str(timeout)}
+            if floor
+            else {}
+        ),
     }
 
 
-def worker_container(container: ContainerDef, queue: QueueSpec, endpoint: str) -> ContainerDef:
+def worker_container(
+    container: ContainerDef, queue: QueueSpec, endpoint: str, floor: tuple[str, str, int] | None = None
+) -> ContainerDef:
     """The run's container with the worker launched first and the user's command as its args."""
-    env = {**container.env, **worker_env(queue, endpoint)}
+    env = {**container.env, **worker_env(queue, endpoint, floor)}
     for name, value in env.items():
         if len(value.encode("utf-8")) > MAX_ENV_VALUE:
             raise BadInput(
@@ -62,8 +72,12 @@ def worker_container(container: ContainerDef, queue: QueueSpec, endpoint: str) -
     )
 
 
-def event_job(job: JobSpec, queue: QueueSpec, account: str, endpoint: str) -> JobSpec:
-    """The run's job made an Event job: the worker container and KEDA's azure-queue rule."""
+def event_job(
+    job: JobSpec, queue: QueueSpec, account: str, endpoint: str, floor_via: tuple[str, str] | None = None
+) -> JobSpec:
+    """The run's job made an Event job: the worker container and KEDA's azure-queue rule. With a warm
+    floor and `floor_via` (the subscription, the ARM endpoint), its workers can drop the floor
+    themselves (worker_env)."""
     trigger = EventTrigger(
         account=account,
         queue=queue.work_queue,
@@ -73,4 +87,11 @@ def event_job(job: JobSpec, queue: QueueSpec, account: str, endpoint: str) -> Jo
         polling_interval_s=queue.polling_s,
     )
     tags = {**job.tags, TAG_QUEUE: f"{queue_tag(queue, account)};timeout={job.replica_timeout_s}"}
-    return replace(job, container=worker_container(job.container, queue, endpoint), event=trigger, tags=tags)
+    floor = None
+    if queue.warm and floor_via is not None:
+        subscription, arm = floor_via
+        group = f"/subscriptions/{subscription}/resourceGroups/{job.resource_group}"
+        job_id = f"{group}/providers/Microsoft.App/jobs/{job.name}"
+        floor = (job_id, arm, job.replica_timeout_s)
+    container = worker_container(job.container, queue, endpoint, floor)
+    return replace(job, container=container, event=trigger, tags=tags)

@@ -8,7 +8,11 @@ queue's approximate message count (Azurite's answer, invisible messages counted,
 
 and at least `minExecutions - running` (the warm floor). Only the `azure-queue` rule type is
 modelled; a rule of another type starts nothing. The first poll comes one interval after the job
-exists (UNCONFIRMED: whether ACA polls at once). Faults are not modelled here yet.
+exists (UNCONFIRMED: whether ACA polls at once).
+
+Three platform behaviours reported against ACA are faults here (docs/emulator.md): `event_cap`
+holds the running executions at `limit` (#1216), `empty_poll` starts one execution at a poll of an
+emptied queue (#1125), `idle_replica` starts an execution whose container takes no message (#1656).
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from aca_gpu.emulator.providers.app import models
 log = logging.getLogger(__name__)
 DEFAULT_POLLING_S = 30.0
 DEFAULT_QUEUE_LENGTH = 5  # KEDA's azure-queue default
+DEFAULT_EVENT_CAP = 10  # the `event_cap` fault: #1216 saw 10-12 executions at once
+# what an `idle_replica` execution runs instead of its worker: it takes no message and stays until its
+# replicaTimeout or its job's delete ends it
+IDLE = ["/bin/sh", "-c", "exec sleep 2147483647"]
 
 
 def _scale(job: Any) -> dict[str, Any]:
@@ -71,17 +79,37 @@ async def poll(ctx: Ctx) -> list[str]:
         if messages is None:
             continue  # an unreadable queue starts nothing (KEDA logs the scaler error)
         running = sum(1 for e in job.executions.values() if e.status == "Running")
+        most = int(scale.get("maxExecutions") or 100)
+        cap = ctx.faults.standing("event_cap", path=job.name)
+        if cap is not None:  # #1216: stuck at 10-12 whatever the maximum
+            most = min(most, int(cap.param("limit", str(DEFAULT_EVENT_CAP))))
         count = wanted(
             messages,
             int(metadata.get("queueLength") or DEFAULT_QUEUE_LENGTH),
             running,
             least=int(scale.get("minExecutions") or 0),
-            most=int(scale.get("maxExecutions") or 100),
+            most=most,
         )
+        job.queue_seen = job.queue_seen or messages > 0
+        emptied = messages == 0 and count == 0 and job.queue_seen and running < most
+        if emptied and ctx.faults.fire("empty_poll", path=job.name) is not None:
+            count = 1  # #1125: an emptied queue starts an execution every poll
         for _ in range(count):
             try:
-                started.append(models.start_job(ctx, job, None, trigger="Event").name)
+                started.append(_start(ctx, job))
             except Exception:  # a broken template must not stop the ticker
                 log.exception("event start of %s", job.name)
                 break
     return started
+
+
+def _start(ctx: Ctx, job: Any) -> str:
+    """One execution as KEDA starts it; under `idle_replica` (#1656) its container takes no message."""
+    override = None
+    if ctx.faults.fire("idle_replica", path=job.name) is not None:
+        containers = [dict(c) for c in job.template.get("containers") or []]
+        for container in containers:
+            container["command"], container["args"] = list(IDLE), []
+        override = {"containers": containers}
+        log.info("idle_replica: an execution of %s that takes no message", job.name)
+    return models.start_job(ctx, job, override, trigger="Event").name

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aca_gpu.emulator.context import Handler, Route
+from aca_gpu.emulator.providers.app import models, storages
 from aca_gpu.emulator.providers.app import responses as r
-from aca_gpu.emulator.providers.app import storages
+from aca_gpu.emulator.providers.authorization import scoped
 
 NS = "Microsoft.App"
 SUB = "/subscriptions/{sub}/providers/Microsoft.App"
@@ -13,6 +16,16 @@ LOC = SUB + "/locations/{location}"
 ENV = RGP + "/managedEnvironments/{name}"
 APP = RGP + "/containerApps/{name}"
 JOB = RGP + "/jobs/{name}"
+JOB_ASSIGNMENTS = JOB + "/providers/Microsoft.Authorization/roleAssignments"
+
+
+def _job_scope(ctx: Any, p: dict[str, str]) -> str:
+    """A job's id from the path alone (an assignment at its scope outlives it)."""
+    return f"/subscriptions/{ctx.subscription}/resourceGroups/{p['rg']}/providers/{NS}/jobs/{p['name']}"
+
+
+# a job's role on itself (queue mode's warm floor, dropped by its own worker: docs/queue.md)
+_JOB_ROLES = scoped.handlers(_job_scope, lambda ctx, p: models.get_job(ctx, p["rg"], p["name"]))
 
 
 def _routes() -> list[Route]:
@@ -65,7 +78,16 @@ def _routes() -> list[Route]:
     for kind in ("managedEnvironmentOperation", "containerappOperation", "containerappsjobOperation"):
         table.append(("GET", f"{LOC}/{kind}Statuses/{{op}}", r.operation_status))
         table.append(("GET", f"{LOC}/{kind}Results/{{op}}", r.operation_result))
-    return [Route(method, pattern, handler, namespace=NS) for method, pattern, handler in table]
+    routes = [Route(method, pattern, handler, namespace=NS) for method, pattern, handler in table]
+    create, get, delete, listing = _JOB_ROLES
+    auth = "Microsoft.Authorization"
+    routes += [
+        Route("PUT", JOB_ASSIGNMENTS + "/{id}", create, namespace=auth),
+        Route("GET", JOB_ASSIGNMENTS + "/{id}", get, namespace=auth),
+        Route("DELETE", JOB_ASSIGNMENTS + "/{id}", delete, namespace=auth),
+        Route("GET", JOB_ASSIGNMENTS, listing, namespace=auth),
+    ]
+    return routes
 
 
 ROUTES = _routes()

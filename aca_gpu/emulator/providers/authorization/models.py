@@ -46,6 +46,22 @@ BUILT_IN: dict[str, tuple[str, list[str], list[str]]] = {
         ["Microsoft.ContainerRegistry/registries/pull/read"],
         [],
     ),
+    # Storage's queue data roles: no control-plane action here, their data actions below
+    "974c5e8b-45b9-4653-ba55-5f855dd0fb88": ("Storage Queue Data Contributor", [], []),
+    "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a": ("Storage Queue Data Message Sender", [], []),
+    "8a0f0c08-91a1-4084-bc3d-661d67233fed": ("Storage Queue Data Message Processor", [], []),
+    "19e7f393-937e-4f77-808e-94535e297925": ("Storage Queue Data Reader", [], []),
+}
+QUEUE_MESSAGES = "Microsoft.Storage/storageAccounts/queueServices/queues/messages"
+# what each built-in data role grants on Azure Storage's data plane (Microsoft's built-in roles list)
+DATA_ACTIONS: dict[str, list[str]] = {
+    "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": [],  # Owner: control plane only (no data action)
+    "974c5e8b-45b9-4653-ba55-5f855dd0fb88": [
+        f"{QUEUE_MESSAGES}/{a}" for a in ("delete", "read", "write", "process/action", "add/action")
+    ],
+    "c6a89b2d-59bc-44d0-9896-0f6e12d7b80a": [f"{QUEUE_MESSAGES}/add/action"],
+    "8a0f0c08-91a1-4084-bc3d-661d67233fed": [f"{QUEUE_MESSAGES}/read", f"{QUEUE_MESSAGES}/process/action"],
+    "19e7f393-937e-4f77-808e-94535e297925": [f"{QUEUE_MESSAGES}/read"],
 }
 
 
@@ -79,7 +95,12 @@ def _built_in(ctx: Ctx, guid: str) -> dict[str, Any]:
             "description": name,
             "assignableScopes": ["/"],
             "permissions": [
-                {"actions": actions, "notActions": not_actions, "dataActions": [], "notDataActions": []}
+                {
+                    "actions": actions,
+                    "notActions": not_actions,
+                    "dataActions": list(DATA_ACTIONS.get(guid, [])),
+                    "notDataActions": [],
+                }
             ],
         },
     }
@@ -232,6 +253,7 @@ def put_assignment(
             "principalId": principal,
             "principalType": str(props.get("principalType") or "ServicePrincipal"),
             "scope": scope,
+            **({"description": str(props["description"])} if props.get("description") else {}),
             "createdOn": now,
             "updatedOn": now,
             "createdBy": caller,
@@ -244,12 +266,19 @@ def put_assignment(
     return doc
 
 
+def within(path: str, scope: str) -> bool:
+    """Whether the resource `path` is `scope` or below it (whole path segments, any case)."""
+    target, at = path.rstrip("/").lower(), scope.rstrip("/").lower()
+    return target == at or target.startswith(at + "/")
+
+
 def permissions_of(
-    ctx: Ctx, principal: str, admin: str, *, now: float | None = None
+    ctx: Ctx, principal: str, admin: str, *, now: float | None = None, at: str | None = None
 ) -> list[dict[str, list[str]]]:
     """What `principal` may do in this subscription: one entry per role it holds (the admin is Owner,
     less what a `deny` fault takes away). With `now` (ARM checking a call), an assignment that has not
-    propagated yet (PROPAGATION_S) grants nothing."""
+    propagated yet (PROPAGATION_S) grants nothing; with `at` (the call's path), only an assignment at
+    that resource's scope or above it counts (a job's role on itself reaches no other resource)."""
     if principal == admin:
         denied = [
             f.param("action", "")
@@ -264,12 +293,37 @@ def permissions_of(
             continue
         if now is not None and now < ctx.state.role_assignments_effective.get(assignment["name"], 0.0):
             continue  # accepted, not yet effective
+        if at is not None and not within(at, str(p.get("scope") or sub_scope(ctx))):
+            continue  # assigned elsewhere: it grants nothing here
         try:
             role = get_definition(ctx, p["roleDefinitionId"].rstrip("/").rsplit("/", 1)[-1])
         except RoleDefinitionDoesNotExist:
             continue
         found.extend(role["properties"]["permissions"])
     return found
+
+
+def data_allowed(ctx: Ctx, principal: str, scope: str, action: str, *, now: float) -> bool:
+    """Whether `principal` holds a role granting the data action `action` on the resource `scope`:
+    an effective assignment at that scope or above it (its account, group, subscription)."""
+    for assignment in assignments(ctx):
+        p = assignment["properties"]
+        if p["principalId"] != principal:
+            continue
+        if now < ctx.state.role_assignments_effective.get(assignment["name"], 0.0):
+            continue  # accepted, not yet effective
+        if not within(scope, str(p.get("scope") or sub_scope(ctx))):
+            continue
+        try:
+            role = get_definition(ctx, p["roleDefinitionId"].rstrip("/").rsplit("/", 1)[-1])
+        except RoleDefinitionDoesNotExist:
+            continue
+        for perm in role["properties"]["permissions"]:
+            if any(_match(action, a) for a in perm.get("dataActions", [])) and not any(
+                _match(action, n) for n in perm.get("notDataActions", [])
+            ):
+                return True
+    return False
 
 
 def _match(action: str, pattern: str) -> bool:
