@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 import click
 
-from aca_gpu.errors import BadInput
+from aca_gpu.errors import AuthError, BadInput
 from aca_gpu.output import Output
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,7 +103,13 @@ def rerun_queue_command(output: Output, image: str | None, flags: dict[str, Any]
         raise BadInput(
             "--rerun-failed RUN_ID takes the run's own image, command and items: give nothing else"
         )
-    live = rerun.live_run(open_cloud(command_settings(flags["subscription"])), run_id)
+    try:
+        cloud = open_cloud(command_settings(flags["subscription"]))
+    except AuthError as exc:  # no subscription: no detached queue run can be found
+        if record is None and exc.code == "NoSubscription":
+            return False  # the fan-out's rerun says what this machine holds of RUN_ID
+        raise
+    live = rerun.live_run(cloud, run_id)
     if live is not None:
         doc = rerun.requeue_failed(live, _say(output))
         output.emit(doc, lambda _stdout: print(

@@ -446,7 +446,9 @@ def test_the_python_api_detaches_follows_reads_and_removes_a_queue_run(
         run.wait(timeout_s=0.01)  # far too soon: the run goes on
     assert late.value.exit_code == 4
     status = run.status()
-    assert (status.run_id, status.items, status.done) == (run.run_id, 3, False)
+    assert (status.run_id, status.items) == (run.run_id, 3)
+    # done exactly when every item is final (three short items may all be, on a slow machine)
+    assert status.done == (status.succeeded + status.poisoned == 3), status
     result = run.wait(timeout_s=120)
     assert result.done and result.failed == [1] and result.status == "items_failed"
     assert [(i.item, i.status) for i in result.items] == [
