@@ -219,7 +219,10 @@ def test_a_role_at_one_queues_scope_grants_its_data_actions_there_once_in_effect
         return allows(ctx, server.tokens.object_id, job.principal_id or "", account, method, rest, query)
 
     assert not may("GET", "acagpu-q1/messages")  # accepted, not yet in effect
-    wait_for(lambda: may("GET", "acagpu-q1/messages"), what=f"{PROPAGATION_S:g} emulated s of propagation")
+    wait_for(  # each assignment is in effect PROPAGATION_S after its own grant: the second's later
+        lambda: may("GET", "acagpu-q1/messages") and may("POST", "acagpu-q1-results/messages"),
+        what=f"{PROPAGATION_S:g} emulated s of propagation",
+    )
     assert may("GET", "acagpu-q1/messages") and may("PUT", "acagpu-q1/messages/m1")  # receive, renew
     assert may("DELETE", "acagpu-q1/messages/m1") and may("POST", "acagpu-q1/messages")
     assert may("POST", "acagpu-q1-results/messages") and not may("GET", "acagpu-q1-results/messages")
