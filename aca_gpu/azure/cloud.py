@@ -49,6 +49,7 @@ from aca_gpu.models import (
     ResourceGroupInfo,
     RoleAssignmentInfo,
     ShareDownload,
+    ShareMount,
     StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
@@ -312,26 +313,9 @@ class AzureCloud:
         storage.create_file_share(self.clients, resource_group, account, share, quota_gib)
 
     def set_environment_file_storage(
-        self,
-        resource_group: str,
-        environment: str,
-        storage_name: str,
-        *,
-        account_group: str,
-        account: str,
-        share: str,
-        access_mode: str = "ReadWrite",
+        self, resource_group: str, environment: str, storage_name: str, mount: ShareMount
     ) -> None:
-        storage.set_environment_file_storage(
-            self.clients,
-            resource_group,
-            environment,
-            storage_name,
-            account_group=account_group,
-            account=account,
-            share=share,
-            access_mode=access_mode,
-        )
+        storage.set_environment_file_storage(self.clients, resource_group, environment, storage_name, mount)
 
     # ---- data plane --------------------------------------------------------------------------
 
