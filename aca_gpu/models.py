@@ -41,6 +41,17 @@ class StorageAccountInfo(Record):
 
 
 @dataclass(frozen=True)
+class ShareMount(Record):
+    """An Azure Files share as an environment storage mounts it. The account's group may differ from
+    the environment's; the account key never travels in this record (the Azure layer reads it)."""
+
+    account_group: str
+    account: str
+    share: str
+    access_mode: str = "ReadWrite"
+
+
+@dataclass(frozen=True)
 class ShareDownload(Record):
     """What a download from an Azure Files share brought back: every file written (complete, under
     its own name) and every file or folder that did not arrive after its retries, with why, so a
@@ -434,15 +445,7 @@ class Cloud(Protocol):
     def file_share_exists(self, resource_group: str, account: str, share: str) -> bool: ...
     def create_file_share(self, resource_group: str, account: str, share: str, quota_gib: int) -> None: ...
     def set_environment_file_storage(
-        self,
-        resource_group: str,
-        environment: str,
-        storage_name: str,
-        *,
-        account_group: str,
-        account: str,
-        share: str,
-        access_mode: str = "ReadWrite",
+        self, resource_group: str, environment: str, storage_name: str, mount: ShareMount
     ) -> None: ...
 
     # data plane

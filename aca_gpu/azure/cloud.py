@@ -1,8 +1,9 @@
 """`AzureCloud`: the `aca_gpu.models.Cloud` contract over the Azure SDK and the ACA data plane.
 
 Workflows depend only on `Cloud`; this class is the one place that knows which SDK call, preview
-endpoint or websocket each step needs. Waits that span several calls (a replica reaching Running,
-stream reconnects) live here with deadlines; single HTTP calls retry inside azure-core.
+endpoint or websocket each step needs, and delegates to the module that makes it. Waits that span
+several calls live with deadlines beside what they wait for (a replica reaching Running in
+`replica_exec`, stream reconnects in `console_logs`); single HTTP calls retry inside azure-core.
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ from typing import TYPE_CHECKING, Any
 from aca_gpu.azure import (
     account,
     apps,
-    dataplane,
+    console_logs,
     job_executions,
     loganalytics,
-    logstream,
     preview,
+    replica_exec,
     resources,
     shards,
     storage,
 )
 from aca_gpu.azure.clients import Clients, make_clients
 from aca_gpu.config import Settings
-from aca_gpu.errors import BadInput, CloudError, InfraError, NotFound, WaitTimedOut
 from aca_gpu.models import (
     AppInfo,
     AppSpec,
@@ -49,31 +49,11 @@ from aca_gpu.models import (
     ResourceGroupInfo,
     RoleAssignmentInfo,
     ShareDownload,
+    ShareMount,
     StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
 )
-
-TOKEN_REUSE_S = 45 * 60  # ACA data-plane tokens live 1 h (getAuthToken's `expires`)
-RUNNING = "running"
-REPLICA_LOOKUP_S = 1.0
-
-
-class _TokenCache:
-    def __init__(self, fetch: Callable[[], str], clock: Callable[[], float]) -> None:
-        self._fetch = fetch
-        self._clock = clock
-        self._value: str | None = None
-        self._at = 0.0
-
-    def __call__(self) -> str:
-        if self._value is None or self._clock() - self._at > TOKEN_REUSE_S:
-            self._value = self._fetch()
-            self._at = self._clock()
-        return self._value
-
-    def __repr__(self) -> str:
-        return "_TokenCache(<hidden>)"
 
 
 class AzureCloud:
@@ -173,12 +153,7 @@ class AzureCloud:
 
     def list_app_replicas(self, resource_group: str, app: str) -> list[ReplicaInfo]:
         """Replicas of the app's latest revision (empty while no revision exists yet)."""
-        info = apps.get_app(self.clients, resource_group, app)
-        if info is None:
-            raise NotFound(f"container app {app} not found in {resource_group}", code="ResourceNotFound")
-        if not info.latest_revision:
-            return []
-        return apps.list_revision_replicas(self.clients, resource_group, app, info.latest_revision)
+        return replica_exec.app_replicas(self.clients, resource_group, app)
 
     def list_apps(self, resource_group: str) -> list[AppInfo]:
         return apps.list_apps(self.clients, resource_group)
@@ -338,99 +313,33 @@ class AzureCloud:
         storage.create_file_share(self.clients, resource_group, account, share, quota_gib)
 
     def set_environment_file_storage(
-        self,
-        resource_group: str,
-        environment: str,
-        storage_name: str,
-        *,
-        account_group: str,
-        account: str,
-        share: str,
-        access_mode: str = "ReadWrite",
+        self, resource_group: str, environment: str, storage_name: str, mount: ShareMount
     ) -> None:
-        storage.set_environment_file_storage(
-            self.clients,
-            resource_group,
-            environment,
-            storage_name,
-            account_group=account_group,
-            account=account,
-            share=share,
-            access_mode=access_mode,
-        )
+        storage.set_environment_file_storage(self.clients, resource_group, environment, storage_name, mount)
 
     # ---- data plane --------------------------------------------------------------------------
+
+    @property
+    def _pace(self) -> replica_exec.Pace:
+        return replica_exec.Pace(self._sleep, self._clock, self._poll)
 
     def running_container(
         self, resource_group: str, app: str, *, timeout: float, need: str = "exec"
     ) -> tuple[ReplicaInfo, ReplicaContainerInfo]:
         """The latest revision's first replica's first container, once it is Running with an endpoint."""
-        deadline = self._clock() + timeout
-        last = "no replica yet"
-        while True:
-            for replica in self.list_app_replicas(resource_group, app):
-                for container in replica.containers:
-                    endpoint = container.exec_endpoint if need == "exec" else container.log_stream_endpoint
-                    if (container.running_state or "").lower() == RUNNING and endpoint:
-                        return replica, container
-                    last = f"replica {replica.name} container {container.name} is {container.running_state}"
-                    if container.details:
-                        last += f" ({container.details})"
-                if not replica.containers:
-                    last = f"replica {replica.name} is {replica.running_state}"
-                break  # the first replica is the one the CLI picks too
-            if self._clock() >= deadline:
-                raise WaitTimedOut(
-                    f"timed out after {timeout:.0f}s waiting for a running replica of {app}: {last}",
-                    code="ReplicaNotRunning",
-                )
-            self._sleep(min(self._poll, max(0.0, deadline - self._clock())))
+        return replica_exec.running_container(
+            self.clients, self._pace, resource_group, app, timeout=timeout, need=need
+        )
 
     def exec(
         self, resource_group: str, app: str, argv: Sequence[str], *, timeout: float = 120.0
     ) -> ExecResult:
         """Run argv through `sh` in the app's replica; `timeout` covers the replica wait and the command."""
-        if not argv:
-            raise BadInput("exec needs a command")
-        deadline = self._clock() + timeout
-        _, container = self.running_container(resource_group, app, timeout=timeout)
-        token = apps.app_token(self.clients, resource_group, app)
-        nonce = dataplane.new_nonce()
-        transcript = dataplane.run_exec(
-            str(container.exec_endpoint),
-            token,
-            command="sh",
-            stdin=dataplane.shell_script(argv, nonce),
-            nonce=nonce,
-            verify=self.clients.verify,
-            timeout=max(1.0, deadline - self._clock()),
-        )
-        self._raise_exec_errors(app, transcript)
-        output, code = dataplane.clean_transcript(transcript.stdout, nonce)
-        return ExecResult(tuple(argv), output, dataplane.clean_stderr(transcript.stderr), code)
+        return replica_exec.exec_shell(self.clients, self._pace, resource_group, app, argv, timeout)
 
     def exec_raw(self, resource_group: str, app: str, command: str, *, timeout: float = 120.0) -> ExecResult:
         """Run ONE executable with no arguments directly as the exec `command` (no exit code comes back)."""
-        deadline = self._clock() + timeout
-        _, container = self.running_container(resource_group, app, timeout=timeout)
-        token = apps.app_token(self.clients, resource_group, app)
-        transcript = dataplane.run_exec(
-            str(container.exec_endpoint),
-            token,
-            command=command,
-            verify=self.clients.verify,
-            timeout=max(1.0, deadline - self._clock()),
-        )
-        self._raise_exec_errors(app, transcript)
-        stdout = transcript.stdout.replace("\r\n", "\n")
-        return ExecResult((command,), stdout, dataplane.clean_stderr(transcript.stderr), None)
-
-    @staticmethod
-    def _raise_exec_errors(app: str, transcript: dataplane.Transcript) -> None:
-        if transcript.errors:
-            message = dataplane.error_message(transcript.errors)
-            code = "ClusterExecFailure" if "ClusterExecFailure" in message else "ExecError"
-            raise CloudError(f"exec in {app} failed: {message}", code=code)
+        return replica_exec.exec_raw(self.clients, self._pace, resource_group, app, command, timeout)
 
     def app_logs(
         self,
@@ -442,19 +351,15 @@ class AzureCloud:
         stop_when: Callable[[str], bool] | None = None,
         timeout: float = 600.0,
     ) -> Iterator[str]:
-        deadline = self._clock() + timeout
-        _, container = self.running_container(resource_group, app, timeout=timeout, need="logs")
-        token = _TokenCache(lambda: apps.app_token(self.clients, resource_group, app), self._clock)
-        yield from logstream.follow_lines(
-            str(container.log_stream_endpoint),
-            token,
+        return console_logs.app_lines(
+            self.clients,
+            self._pace,
+            resource_group,
+            app,
             follow=follow,
             tail=tail,
-            what=f"the awaited log line from app {app}",
-            verify=self.clients.verify,
             stop_when=stop_when,
-            timeout=max(1.0, deadline - self._clock()),
-            sleep=self._sleep,
+            timeout=timeout,
         )
 
     def job_logs(
@@ -474,33 +379,9 @@ class AzureCloud:
         before its first line): a follower's stream is attached while the image still pulls, as in
         `job_log_records`, and the service accepting it is the container's start, so a container
         shorter than a look is neither missed nor counted from the look after its end."""
-        deadline = self._clock() + timeout
-        what = f"the awaited log line from job {job} execution {execution}"
-        # a follower attaches early; a one-off read (`logs --tester`) wants a container that ran
-        container = self._execution_container(resource_group, job, execution, deadline, what, early=follow)
-        if container is None:
-            return
-        if on_running is not None and (container.running_state or "").lower() in {RUNNING, "terminated"}:
-            on_running()
-        token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
-
-        def finished() -> bool:
-            if self.get_execution(resource_group, job, execution).finished:
-                return True
-            return not self.list_execution_replicas(resource_group, job, execution)
-
-        yield from logstream.follow_lines(
-            str(container.log_stream_endpoint),
-            token,
-            follow=follow,
-            tail=tail,
-            what=what,
-            verify=self.clients.verify,
-            stop_when=stop_when,
-            finished=finished,
-            timeout=max(1.0, deadline - self._clock()),
-            sleep=self._sleep,
-            on_connected=on_running,
+        log = console_logs.ExecutionLog(self.clients, self._pace, resource_group, job, execution)
+        return log.lines(
+            follow=follow, tail=tail, stop_when=stop_when, timeout=timeout, on_running=on_running
         )
 
     def job_log_records(
@@ -526,40 +407,8 @@ class AzureCloud:
         ended), before the execution says it finished: the moment billing stopped. `on_late` is
         called when the container was running (or had ended) before the stream could be asked
         for: then `on_running` is no witness of its start."""
-        deadline = self._clock() + timeout
-        what = f"the log of job {job} execution {execution}"
-        container = self._execution_container(resource_group, job, execution, deadline, what, early=True)
-        if container is None:
-            raise InfraError(
-                f"the log stream of {what} could not be attached before its replica ended",
-                code="LogStreamLost",
-            )
-        if (container.running_state or "").lower() in {RUNNING, "terminated"}:
-            if on_late is not None:
-                on_late()
-            if on_running is not None:
-                on_running()
-        token = _TokenCache(lambda: preview.job_token(self.clients, resource_group, job), self._clock)
-
-        def finished() -> bool:
-            if self.get_execution(resource_group, job, execution).finished:
-                return True
-            return not self.list_execution_replicas(resource_group, job, execution)
-
-        yield from logstream.follow_records(
-            str(container.log_stream_endpoint),
-            token,
-            follow=True,
-            tail=logstream.MAX_TAIL,
-            what=what,
-            verify=self.clients.verify,
-            finished=finished,
-            timeout=max(1.0, deadline - self._clock()),
-            sleep=self._sleep,
-            strict=True,
-            on_connected=on_running,
-            on_closed=on_closed,
-        )
+        log = console_logs.ExecutionLog(self.clients, self._pace, resource_group, job, execution)
+        return log.records(timeout=timeout, on_running=on_running, on_closed=on_closed, on_late=on_late)
 
     def ensure_logs_workspace(
         self, resource_group: str, name: str, location: str, tags: Mapping[str, str]
@@ -572,59 +421,13 @@ class AzureCloud:
     def execution_end_logged(self, workspace_id: str, job: str, execution: str) -> bool:
         return loganalytics.execution_end_logged(self.clients, workspace_id, job, execution)
 
-    def _execution_container(
-        self, rg: str, job: str, execution: str, deadline: float, what: str, *, early: bool = False
-    ) -> ReplicaContainerInfo | None:
-        """Wait for the execution's replica container to run (`early`: to be listed with its log
-        stream endpoint, as a replica still pulling its image is); None if the execution ended first."""
-        last = "no replica yet"
-        while True:
-            for replica in self.list_execution_replicas(rg, job, execution):
-                for container in replica.containers:
-                    state = (container.running_state or "").lower()
-                    if container.log_stream_endpoint and (early or state in {RUNNING, "terminated"}):
-                        return container
-                    last = f"replica {replica.name} container {container.name} is {container.running_state}"
-            if self.get_execution(rg, job, execution).finished:
-                return None
-            if self._clock() >= deadline:
-                raise WaitTimedOut(f"timed out waiting for {what}: {last}", code="ReplicaNotRunning")
-            # a short job's replica may live only seconds: look for it more often than the usual poll
-            self._sleep(min(self._poll, REPLICA_LOOKUP_S, max(0.0, deadline - self._clock())))
-
     def system_events(
         self, resource_group: str, *, app: str | None = None, environment: str | None = None, tail: int = 50
     ) -> list[dict[str, Any]]:
         """A snapshot of the app's (or environment's) system events: AssigningReplica, pull errors..."""
-        if app:
-            info = self.get_app(resource_group, app)
-            if info is None:
-                raise NotFound(f"container app {app} not found in {resource_group}", code="ResourceNotFound")
-            url, token = info.event_stream_endpoint, apps.app_token(self.clients, resource_group, app)
-        elif environment:
-            env = self.get_environment(resource_group, environment)
-            if env is None:
-                raise NotFound(
-                    f"environment {environment} not found in {resource_group}", code="ResourceNotFound"
-                )
-            url = env.event_stream_endpoint or _env_eventstream_fallback(
-                self.subscription_id, resource_group, environment, env.location
-            )
-            token = apps.environment_token(self.clients, resource_group, environment)
-        else:
-            raise BadInput("system events need an app or an environment")
-        if not url:
-            return []
-        return logstream.read_events(url, token, tail=tail, verify=self.clients.verify)
-
-
-def _env_eventstream_fallback(sub: str, rg: str, env: str, location: str) -> str:
-    """The URL `az containerapp env logs show` builds when the environment reports no eventStreamEndpoint."""
-    region = location.replace(" ", "").lower()
-    return (
-        f"https://{region}.azurecontainerapps.dev/subscriptions/{sub}/resourceGroups/{rg}"
-        f"/managedEnvironments/{env}/eventstream"
-    )
+        return console_logs.system_events(
+            self.clients, resource_group, app=app, environment=environment, tail=tail
+        )
 
 
 if TYPE_CHECKING:

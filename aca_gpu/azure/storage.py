@@ -15,7 +15,7 @@ from aca_gpu.azure.clients import Clients
 from aca_gpu.azure.resources import as_json, props
 from aca_gpu.azure.translate import or_none, retrying
 from aca_gpu.errors import CloudError
-from aca_gpu.models import StorageAccountInfo
+from aca_gpu.models import ShareMount, StorageAccountInfo
 
 SKU = "Standard_LRS"
 KIND = "StorageV2"
@@ -89,36 +89,28 @@ def create_file_share(clients: Clients, rg: str, account: str, share: str, quota
 
 
 def set_environment_file_storage(
-    clients: Clients,
-    rg: str,
-    environment: str,
-    storage: str,
-    *,
-    account_group: str,
-    account: str,
-    share: str,
-    access_mode: str = "ReadWrite",
+    clients: Clients, rg: str, environment: str, storage: str, mount: ShareMount
 ) -> None:
-    """The environment storage `storage` on `account`'s `share`, with the account's first key (read
-    here, sent here, dropped here)."""
+    """The environment storage `storage` on the mount's account and share, with the account's first
+    key (read here, sent here, dropped here)."""
     from azure.mgmt.appcontainers.models import ManagedEnvironmentStorage
 
     listed = retrying(
         "list storage account keys",
-        account,
-        lambda: clients.storage.storage_accounts.list_keys(account_group, account),
+        mount.account,
+        lambda: clients.storage.storage_accounts.list_keys(mount.account_group, mount.account),
     )
     keys = [k for k in (as_json(listed).get("keys") or []) if k.get("value")]
     if not keys:
-        raise CloudError(f"storage account {account} answered no key", code="StorageAccountKeyMissing")
+        raise CloudError(f"storage account {mount.account} answered no key", code="StorageAccountKeyMissing")
     body = ManagedEnvironmentStorage(
         {
             "properties": {
                 "azureFile": {
-                    "accountName": account,
+                    "accountName": mount.account,
                     "accountKey": str(keys[0]["value"]),
-                    "shareName": share,
-                    "accessMode": access_mode,
+                    "shareName": mount.share,
+                    "accessMode": mount.access_mode,
                 }
             }
         }

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from aca_gpu.cli import cli
 from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput
-from aca_gpu.models import StorageAccountInfo
+from aca_gpu.models import ShareMount, StorageAccountInfo
 from aca_gpu.workflow.env import shares
 from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
 
@@ -108,9 +108,10 @@ class FakeStorage:
         self.writes.append(f"share {share} {quota_gib}")
         self.shares.add(share)
 
-    def set_environment_file_storage(self, resource_group: str, environment: str, storage_name: str,
-                                     **where: str) -> None:  # fmt: skip
-        self.writes.append(f"storage {storage_name} {where['account']} {where['share']}")
+    def set_environment_file_storage(
+        self, resource_group: str, environment: str, storage_name: str, mount: ShareMount
+    ) -> None:
+        self.writes.append(f"storage {storage_name} {mount.account} {mount.share}")
         self.storages.add(storage_name)
 
 

@@ -33,6 +33,7 @@ from aca_gpu.models import (
     ReplicaInfo,
     ResourceGroupInfo,
     ShareDownload,
+    ShareMount,
     StorageAccountInfo,
     SubscriptionInfo,
     UsageInfo,
@@ -414,15 +415,7 @@ class FakeCloud:
         return None
 
     def set_environment_file_storage(
-        self,
-        resource_group: str,
-        environment: str,
-        storage_name: str,
-        *,
-        account_group: str,
-        account: str,
-        share: str,
-        access_mode: str = "ReadWrite",
+        self, resource_group: str, environment: str, storage_name: str, mount: ShareMount
     ) -> None:
         return None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aca_gpu import naming
-from aca_gpu.models import Cloud
+from aca_gpu.models import Cloud, ShareMount
 
 ACCOUNT_PREFIX = "acagpu"
 HASH_CHARS = 8
@@ -84,8 +84,7 @@ def ensure(
             made.created.append(f"file share {share}")
         if share not in have:
             say(f"adding environment storage {share} to {environment}")
-            cloud.set_environment_file_storage(
-                resource_group, environment, share, account_group=resource_group, account=name, share=share
-            )
+            mount = ShareMount(account_group=resource_group, account=name, share=share)
+            cloud.set_environment_file_storage(resource_group, environment, share, mount)
             made.created.append(f"environment storage {share}")
     return made
