@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.output import Output
 from aca_gpu.units import usd_text
-from aca_gpu.workflow.base.results import RunResult, item_texts, run_fields
+from aca_gpu.workflow.base.api import RunResult, container_fields, item_texts, run_fields
 
 
 @dataclass(frozen=True)
@@ -157,19 +157,14 @@ def run(
 
     listed = item_texts(items) if items is not None else None
     request = RunRequest(
-        image=image,
-        command=tuple(command),
+        **container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env, mounts=mounts),
         gpu=gpu,
         location=location,
         run_id=run_id,
         max_minutes=max_minutes,
         start_timeout=start_timeout,
-        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
-        secret_env=tuple(secret_env),
         cpu=cpu,
         memory=memory,
-        env_name=env,
-        mounts=tuple(mounts),
         regions=regions if regions is None or isinstance(regions, str) else ",".join(regions),
         wait_for_capacity=wait_for_capacity,
     )

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal, overload
 
 from aca_gpu.errors import AcaGpuError, BadInput, WaitTimedOut
 from aca_gpu.output import Output
-from aca_gpu.workflow.base.results import RunResult, item_texts, run_fields
+from aca_gpu.workflow.base.api import RunResult, container_fields, item_texts, run_fields
 from aca_gpu.workflow.fanout import api as fanout_api
 
 
@@ -236,18 +236,13 @@ def map_queue(
     if not listed:
         raise BadInput("workers=P drains items through a queue: give at least one item")
     request = RunRequest(
-        image=image,
-        command=tuple(command),
+        **container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env, mounts=mounts),
         gpu=gpu,
         run_id=run_id,
         ttl=ttl,
         max_minutes=max_minutes,
-        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
-        secret_env=tuple(secret_env),
         cpu=cpu,
         memory=memory,
-        env_name=env,
-        mounts=tuple(mounts),
     )
     settings = load_settings()
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))

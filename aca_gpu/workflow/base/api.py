@@ -1,18 +1,19 @@
-"""What the Python API's run results share (`acagpu.run`/`map`'s FanoutResult, queue mode's
-QueueResult): the run-level facts every outcome document carries, read the same way, and the one
-`raise_for_failures` that turns a failed run into the CLI's error and exit code.
+"""What the Python API's entry points share (`acagpu.run`/`map`, queue mode, `acagpu.serve`): the
+run results' run-level half (FanoutResult, QueueResult), the one `raise_for_failures` that turns a
+failed run into the CLI's error and exit code, and the container options spelled as the CLI parses them.
 
 Fan-out and queue mode differ in their parts (shards with attempts, items with deliveries), not in
 what a caller asks of the run as a whole: did it succeed, what did it cost, as acagpu prints money
 everywhere. Keeping that here keeps the two from drifting apart (a cost read one way in one mode and
 another way in the other). The items a caller passes are made text here too, by the one rule both
-modes give `ACAGPU_ITEM`.
+modes give `ACAGPU_ITEM`, and the options every entry point takes for the container become the
+fields the CLI's flags fill (`env_vars` as `-e KEY=VALUE`), so the API builds the CLI's own request.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
 from aca_gpu.errors import AcaGpuError
@@ -76,3 +77,24 @@ def item_texts(items: Iterable[Any]) -> tuple[str, ...]:
     """Each item as its shard or worker reads it from `ACAGPU_ITEM`: a string as it is, anything
     else as compact JSON (as a line of a `--map` file would hold it)."""
     return tuple(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in items)
+
+
+def container_fields(
+    image: str,
+    command: Sequence[str],
+    *,
+    env: str | None,
+    env_vars: Mapping[str, str] | None,
+    secret_env: Sequence[str],
+    mounts: Sequence[str],
+) -> dict[str, Any]:
+    """The request fields (RunRequest, ServeRequest) of the container options every entry point
+    takes: `env_vars` as `-e KEY=VALUE`s, `env` the warm environment's name (`--env`)."""
+    return {
+        "image": image,
+        "command": tuple(command),
+        "env": tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
+        "secret_env": tuple(secret_env),
+        "mounts": tuple(mounts),
+        "env_name": env,
+    }
