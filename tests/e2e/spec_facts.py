@@ -266,128 +266,201 @@ STORAGE = RG + "/providers/Microsoft.Storage/storageAccounts/{accountName}"
 QUEUE = STORAGE + "/queueServices/default/queues/{queueName}"  # a role assignment's scope
 ASSIGNMENTS = "/providers/Microsoft.Authorization/roleAssignments"
 
-GROUP_PATH = SUB + "/resourcegroups/{resourceGroupName}"
-ENV_PATH = APP + "/managedEnvironments/{environmentName}"
-CONTAINER_APP_PATH = APP + "/containerApps/{containerAppName}"
-JOB_PATH = APP + "/jobs/{jobName}"
-EXECUTION_PATH = JOB_PATH + "/executions/{jobExecutionName}"
-REGISTRY_PATH = ACR + "/registries/{registryName}"
-WORKSPACE_PATH = LOGS + "/workspaces/{workspaceName}"
-LOCATION_PATH = SUB + "/providers/Microsoft.App/locations/{location}"
-ASSIGNMENT = ASSIGNMENTS + "/{roleAssignmentName}"
-
 # (method, path template, api-version, body schema or None for no body, operationId)
-Operation = tuple[str, str, str | None, dict[str, Any] | None, str]
-Row = tuple[str, str, dict[str, Any] | None, str]  # an Operation less its api-version
-
-
-def at(version: str | None, *operations: Row) -> tuple[Operation, ...]:
-    """The operations of one spec file, at its api-version: (method, path, body schema, operationId)
-    each, made (method, path, api-version, body schema, operationId) rows of OPERATIONS."""
-    return tuple((method, path, version, body, operation) for method, path, body, operation in operations)
-
-
-OPERATIONS: tuple[Operation, ...] = (
-    *at(
-        LOGS_VERSION,
-        ("PUT", WORKSPACE_PATH, WORKSPACE, "Workspaces_CreateOrUpdate"),
-        ("GET", WORKSPACE_PATH, None, "Workspaces_Get"),
-        ("POST", WORKSPACE_PATH + "/sharedKeys", None, "SharedKeys_GetSharedKeys"),
-    ),
-    *at(None, ("POST", "/v1/workspaces/{workspaceId}/query", LOGS_QUERY, "Query_Execute")),
-    *at(
+OPERATIONS: tuple[tuple[str, str, str | None, dict[str, Any] | None, str], ...] = (
+    ("PUT", LOGS + "/workspaces/{workspaceName}", LOGS_VERSION, WORKSPACE, "Workspaces_CreateOrUpdate"),
+    ("GET", LOGS + "/workspaces/{workspaceName}", LOGS_VERSION, None, "Workspaces_Get"),
+    ("POST", LOGS + "/workspaces/{workspaceName}/sharedKeys", LOGS_VERSION, None, "SharedKeys_GetSharedKeys"),
+    ("POST", "/v1/workspaces/{workspaceId}/query", None, LOGS_QUERY, "Query_Execute"),
+    ("GET", SUB + "/providers/{resourceProviderNamespace}", RESOURCES_VERSION, None, "Providers_Get"),
+    (
+        "POST",
+        SUB + "/providers/{resourceProviderNamespace}/register",
         RESOURCES_VERSION,
-        ("GET", SUB + "/providers/{resourceProviderNamespace}", None, "Providers_Get"),
-        ("POST", SUB + "/providers/{resourceProviderNamespace}/register", None, "Providers_Register"),
-        ("GET", SUB + "/resourcegroups", None, "ResourceGroups_List"),
-        ("GET", GROUP_PATH, None, "ResourceGroups_Get"),
-        ("PUT", GROUP_PATH, RESOURCE_GROUP, "ResourceGroups_CreateOrUpdate"),
-        ("DELETE", GROUP_PATH, None, "ResourceGroups_Delete"),
+        None,
+        "Providers_Register",
     ),
-    *at(
+    ("GET", SUB + "/resourcegroups", RESOURCES_VERSION, None, "ResourceGroups_List"),
+    ("GET", SUB + "/resourcegroups/{resourceGroupName}", RESOURCES_VERSION, None, "ResourceGroups_Get"),
+    (
+        "PUT",
+        SUB + "/resourcegroups/{resourceGroupName}",
+        RESOURCES_VERSION,
+        RESOURCE_GROUP,
+        "ResourceGroups_CreateOrUpdate",
+    ),
+    ("DELETE", SUB + "/resourcegroups/{resourceGroupName}", RESOURCES_VERSION, None, "ResourceGroups_Delete"),
+    (
+        "GET",
+        SUB
+        + "/providers/Microsoft.App/locations/{location}/availableManagedEnvironmentsWorkloadProfileTypes",
         APP_VERSION,
-        (
-            "GET",
-            LOCATION_PATH + "/availableManagedEnvironmentsWorkloadProfileTypes",
-            None,
-            "AvailableWorkloadProfiles_Get",
-        ),
-        ("GET", LOCATION_PATH + "/usages", None, "Usages_List"),
-        ("GET", ENV_PATH, None, "ManagedEnvironments_Get"),
-        ("PUT", ENV_PATH, MANAGED_ENVIRONMENT, "ManagedEnvironments_CreateOrUpdate"),
-        ("POST", ENV_PATH + "/getAuthtoken", None, "ManagedEnvironments_GetAuthToken"),
-        ("GET", APP + "/containerApps", None, "ContainerApps_ListByResourceGroup"),
-        ("GET", CONTAINER_APP_PATH, None, "ContainerApps_Get"),
-        ("PUT", CONTAINER_APP_PATH, CONTAINER_APP, "ContainerApps_CreateOrUpdate"),
-        ("PATCH", CONTAINER_APP_PATH, CONTAINER_APP_PATCH, "ContainerApps_Update"),
-        ("DELETE", CONTAINER_APP_PATH, None, "ContainerApps_Delete"),
-        ("POST", CONTAINER_APP_PATH + "/start", None, "ContainerApps_Start"),
-        ("POST", CONTAINER_APP_PATH + "/stop", None, "ContainerApps_Stop"),
-        ("POST", CONTAINER_APP_PATH + "/getAuthtoken", None, "ContainerApps_GetAuthToken"),
-        (
-            "GET",
-            CONTAINER_APP_PATH + "/revisions/{revisionName}/replicas",
-            None,
-            "ContainerAppsRevisionReplicas_ListReplicas",
-        ),
-        ("GET", APP + "/jobs", None, "Jobs_ListByResourceGroup"),
-        ("GET", JOB_PATH, None, "Jobs_Get"),
-        ("PUT", JOB_PATH, JOB, "Jobs_CreateOrUpdate"),
-        ("PATCH", JOB_PATH, JOB_PATCH, "Jobs_Update"),
-        ("DELETE", JOB_PATH, None, "Jobs_Delete"),
-        ("POST", JOB_PATH + "/start", JOB_EXECUTION_TEMPLATE, "Jobs_Start"),
-        ("GET", JOB_PATH + "/executions", None, "JobsExecutions_List"),
-        ("GET", EXECUTION_PATH, None, "JobExecution"),
-        ("POST", EXECUTION_PATH + "/stop", None, "Jobs_StopExecution"),
-        ("GET", ENV_PATH + "/usages", None, "ManagedEnvironmentUsages_List"),
-        ("PATCH", ENV_PATH, ENVIRONMENT_PATCH, "ManagedEnvironments_Update"),
+        None,
+        "AvailableWorkloadProfiles_Get",
     ),
-    *at(
+    ("GET", SUB + "/providers/Microsoft.App/locations/{location}/usages", APP_VERSION, None, "Usages_List"),
+    ("GET", APP + "/managedEnvironments/{environmentName}", APP_VERSION, None, "ManagedEnvironments_Get"),
+    (
+        "PUT",
+        APP + "/managedEnvironments/{environmentName}",
+        APP_VERSION,
+        MANAGED_ENVIRONMENT,
+        "ManagedEnvironments_CreateOrUpdate",
+    ),
+    (
+        "POST",
+        APP + "/managedEnvironments/{environmentName}/getAuthtoken",
+        APP_VERSION,
+        None,
+        "ManagedEnvironments_GetAuthToken",
+    ),
+    ("GET", APP + "/containerApps", APP_VERSION, None, "ContainerApps_ListByResourceGroup"),
+    ("GET", APP + "/containerApps/{containerAppName}", APP_VERSION, None, "ContainerApps_Get"),
+    (
+        "PUT",
+        APP + "/containerApps/{containerAppName}",
+        APP_VERSION,
+        CONTAINER_APP,
+        "ContainerApps_CreateOrUpdate",
+    ),
+    (
+        "PATCH",
+        APP + "/containerApps/{containerAppName}",
+        APP_VERSION,
+        CONTAINER_APP_PATCH,
+        "ContainerApps_Update",
+    ),
+    ("DELETE", APP + "/containerApps/{containerAppName}", APP_VERSION, None, "ContainerApps_Delete"),
+    ("POST", APP + "/containerApps/{containerAppName}/start", APP_VERSION, None, "ContainerApps_Start"),
+    ("POST", APP + "/containerApps/{containerAppName}/stop", APP_VERSION, None, "ContainerApps_Stop"),
+    (
+        "POST",
+        APP + "/containerApps/{containerAppName}/getAuthtoken",
+        APP_VERSION,
+        None,
+        "ContainerApps_GetAuthToken",
+    ),
+    (
+        "GET",
+        APP + "/containerApps/{containerAppName}/revisions/{revisionName}/replicas",
+        APP_VERSION,
+        None,
+        "ContainerAppsRevisionReplicas_ListReplicas",
+    ),
+    ("GET", APP + "/jobs", APP_VERSION, None, "Jobs_ListByResourceGroup"),
+    ("GET", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Get"),
+    ("PUT", APP + "/jobs/{jobName}", APP_VERSION, JOB, "Jobs_CreateOrUpdate"),
+    ("PATCH", APP + "/jobs/{jobName}", APP_VERSION, JOB_PATCH, "Jobs_Update"),
+    ("DELETE", APP + "/jobs/{jobName}", APP_VERSION, None, "Jobs_Delete"),
+    ("POST", APP + "/jobs/{jobName}/start", APP_VERSION, JOB_EXECUTION_TEMPLATE, "Jobs_Start"),
+    ("GET", APP + "/jobs/{jobName}/executions", APP_VERSION, None, "JobsExecutions_List"),
+    ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}", APP_VERSION, None, "JobExecution"),
+    (
+        "POST",
+        APP + "/jobs/{jobName}/executions/{jobExecutionName}/stop",
+        APP_VERSION,
+        None,
+        "Jobs_StopExecution",
+    ),
+    (
+        "GET",
+        APP + "/managedEnvironments/{environmentName}/usages",
+        APP_VERSION,
+        None,
+        "ManagedEnvironmentUsages_List",
+    ),
+    (
+        "PATCH",
+        APP + "/managedEnvironments/{environmentName}",
+        APP_VERSION,
+        ENVIRONMENT_PATCH,
+        "ManagedEnvironments_Update",
+    ),
+    (
+        "POST",
+        SUB + "/providers/Microsoft.ContainerRegistry/checkNameAvailability",
         REGISTRY_VERSION,
-        (
-            "POST",
-            SUB + "/providers/Microsoft.ContainerRegistry/checkNameAvailability",
-            NAME_CHECK,
-            "Registries_CheckNameAvailability",
-        ),
-        ("GET", REGISTRY_PATH, None, "Registries_Get"),
-        ("PUT", REGISTRY_PATH, REGISTRY, "Registries_Create"),
-        ("POST", REGISTRY_PATH + "/importImage", IMPORT_IMAGE, "Registries_ImportImage"),
+        NAME_CHECK,
+        "Registries_CheckNameAvailability",
     ),
-    *at(
+    ("GET", ACR + "/registries/{registryName}", REGISTRY_VERSION, None, "Registries_Get"),
+    ("PUT", ACR + "/registries/{registryName}", REGISTRY_VERSION, REGISTRY, "Registries_Create"),
+    (
+        "POST",
+        ACR + "/registries/{registryName}/importImage",
+        REGISTRY_VERSION,
+        IMPORT_IMAGE,
+        "Registries_ImportImage",
+    ),
+    (
+        "PUT",
+        ACR
+        + "/registries/{registryName}/providers/Microsoft.Authorization/roleAssignments/{roleAssignmentName}",
         AUTHORIZATION_VERSION,
-        ("PUT", REGISTRY_PATH + ASSIGNMENT, ROLE_ASSIGNMENT, "RoleAssignments_Create"),
-        (
-            "GET",
-            RG + "/providers/Microsoft.Authorization/permissions",
-            None,
-            "Permissions_ListForResourceGroup",
-        ),
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    (
+        "GET",
+        RG + "/providers/Microsoft.Authorization/permissions",
+        AUTHORIZATION_VERSION,
+        None,
+        "Permissions_ListForResourceGroup",
     ),
     # queue mode: the environment's storage account, and its workers' roles at each queue's scope
     # (RoleAssignments_Create / _ListForScope / _Delete take any `{scope}`; a queue's is this one)
-    *at(
-        STORAGE_VERSION,
-        ("GET", STORAGE, None, "StorageAccounts_GetProperties"),
-        ("PUT", STORAGE, STORAGE_ACCOUNT, "StorageAccounts_Create"),
-        ("POST", STORAGE + "/listKeys", None, "StorageAccounts_ListKeys"),
-    ),
-    *at(
+    ("GET", STORAGE, STORAGE_VERSION, None, "StorageAccounts_GetProperties"),
+    ("PUT", STORAGE, STORAGE_VERSION, STORAGE_ACCOUNT, "StorageAccounts_Create"),
+    ("POST", STORAGE + "/listKeys", STORAGE_VERSION, None, "StorageAccounts_ListKeys"),
+    (
+        "PUT",
+        QUEUE + ASSIGNMENTS + "/{roleAssignmentName}",
         AUTHORIZATION_VERSION,
-        ("PUT", QUEUE + ASSIGNMENT, ROLE_ASSIGNMENT, "RoleAssignments_Create"),
-        ("GET", QUEUE + ASSIGNMENTS, None, "RoleAssignments_ListForScope"),
-        # a warm floor's role at its Event job's own scope (its idle worker drops the floor)
-        ("PUT", JOB_PATH + ASSIGNMENT, ROLE_ASSIGNMENT, "RoleAssignments_Create"),
-        ("GET", JOB_PATH + ASSIGNMENTS, None, "RoleAssignments_ListForScope"),
-        ("DELETE", JOB_PATH + ASSIGNMENT, None, "RoleAssignments_Delete"),
-        ("DELETE", QUEUE + ASSIGNMENT, None, "RoleAssignments_Delete"),
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    ("GET", QUEUE + ASSIGNMENTS, AUTHORIZATION_VERSION, None, "RoleAssignments_ListForScope"),
+    # a warm floor's role at its Event job's own scope (its idle worker drops the floor)
+    (
+        "PUT",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        ROLE_ASSIGNMENT,
+        "RoleAssignments_Create",
+    ),
+    (
+        "GET",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS,
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_ListForScope",
+    ),
+    (
+        "DELETE",
+        APP + "/jobs/{jobName}" + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_Delete",
+    ),
+    (
+        "DELETE",
+        QUEUE + ASSIGNMENTS + "/{roleAssignmentName}",
+        AUTHORIZATION_VERSION,
+        None,
+        "RoleAssignments_Delete",
     ),
     # the environment's storages (which --mount names exist), read before a queue run's account is made
-    *at(APP_VERSION, ("GET", ENV_PATH + "/storages", None, "ManagedEnvironmentsStorages_List")),
+    (
+        "GET",
+        APP + "/managedEnvironments/{environmentName}/storages",
+        APP_VERSION,
+        None,
+        "ManagedEnvironmentsStorages_List",
+    ),
 )
 
 # The preview-only calls (in no public spec; aca_gpu/azure/preview.py): excluded, but only these.
 PREVIEW_ONLY = (
-    ("POST", JOB_PATH + "/getAuthToken"),
-    ("GET", EXECUTION_PATH + "/replicas"),
+    ("POST", APP + "/jobs/{jobName}/getAuthToken"),
+    ("GET", APP + "/jobs/{jobName}/executions/{jobExecutionName}/replicas"),
 )
