@@ -39,4 +39,5 @@ def test_items_and_container_options_as_the_cli_spells_them() -> None:
     fields = container_fields("img", ["python", "x.py"], env="lab", env_vars={"A": "1", "B": "x=y"},
                               secret_env=["TOKEN"], mounts=["data:/data"])  # fmt: skip
     assert fields == {"image": "img", "command": ("python", "x.py"), "env": ("A=1", "B=x=y"),
-                      "secret_env": ("TOKEN",), "mounts": ("data:/data",), "env_name": "lab"}  # fmt: skip
+                      "secret_env": ("TOKEN",), "mounts": ("data:/data",), "env_name": "lab",
+                      "cpu": None, "memory": None}  # fmt: skip

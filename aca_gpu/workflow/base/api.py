@@ -87,9 +87,12 @@ def container_fields(
     env_vars: Mapping[str, str] | None,
     secret_env: Sequence[str],
     mounts: Sequence[str],
+    cpu: float | None = None,
+    memory: str | None = None,
 ) -> dict[str, Any]:
-    """The request fields (RunRequest, ServeRequest) of the container options every entry point
-    takes: `env_vars` as `-e KEY=VALUE`s, `env` the warm environment's name (`--env`)."""
+    """The request fields (RunRequest, ServeRequest) of the container options the entry points take:
+    `env_vars` as `-e KEY=VALUE`s, `env` the warm environment's name (`--env`), None for a size the
+    profile's replica gives."""
     return {
         "image": image,
         "command": tuple(command),
@@ -97,4 +100,6 @@ def container_fields(
         "secret_env": tuple(secret_env),
         "mounts": tuple(mounts),
         "env_name": env,
+        "cpu": cpu,
+        "memory": memory,
     }

@@ -156,15 +156,15 @@ def run(
     from aca_gpu.workflow.workload.plan import RunRequest, capped, make_run_spec
 
     listed = item_texts(items) if items is not None else None
+    container = container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env,
+                                 mounts=mounts, cpu=cpu, memory=memory)  # fmt: skip
     request = RunRequest(
-        **container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env, mounts=mounts),
+        **container,
         gpu=gpu,
         location=location,
         run_id=run_id,
         max_minutes=max_minutes,
         start_timeout=start_timeout,
-        cpu=cpu,
-        memory=memory,
         regions=regions if regions is None or isinstance(regions, str) else ",".join(regions),
         wait_for_capacity=wait_for_capacity,
     )

@@ -235,15 +235,9 @@ def map_queue(
     listed = item_texts(items)
     if not listed:
         raise BadInput("workers=P drains items through a queue: give at least one item")
-    request = RunRequest(
-        **container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env, mounts=mounts),
-        gpu=gpu,
-        run_id=run_id,
-        ttl=ttl,
-        max_minutes=max_minutes,
-        cpu=cpu,
-        memory=memory,
-    )
+    container = container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env,
+                                 mounts=mounts, cpu=cpu, memory=memory)  # fmt: skip
+    request = RunRequest(**container, gpu=gpu, run_id=run_id, ttl=ttl, max_minutes=max_minutes)
     settings = load_settings()
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     queue = make_queue_spec(spec, map_file=None, items=listed, workers=workers, max_deliveries=max_deliveries,
