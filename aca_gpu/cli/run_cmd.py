@@ -13,6 +13,13 @@ from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.queue_cmd import is_queue, queue_options, rerun_queue_command, run_queue_command
 from aca_gpu.cli.run_plan import render_run_plan
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.workload_options import (
+    container_options,
+    limit_options,
+    placement_options,
+    size_options,
+    target_options,
+)
 from aca_gpu.output import Output
 
 if TYPE_CHECKING:
@@ -60,42 +67,17 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
     show_default=True,
     help="Where it runs: Azure Container Apps, or this machine's Docker, Podman or Apptainer.",
 )
-@click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
-@click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
+@placement_options
 @click.option("--regions", help="Regions to try in order, e.g. eastus,westus3 (instead of -l).")
-@click.option(
-    "--max-cost",
-    type=float,
-    metavar="USD",
-    help="Spend at most USD on this run (shards and retries included): nothing new starts past it less "
-    "one start's cost, and what runs is stopped at it (exit 8).",
-)
-@click.option(
-    "--wait-for-capacity",
-    metavar="DURATION",
-    help="Wait up to DURATION (e.g. 2h) while no region allowed has capacity: sweep them again, 30 s "
+@limit_options(
+    max_cost_help="Spend at most USD on this run (shards and retries included): nothing new starts past it "
+    "less one start's cost, and what runs is stopped at it (exit 8).",
+    wait_help="Wait up to DURATION (e.g. 2h) while no region allowed has capacity: sweep them again, 30 s "
     "growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
 )
-@click.option(
-    "--env",
-    "env_name",
-    metavar="NAME",
-    help="Run inside the warm environment NAME (`acagpu env create`): only the run's job comes and goes.",
-)
-@click.option(
-    "-e", "--env-var", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."
-)
-@click.option(
-    "--secret-env",
-    multiple=True,
-    metavar="NAME",
-    help="Pass NAME from this environment as a secret (repeatable): never printed, stored or tagged.",
-)
-@click.option(
-    "--mount",
-    multiple=True,
-    metavar="SOURCE:/PATH[:ro]",
-    help="Mount an environment storage (Azure Files; with --env) or, locally, a folder (repeatable).",
+@container_options(
+    env_help="Run inside the warm environment NAME (`acagpu env create`): only the run's job comes and goes.",
+    mount_help="Mount an environment storage (Azure Files; with --env) or, locally, a folder (repeatable).",
 )
 @click.option(
     "--create-share",
@@ -103,10 +85,7 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
     help="With --env: make a --mount's Azure Files share (and its storage account) when the environment "
     "lacks it; it stays with the environment.",
 )
-@click.option(
-    "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
-)
-@click.option("--memory", help="Memory, e.g. 16Gi (default: the profile's replica).")
+@size_options
 @click.option("--registry-identity", help="Managed identity (resource id, or `system`) that pulls the image.")
 @click.option("--registry-username", help="User name for a private registry.")
 @click.option(
@@ -134,9 +113,7 @@ def _request(image: str, command: tuple[str, ...], flags: dict[str, Any]) -> Run
 @click.option(
     "--dry-run", is_flag=True, help="Print the plan, the price per second and the ceiling; create nothing."
 )
-@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
-@click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
-@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@target_options
 @fanout_options
 @queue_options
 @output_options

@@ -11,6 +11,13 @@ import click
 
 from aca_gpu.cli.options import confirm, output_options
 from aca_gpu.cli.runopts import command_settings, emulator_settings, waiter_for
+from aca_gpu.cli.workload_options import (
+    container_options,
+    limit_options,
+    placement_options,
+    size_options,
+    target_options,
+)
 from aca_gpu.output import Output
 from aca_gpu.units import duration_text
 
@@ -132,43 +139,18 @@ def render_serve(doc: dict[str, Any]) -> str:
     show_default=True,
     help="Warm requests at a time.",
 )
-@click.option("--gpu", help="GPU alias on ACA: t4, a100, ... (`acagpu profiles --offline`).")
-@click.option("-l", "--location", help="Azure region (default: settings, else eastus).")
-@click.option(
-    "--max-cost",
-    type=float,
-    metavar="USD",
-    help="Spend at most USD on the app: stopped at it while serve runs (exit 8), and its --ttl cut to what "
-    "USD pays for at --max-replicas after.",
-)
-@click.option(
-    "--wait-for-capacity",
-    metavar="DURATION",
-    help="Wait up to DURATION (e.g. 2h) until the region has room before the app is made: one probe "
+@placement_options
+@limit_options(
+    max_cost_help="Spend at most USD on the app: stopped at it while serve runs (exit 8), and its --ttl cut "
+    "to what USD pays for at --max-replicas after.",
+    wait_help="Wait up to DURATION (e.g. 2h) until the region has room before the app is made: one probe "
     "start per sweep, 30 s growing to 10 min apart, nothing billing; exit 3 at the end.",
 )
-@click.option(
-    "--env", "env_name", metavar="NAME", help="Serve inside the warm environment NAME (`acagpu env create`)."
+@container_options(
+    env_help="Serve inside the warm environment NAME (`acagpu env create`).",
+    mount_help="Mount a storage of the --env environment (Azure Files; repeatable).",
 )
-@click.option(
-    "-e", "--env-var", "env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."
-)
-@click.option(
-    "--secret-env",
-    multiple=True,
-    metavar="NAME",
-    help="Pass NAME from this environment as a secret (repeatable).",
-)
-@click.option(
-    "--mount",
-    multiple=True,
-    metavar="SOURCE:/PATH[:ro]",
-    help="Mount a storage of the --env environment (Azure Files; repeatable).",
-)
-@click.option(
-    "--cpu", type=click.FloatRange(min=0.0, min_open=True), help="vCPU (default: the profile's replica)."
-)
-@click.option("--memory", help="Memory, e.g. 16Gi (default: the profile's replica).")
+@size_options
 @click.option(
     "--run-id", help="Run id (1-12 lowercase letters/digits); with --measure alone: measure that app."
 )
@@ -177,9 +159,7 @@ def render_serve(doc: dict[str, Any]) -> str:
 )
 @click.option("--yes", is_flag=True, help="Do not ask before creating billable resources.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the price per hour; create nothing.")
-@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
-@click.option("--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02).")
-@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@target_options
 @output_options
 def serve(output: Output, image: str | None, command: tuple[str, ...], **flags: Any) -> None:
     """Serve IMAGE over HTTPS on a GPU, scale to zero when idle, measure its cold start.

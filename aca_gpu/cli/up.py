@@ -8,6 +8,7 @@ import click
 
 from aca_gpu.cli.options import NOTIFY_HELP, confirm, notify_url, output_options
 from aca_gpu.cli.runopts import command_settings, emulated_plan, emulator_settings, waiter_for
+from aca_gpu.cli.workload_options import limit_options, target_options
 from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import open_cloud, resolve_owner
 from aca_gpu.workflow.engine.plan import UpRequest, make_plan
@@ -24,17 +25,10 @@ from aca_gpu.workflow.tester.up import up as run_up
     help="Regions to try in order, e.g. eastus,westus3: a region that cannot place the run is cleaned "
     "up and the next one used (default: -l only; for a100 without -l, a documented order).",
 )
-@click.option(
-    "--max-cost",
-    type=float,
-    metavar="USD",
-    help="Spend at most USD on this run: nothing new starts past it less one start's cost, and what "
+@limit_options(
+    max_cost_help="Spend at most USD on this run: nothing new starts past it less one start's cost, and what "
     "runs is stopped at it (exit 8).",
-)
-@click.option(
-    "--wait-for-capacity",
-    metavar="DURATION",
-    help="Wait up to DURATION (e.g. 2h) while no region or GPU allowed has capacity: sweep them again, "
+    wait_help="Wait up to DURATION (e.g. 2h) while no region or GPU allowed has capacity: sweep them again, "
     "30 s growing to 10 min apart, nothing billing in between; exit 3 with each region's reason at the end.",
 )
 @click.option(
@@ -78,11 +72,7 @@ from aca_gpu.workflow.tester.up import up as run_up
     help="A degraded GPU (correctable ECC errors, pending row remap, slow PCIe link, hardware slowdown) "
     "fails the run too (exit 5); without it a degraded GPU passes with a warning.",
 )
-@click.option("--emulator", is_flag=True, help="Run against the embedded emulator instead of Azure.")
-@click.option(
-    "--time-scale", type=click.FloatRange(min=0.0001), help="Emulator speed (default 0.02 of real time)."
-)
-@click.option("--subscription", help="Subscription id (default: ACAGPU_SUBSCRIPTION).")
+@target_options
 @click.option("--notify", callback=notify_url, metavar="URL", help=NOTIFY_HELP)
 @output_options
 def up(

@@ -1,4 +1,5 @@
-"""`acagpu emulator serve` as a real background process, for tests that play the second shell."""
+"""`acagpu emulator serve` as a real background process, for tests that play the second shell, and
+an `acagpu` command signalled at the moment its stderr says it waits (`signal_when_said`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,45 @@ def serve_behind_proxy(
         shell |= {"ACAGPU_ARM_ENDPOINT": proxy.endpoint, "ACAGPU_CA_BUNDLE": proxy.ca_bundle}
         shell.pop("ACAGPU_ENV", None)
         yield emu, proxy, shell
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """What a command signalled by `signal_when_said` did: its exit code, its stdout, and its stderr
+    in two parts, what it said up to the last signal and what it said after."""
+
+    returncode: int
+    stdout: str
+    said: str
+    after: str
+
+    @property
+    def stderr(self) -> str:
+        return self.said + self.after
+
+
+def signal_when_said(
+    args: Sequence[str], steps: Sequence[tuple[str, int]], *, env: Mapping[str, str], wait_s: float = 60
+) -> Signalled:
+    """`acagpu ARGS` as a real process; for each (text, signal) of `steps` in turn, its stderr read
+    until a line holds the text, then the signal sent (a Ctrl-C, a cancelled CI job's SIGTERM). The
+    signal goes also when `wait_s` (one deadline for all steps) passed or stderr ended first, so a
+    test fails on its own assertions, never hangs; the process then has `wait_s` to finish."""
+    proc = subprocess.Popen(
+        [*ACAGPU, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env)
+    )
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + wait_s
+        for wanted, signum in steps:
+            for line in proc.stderr:
+                seen.append(line)
+                if wanted in line or time.monotonic() > deadline:
+                    break
+            proc.send_signal(signum)
+        out, err = proc.communicate(timeout=wait_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return Signalled(proc.returncode, out, "".join(seen), err)

@@ -8,8 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -18,6 +16,7 @@ from click.testing import CliRunner
 from aca_gpu.azure.served import ServedAppSpec, served_body
 from aca_gpu.cli import cli
 from aca_gpu.models import AppSpec, ContainerDef
+from tests.e2e.serving import signal_when_said
 
 
 def serve(*args: str) -> tuple[int, dict[str, Any]]:
@@ -144,28 +143,9 @@ def serve_until_said(wanted: str, *args: str) -> tuple[int, dict[str, Any], str]
     """`acagpu serve` as a real process; Ctrl-C once its stderr says `wanted` while it waits for its
     first answer (the wait would last its whole start and load timeouts): exit code, document, stderr."""
     env = {**os.environ, "ACAGPU_PROGRESS_S": "0.3"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aca_gpu", "serve", "--yes", "-o", "json", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    seen: list[str] = []
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 60
-        for line in proc.stderr:
-            seen.append(line)
-            if wanted in line or time.monotonic() > deadline:
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert wanted in "".join(seen), "".join(seen) + err  # said while it waited, before the Ctrl-C
-    return proc.returncode, json.loads(out), "".join(seen) + err
+    done = signal_when_said(["serve", "--yes", "-o", "json", *args], [(wanted, signal.SIGINT)], env=env)
+    assert wanted in done.said, done.stderr  # said while it waited, before the Ctrl-C
+    return done.returncode, json.loads(done.stdout), done.stderr
 
 
 def test_no_capacity_is_said_while_serve_waits_not_at_its_timeout(emu: Any) -> None:

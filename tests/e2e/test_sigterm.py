@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.serving import signal_when_said
 
 
 def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
@@ -23,29 +23,11 @@ def test_sigterm_tears_down_and_cleans_up(tmp_path: Path) -> None:
     }
     env.pop("ACAGPU_CONFIG", None)
     args = ["up", "--emulator", "--time-scale", "0.002", "--start-timeout", "2h", "-o", "json"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aca_gpu", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        seen = []
-        deadline = time.monotonic() + 60
-        for line in proc.stderr:  # signal once it waits for the explorer
-            seen.append(line)
-            if "waiting for probe and test" in line or time.monotonic() > deadline:
-                break
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(seen) + err
-    assert proc.returncode == 130, text
-    doc = json.loads(out)
+    # signalled once it waits for the explorer
+    done = signal_when_said(args, [("waiting for probe and test", signal.SIGTERM)], env=env)
+    text = done.stderr
+    assert done.returncode == 130, text
+    doc = json.loads(done.stdout)
     assert doc["status"] == "interrupted" and doc["error"]["exit_code"] == 130, doc["error"]
     assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
     assert "Traceback" not in text
@@ -60,29 +42,10 @@ def test_sigterm_while_serve_waits_for_its_first_answer_tears_it_down(tmp_path: 
     env.pop("ACAGPU_CONFIG", None)
     never = [sys.executable, "-c", "import time; time.sleep(60)"]
     args = ["serve", "--emulator", "--time-scale", "0.002", "--run-id", "sig1", "-o", "json", "python:3.12"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aca_gpu", *args, "--", *never],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        seen = []
-        deadline = time.monotonic() + 60
-        for line in proc.stderr:
-            seen.append(line)
-            if "waiting for first answer" in line or time.monotonic() > deadline:
-                break
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(seen) + err
-    assert proc.returncode == 130, text
-    doc = json.loads(out)
+    done = signal_when_said([*args, "--", *never], [("waiting for first answer", signal.SIGTERM)], env=env)
+    text = done.stderr
+    assert done.returncode == 130, text
+    doc = json.loads(done.stdout)
     assert doc["status"] == "interrupted" and doc["kept"] is False, doc
     assert doc["teardown"]["billing_stopped"] is True, doc["teardown"]
     assert "Traceback" not in text, text
@@ -101,30 +64,11 @@ def test_a_second_ctrl_c_during_serves_teardown_leaves_it_and_says_how_to_delete
     env.pop("ACAGPU_CONFIG", None)
     never = [sys.executable, "-c", "import time; time.sleep(60)"]
     args = ["serve", "--emulator", "--time-scale", "0.002", "--run-id", "sc2", "-o", "json", "python:3.12"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "aca_gpu", *args, "--", *never],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stderr is not None
-        seen = []
-        deadline = time.monotonic() + 60
-        for wanted in ("waiting for first answer", "Ctrl-C again"):
-            for line in proc.stderr:
-                seen.append(line)
-                if wanted in line or time.monotonic() > deadline:
-                    break
-            proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(seen) + err
-    assert proc.returncode == 130, text
-    doc = json.loads(out)
+    steps = [("waiting for first answer", signal.SIGINT), ("Ctrl-C again", signal.SIGINT)]
+    done = signal_when_said([*args, "--", *never], steps, env=env)
+    text = done.stderr
+    assert done.returncode == 130, text
+    doc = json.loads(done.stdout)
     assert doc["status"] == "interrupted" and doc["teardown"]["status"] == "left", doc["teardown"]
-    assert "acagpu down --run-id sc2 --yes" in err, text
+    assert "acagpu down --run-id sc2 --yes" in done.after, text
     assert "Traceback" not in text, text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,23 +84,31 @@ class Getter:
         return self.responses.pop(0)
 
 
+def followed(
+    get: Getter,
+    *,
+    until: str | None = None,
+    tail: int = 5,
+    sleep: Callable[[float], None] = lambda s: None,
+    **options: Any,
+) -> list[str]:
+    """The messages `follow_lines` yields, following `get`'s responses: to the one that is `until`
+    (the message awaited), else to the stream's end; no pause between connections unless `sleep`."""
+    stop_when = None if until is None else lambda m: m == until
+    return list(
+        ls.follow_lines(
+            "u", lambda: "t", follow=True, tail=tail, what=until or "x", get=get, stop_when=stop_when,
+            sleep=sleep, **options,
+        )
+    )  # fmt: skip
+
+
 def test_follow_reconnects_and_skips_replayed_lines() -> None:
     get = Getter(
         FakeResponse(200, ["t1 stdout F one", "t2 stdout F two"], drop=True),
         FakeResponse(200, ["t1 stdout F one", "t2 stdout F two", "t3 stdout F three", "t4 stdout F DONE"]),
     )
-    lines = list(
-        ls.follow_lines(
-            "https://h/logstream",
-            lambda: "tok",
-            follow=True,
-            tail=10,
-            what="DONE",
-            get=get,
-            stop_when=lambda m: m == "DONE",
-            sleep=lambda s: None,
-        )
-    )
+    lines = followed(get, until="DONE", tail=10)
     assert lines == ["one", "two", "three", "DONE"]
     assert get.params[0] == {"follow": "true", "tailLines": 10, "output": "text"}
     assert get.params[1]["tailLines"] == ls.MAX_TAIL  # replay enough to cover the gap
@@ -110,27 +119,12 @@ def test_follow_stops_when_replica_is_gone() -> None:
         FakeResponse(200, ["a"], drop=True),
         FakeResponse(404, [], text="No replicas found for execution"),
     )
-    out = list(
-        ls.follow_lines("u", lambda: "t", follow=True, tail=5, what="x", get=get, sleep=lambda s: None)
-    )
-    assert out == ["a"]
+    assert followed(get) == ["a"]
 
 
 def test_follow_stops_when_finished_after_stream_end() -> None:
     get = Getter(FakeResponse(200, ["a", "b"]))
-    out = list(
-        ls.follow_lines(
-            "u",
-            lambda: "t",
-            follow=True,
-            tail=5,
-            what="x",
-            get=get,
-            finished=lambda: True,
-            sleep=lambda s: None,
-        )
-    )
-    assert out == ["a", "b"]
+    assert followed(get, finished=lambda: True) == ["a", "b"]
 
 
 def test_no_follow_reads_once_and_clamps_tail() -> None:
@@ -197,18 +191,7 @@ def test_reconnect_is_immediate_after_lines_and_paced_after_nothing() -> None:
         FakeResponse(200, ["t1 stdout F one", "t2 stdout F DONE"]),
     )
     pauses: list[float] = []
-    lines = list(
-        ls.follow_lines(
-            "https://h/logstream",
-            lambda: "tok",
-            follow=True,
-            tail=10,
-            what="DONE",
-            get=get,
-            stop_when=lambda m: m == "DONE",
-            sleep=pauses.append,
-        )
-    )
+    lines = followed(get, until="DONE", tail=10, sleep=pauses.append)
     assert lines == ["one", "DONE"]
     assert pauses == [ls.RECONNECT_PAUSE_S]  # only after the connection that delivered nothing
 
@@ -232,18 +215,7 @@ def test_follow_drops_heartbeats_and_reconnects_after_a_quiet_close() -> None:
         FakeResponse(200, ["t1 stdout F one", BEAT_TEXT, "t9 stdout F two"]),
     )
     done = iter([False, True])
-    out = list(
-        ls.follow_lines(
-            "u",
-            lambda: "t",
-            follow=True,
-            tail=5,
-            what="x",
-            get=get,
-            finished=lambda: next(done),
-            sleep=lambda s: None,
-        )
-    )
+    out = followed(get, finished=lambda: next(done))
     assert out == ["one", "two"]
     assert len(get.params) == 2
 
@@ -254,18 +226,7 @@ def test_dedup_is_by_timestamp_and_content_with_counts() -> None:
         FakeResponse(200, first, drop=True),
         FakeResponse(200, [*first, "t3 stdout F same", "t3 stdout F DONE"]),
     )
-    out = list(
-        ls.follow_lines(
-            "u",
-            lambda: "t",
-            follow=True,
-            tail=5,
-            what="DONE",
-            get=get,
-            stop_when=lambda m: m == "DONE",
-            sleep=lambda s: None,
-        )
-    )
+    out = followed(get, until="DONE")
     # twice in one instant, then at t2 and t3: four real lines; the replay of the first three is skipped
     assert out == ["same", "same", "same", "same", "DONE"]
 
@@ -279,19 +240,7 @@ def test_partial_records_join_into_the_full_line_and_stay_apart_from_it() -> Non
     ]
     get = Getter(FakeResponse(200, lines[:2], drop=True), FakeResponse(200, lines))
     done = iter([False, True])
-    out = list(
-        ls.follow_lines(
-            "u",
-            lambda: "t",
-            follow=True,
-            tail=5,
-            what="x",
-            get=get,
-            output="json",
-            finished=lambda: next(done),
-            sleep=lambda s: None,
-        )
-    )
+    out = followed(get, output="json", finished=lambda: next(done))
     assert out == ["abcdefghi", "abc"]
 
 
@@ -352,12 +301,7 @@ def test_notices_on_every_connection_are_neither_shown_nor_glued_to_a_long_line(
         "2025-12-09T14:04:25.2Z stdout F after",
     ]
     get = Getter(FakeResponse(200, first, drop=True), FakeResponse(200, replay))
-    out = list(
-        ls.follow_lines(
-            "u", lambda: "t", follow=True, tail=5, what="after", get=get, stop_when=lambda m: m == "after"
-        )
-    )
-    assert out == ["abcdefghi", "after"]
+    assert followed(get, until="after") == ["abcdefghi", "after"]
 
 
 def test_strict_says_when_a_dropped_stream_could_not_be_read_again() -> None:

@@ -22,11 +22,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from aca_gpu.errors import AcaGpuError
 from aca_gpu.output import Output
-from aca_gpu.units import gpu_seconds_text, usd_text
+from aca_gpu.units import usd_text
+from aca_gpu.workflow.base.api import RunResult, container_fields, item_texts, run_fields
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class FanoutFailed(AcaGpuError):
 
 
 @dataclass(frozen=True)
-class FanoutResult:
+class FanoutResult(RunResult):
     run_id: str
     exit_code: int
     status: str
@@ -84,32 +85,12 @@ class FanoutResult:
     error: dict[str, Any] | None = None
     document: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
+    failure: ClassVar[type[AcaGpuError]] = FanoutFailed
+    failure_code: ClassVar[str] = "ShardsFailed"
 
     @property
     def failed(self) -> list[int]:
         return [s.index for s in self.shards if not s.ok]
-
-    @property
-    def cost_text(self) -> str:
-        """`cost_usd` as the CLI prints it (`$0.03`; four decimals below a cent, so a few
-        GPU-seconds do not read as `$0.00`): a script need not format money itself."""
-        return usd_text(self.cost_usd)
-
-    @property
-    def gpu_seconds_text(self) -> str:
-        """`gpu_seconds` as the CLI prints it: `0.4 GPU-seconds`, `230 GPU-seconds`."""
-        return gpu_seconds_text(self.gpu_seconds)
-
-    def raise_for_failures(self) -> FanoutResult:
-        if not self.ok:
-            message = (self.error or {}).get("message") or f"run {self.run_id} failed"
-            error = FanoutFailed(str(message), code=str((self.error or {}).get("code") or "ShardsFailed"))
-            error.exit_code = self.exit_code
-            raise error
-        return self
 
 
 def _result(doc: dict[str, Any]) -> FanoutResult:
@@ -133,17 +114,7 @@ def _result(doc: dict[str, Any]) -> FanoutResult:
                 notes=tuple(s.get("notes") or ()),
             )
         )
-    cost = doc.get("cost") or {}
-    return FanoutResult(
-        run_id=doc["run_id"],
-        exit_code=doc["exit_code"],
-        status=doc["status"],
-        shards=tuple(sorted(shards, key=lambda s: s.index)),
-        cost_usd=float(cost.get("usd_estimate") or 0.0),
-        gpu_seconds=float(cost.get("gpu_seconds") or 0.0),
-        error=doc.get("error"),
-        document=doc,
-    )
+    return FanoutResult(shards=tuple(sorted(shards, key=lambda s: s.index)), **run_fields(doc))
 
 
 def run(
@@ -178,31 +149,22 @@ def run(
     `regions` (a list, or "eastus,westus3") are tried in order; `wait_for_capacity` ("2h") sweeps
     them again while none has capacity, as `acagpu run --wait-for-capacity` does; `max_cost` (USD)
     caps what the run spends, as `--max-cost` does."""
-    import json
-
     from aca_gpu.config import load_settings
     from aca_gpu.workflow.base.context import Waiter, open_cloud, resolve_owner
     from aca_gpu.workflow.fanout.run import run_fanout
     from aca_gpu.workflow.fanout.spec import make_fanout
     from aca_gpu.workflow.workload.plan import RunRequest, capped, make_run_spec
 
-    listed = None
-    if items is not None:
-        listed = tuple(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in items)
+    listed = item_texts(items) if items is not None else None
+    container = container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env,
+                                 mounts=mounts, cpu=cpu, memory=memory)  # fmt: skip
     request = RunRequest(
-        image=image,
-        command=tuple(command),
+        **container,
         gpu=gpu,
         location=location,
         run_id=run_id,
         max_minutes=max_minutes,
         start_timeout=start_timeout,
-        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
-        secret_env=tuple(secret_env),
-        cpu=cpu,
-        memory=memory,
-        env_name=env,
-        mounts=tuple(mounts),
         regions=regions if regions is None or isinstance(regions, str) else ",".join(regions),
         wait_for_capacity=wait_for_capacity,
     )

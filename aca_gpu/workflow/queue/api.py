@@ -28,11 +28,11 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, ClassVar, Literal, overload
 
 from aca_gpu.errors import AcaGpuError, BadInput, WaitTimedOut
 from aca_gpu.output import Output
-from aca_gpu.units import gpu_seconds_text, usd_text
+from aca_gpu.workflow.base.api import RunResult, container_fields, item_texts, run_fields
 from aca_gpu.workflow.fanout import api as fanout_api
 
 
@@ -58,7 +58,7 @@ class QueueFailed(AcaGpuError):
 
 
 @dataclass(frozen=True)
-class QueueResult:
+class QueueResult(RunResult):
     """A queue run's document, typed: every item in item order."""
 
     run_id: str
@@ -70,9 +70,8 @@ class QueueResult:
     error: dict[str, Any] | None = None
     document: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
+    failure: ClassVar[type[AcaGpuError]] = QueueFailed
+    failure_code: ClassVar[str] = "ItemsFailed"
 
     @property
     def done(self) -> bool:
@@ -82,37 +81,11 @@ class QueueResult:
     def failed(self) -> list[int]:
         return [i.index for i in self.items if not i.ok]
 
-    @property
-    def cost_text(self) -> str:
-        return usd_text(self.cost_usd)
-
-    @property
-    def gpu_seconds_text(self) -> str:
-        return gpu_seconds_text(self.gpu_seconds)
-
-    def raise_for_failures(self) -> QueueResult:
-        if not self.ok:
-            message = (self.error or {}).get("message") or f"run {self.run_id} failed"
-            error = QueueFailed(str(message), code=str((self.error or {}).get("code") or "ItemsFailed"))
-            error.exit_code = self.exit_code
-            raise error
-        return self
-
 
 def result_of(doc: dict[str, Any]) -> QueueResult:
     fields = ItemResult.__dataclass_fields__
     items = tuple(ItemResult(**{k: v for k, v in i.items() if k in fields}) for i in doc.get("items") or [])
-    cost = doc.get("cost") or {}
-    return QueueResult(
-        run_id=str(doc["run_id"]),
-        status=str(doc["status"]),
-        exit_code=int(doc["exit_code"]),
-        items=tuple(sorted(items, key=lambda i: i.index)),
-        cost_usd=float(cost.get("usd_estimate") or 0.0),
-        gpu_seconds=float(cost.get("gpu_seconds") or 0.0),
-        error=doc.get("error"),
-        document=doc,
-    )
+    return QueueResult(items=tuple(sorted(items, key=lambda i: i.index)), **run_fields(doc))
 
 
 @dataclass(frozen=True)
@@ -250,7 +223,6 @@ def map_queue(
     echo: bool = False,
 ) -> QueueResult | QueueRun:
     """Queue mode for `acagpu.map(..., workers=P)` (module doc)."""
-    import json
     from dataclasses import replace
 
     from aca_gpu.config import load_settings
@@ -260,23 +232,12 @@ def map_queue(
     from aca_gpu.workflow.queue.spec import make_queue_spec
     from aca_gpu.workflow.workload.plan import RunRequest, make_run_spec
 
-    listed = tuple(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in items)
+    listed = item_texts(items)
     if not listed:
         raise BadInput("workers=P drains items through a queue: give at least one item")
-    request = RunRequest(
-        image=image,
-        command=tuple(command),
-        gpu=gpu,
-        run_id=run_id,
-        ttl=ttl,
-        max_minutes=max_minutes,
-        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
-        secret_env=tuple(secret_env),
-        cpu=cpu,
-        memory=memory,
-        env_name=env,
-        mounts=tuple(mounts),
-    )
+    container = container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env,
+                                 mounts=mounts, cpu=cpu, memory=memory)  # fmt: skip
+    request = RunRequest(**container, gpu=gpu, run_id=run_id, ttl=ttl, max_minutes=max_minutes)
     settings = load_settings()
     spec = make_run_spec(settings, request, owner=resolve_owner(settings))
     queue = make_queue_spec(spec, map_file=None, items=listed, workers=workers, max_deliveries=max_deliveries,

@@ -22,6 +22,7 @@ from typing import Any
 
 from aca_gpu.models import Cloud
 from aca_gpu.output import Output
+from aca_gpu.workflow.base.api import container_fields
 from aca_gpu.workflow.base.context import Waiter
 from aca_gpu.workflow.serve.deploy import ServeOutcome, answer_once, measure_served
 from aca_gpu.workflow.serve.http import Answer
@@ -100,16 +101,11 @@ def serve(
 
     settings = load_settings()
     request = ServeRequest(
-        image=image,
-        command=tuple(command),
+        **container_fields(image, command, env=env, env_vars=env_vars, secret_env=secret_env, mounts=mounts),
         gpu=gpu,
         location=location,
         run_id=run_id,
         ttl=ttl,
-        env=tuple(f"{k}={v}" for k, v in (env_vars or {}).items()),
-        secret_env=tuple(secret_env),
-        env_name=env,
-        mounts=tuple(mounts),
         port=port,
         min_replicas=min_replicas,
         max_replicas=max_replicas,
