@@ -74,11 +74,50 @@ def python_env(where: Path) -> Path:
     return where / "bin"
 
 
-def test_the_action_validates_against_the_emulator(tmp_path: Path, served: dict[str, str]) -> None:
-    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
-    inputs = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
-    inputs |= {"image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "gpu": "t4", "args": "--no-inspect"}
+def run_steps(
+    action: dict[str, Any], inputs: dict[str, str], base: dict[str, str], where: Path, *, installed: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The action's shell steps in order, as the runner runs them: the step names that ran and the
+    context after them (inputs and step outputs). `installed`: the install step already ran in this
+    Python (a second use of the action in one job)."""
     context = {f"inputs.{k}": v for k, v in inputs.items()}
+    ran = []
+    for n, step in enumerate(action["runs"]["steps"]):
+        condition = str(step.get("if", ""))
+        if "uses" in step or any(word in condition for word in NEEDS_GITHUB):
+            continue
+        if installed and step.get("id") == "install":
+            continue
+        if "steps." in condition and not all(
+            context.get(ref) for ref in re.findall(r"steps\.[\w-]+\.outputs\.[\w-]+", condition)
+        ):
+            continue  # `steps.X.outputs.Y != ''` with Y empty: skipped, as on GitHub
+        gh_output = where / f"output-{n}"
+        env = base | {k: expand(str(v), context) for k, v in (step.get("env") or {}).items()}
+        proc = subprocess.run(
+            [step.get("shell", "bash"), "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=where, env=env | {"GITHUB_OUTPUT": str(gh_output)},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        ran.append(step["name"])
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"step {step['name']!r} exited {proc.returncode}: {log[-3000:]}"
+        if "id" in step:
+            for key, value in outputs_of(gh_output).items():
+                context[f"steps.{step['id']}.outputs.{key}"] = value
+    return ran, context
+
+
+def test_the_action_validates_and_measures_a_served_app_against_the_emulator(
+    tmp_path: Path, served: dict[str, str]
+) -> None:
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    defaults = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
+    inputs = defaults | {
+        "image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        "gpu": "t4",
+        "args": "--no-inspect",
+    }
     bin_dir = python_env(tmp_path / "py")
     work, temp = tmp_path / "work", tmp_path / "runner-temp"
     work.mkdir()
@@ -94,30 +133,7 @@ def test_the_action_validates_against_the_emulator(tmp_path: Path, served: dict[
         "GITHUB_STEP_SUMMARY": str(summary),
         "RUNNER_TEMP": str(temp),
     }  # fmt: skip
-    ran, logs = [], {}
-    for n, step in enumerate(action["runs"]["steps"]):
-        condition = str(step.get("if", ""))
-        if "uses" in step or any(word in condition for word in NEEDS_GITHUB):
-            continue
-        if "steps." in condition and not all(
-            context.get(ref) for ref in re.findall(r"steps\.[\w-]+\.outputs\.[\w-]+", condition)
-        ):
-            continue  # `steps.X.outputs.Y != ''` with Y empty: skipped, as on GitHub
-        gh_output = tmp_path / f"output-{n}"
-        env = base | {k: expand(str(v), context) for k, v in (step.get("env") or {}).items()}
-        proc = subprocess.run(
-            [step.get("shell", "bash"), "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-            cwd=work, env=env | {"GITHUB_OUTPUT": str(gh_output)},
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        ran.append(step["name"])
-        logs[step["name"]] = proc.stdout + proc.stderr
-        assert proc.returncode == 0, (
-            f"step {step['name']!r} exited {proc.returncode}: {logs[step['name']][-3000:]}"
-        )
-        if "id" in step:
-            for key, value in outputs_of(gh_output).items():
-                context[f"steps.{step['id']}.outputs.{key}"] = value
+    ran, context = run_steps(action, inputs, base, work, installed=False)
     assert ran[0].startswith("Install acagpu") and ran[-1] == "Fail the step as acagpu did", ran
 
     # the installed acagpu is this checkout's, from the action's path, not the test environment's
@@ -149,6 +165,33 @@ def test_the_action_validates_against_the_emulator(tmp_path: Path, served: dict[
     assert "environment" in cells[4] and cells[5] == f"${doc['cost']['usd_estimate']:.4f} (estimate)"
     assert "### acagpu validate: ✅ ok" in text  # after validate's own matrix summary
 
+    # `serve measure` in the same job: a model server (what follows `--` in args is its command)
+    # served, its cold starts timed, the app removed however it ended; the summary gains its table
+    port = "18493"
+    inputs = defaults | {
+        "command": "serve measure",
+        "image": "python:3.12-slim",
+        "gpu": "t4",
+        "args": f"--port {port} --cooldown 60 -- python3 -m http.server {port}",
+    }
+    ran, context = run_steps(action, inputs, base, work, installed=True)
+    assert ran[0] == "Run acagpu" and ran[-1] == "Fail the step as acagpu did", ran
+    assert context["steps.run.outputs.exit-code"] == "0" and context["steps.run.outputs.cost-usd"] == ""
+    doc = json.loads(Path(context["steps.run.outputs.result-json"]).read_text(encoding="utf-8"))
+    assert doc["command"] == "serve" and doc["status"] == "measured", doc.get("error")
+    assert doc["run_id"] == context["steps.run.outputs.run-id"] and len(doc["measurement"]["cycles"]) == 3
+    assert doc["plan"]["workload"]["command"] == ["python3", "-m", "http.server", port]
+    # nothing is left of the served app: the step removed its run
+    left = subprocess.run(
+        ["acagpu", "status", "-o", "json"], env=base, capture_output=True, text=True, cwd=work, check=True
+    )
+    assert doc["run_id"] not in left.stdout, left.stdout
+    text = summary.read_text(encoding="utf-8")
+    assert "### acagpu serve: ✅ measured" in text, text
+    row = next(line for line in text.splitlines() if line.startswith("| ✅ measured |"))
+    assert "3 cold starts p50" in row and "/h while a replica runs" in row, row
+    assert "<svg" in Path(context["steps.report.outputs.report-html"]).read_text(encoding="utf-8")
+
 
 def test_the_action_refuses_an_unknown_command(tmp_path: Path) -> None:
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
@@ -161,5 +204,8 @@ def test_the_action_refuses_an_unknown_command(tmp_path: Path) -> None:
     proc = subprocess.run(
         ["bash", "-eo", "pipefail", "-c", step["run"]], env=env, capture_output=True, text=True
     )
-    assert proc.returncode == 2 and "command must be validate, run or up, not 'down'" in proc.stdout
+    assert (
+        proc.returncode == 2
+        and "command must be validate, run, up or serve measure, not 'down'" in proc.stdout
+    )
     assert not (tmp_path / "out").exists()  # nothing ran, no outputs

@@ -2,7 +2,8 @@
 
 The GitHub action (`action.yml`) writes it to `$GITHUB_STEP_SUMMARY` through `acagpu report RUN.json
 --markdown`: one table (verdict, GPU, driver, CUDA, phases, cost) that reads the same for `up`,
-`validate`, `run` (a fan-out included) and `report merge`, so a reviewer needs no JSON.
+`validate`, `run` (a fan-out included), `serve` (its cold starts as phases, its price per hour as cost)
+and `report merge`, so a reviewer needs no JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +38,40 @@ def _verdict(doc: Mapping[str, Any]) -> str:
     if doc.get("kind") == "matrix":
         return "✅ pass" if not doc.get("failed") else f"❌ {doc.get('failed')} failed"
     status = str(doc.get("status") or "unknown")
-    return ("✅ " if status in ("ok", "pass", "succeeded") else "❌ ") + status
+    return ("✅ " if status in PASSED else "❌ ") + status
+
+
+# a served app that answered (`serving`) or whose cold starts were timed (`measured`) passed
+PASSED = ("ok", "pass", "succeeded", "serving", "measured")
+
+
+def _serve_phases(doc: Mapping[str, Any]) -> str:
+    """A serve document's cold start: the first answer, and the measured cycles' end to end."""
+    parts = []
+    first = doc.get("first_answer")
+    if isinstance(first, Mapping) and isinstance(first.get("end_to_end_s"), (int, float)):
+        parts.append(f"first answer {first['end_to_end_s']:.1f}s")
+    measurement = doc.get("measurement")
+    cycles = measurement.get("cycles") if isinstance(measurement, Mapping) else None
+    percentiles = measurement.get("phase_percentiles") if isinstance(measurement, Mapping) else None
+    whole = percentiles.get("end to end") if isinstance(percentiles, Mapping) else None
+    if isinstance(whole, Mapping) and isinstance(whole.get("p50"), (int, float)):
+        what = (
+            "cold starts"
+            if not isinstance(cycles, list)
+            else f"{len(cycles)} cold start" + ("" if len(cycles) == 1 else "s")
+        )
+        p95 = whole.get("p95")
+        tail = f", p95 {p95:.1f}s" if isinstance(p95, (int, float)) else ""
+        parts.append(f"{what} p50 {whole['p50']:.1f}s{tail}")
+    return ", ".join(parts)
+
+
+def _price(doc: Mapping[str, Any]) -> str:
+    price = doc.get("price")
+    if isinstance(price, Mapping) and isinstance(price.get("usd_per_hour"), (int, float)):
+        return f"${price['usd_per_hour']:.4f}/h while a replica runs"
+    return ""
 
 
 def _phases(doc: Mapping[str, Any]) -> str:
@@ -71,6 +105,14 @@ def markdown(doc: Mapping[str, Any], html_link: str | None = None) -> str:
                 f"| {_cell(r.get('driver_version'))} "
                 f"| {_cell(r.get('cuda_version'))} | {_cell(_phases(doc))} | {_cell(_cost(doc))} |"
             )
+    elif command == "serve":
+        plan = doc.get("plan") if isinstance(doc.get("plan"), Mapping) else {}
+        profile = (plan or {}).get("profile") if isinstance((plan or {}).get("profile"), Mapping) else {}
+        gpu = (profile or {}).get("gpu") or (profile or {}).get("alias")
+        lines.append(
+            f"| {_cell(_verdict(doc))} | {_cell(gpu)} | – | – | {_cell(_serve_phases(doc))} "
+            f"| {_cell(_price(doc))} |"
+        )
     else:
         profile = doc.get("profile") if isinstance(doc.get("profile"), Mapping) else {}
         gpu = (profile or {}).get("gpu") or (profile or {}).get("alias")
