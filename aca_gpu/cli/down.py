@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from aca_gpu.cli.options import confirm, output_options
@@ -12,6 +14,7 @@ from aca_gpu.output import Output
 from aca_gpu.workflow.base.context import RunRef, find_run, open_cloud
 from aca_gpu.workflow.fleet.down import down as run_down
 from aca_gpu.workflow.fleet.down import render_down
+from aca_gpu.workflow.fleet.groups import subscriptions_holding
 
 
 @click.command()
@@ -33,7 +36,13 @@ def down(output: Output, ref: RunRef, settings: Settings, yes: bool, no_wait: bo
 
     confirm(question, yes=yes, refusal=f"not deleting {named}")
     cloud = cloud or open_cloud(settings)
-    result = run_down(cloud, ref, output, waiter_for(settings), wait=not no_wait)
+    result = run_down(
+        cloud, ref, output, waiter_for(settings), wait=not no_wait, elsewhere=_elsewhere(settings)
+    )
     output.emit(result.doc, render_down(result.doc))
     if result.exit_code:
         raise SystemExit(result.exit_code)
+
+
+def _elsewhere(settings: Settings) -> Callable[[str], list[str]]:
+    return lambda run_id: subscriptions_holding(settings, run_id)

@@ -24,7 +24,8 @@ def _phase(run: dict[str, Any]) -> str:
     12 · ended 8)`, `running (1 of 3 executions)`; a served app's replicas (it has no executions)."""
     served = run.get("served")
     if served and isinstance(served.get("replicas"), int):
-        return f"serving ({served['replicas']} replicas)" if served["replicas"] else "scaled-to-zero"
+        count = served["replicas"]
+        return f"serving ({count} replica{'' if count == 1 else 's'})" if count else "scaled-to-zero"
     phase = str(run["phase"])
     if run.get("phase_detail"):
         return f"{phase} ({run['phase_detail']})"

@@ -1,14 +1,18 @@
 """Several subscriptions against `acagpu emulator serve --subscriptions 3` in a second shell: every
-served subscription's data plane (exec, the log stream) opens with its own tokens, so `up` and `run`
-work outside the first one; a refused websocket is one clear line; `--all-subscriptions` tables
-show each subscription whole."""
+served subscription's data plane (exec, the log stream, a served app's ingress) opens with its own
+tokens, so `up`, `run` and `serve` work outside the first one; a refused websocket is one clear line;
+`--all-subscriptions` tables show each subscription whole; `down` of a run that is in another
+subscription says where it is instead of calling it absent."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
+
+import requests
 
 from aca_gpu.emulator.server import subscription_ids
 from tests.e2e.serving import ACAGPU, emulator_serve
@@ -60,6 +64,51 @@ def test_up_exec_and_run_work_in_the_second_and_third_subscription(tmp_path: Pat
         assert f"subscription {SECOND}" in every.stdout.splitlines() and run_id in every.stdout, every.stdout
         down = _acagpu(shell, "down", "--yes", "--subscription", SECOND, "--run-id", run_id)
         assert down.returncode == 0, down.stderr
+
+
+def test_serve_in_the_third_subscription_and_a_down_that_names_where_the_run_is(tmp_path: Path) -> None:
+    """Before, `down --run-id` (the command serve prints) in the default subscription answered
+    "absent (nothing to delete)", exit 0, while the app in the third one went on billing."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    with emulator_serve(tmp_path / "emu.env", extra=("--subscriptions", "3")) as emu:
+        shell = _shell(emu)
+        model = ("python:3.12-slim", "--", "python3", "-m", "http.server", port)
+        served = _acagpu(
+            shell,
+            "serve",
+            "-o",
+            "json",
+            "--yes",
+            "--subscription",
+            THIRD,
+            "--run-id",
+            "sub3",
+            "--port",
+            port,
+            *model,
+        )
+        assert served.returncode == 0, served.stderr
+        doc = json.loads(served.stdout)
+        answer = requests.get(doc["url"] + "/", timeout=30, verify=emu["ACAGPU_CA_BUNDLE"])
+        assert answer.status_code == 200 and "Directory listing" in answer.text, answer.text[:200]
+        status = _acagpu(shell, "status", "--all-subscriptions")
+        assert (
+            f"subscription {THIRD}" in status.stdout.splitlines() and "serving (1 replica)" in status.stdout
+        )
+
+        refused = _acagpu(shell, "down", "--yes", "--run-id", "sub3")  # the default subscription
+        assert refused.returncode == 2, refused.stderr
+        assert f"run sub3 is not in subscription {FIRST} but in {THIRD}: it was not deleted" in refused.stderr
+        assert f"hint: acagpu down --run-id sub3 --subscription {THIRD} --yes" in refused.stderr
+        absent = _acagpu(shell, "down", "--yes", "--run-id", "nowhere")  # CI's cleanup stays idempotent
+        assert absent.returncode == 0 and "absent (nothing to delete)" in absent.stdout, absent.stderr
+
+        down = _acagpu(shell, "down", "--yes", "--run-id", "sub3", "--subscription", THIRD)
+        assert down.returncode == 0 and "gone (verified)" in down.stdout, down.stderr
+        left = _acagpu(shell, "status", "--all-subscriptions", "-o", "json")
+        assert "sub3" not in left.stdout, left.stdout
 
 
 def test_a_refused_exec_is_one_line_without_headers(tmp_path: Path) -> None:

@@ -1,12 +1,15 @@
 """`acagpu down`: remove a run through the one teardown path (billing first, then the group, verified).
 
 A run that no longer exists is `absent` and exit 0, so a cleanup step that runs after a command
-that already tore down (CI's `if: always()`) is idempotent. Only groups tagged
+that already tore down (CI's `if: always()`) is idempotent. A run that is not in the command's
+subscription but in another one the credential sees is no such all-clear: it is said, with the
+`down` that removes it there (exit 2), since it still bills. Only groups tagged
 `acagpu:managed=true` are ever touched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,13 +28,24 @@ class DownResult:
     exit_code: int
 
 
-def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait: bool = True) -> DownResult:
-    """Find the run by its tags and remove it; `wait` reads the group back until ARM answers 404."""
+def down(
+    cloud: Cloud,
+    ref: RunRef,
+    progress: Progress,
+    waiter: Waiter,
+    *,
+    wait: bool = True,
+    elsewhere: Callable[[str], list[str]] | None = None,
+) -> DownResult:
+    """Find the run by its tags and remove it; `wait` reads the group back until ARM answers 404.
+    `elsewhere(run_id)`: the other subscriptions holding a run not found here (module doc)."""
     try:
         run = find_run(cloud, ref)
     except NotFound:
         if not ref.run_id:
             raise
+        if elsewhere is not None:
+            _refuse_if_elsewhere(cloud, ref.run_id, elsewhere, progress)
         group = naming.RunNames(ref.run_id).resource_group
         doc: dict[str, Any] = {
             "command": "down",
@@ -83,6 +97,26 @@ def down(cloud: Cloud, ref: RunRef, progress: Progress, waiter: Waiter, *, wait:
                 doc["error"] = error.as_dict()
                 return DownResult(doc, error.exit_code)
     return DownResult(doc, 0)
+
+
+def _refuse_if_elsewhere(
+    cloud: Cloud, run_id: str, elsewhere: Callable[[str], list[str]], progress: Progress
+) -> None:
+    """NotFound naming the subscription(s) that hold the run; a failed look only warns (the run is
+    absent here, which is all this command can tell then)."""
+    with progress.step("other subscriptions") as step:
+        try:
+            holding = [s for s in elsewhere(run_id) if s.lower() != cloud.subscription_id.lower()]
+        except AcaGpuError as exc:
+            step.update(f"not looked in ({exc.message})")
+            return
+        step.update(", ".join(holding) if holding else f"run {run_id} is in none")
+    if holding:
+        where = " and ".join(holding)
+        raise NotFound(
+            f"run {run_id} is not in subscription {cloud.subscription_id} but in {where}: it was not deleted",
+            hint=f"acagpu down --run-id {run_id} --subscription {holding[0]} --yes",
+        )
 
 
 def _record_served(cloud: Cloud, run: Any) -> float | None:

@@ -60,3 +60,12 @@ def cloud_source(settings: Settings) -> CachedClouds:
         return open_cloud(settings.with_overrides(subscription=subscription))
 
     return CachedClouds(opener=opener)
+
+
+def subscriptions_holding(settings: Settings, run_id: str) -> list[str]:
+    """The visible subscriptions that hold run `run_id` (one Resource Graph query): where a run that
+    is not in the command's own subscription is, so that `down` never calls a billing run absent."""
+    from aca_gpu.naming import TAG_RUN_ID
+
+    found = find_groups(settings, Scope(everything=True))
+    return sorted({g.subscription for g in found if g.group.tags.get(TAG_RUN_ID) == run_id})
