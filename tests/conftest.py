@@ -74,6 +74,19 @@ def _signals_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _cwd_as_found(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each test leaves the worker's working directory as it found it: a later test in that worker
+    that reads a path relative to the checkout would otherwise look in the first test's tmp_path
+    (it did: a guard script "not found" after a bad-input test's chdir). A test that moved it fails."""
+    before = os.getcwd()
+    yield
+    after = os.getcwd()
+    if after != before:
+        os.chdir(before)
+        pytest.fail(f"the test left the working directory changed: {after} (was {before})")
+
+
+@pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("acagpu-user")
     monkeypatch.setenv("ACAGPU_CACHE_DIR", str(home / "cache"))

@@ -19,7 +19,9 @@ ACAGPU = [sys.executable, "-m", "aca_gpu"]
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     shell = env or {k: v for k, v in os.environ.items() if not k.startswith("ACAGPU_")}
     shell = shell | {"ACAGPU_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-    return subprocess.run([*ACAGPU, "run", *args], env=shell, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*ACAGPU, "run", *args], env=shell, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
 
 
 def _refused(done: subprocess.CompletedProcess[str], said: str) -> None:
@@ -45,7 +47,6 @@ def _refused(done: subprocess.CompletedProcess[str], said: str) -> None:
     ],
 )
 def test_bad_fanout_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
-    os.chdir(tmp_path)
     (tmp_path / "items.txt").write_text("a\nb\n")
     (tmp_path / "empty.txt").write_text("\n  \n")
     (tmp_path / "big.json").write_text(json.dumps(["small", "x" * 40000]))

@@ -29,6 +29,7 @@ import requests
 from aca_gpu.emulator.azurite import find_azurite
 from tests.e2e.serving import background_server, emulator_get
 
+ROOT = Path(__file__).resolve().parents[2]
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
 # 40 keeps the test near 10 s on a shared 2-core machine; ACAGPU_TEST_DETACHED_ITEMS=200 runs
 # issue 39's figure (about 27 s there), which passes the same way
@@ -392,7 +393,7 @@ def test_reap_and_the_guard_remove_an_expired_queue_runs_job_roles_and_queues(
     stranger.create_queue()
     time.sleep(1.5)  # both past their TTL (the tags' clock is the wall's)
 
-    spec = importlib.util.spec_from_file_location("acagpu_guard", "templates/guard/acagpu_guard.py")
+    spec = importlib.util.spec_from_file_location("acagpu_guard", ROOT / "templates/guard/acagpu_guard.py")
     assert spec is not None and spec.loader is not None
     guard = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(guard)
