@@ -5,7 +5,8 @@ signatures, passwords, bearer tokens) and by value (the emulator's storage keys,
 user's `--secret-env` value, the guard's webhook URL), none of which the recording may hold.
 
 Journeys: `up`; `up --keep`, `smi`, `exec` and `down`; `env create`, then `run --env` with
-`--create-share` and `--secret-env`; `validate`; `guard install --notify`; `reap --notify`.
+`--create-share` and `--secret-env`; `serve --env` with `--secret-env` and `--measure`; `validate`;
+`guard install --notify`; `reap --notify`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -154,6 +156,13 @@ def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
                      "--secret-env", "MY_API_TOKEN", "-o", "json", IMAGE, "--", "sh", "-c",
                      "echo $MY_API_TOKEN")  # fmt: skip
         account = json.loads(ran.stdout)["shares"]["account"]
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = str(free.getsockname()[1])
+        served = record("serve", "serve", "--yes", "--env", "lab", "--run-id", "rec1", "--port", port,
+                        "--secret-env", "MY_API_TOKEN", "--measure", "1", "--cooldown", "1", "-o", "json",
+                        "python:3.12-slim", "--", "python3", "-m", "http.server", port)  # fmt: skip
+        assert json.loads(served.stdout)["status"] == "measured", served.stderr[-2000:]
         record("validate", "validate", "--yes", "--image", IMAGE, "--gpu", "t4")
         record("guard", "guard", "install", "-l", "eastus", "--every", "1h", "--yes", "--notify", WEBHOOK)
         record("reap", "reap", "--notify", WEBHOOK)  # a dry run: the URL is only in its arguments
@@ -162,9 +171,23 @@ def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
 
     folders = sorted(p for p in recordings.iterdir() if p.is_dir())
     assert [p.name for p in folders] == sorted(
-        ["up", "up-keep", "smi", "exec", "down", "env-create", "run-env", "validate", "guard", "reap"]
+        [
+            "up",
+            "up-keep",
+            "smi",
+            "exec",
+            "down",
+            "env-create",
+            "run-env",
+            "serve",
+            "validate",
+            "guard",
+            "reap",
+        ]
     )
     assert all((p / "recording.jsonl").stat().st_size > 0 for p in folders)
     assert "listKeys" in (recordings / "run-env" / "recording.jsonl").read_text(encoding="utf-8")
+    # the served app's secret went to ARM in its PUT: the recording holds its placeholder only
+    assert '"value": "<secret-' in (recordings / "serve" / "recording.jsonl").read_text(encoding="utf-8")
     leaks = [f"{p.name}/{leak}" for p in folders for leak in scan(p, known)]
     assert leaks == [], "\n".join(leaks)
