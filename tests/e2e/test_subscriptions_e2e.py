@@ -38,6 +38,8 @@ def test_up_exec_and_run_work_in_the_second_and_third_subscription(tmp_path: Pat
         doc = json.loads(up.stdout)
         assert doc["status"] == "ok" and doc["explorer"]["gpus"], doc
         run_id = doc["run_id"]
+        # the command that removes it names its subscription (a bare `down` here would look in the first)
+        assert doc["delete"] == f"acagpu down --run-id {run_id} --subscription {SECOND} --yes", doc["delete"]
         # the kept explorer's exec socket, in the second subscription
         hello = _acagpu(
             shell, "exec", "--subscription", SECOND, "--run-id", run_id, "--", "echo", "hi-second"
@@ -87,16 +89,18 @@ def test_serve_in_the_third_subscription_and_a_down_that_names_where_the_run_is(
             "sub3",
             "--port",
             port,
+            "--min-replicas",  # kept warm: at this speed the idle cooldown is 0.6 wall s
+            "1",
             *model,
         )
         assert served.returncode == 0, served.stderr
         doc = json.loads(served.stdout)
+        assert doc["delete"] == f"acagpu down --run-id sub3 --subscription {THIRD} --yes", doc["delete"]
         answer = requests.get(doc["url"] + "/", timeout=30, verify=emu["ACAGPU_CA_BUNDLE"])
         assert answer.status_code == 200 and "Directory listing" in answer.text, answer.text[:200]
         status = _acagpu(shell, "status", "--all-subscriptions")
-        assert (
-            f"subscription {THIRD}" in status.stdout.splitlines() and "serving (1 replica)" in status.stdout
-        )
+        assert f"subscription {THIRD}" in status.stdout.splitlines(), status.stdout
+        assert "serving (1 replica)" in status.stdout, status.stdout
 
         refused = _acagpu(shell, "down", "--yes", "--run-id", "sub3")  # the default subscription
         assert refused.returncode == 2, refused.stderr

@@ -31,7 +31,7 @@ from aca_gpu.errors import (
 )
 from aca_gpu.output import Progress
 from aca_gpu.workflow.base import checks
-from aca_gpu.workflow.base.context import ChildCancel, Waiter
+from aca_gpu.workflow.base.context import ChildCancel, Waiter, down_hint
 from aca_gpu.workflow.base.threads import spawn, wait_for
 from aca_gpu.workflow.engine import capacity, failover, parking, waiting
 from aca_gpu.workflow.engine.failover import Attempt
@@ -147,7 +147,10 @@ class Engine(Sweeps):
         self._attempt_began = (time.monotonic(), 0.0)
         self.predictions = dict(predictions or {})
         self.outcome = outcome or RunOutcome(plan=plan, runtime=runtime.name)
-        self.interrupts = Interrupts(progress, f"acagpu down --run-id {plan.run_id}", cancel=waiter.cancel)
+        # the `down` every hint says (with --subscription when the run is not in the shell's own)
+        self._down = down_hint(plan.run_id, getattr(runtime, "cloud", None), yes=False)
+        self.outcome.down = self._down
+        self.interrupts = Interrupts(progress, self._down, cancel=waiter.cancel)
         self._started = time.monotonic()
 
     # -- phases -------------------------------------------------------------------------------
@@ -377,7 +380,7 @@ class Engine(Sweeps):
             with self.phase("keep"):
                 outcome.teardown = self.runtime.keep_place(plan, self.progress)
             again = " again, as its `up --keep` asked" if plan.kept_before else ""
-            self.progress.note(f"kept{again}: `acagpu down --run-id {plan.run_id}` removes it")
+            self.progress.note(f"kept{again}: `{self._down}` removes it")
             return
         with self.phase("teardown") as step:
             outcome.teardown = self.runtime.remove_place(plan, self.progress)
@@ -420,12 +423,9 @@ class Engine(Sweeps):
         self.outcome.teardown = TeardownResult("left", message=f"{why}: left in place")
         self.outcome.error = Interrupted(
             f"{why}: run {self.plan.run_id} left in place",
-            hint=f"acagpu down --run-id {self.plan.run_id}",
+            hint=self._down,
         )
-        self.progress.warn(
-            f"{why}: run {self.plan.run_id} left in place; "
-            f"remove it with: acagpu down --run-id {self.plan.run_id}"
-        )
+        self.progress.warn(f"{why}: run {self.plan.run_id} left in place; remove it with: {self._down}")
 
 
 def run_plan(

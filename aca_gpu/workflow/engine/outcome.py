@@ -314,6 +314,10 @@ class NoPlace:
         return 0.0  # this machine's own GPUs: nothing is billed
 
 
+# a teardown that leaves the run in place: the document says the `down` that removes it (`delete`)
+LEFT = ("kept", "left", "incomplete", "failed")
+
+
 @dataclass
 class RunOutcome:
     """A whole run, as the engine saw it; the exit code and the JSON document come from here only."""
@@ -333,6 +337,7 @@ class RunOutcome:
     attempts: list[Attempt] = field(default_factory=list)  # one per region tried (failover.py)
     capacity_wait: dict[str, Any] | None = None  # --wait-for-capacity: sweeps, every place's reason
     cost_cap: dict[str, Any] | None = None  # --max-cost: the cap, what was spent, the overshoot bound
+    down: str = ""  # the `acagpu down` that removes the run (down_hint: with its --subscription)
 
     def cap_summary(self) -> tuple[str, str, str | None]:
         """(what was done, what was not, how to continue) when --max-cost stopped the run."""
@@ -372,7 +377,7 @@ class RunOutcome:
         if not self.teardown.clean:
             return TeardownIncomplete(
                 self.teardown.message or f"run {self.plan.run_id} was not fully removed",
-                hint=f"acagpu down --run-id {self.plan.run_id}",
+                hint=self.down or f"acagpu down --run-id {self.plan.run_id}",
             )
         failed = [p for p in self.pairs if p.status == "fail"]
         if failed:
@@ -421,6 +426,7 @@ class RunOutcome:
                 "timings": dict(self.timings),
                 "cost": self.cost(),
                 "teardown": self.teardown.as_dict(),
+                **({"delete": f"{self._down()} --yes"} if self.teardown.status in LEFT else {}),
                 "attempts": [a.as_dict() for a in self.attempts],
                 **({"capacity_wait": self.capacity_wait} if self.capacity_wait is not None else {}),
                 **({"cost_cap": self.cost_cap} if self.cost_cap is not None else {}),
@@ -429,6 +435,9 @@ class RunOutcome:
             }
         )
         return doc
+
+    def _down(self) -> str:
+        return self.down or f"acagpu down --run-id {self.plan.run_id}"
 
     def _phases(self) -> dict[str, float]:
         """The run's phases; a single pair's own phases (probe start, nvidia-smi ...) join them."""

@@ -19,7 +19,7 @@ from aca_gpu.errors import AcaGpuError, BadInput, Interrupted, NotFound
 from aca_gpu.models import AppSpec, Cloud, RegistryCred
 from aca_gpu.output import Progress
 from aca_gpu.units import duration_text
-from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.base.context import Waiter, down_hint
 from aca_gpu.workflow.engine import waiting
 from aca_gpu.workflow.engine.outcome import TeardownResult
 from aca_gpu.workflow.env.warm_runtime import runtime_for
@@ -53,6 +53,7 @@ class ServeOutcome:
     target: Target | None = None  # where the first answer came from (measured after it)
     capacity_wait: dict[str, Any] | None = None  # --wait-for-capacity (serve/limits.py)
     cost_cap: dict[str, Any] | None = None  # --max-cost (serve/limits.py)
+    delete: str = ""  # the `down` that removes the app (down_hint: with its --subscription)
 
     @property
     def status(self) -> str:
@@ -91,7 +92,7 @@ class ServeOutcome:
             "gpu_use": self.gpu_use,
             "plan": spec.as_dict(),
             "kept": self.status in ("serving", "measured"),
-            "delete": f"acagpu down --run-id {spec.run_id} --yes",
+            "delete": self.delete or down_hint(spec.run_id),
             "teardown": self.teardown.as_dict() if self.teardown is not None else None,
             "notes": list(self.notes),
             **({"capacity_wait": self.capacity_wait} if self.capacity_wait is not None else {}),
@@ -317,7 +318,7 @@ def _teardown_unless_interrupted(
             progress.warn(f"interrupted: tearing down run {spec.run_id}; Ctrl-C again to leave it in place")
         outcome.teardown = _teardown(runtime, spec, plan, progress)
     except KeyboardInterrupt:
-        delete = f"acagpu down --run-id {spec.run_id} --yes"
+        delete = outcome.delete or down_hint(spec.run_id)
         outcome.interrupted = True
         outcome.teardown = TeardownResult("left", message=f"Ctrl-C during teardown: `{delete}` removes it")
         outcome.error = Interrupted(
@@ -368,7 +369,9 @@ def serve(
     `--max-cost` as serve/limits.py says."""
     plan, runtime = runtime_for(cloud, spec.run.plan, waiter)
     spec = replace(spec, run=replace(spec.run, plan=plan))
-    outcome = ServeOutcome(spec, resource_group=plan.names.resource_group)
+    outcome = ServeOutcome(
+        spec, resource_group=plan.names.resource_group, delete=down_hint(spec.run_id, cloud)
+    )
     clients = clients_of(cloud)
     refused = cuda_refusal(spec, plan, progress) or mount_refusal(spec, runtime)
     if refused is not None:  # nothing exists yet: nothing to tear down
@@ -411,7 +414,7 @@ def serve(
             outcome.interrupted = True
             outcome.error = Interrupted(
                 f"interrupted: what this command made is torn down (billing first); if anything is "
-                f"left, acagpu down --run-id {spec.run_id} --yes removes it"
+                f"left, {outcome.delete} removes it"
             )
             _teardown_unless_interrupted(outcome, runtime, spec, plan, progress, interrupted=True)
     except AcaGpuError as exc:
@@ -448,7 +451,7 @@ def measure_served(
 
     clients = clients_of(cloud)
     rg = spec.run.plan.names.resource_group
-    outcome = ServeOutcome(spec, resource_group=rg, attached=True)
+    outcome = ServeOutcome(spec, resource_group=rg, attached=True, delete=down_hint(spec.run_id, cloud))
     found = served.read_served(clients, rg, spec.app)
     if found is None or not found.fqdn:
         outcome.error = NotFound(
@@ -474,7 +477,7 @@ def measure_served(
         outcome.gpu_use = gpu_use(cloud, rg, spec.app, waiter, progress)  # warm after the requests
     except KeyboardInterrupt:
         outcome.interrupted = True
-        outcome.notes.append(f"the app is kept; `acagpu down --run-id {spec.run_id} --yes` deletes it")
+        outcome.notes.append(f"the app is kept; `{outcome.delete}` deletes it")
     except AcaGpuError as exc:
         outcome.error = exc
     return outcome

@@ -132,7 +132,8 @@ def render_up(doc: dict[str, Any]) -> str:
     ]
     if doc["teardown"].get("status") in ("kept", "left", "incomplete", "failed"):
         lines.append(
-            f"  remove with    acagpu down --run-id {doc['run_id']}   (group {res['resource_group']})"
+            f"  remove with    {doc.get('delete') or 'acagpu down --run-id ' + doc['run_id']}"
+            f"   (group {res['resource_group']})"
         )
     lines += attempt_lines(doc, "  regions        ")
     if doc.get("error"):
