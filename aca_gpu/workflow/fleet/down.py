@@ -17,7 +17,7 @@ from aca_gpu import naming
 from aca_gpu.errors import AcaGpuError, BadInput, NotFound, TeardownIncomplete
 from aca_gpu.models import Cloud
 from aca_gpu.output import Progress
-from aca_gpu.workflow.base.context import RunRef, Waiter, age_seconds, find_run
+from aca_gpu.workflow.base.context import RunRef, Waiter, age_seconds, down_hint, find_run
 from aca_gpu.workflow.engine.teardown import teardown_group
 from aca_gpu.workflow.env.run_queues import drop_run_queues, run_queues
 
@@ -79,7 +79,7 @@ def down(
             step.status = "fail"
             error = TeardownIncomplete(
                 result.message or f"{run.resource_group} is still there",
-                hint=f"acagpu down --run-id {run.run_id}",
+                hint=down_hint(run.run_id, cloud, yes=False),
             )
             doc["error"] = error.as_dict()
             return DownResult(doc, error.exit_code)
@@ -92,7 +92,7 @@ def down(
                 step.status = "fail"
                 error = TeardownIncomplete(
                     f"run {run.run_id}'s queues were not all deleted: {'; '.join(left)}",
-                    hint=f"acagpu down --run-id {run.run_id} again",
+                    hint=f"{down_hint(run.run_id, cloud, yes=False)} again",
                 )
                 doc["error"] = error.as_dict()
                 return DownResult(doc, error.exit_code)

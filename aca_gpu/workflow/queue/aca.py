@@ -31,7 +31,7 @@ from aca_gpu.errors import AcaGpuError, InfraError, PreflightRefused, QuotaError
 from aca_gpu.models import Cloud, EnvInfo, ExecutionInfo, Queues, ResourceGroupInfo
 from aca_gpu.naming import TAG_RUN_ID
 from aca_gpu.output import Progress
-from aca_gpu.workflow.base.context import Waiter
+from aca_gpu.workflow.base.context import Waiter, down_hint
 from aca_gpu.workflow.engine.aca_runtime import AcaRuntime
 from aca_gpu.workflow.engine.outcome import TeardownResult, TesterOutcome
 from aca_gpu.workflow.engine.plan import Pair, Plan
@@ -235,10 +235,11 @@ class QueueRuntime(WarmWorkloadRuntime):
         """The job first (billing), then what arrived meanwhile, then the run's queues. A detached
         run is left to its workers (its queues are its record)."""
         if self.detached:
+            down = down_hint(plan.run_id, self.cloud, yes=False)
             return TeardownResult(
                 "detached",
-                message=f"its workers drain the queue on their own; `acagpu down --run-id {plan.run_id}` "
-                "removes its job and queues, as reap and the guard do at its expiry",
+                message=f"its workers drain the queue on their own; `{down}` removes its job and queues, "
+                "as reap and the guard do at its expiry",
             )
         self._look()
         try:
