@@ -36,7 +36,10 @@ def open_cloud(settings: Settings) -> Cloud:
         shell = load_settings()
     except BadInput:  # the command's own settings were good: a hint never fails a command
         shell = settings
-    named = settings.subscription is not None and settings.subscription != shell.subscription
+    named = (
+        settings.subscription is not None
+        and settings.subscription.lower() != (shell.subscription or "").lower()
+    )
     # the embedded emulator (`--emulator`) points elsewhere too, but ends with the command
     if named and settings.arm_endpoint == shell.arm_endpoint:
         cloud.named_subscription = settings.subscription  # type: ignore[attr-defined]
