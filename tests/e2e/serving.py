@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 ACAGPU = [sys.executable, "-m", "aca_gpu"]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now: a served stand-in model's port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def read_env(path: Path) -> dict[str, str]:

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 import requests
 
 from aca_gpu.emulator.server import SUBSCRIPTION
-from tests.e2e.serving import ACAGPU, emulator_serve
+from tests.e2e.serving import ACAGPU, emulator_serve, free_port
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 USER_SECRET = "Hq7vLr2XwT9zPk4mNb6Yc"  # a user's API token: no key=value around it in the log
@@ -156,9 +155,7 @@ def test_every_recorded_journey_holds_no_secret(tmp_path: Path) -> None:
                      "--secret-env", "MY_API_TOKEN", "-o", "json", IMAGE, "--", "sh", "-c",
                      "echo $MY_API_TOKEN")  # fmt: skip
         account = json.loads(ran.stdout)["shares"]["account"]
-        with socket.socket() as free:
-            free.bind(("127.0.0.1", 0))
-            port = str(free.getsockname()[1])
+        port = str(free_port())
         served = record("serve", "serve", "--yes", "--env", "lab", "--run-id", "rec1", "--port", port,
                         "--secret-env", "MY_API_TOKEN", "--measure", "1", "--cooldown", "1", "-o", "json",
                         "python:3.12-slim", "--", "python3", "-m", "http.server", port)  # fmt: skip

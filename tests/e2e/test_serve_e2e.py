@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import acagpu as api
 from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
 from aca_gpu.workflow.report.html import render
+from tests.e2e.serving import free_port
 
 IMAGE = "python:3.12-slim"
 SECRET = "tok-3f9a1c"
@@ -62,12 +62,6 @@ def acagpu(*args: str) -> dict[str, Any]:
     assert result.exit_code == 0, (result.exit_code, result.output, result.stderr)
     doc: dict[str, Any] = json.loads(result.stdout)
     return doc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 LOAD_S = 20.0  # the stand-in: a model that loads for 20 real seconds

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
 from typing import Any
 
@@ -16,18 +15,12 @@ from click.testing import CliRunner
 from aca_gpu.azure.served import ServedAppSpec, served_body
 from aca_gpu.cli import cli
 from aca_gpu.models import AppSpec, ContainerDef
-from tests.e2e.serving import signal_when_said
+from tests.e2e.serving import free_port, signal_when_said
 
 
 def serve(*args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(cli, ["serve", "--yes", "-o", "json", *args])
     return result.exit_code, json.loads(result.stdout)
-
-
-def free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def stand_in(port: str) -> tuple[str, ...]:
@@ -76,7 +69,7 @@ def test_a_mount_becomes_the_apps_azure_files_volume() -> None:
 def test_a_model_killed_for_memory_ends_the_wait_at_once_with_exit_5(emu: Any) -> None:
     """The `oom` fault: the container is killed for memory as the model loads; serve says so in the
     platform's words at once (not after the load timeout) and tears down what it made."""
-    port = free_port()
+    port = str(free_port())
     assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
     emu.set_faults("oom")
     code, doc = serve(
@@ -95,7 +88,7 @@ def test_teardown_stops_a_served_apps_billing_before_its_delete(emu: Any) -> Non
     from aca_gpu.workflow.base.context import open_cloud
     from aca_gpu.workflow.engine.teardown import teardown_group
 
-    port = free_port()
+    port = str(free_port())
     emu.set_faults("cpu_fallback")
     code, served = serve("--run-id", "bf1", "--port", port, *stand_in(port))
     assert code == 0 and served["status"] == "serving", served
@@ -123,7 +116,7 @@ def test_a_startup_probe_that_never_passes_is_said_with_its_probe_and_torn_down(
     (ReplicaUnhealthy each look, StoppingContainer at the last) and the revision reads Unhealthy;
     serve ends its wait at once with the probe it set (path, port, looks, load timeout) in the
     platform's words, exit 4, and tears down what it made."""
-    port = free_port()
+    port = str(free_port())
     assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
     emu.set_faults("probe:status=503")
     code, doc = serve(
@@ -151,7 +144,7 @@ def serve_until_said(wanted: str, *args: str) -> tuple[int, dict[str, Any], str]
 def test_no_capacity_is_said_while_serve_waits_not_at_its_timeout(emu: Any) -> None:
     """`nocapacity`: the revision counts a replica, the platform lists none. serve warns at once that
     no node has taken it (the wait would otherwise last its start and load timeouts in silence)."""
-    port = free_port()
+    port = str(free_port())
     assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
     emu.set_faults("nocapacity")
     code, doc, err = serve_until_said(
@@ -164,7 +157,7 @@ def test_no_capacity_is_said_while_serve_waits_not_at_its_timeout(emu: Any) -> N
 def test_a_stalled_pull_is_said_while_serve_waits(emu: Any) -> None:
     """`pull_stall`: the replica's pull began and never ends; serve's waiting line says so in the
     platform's words while it waits."""
-    port = free_port()
+    port = str(free_port())
     assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
     emu.set_faults("pull_stall")
     code, doc, err = serve_until_said(
@@ -177,7 +170,7 @@ def test_a_stalled_pull_is_said_while_serve_waits(emu: Any) -> None:
 def test_a_full_profile_ends_serves_wait_at_once_with_exit_3(emu: Any) -> None:
     """`wpfull` (#1705): the create answers 504 but the app exists, its replica never placed with the
     record "WorkLoad Profile Full"; serve follows the app and ends with exit 3 at once."""
-    port = free_port()
+    port = str(free_port())
     assert CliRunner().invoke(cli, ["env", "create", "lab", "--yes", "-o", "json"]).exit_code == 0
     emu.set_faults("wpfull")
     started = time.monotonic()

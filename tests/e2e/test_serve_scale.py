@@ -6,7 +6,6 @@ of its own); once fewer are wanted for the cooldown, the app is back to one repl
 from __future__ import annotations
 
 import json
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +17,7 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 from aca_gpu.emulator.workloads import netns
+from tests.e2e.serving import free_port
 
 STANDIN = """
 import http.server, os, sys, time
@@ -53,9 +53,7 @@ def test_concurrent_requests_scale_a_served_app_out_to_max_replicas_and_back(
 ) -> None:
     script = tmp_path / "standin.py"
     script.write_text(STANDIN, encoding="utf-8")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
+    port = str(free_port())
     acagpu("env", "create", "lab", "--yes")
     served = acagpu(
         "serve", "--env", "lab", "--run-id", "sc1", "--port", port, "--max-replicas", "2",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -25,6 +24,7 @@ from click.testing import CliRunner
 from aca_gpu.azure import api_versions
 from aca_gpu.cli import cli
 from tests.e2e import spec_facts as spec
+from tests.e2e.serving import free_port
 
 Sent = tuple[str, str, Any]  # method, url, parsed JSON body (None when there is none)
 STATUS_URL = re.compile(r"operationstatuses|operationresults|asyncoperations|/operations/", re.I)
@@ -169,9 +169,7 @@ def test_main_journeys_send_only_spec_valid_requests(emu: Any, sent: list[Sent])
     # a fan-out: one job, an execution per shard with its own template, the environment's usages
     _run("run", "--yes", "--env", "spec", "--shards", "3", "--parallel", "2", "--logs", "none", "busybox")
     # a served app: external ingress, an HTTP scale rule, a startup probe, a secret (acagpu serve)
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = str(free.getsockname()[1])
+    port = str(free_port())
     os.environ["SPEC_MODEL_TOKEN"] = "spec-secret"
     try:  # -o json before IMAGE: what follows IMAGE is the container's command
         served = CliRunner().invoke(

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import requests
 
 from aca_gpu.emulator.server import subscription_ids
-from tests.e2e.serving import ACAGPU, emulator_serve
+from tests.e2e.serving import ACAGPU, emulator_serve, free_port
 
 IMAGE = "nvidia/cuda:12.4.1-base-ubuntu22.04"
 FIRST, SECOND, THIRD = subscription_ids(3)
@@ -71,9 +70,7 @@ def test_up_exec_and_run_work_in_the_second_and_third_subscription(tmp_path: Pat
 def test_serve_in_the_third_subscription_and_a_down_that_names_where_the_run_is(tmp_path: Path) -> None:
     """Before, `down --run-id` (the command serve prints) in the default subscription answered
     "absent (nothing to delete)", exit 0, while the app in the third one went on billing."""
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = str(free.getsockname()[1])
+    port = str(free_port())
     with emulator_serve(tmp_path / "emu.env", extra=("--subscriptions", "3")) as emu:
         shell = _shell(emu)
         model = ("python:3.12-slim", "--", "python3", "-m", "http.server", port)

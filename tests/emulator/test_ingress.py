@@ -5,7 +5,6 @@ the (scaled) 240 s cut-off is answered 504."""
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from azure.mgmt.appcontainers import ContainerAppsAPIClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from aca_gpu.emulator.server import EmulatorServer
+from tests.e2e.serving import free_port
 from tests.emulator.helpers import StaticCredential, app_body, make_env, make_rg, wait_for
 
 RG, ENV = "rg-acagpu-t1", "cae-acagpu-t1"
@@ -36,12 +36,6 @@ class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args): pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def served_app(sub: str, port: int, command: list[str], cooldown: int = 10) -> dict[str, Any]:
