@@ -64,13 +64,8 @@ class StorageQueues:
             raise self._failed("create", queue, exc) from None
 
     def metadata(self, queue: str) -> dict[str, str] | None:
-        try:
-            props = self._service.get_queue_client(queue).get_queue_properties()
-        except ResourceNotFoundError:
-            return None
-        except AzureError as exc:
-            raise self._failed("read", queue, exc) from None
-        return {str(k).lower(): str(v) for k, v in (props.metadata or {}).items()}
+        props = self._properties(queue)
+        return None if props is None else {str(k).lower(): str(v) for k, v in (props.metadata or {}).items()}
 
     def delete(self, queue: str) -> None:
         try:
@@ -119,13 +114,17 @@ class StorageQueues:
             raise self._failed("delete message", queue, exc) from None
 
     def length(self, queue: str) -> int | None:
+        props = self._properties(queue)
+        return None if props is None else int(props.approximate_message_count or 0)
+
+    def _properties(self, queue: str) -> Any:
+        """The queue's properties (its metadata, its approximate length), or None when it is gone."""
         try:
-            props = self._service.get_queue_client(queue).get_queue_properties()
+            return self._service.get_queue_client(queue).get_queue_properties()
         except ResourceNotFoundError:
             return None
         except AzureError as exc:
             raise self._failed("read", queue, exc) from None
-        return int(props.approximate_message_count or 0)
 
 
 def storage_queues(clients: Clients, rg: str, account: str) -> StorageQueues:
