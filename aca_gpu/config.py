@@ -112,6 +112,9 @@ class Settings:
     regions: tuple[str, ...] = ()  # failover order for up/validate (config `regions`, ACAGPU_REGIONS)
     env: str | None = None  # warm environment for up/validate/test (config `env`, ACAGPU_ENV)
     notify: str | None = field(default=None, repr=False)  # webhook URL (config `notify`, ACAGPU_NOTIFY)
+    # the subscription `--subscription` chose when it is not the shell's own: every `down` a command
+    # prints must then name it (a bare `down` in the same shell would look in the other one)
+    named_subscription: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **values: Any) -> Settings:

@@ -58,7 +58,9 @@ def start_timeout_option(func: F) -> F:
 
 
 def command_settings(subscription: str | None = None) -> Settings:
-    return load_settings().with_overrides(subscription=subscription)
+    shell = load_settings()
+    other = subscription is not None and subscription.lower() != (shell.subscription or "").lower()
+    return shell.with_overrides(subscription=subscription, named_subscription=subscription if other else None)
 
 
 def waiter_for(settings: Settings) -> Waiter:
@@ -103,12 +105,16 @@ def emulator_settings(settings: Settings, time_scale: float | None) -> Iterator[
     server.start()
     try:
         env = server.client_env()
-        yield settings.with_overrides(
-            arm_endpoint=env.get("ACAGPU_ARM_ENDPOINT"),
-            ca_bundle=env.get("ACAGPU_CA_BUNDLE"),
-            token=env.get("ACAGPU_TOKEN"),
-            subscription=env.get("ACAGPU_SUBSCRIPTION"),
-            polling_interval=EMULATOR_POLL_S,
+        # the embedded emulator ends with the command: no hint names its subscription
+        yield dataclasses.replace(
+            settings.with_overrides(
+                arm_endpoint=env.get("ACAGPU_ARM_ENDPOINT"),
+                ca_bundle=env.get("ACAGPU_CA_BUNDLE"),
+                token=env.get("ACAGPU_TOKEN"),
+                subscription=env.get("ACAGPU_SUBSCRIPTION"),
+                polling_interval=EMULATOR_POLL_S,
+            ),
+            named_subscription=None,
         )
     finally:
         server.stop()

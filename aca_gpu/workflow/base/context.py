@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from aca_gpu import naming
-from aca_gpu.config import Settings, load_settings
+from aca_gpu.config import Settings
 from aca_gpu.errors import BadInput, InfraError, NotFound, PreflightRefused, WaitTimedOut
 from aca_gpu.models import Cloud, ResourceGroupInfo
 
@@ -26,31 +26,19 @@ PROBE_LOSSES = 3  # consecutive infrastructure failures a wait shrugs off before
 
 
 def open_cloud(settings: Settings) -> Cloud:
-    """The Azure adapter, imported lazily so `acagpu --help` never loads the SDK. It keeps the
-    subscription the command was pointed at away from this shell's own (`--subscription`), which
-    every `down` hint must then repeat (`down_hint`)."""
+    """The Azure adapter, imported lazily so `acagpu --help` never loads the SDK."""
     from aca_gpu.azure.cloud import AzureCloud
 
     cloud: Cloud = AzureCloud.from_settings(settings)
-    try:
-        shell = load_settings()
-    except BadInput:  # the command's own settings were good: a hint never fails a command
-        shell = settings
-    named = (
-        settings.subscription is not None
-        and settings.subscription.lower() != (shell.subscription or "").lower()
-    )
-    # the embedded emulator (`--emulator`) points elsewhere too, but ends with the command
-    if named and settings.arm_endpoint == shell.arm_endpoint:
-        cloud.named_subscription = settings.subscription  # type: ignore[attr-defined]
     return cloud
 
 
 def down_hint(run_id: str, cloud: object | None = None, *, yes: bool = True) -> str:
     """The `acagpu down` that removes a run, pasted into the same shell: with `--subscription` when
-    the command was pointed at another subscription than the shell's (a bare `down` would look in
-    the wrong one)."""
-    named = getattr(cloud, "named_subscription", None)
+    the command was pointed at another subscription than the shell's (`Settings.named_subscription`;
+    a bare `down` would look in the wrong one)."""
+    settings = getattr(getattr(cloud, "clients", None), "settings", None)
+    named = getattr(settings, "named_subscription", None)
     scope = f" --subscription {named}" if named else ""
     return f"acagpu down --run-id {run_id}{scope}" + (" --yes" if yes else "")
 
