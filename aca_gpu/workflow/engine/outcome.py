@@ -377,7 +377,7 @@ class RunOutcome:
         if not self.teardown.clean:
             return TeardownIncomplete(
                 self.teardown.message or f"run {self.plan.run_id} was not fully removed",
-                hint=self.down or f"acagpu down --run-id {self.plan.run_id}",
+                hint=self._down(),
             )
         failed = [p for p in self.pairs if p.status == "fail"]
         if failed:
