@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from aca_gpu.cli import cli
 from aca_gpu.emulator.server import EmulatorServer
-from tests.e2e.test_serve_refusals import free_port
+from tests.e2e.serving import free_port
 
 
 def _json(*args: str) -> tuple[int, dict[str, Any], str]:
@@ -79,7 +79,7 @@ def test_serve_waits_for_room_before_its_app_and_its_cap_stops_the_app_billing_f
     while serve waits for its first answer: exit 8, the app scaled to 0 and deleted, the emulator's
     bill within the cap and the stated bound."""
     monkeypatch.setenv("ACAGPU_CAPACITY_GAP_S", "0.2")
-    port = free_port()
+    port = str(free_port())
     model = ("python:3.12-slim", "--", "sh", "-c", f"sleep 30; exec python3 -m http.server {port}")
     code, planned, err = _json("serve", "--dry-run", "-o", "json", "--port", port, *model)
     per_s = planned["price"]["usd_per_hour"] / 3600
